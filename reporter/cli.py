@@ -1,0 +1,97 @@
+"""Command-line interface: ``reporter run``, ``reporter validate``.
+
+Bad input is one line per problem on stderr and exit code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import UserError
+
+
+def _fail(e: UserError) -> None:
+    for line in e.lines:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(e.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="reporter")
+def main() -> None:
+    """Compare LLMs by benchmarks and by what happens inside them; write a model card."""
+
+
+@main.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory (default: reports/<file-stem>-<date>).")
+@click.option("--profile", help="Evaluation profile: a name (quick, standard, …) or a YAML path.")
+@click.option("--force", is_flag=True, help="Recompute everything instead of resuming.")
+@click.option("--device", help="Override the device for every model (auto, cpu, cuda, cuda:N).")
+@click.option("--seed", type=int, help="Override the run seed.")
+@click.option("--no-progress", is_flag=True, help="Hide progress bars.")
+def run(file, output, profile, force, device, seed, no_progress):
+    """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list)."""
+    from .config import default_config, load_config, parse_config
+    from .runner import run as run_models
+
+    try:
+        cfg = load_config(file) if file else default_config()
+        if device or seed is not None:
+            data = cfg.to_dict()
+            if device:
+                data["device"] = device
+                for m in data["models"]:
+                    m["device"] = None
+            if seed is not None:
+                data["seed"] = seed
+            cfg = parse_config(_strip_defaults(data), cfg.path)
+        res = run_models(cfg, output, force=force, progress=not no_progress, command=sys.argv)
+    except UserError as e:
+        _fail(e)
+    except KeyboardInterrupt:
+        click.echo("interrupted: finished work is saved in the run directory; rerun the same command to resume",
+                   err=True)
+        sys.exit(130)
+    out = output or cfg.output
+    click.echo(_summary(res))
+
+
+def _strip_defaults(data: dict) -> dict:
+    data = dict(data)
+    data["models"] = [{k: v for k, v in m.items() if v is not None and not (k == "random" and not v)}
+                      for m in data["models"]]
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def _summary(res: dict) -> str:
+    lines = []
+    for name, m in res["models"].items():
+        ppl = m.get("smoke", {}).get("perplexity")
+        bits = [f"{name}: {m['status']}"]
+        if ppl is not None:
+            bits.append(f"perplexity {ppl:.1f}")
+        for t, s in m.get("tasks", {}).items():
+            bits.append(f"{t} {100 * s['score']:.1f}% [{100 * s['ci_low']:.1f}, {100 * s['ci_high']:.1f}]")
+        lines.append(", ".join(bits))
+    return "\n".join(lines)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def validate(file):
+    """Check a models YAML file without loading anything."""
+    from .config import load_config
+
+    try:
+        cfg = load_config(file)
+    except UserError as e:
+        _fail(e)
+    click.echo(f"{file}: OK ({len(cfg.models)} model{'s' if len(cfg.models) != 1 else ''})")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

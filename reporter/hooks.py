@@ -1,0 +1,64 @@
+"""One context manager that registers every hook of a pass and always removes them.
+
+Collectors (MUI, LPP, log-probs …) never touch model code: they ask :class:`HookSet` for
+forward pre-hooks (the module's INPUT) or forward hooks (its OUTPUT) and get called inside
+the forward pass. On exit — normal, exception or KeyboardInterrupt — every handle is
+removed (the baukit ``nethook`` / lm-eval ``steer`` pattern).
+
+>>> import torch
+>>> lin = torch.nn.Linear(2, 2)
+>>> seen = []
+>>> with HookSet() as hs:
+...     hs.on_input(lin, lambda x: seen.append(x.shape))
+...     _ = lin(torch.zeros(3, 2))
+>>> seen, len(lin._forward_pre_hooks)
+([torch.Size([3, 2])], 0)
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+class HookSet:
+    """Registers input/output hooks on modules and removes all of them on exit."""
+
+    def __init__(self) -> None:
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+
+    def on_input(self, module: nn.Module, fn: Callable[[torch.Tensor], None]) -> None:
+        """Call ``fn(first positional input)`` before ``module`` runs; the input is not modified."""
+
+        def pre_hook(_mod, args, kwargs):
+            x = args[0] if args else next(iter(kwargs.values()))
+            fn(x)
+
+        self._handles.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
+
+    def replace_input(self, module: nn.Module, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Replace ``module``'s first positional input by ``fn(input)`` (for ablations)."""
+
+        def pre_hook(_mod, args):
+            return (fn(args[0]),) + tuple(args[1:])
+
+        self._handles.append(module.register_forward_pre_hook(pre_hook))
+
+    def on_output(self, module: nn.Module, fn: Callable[[object], None]) -> None:
+        """Call ``fn(output)`` after ``module`` runs; the output is not modified."""
+
+        def hook(_mod, _args, out):
+            fn(out)
+
+        self._handles.append(module.register_forward_hook(hook))
+
+    def remove(self) -> None:
+        while self._handles:
+            self._handles.pop().remove()
+
+    def __enter__(self) -> "HookSet":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()

@@ -1,0 +1,83 @@
+"""The collect stage: load each model, measure, write artifacts; then build results.json.
+
+Each finished piece of work is written to the run directory as soon as it exists, so a
+failed or interrupted run loses nothing and a rerun picks up where it stopped.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from .artifacts import RunDir, read_json, write_json
+from .config import RunConfig, slugify
+from .errors import UserError
+from .manifest import build_manifest
+from .results import write_results
+
+
+def default_output(cfg: RunConfig) -> Path:
+    stem = Path(cfg.path).stem if not cfg.path.startswith("<") else "default"
+    return Path("reports") / f"{slugify(stem)}-{_dt.date.today().isoformat()}"
+
+
+def _model_done(rd: RunDir, slug: str, profile: dict) -> bool:
+    mdir = rd.model_dir(slug)
+    if not (mdir / "model.json").is_file() or not (mdir / "smoke.json").is_file():
+        return False
+    return all((rd.task_dir(slug, t["name"]) / "summary.json").is_file() for t in profile.get("tasks", []))
+
+
+def run(cfg: RunConfig, output: str | Path | None = None, *, profile: dict | None = None,
+        force: bool = False, progress: bool = True, command: list[str] | None = None) -> dict:
+    """Run every model of ``cfg`` and return the results dict (also written to results.json).
+
+    >>> from reporter.config import parse_config
+    >>> cfg = parse_config([{"name": "tiny", "source": "random:llama",
+    ...                      "random": {"layers": 2, "hidden": 64, "intermediate": 128, "heads": 4}}])
+    >>> res = run(cfg, "/tmp/reporter-doctest", progress=False)   # doctest: +SKIP
+    """
+    from .loading import load_model
+    from .smoke import smoke
+
+    profile = profile or {"name": None, "tasks": []}
+    rd = RunDir(output or cfg.output or default_output(cfg))
+    rd.root.mkdir(parents=True, exist_ok=True)
+    old = read_json(rd.manifest)
+    manifest = build_manifest(cfg, profile, command)
+    if old and old.get("config_hash") != manifest["config_hash"] and not force:
+        raise UserError(f"{rd.root}: holds a run with a different configuration (config hash "
+                        f"{old.get('config_hash')} vs {manifest['config_hash']}); choose another -o/--output or pass --force")
+    write_json(rd.manifest, manifest)
+    failures: list[str] = []
+    for spec in tqdm(cfg.models, desc="models", disable=not progress):
+        slug = spec.slug
+        mdir = rd.model_dir(slug)
+        if force:
+            for name in ("model.json", "smoke.json", "error.json"):
+                (mdir / name).unlink(missing_ok=True)
+        elif _model_done(rd, slug, profile):
+            tqdm.write(f"{spec.name}: already complete in {mdir}, skipping")
+            continue
+        (mdir / "error.json").unlink(missing_ok=True)
+        try:
+            lm = load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype, run_seed=cfg.seed, progress=progress)
+        except UserError as e:
+            write_json(mdir / "error.json", {"error": str(e)})
+            failures.extend(e.lines)
+            tqdm.write(f"{spec.name}: FAILED: {e}")
+            continue
+        write_json(mdir / "model.json", {"name": spec.name, **lm.meta})
+        if not (mdir / "smoke.json").is_file() or force:
+            write_json(mdir / "smoke.json", smoke(lm, progress=progress))
+        del lm
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    res = write_results(rd.root)
+    if failures:
+        raise UserError(failures + [f"{rd.root}: the other models' results are saved; fix the above and rerun to resume"])
+    return res

@@ -1,0 +1,186 @@
+"""Statistics for the benchmark report: bootstrap CIs, paired comparisons, McNemar.
+
+Everything is deterministic for a given ``seed`` (``np.random.default_rng(seed)``
+is the only source of randomness) and built on :mod:`scipy.stats`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from typing import Literal, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["ScoreCI", "PairedComparison", "score_ci", "paired_comparison",
+           "mcnemar_exact", "all_pairs"]
+
+BootMethod = Literal["bca", "percentile"]
+
+
+@dataclass(frozen=True)
+class ScoreCI:
+    """Mean score with a bootstrap confidence interval."""
+
+    score: float  # raw mean of the per-item scores (a fraction for 0/1 scores)
+    ci_low: float
+    ci_high: float
+    n: int
+    seed: int
+    method: str  # "bootstrap-bca", "bootstrap-percentile" or "degenerate"
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict, e.g. ``{"score": 0.5, "ci_low": ..., "n": 4, ...}``."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Model A minus model B on the items both answered for one task."""
+
+    model_a: str
+    model_b: str
+    task: str
+    n: int  # items both models answered (matched by item id)
+    mean_diff: float  # mean(a - b)
+    ci_low: float  # paired bootstrap CI of mean(a - b), items resampled
+    ci_high: float
+    mcnemar_p: float | None  # exact McNemar p-value; None unless both are 0/1
+    n01: int | None  # a wrong, b right
+    n10: int | None  # a right, b wrong
+    method: str = ""  # CI method, as in ScoreCI.method
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict, e.g. ``{"model_a": "m1", "mean_diff": 0.1, ...}``."""
+        return asdict(self)
+
+
+def _as_scores(scores: Sequence[float], what: str) -> np.ndarray:
+    x = np.asarray(scores, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"{what} must be a 1-D sequence of numbers, got shape {x.shape}")
+    if x.size == 0:
+        raise ValueError(f"{what} is empty: a confidence interval needs at least one item")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{what} contains NaN or infinite values")
+    return x
+
+
+def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
+             n_resamples: int = 2000, method: BootMethod = "bca") -> ScoreCI:
+    """Bootstrap confidence interval of the mean score (``scipy.stats.bootstrap``).
+
+    ``method`` is ``"bca"`` (default) or ``"percentile"``. One item, or all scores
+    equal, gives the zero-width interval ``(score, score)`` with method
+    ``"degenerate"``. Raises ``ValueError`` for no items or non-finite scores.
+
+    >>> r = score_ci([1, 0, 1, 1], seed=0)
+    >>> r.score, r.method
+    (0.75, 'bootstrap-bca')
+    >>> score_ci([1, 1, 1], seed=0).to_dict()["ci_low"]
+    1.0
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 2:
+        raise ValueError(f"n_resamples must be >= 2, got {n_resamples}")
+    if method not in ("bca", "percentile"):
+        raise ValueError(f"method must be 'bca' or 'percentile', got {method!r}")
+    x = _as_scores(scores, "scores")
+    score = float(np.mean(x))
+    if x.size == 1 or np.all(x == x[0]):
+        return ScoreCI(score, score, score, int(x.size), seed, "degenerate")
+
+    def boot(m: str, previous=None):
+        return stats.bootstrap(
+            (x,), np.mean, vectorized=True, n_resamples=0 if previous else n_resamples,
+            confidence_level=confidence, method=m, bootstrap_result=previous,
+            rng=np.random.default_rng(seed))
+
+    # BCa is undefined (NaN) when every resample falls on one side of the
+    # estimate (only likely with tiny n_resamples): fall back to percentile.
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        res = boot(method)
+        used = method
+        ci = res.confidence_interval
+        if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
+            used = "percentile"
+            ci = boot(used, previous=res).confidence_interval
+    return ScoreCI(score, float(ci.low), float(ci.high), int(x.size), seed,
+                   f"bootstrap-{used}")
+
+
+def mcnemar_exact(n01: int, n10: int) -> float:
+    """Two-sided exact McNemar p-value: binomial test of ``n01`` vs ``n10`` at p=1/2.
+
+    Returns 1.0 when there are no discordant pairs.
+
+    >>> mcnemar_exact(0, 5)  # 2 * (1/2)**5
+    0.0625
+    >>> mcnemar_exact(3, 3)
+    1.0
+    """
+    n01, n10 = int(n01), int(n10)
+    if n01 < 0 or n10 < 0:
+        raise ValueError(f"discordant counts must be >= 0, got n01={n01}, n10={n10}")
+    if n01 + n10 == 0:
+        return 1.0
+    return float(min(1.0, stats.binomtest(n01, n01 + n10, 0.5).pvalue))
+
+
+def paired_comparison(model_a: str, scores_a: Mapping[str, float],
+                      model_b: str, scores_b: Mapping[str, float], *, task: str,
+                      seed: int, confidence: float = 0.95,
+                      n_resamples: int = 2000) -> PairedComparison:
+    """Compare two models on the item ids they share (sorted for determinism).
+
+    The CI is a BCa bootstrap of ``mean(a - b)`` resampling items (pairs kept
+    together). When every shared score is 0 or 1, the exact McNemar test on the
+    discordant pairs is added. Raises ``ValueError`` if no item id is shared.
+
+    >>> c = paired_comparison("m1", {"q1": 1, "q2": 1, "q3": 0},
+    ...                       "m2", {"q1": 0, "q2": 1, "q4": 1}, task="t", seed=0)
+    >>> c.n, c.mean_diff, c.n10, c.n01, c.mcnemar_p
+    (2, 0.5, 1, 0, 1.0)
+    """
+    ids = sorted(set(scores_a) & set(scores_b))
+    if not ids:
+        raise ValueError(
+            f"{model_a!r} and {model_b!r} share no item ids on task {task!r}")
+    a = _as_scores([scores_a[i] for i in ids], f"scores of {model_a!r} on {task!r}")
+    b = _as_scores([scores_b[i] for i in ids], f"scores of {model_b!r} on {task!r}")
+    ci = score_ci(a - b, seed=seed, confidence=confidence, n_resamples=n_resamples)
+    p = n01 = n10 = None
+    if np.all((a == 0) | (a == 1)) and np.all((b == 0) | (b == 1)):
+        n01 = int(np.sum((a == 0) & (b == 1)))
+        n10 = int(np.sum((a == 1) & (b == 0)))
+        p = mcnemar_exact(n01, n10)
+    return PairedComparison(model_a, model_b, task, len(ids), ci.score, ci.ci_low,
+                            ci.ci_high, p, n01, n10, ci.method)
+
+
+def all_pairs(per_model: Mapping[str, Mapping[str, Mapping[str, float]]], *,
+              seed: int) -> list[PairedComparison]:
+    """Paired comparisons for every unordered model pair on every shared task.
+
+    ``per_model[model][task][item_id] = score``. Pairs follow the model order
+    given (a before b); tasks follow model a's order. Task pairs with no shared
+    item id are skipped. Every comparison uses the same ``seed``.
+
+    >>> res = all_pairs({"m1": {"t": {"q": 1, "r": 0}},
+    ...                  "m2": {"t": {"q": 0, "r": 0}}, "m3": {}}, seed=0)
+    >>> [(c.model_a, c.model_b, c.task, c.mean_diff) for c in res]
+    [('m1', 'm2', 't', 0.5)]
+    """
+    out = []
+    for ma, mb in combinations(list(per_model), 2):
+        for task, items_a in per_model[ma].items():
+            items_b = per_model[mb].get(task)
+            if items_b is None or not set(items_a) & set(items_b):
+                continue
+            out.append(paired_comparison(ma, items_a, mb, items_b, task=task, seed=seed))
+    return out
