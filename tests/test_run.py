@@ -1,0 +1,67 @@
+"""`reporter run` end to end on tiny models: artifacts, manifest, results.json, resume."""
+import json
+import os
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from reporter.cli import main
+
+YAML = """
+seed: 11
+models:
+  - name: Tiny Llama
+    source: random:llama
+    random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}
+  - name: tiny-neox
+    source: random:gpt_neox
+    random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}
+"""
+
+
+def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
+    p = tiny_yaml(YAML)
+    out = tmp_path / "run"
+    r = CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    man = json.loads((out / "manifest.json").read_text())
+    assert res["schema_version"] == 1
+    assert list(res["models"]) == ["Tiny Llama", "tiny-neox"]
+    for m in res["models"].values():
+        assert m["status"] == "complete"
+        assert m["meta"]["n_layers"] == 2 and m["meta"]["d_ff"] == 96
+        # an untrained model is close to uniform over its vocabulary
+        assert 0.5 * m["meta"]["vocab_size"] < m["smoke"]["perplexity"] < 2 * m["meta"]["vocab_size"]
+    assert res["models"]["Tiny Llama"]["slug"] == "Tiny-Llama"
+    assert man["seed"] == 11 and man["torch"] and man["transformers"] and len(man["config_hash"]) == 16
+    assert man["resolved"]["config"]["models"][0]["name"] == "Tiny Llama"
+    before = (out / "models" / "Tiny-Llama" / "smoke.json").stat().st_mtime_ns
+    r2 = CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress"])
+    assert r2.exit_code == 0 and "already complete" in r2.output
+    assert (out / "models" / "Tiny-Llama" / "smoke.json").stat().st_mtime_ns == before
+    assert json.loads((out / "results.json").read_text())["models"] == res["models"]
+
+
+def test_a_failing_model_does_not_lose_the_others(tiny_yaml, tmp_path):
+    p = tiny_yaml(YAML + "  - name: hub-model\n    source: Qwen/Qwen2.5-0.5B-Instruct\n")
+    out = tmp_path / "run"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-m", "reporter.cli", "run", str(p), "-o", str(out), "--no-progress"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2
+    assert "error: model 'hub-model': cannot load hub model 'Qwen/Qwen2.5-0.5B-Instruct'" in r.stderr
+    assert "Traceback" not in r.stderr
+    res = json.loads((out / "results.json").read_text())
+    assert res["models"]["Tiny Llama"]["status"] == "complete"
+    assert res["models"]["hub-model"]["status"] == "failed"
+
+
+def test_changed_config_in_the_same_directory_is_refused(tiny_yaml, tmp_path):
+    out = tmp_path / "run"
+    p = tiny_yaml(YAML)
+    assert CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress"]).exit_code == 0
+    p2 = tiny_yaml(YAML.replace("seed: 11", "seed: 12"), "other.yaml")
+    r = CliRunner().invoke(main, ["run", str(p2), "-o", str(out), "--no-progress"])
+    assert r.exit_code == 2 and "holds a run with a different configuration" in r.output
