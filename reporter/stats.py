@@ -19,6 +19,10 @@ __all__ = ["ScoreCI", "PairedComparison", "score_ci", "paired_comparison",
            "mcnemar_exact", "all_pairs"]
 
 BootMethod = Literal["bca", "percentile"]
+# Resamples (and BCa jackknife rows) are drawn in batches of about this many
+# elements, so memory stays bounded for large tasks. Batching does not change
+# the numbers: numpy draws the same index stream either way.
+_BATCH_ELEMENTS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,7 @@ def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
     def boot(m: str, previous=None):
         return stats.bootstrap(
             (x,), np.mean, vectorized=True, n_resamples=0 if previous else n_resamples,
+            batch=max(1, _BATCH_ELEMENTS // x.size),
             confidence_level=confidence, method=m, bootstrap_result=previous,
             rng=np.random.default_rng(seed))
 

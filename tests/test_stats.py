@@ -1,0 +1,287 @@
+"""Tests for reporter.stats against slow, plain-loop reference implementations."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import warnings
+from fractions import Fraction
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+
+from reporter.stats import (PairedComparison, ScoreCI, all_pairs, mcnemar_exact,
+                            paired_comparison, score_ci)
+
+# ---------------------------------------------------------------- references
+
+
+def ref_quantile(values, p):
+    """Hyndman-Fan type 7 ("linear") quantile of a list, by hand."""
+    v = sorted(values)
+    h = (len(v) - 1) * p
+    lo = math.floor(h)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (h - lo) * (v[hi] - v[lo])
+
+
+def ref_bootstrap_ci(x, seed, n_resamples=2000, confidence=0.95, method="bca"):
+    """Percentile / BCa bootstrap of the mean with plain loops (Efron & Tibshirani).
+
+    Draws the resample indices as scipy.stats.bootstrap does: one
+    ``rng.integers(0, n, (n_resamples, n))`` call on ``default_rng(seed)``.
+    """
+    x = [float(v) for v in x]
+    n = len(x)
+    idx = np.random.default_rng(seed).integers(0, n, (n_resamples, n))
+    means = []
+    for row in idx:
+        total = 0.0
+        for i in row:
+            total += x[int(i)]
+        means.append(total / n)
+    alpha = (1 - confidence) / 2
+    if method == "percentile":
+        return ref_quantile(means, alpha), ref_quantile(means, 1 - alpha)
+    theta = sum(x) / n
+    below = sum(1 for m in means if m < theta) + sum(1 for m in means if m <= theta)
+    nd = NormalDist()
+    z0 = nd.inv_cdf(below / (2 * n_resamples))
+    jack = [(sum(x) - x[i]) / (n - 1) for i in range(n)]
+    jbar = sum(jack) / n
+    num = sum((jbar - t) ** 3 for t in jack)
+    den = sum((jbar - t) ** 2 for t in jack)
+    a = num / (6 * den ** 1.5)
+    out = []
+    for z in (nd.inv_cdf(alpha), nd.inv_cdf(1 - alpha)):
+        out.append(ref_quantile(means, nd.cdf(z0 + (z0 + z) / (1 - a * (z0 + z)))))
+    return tuple(out)
+
+
+def ref_mcnemar(n01, n10):
+    """Two-sided exact McNemar: 2 * P(Binom(n01+n10, 1/2) <= min), capped at 1."""
+    total = n01 + n10
+    if total == 0:
+        return 1.0
+    tail = 0.0
+    for k in range(min(n01, n10) + 1):
+        tail += math.comb(total, k) / 2 ** total
+    return min(1.0, 2 * tail)
+
+
+def binary(n, p, seed):
+    return (np.random.default_rng(seed).random(n) < p).astype(int).tolist()
+
+
+CONTINUOUS = np.random.default_rng(123).normal(0.6, 0.2, 57).tolist()
+
+# ------------------------------------------------------------------ score_ci
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+@pytest.mark.parametrize("data,seed,conf", [
+    (binary(40, 0.7, 1), 0, 0.95), (binary(200, 0.1, 2), 7, 0.9),
+    (CONTINUOUS, 3, 0.95), ([0, 1], 11, 0.95), ([0.2, 0.9, 0.5], 5, 0.8),
+])
+def test_score_ci_matches_reference_loop(method, data, seed, conf):
+    r = score_ci(data, seed=seed, confidence=conf, n_resamples=1500, method=method)
+    lo, hi = ref_bootstrap_ci(data, seed, 1500, conf, method)
+    assert r.method == f"bootstrap-{method}"
+    assert r.score == pytest.approx(sum(data) / len(data), rel=1e-12)
+    assert (r.n, r.seed) == (len(data), seed)
+    assert r.ci_low == pytest.approx(lo, rel=1e-9, abs=1e-12)
+    assert r.ci_high == pytest.approx(hi, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("batch_elements", [None, 100])
+def test_score_ci_batching_does_not_change_result(monkeypatch, batch_elements):
+    data, n_res = (binary(5000, 0.4, 8), 300) if batch_elements is None else (CONTINUOUS, 500)
+    if batch_elements is not None:  # one resample / jackknife row per batch
+        monkeypatch.setattr("reporter.stats._BATCH_ELEMENTS", batch_elements)
+    r = score_ci(data, seed=2, n_resamples=n_res)
+    assert (r.ci_low, r.ci_high) == pytest.approx(ref_bootstrap_ci(data, 2, n_res), rel=1e-9)
+
+
+def test_score_ci_default_is_bca_and_deterministic():
+    data = binary(100, 0.6, 3)
+    r = score_ci(data, seed=42)
+    assert r.method == "bootstrap-bca"
+    assert r == score_ci(data, seed=42)
+    assert (r.ci_low, r.ci_high) == pytest.approx(ref_bootstrap_ci(data, 42), rel=1e-9)
+    assert (r.ci_low, r.ci_high) != (score_ci(data, seed=43).ci_low,
+                                     score_ci(data, seed=43).ci_high)
+
+
+def test_score_ci_brackets_shrinks_and_matches_normal_approx():
+    widths = []
+    for n in (100, 400, 1600, 6400):
+        data = binary(n, 0.3, n)
+        r = score_ci(data, seed=1)
+        assert r.ci_low < r.score < r.ci_high
+        widths.append(r.ci_high - r.ci_low)
+        if n == 6400:
+            half = 1.959963984540054 * math.sqrt(r.score * (1 - r.score) / n)
+            # Monte Carlo sd of an endpoint with 2000 resamples is ~5% of `half`.
+            assert r.ci_low == pytest.approx(r.score - half, abs=0.15 * half)
+            assert r.ci_high == pytest.approx(r.score + half, abs=0.15 * half)
+    for w_small_n, w_big_n in zip(widths, widths[1:]):
+        assert w_big_n / w_small_n == pytest.approx(0.5, abs=0.1)
+
+
+@pytest.mark.parametrize("data", [[1], [0.37], [0, 0, 0], [1] * 50, [0.1] * 7])
+def test_score_ci_degenerate_no_warnings(data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = score_ci(data, seed=0)
+    assert r.method == "degenerate"
+    assert r.ci_low == r.ci_high == r.score == pytest.approx(data[0])
+    assert r.n == len(data)
+
+
+@pytest.mark.parametrize("data", [[0, 1], [0] * 499 + [1], [1.0, 1.0 + 1e-9],
+                                  binary(30, 0.97, 5)])
+def test_score_ci_near_degenerate_no_warnings(data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = score_ci(data, seed=0)
+    assert math.isfinite(r.ci_low) and math.isfinite(r.ci_high)
+    assert r.ci_low <= r.score <= r.ci_high
+
+
+def test_score_ci_bca_undefined_falls_back_to_percentile():
+    # With 2 resamples of [0, 1] both resample means can land on one side of
+    # 0.5 (seed 4), so BCa's bias correction is infinite.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = score_ci([0, 1], seed=4, n_resamples=2)
+    assert r.method == "bootstrap-percentile"
+    assert (r.ci_low, r.ci_high) == pytest.approx(
+        ref_bootstrap_ci([0, 1], 4, 2, method="percentile"))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(scores=[]), "empty"), (dict(scores=[0.5, float("nan")]), "NaN"),
+    (dict(scores=[1, 0], confidence=1.0), "confidence"),
+    (dict(scores=[1, 0], n_resamples=1), "n_resamples"),
+    (dict(scores=[1, 0], method="basic"), "method"),
+    (dict(scores=[[1, 0]]), "1-D"),
+])
+def test_score_ci_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        score_ci(seed=0, **kwargs)
+
+
+def test_score_ci_to_dict_is_json_ready():
+    d = score_ci([1, 0, 1], seed=0).to_dict()
+    assert set(d) == {"score", "ci_low", "ci_high", "n", "seed", "method"}
+    assert json.loads(json.dumps(d)) == d
+    assert isinstance(ScoreCI(**d), ScoreCI)
+
+# -------------------------------------------------------------- mcnemar_exact
+
+
+def test_mcnemar_matches_loop_reference():
+    for n01 in range(31):
+        for n10 in range(31):
+            assert mcnemar_exact(n01, n10) == pytest.approx(ref_mcnemar(n01, n10), rel=1e-9)
+    for n01, n10 in [(480, 520), (0, 1000), (3, 997), (250, 250), (1, 60)]:
+        assert mcnemar_exact(n01, n10) == pytest.approx(ref_mcnemar(n01, n10), rel=1e-9)
+
+
+@pytest.mark.parametrize("n01,n10,exact", [
+    (0, 0, Fraction(1)), (0, 1, Fraction(1)), (3, 3, Fraction(1)),
+    (0, 5, Fraction(2, 2 ** 5)),            # 2 * (1/2)^5
+    (2, 8, Fraction(2 * (1 + 10 + 45), 1024)),  # 2 * P(X <= 2), X ~ Bin(10, 1/2)
+    (1, 9, Fraction(2 * (1 + 10), 1024)),
+    (5, 15, Fraction(2 * sum(math.comb(20, k) for k in range(6)), 2 ** 20)),
+])
+def test_mcnemar_textbook_values(n01, n10, exact):
+    assert mcnemar_exact(n01, n10) == pytest.approx(float(exact), rel=1e-12)
+    assert mcnemar_exact(n10, n01) == mcnemar_exact(n01, n10)
+
+
+def test_mcnemar_rejects_negative():
+    with pytest.raises(ValueError, match="discordant"):
+        mcnemar_exact(-1, 3)
+
+# --------------------------------------------------------- paired_comparison
+
+
+def test_identical_models():
+    s = {f"q{i}": i % 3 == 0 for i in range(30)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = paired_comparison("a", s, "b", dict(s), task="t", seed=0)
+    assert (c.n, c.mean_diff, c.ci_low, c.ci_high) == (30, 0.0, 0.0, 0.0)
+    assert (c.mcnemar_p, c.n01, c.n10, c.method) == (1.0, 0, 0, "degenerate")
+
+
+def test_strictly_better_model_on_discordant_items():
+    a = {f"q{i}": 1 if i < 12 or i % 2 else 0 for i in range(42)}
+    b = {f"q{i}": 0 if i < 12 else a[f"q{i}"] for i in range(42)}
+    c = paired_comparison("good", a, "bad", b, task="t", seed=3)
+    assert (c.n01, c.n10) == (0, 12)
+    assert c.mcnemar_p == pytest.approx(2 / 2 ** 12)
+    assert c.mean_diff == pytest.approx(12 / 42)
+    assert 0 < c.ci_low < c.mean_diff < c.ci_high
+    rev = paired_comparison("bad", b, "good", a, task="t", seed=3)
+    assert (rev.n01, rev.n10, rev.mcnemar_p) == (12, 0, c.mcnemar_p)
+    assert rev.mean_diff == pytest.approx(-c.mean_diff)
+
+
+def test_paired_ci_matches_reference_on_sorted_shared_items():
+    rng = random.Random(0)
+    a = {f"id{i:03d}": rng.random() for i in range(80)}
+    b = {k: min(1.0, v + rng.gauss(0.05, 0.1)) for k, v in a.items() if k != "id007"}
+    b["extra"] = 0.5
+    c = paired_comparison("a", a, "b", b, task="t", seed=9, n_resamples=1000)
+    ids = sorted(set(a) & set(b))
+    d = [a[k] - b[k] for k in ids]
+    assert c.n == 79 and c.mcnemar_p is None and c.n01 is None and c.n10 is None
+    assert c.mean_diff == pytest.approx(sum(d) / len(d), rel=1e-12)
+    lo, hi = ref_bootstrap_ci(d, 9, 1000)
+    assert (c.ci_low, c.ci_high) == pytest.approx((lo, hi), rel=1e-9)
+    # insertion order of the mappings does not matter
+    shuffled = dict(sorted(a.items(), key=lambda kv: rng.random()))
+    assert paired_comparison("a", shuffled, "b", b, task="t", seed=9,
+                             n_resamples=1000) == c
+
+
+def test_mismatched_ids_and_binary_detection():
+    a = {"q1": 1, "q2": 0, "q3": 1.0, "only_a": 0}
+    b = {"q3": 0, "q2": True, "q1": 1, "only_b": 1}
+    c = paired_comparison("a", a, "b", b, task="t", seed=0)
+    assert (c.n, c.n01, c.n10, c.mcnemar_p) == (3, 1, 1, 1.0)
+    assert c.mean_diff == 0.0
+    half = paired_comparison("a", {**a, "q1": 0.5}, "b", b, task="t", seed=0)
+    assert half.mcnemar_p is half.n01 is half.n10 is None
+    with pytest.raises(ValueError, match="share no item ids"):
+        paired_comparison("a", {"x": 1}, "b", {"y": 1}, task="t", seed=0)
+
+
+def test_paired_comparison_to_dict():
+    c = paired_comparison("a", {"q": 1, "r": 0}, "b", {"q": 0, "r": 0}, task="t", seed=0)
+    d = c.to_dict()
+    assert json.loads(json.dumps(d)) == d
+    assert PairedComparison(**d) == c
+
+# ------------------------------------------------------------------ all_pairs
+
+
+def test_all_pairs_order_and_content():
+    per_model = {
+        "m1": {"t1": {"q1": 1, "q2": 0, "q3": 1}, "t2": {"x": 0.2, "y": 0.9}},
+        "m2": {"t1": {"q1": 0, "q2": 0, "q3": 1}, "t3": {"z": 1}},
+        "m3": {"t2": {"x": 0.5, "y": 0.1}, "t1": {"q1": 1, "q2": 1, "q3": 1},
+               "t3": {"other": 1}},
+    }
+    res = all_pairs(per_model, seed=5)
+    assert [(c.model_a, c.model_b, c.task) for c in res] == [
+        ("m1", "m2", "t1"), ("m1", "m3", "t1"), ("m1", "m3", "t2"), ("m2", "m3", "t1")]
+    for c in res:
+        assert c == paired_comparison(
+            c.model_a, per_model[c.model_a][c.task], c.model_b,
+            per_model[c.model_b][c.task], task=c.task, seed=5)
+    assert all_pairs({"only": {"t": {"q": 1}}}, seed=0) == []
