@@ -1,0 +1,251 @@
+"""reporter.sandbox with real subprocesses: hostile programs fail, fast, and leave nothing behind.
+
+Every hostile program starts with HEADER, which prints the sandbox's working directory and uid;
+``run_hostile`` then checks that the directory is gone, that no process of the sandbox survives
+(by command line, by uid when we are root, and among our own children), that the sandbox uid
+left no file in /tmp, and that a correct program run right after still passes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+
+import pytest
+
+from reporter.sandbox import run_python
+
+ROOT = os.geteuid() == 0
+root_only = pytest.mark.skipif(not ROOT, reason="kernel-level isolation is only set up as root")
+
+HEADER = "import os\nprint('SANDBOX', os.getcwd(), os.getuid(), flush=True)\n"
+GOOD = "def add(a, b):\n    return a + b\n\nassert add(2, 3) == 5\nprint('ok')\n"
+
+
+def _processes():
+    """(pid, ppid, uids, cmdline) of every live (not zombie) process."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if fields["State"].split()[0] not in ("Z", "X"):
+            yield int(name), int(fields["PPid"]), fields["Uid"].split(), cmdline
+
+
+def _children():
+    return {pid for pid, ppid, _, _ in _processes() if ppid == os.getpid()}
+
+
+def _owned_by(uid: int, tops) -> list[str]:
+    found = []
+    for top in tops:
+        for entry in os.scandir(top):
+            try:  # other programs create and delete files here all the time
+                if entry.stat(follow_symlinks=False).st_uid == uid:
+                    found.append(entry.path)
+            except FileNotFoundError:
+                pass
+    return found
+
+
+def run_hostile(program: str, *, max_seconds: float, **kwargs):
+    """Run HEADER + program; assert it finished in time and that nothing is left behind."""
+    children_before = _children()
+    start = time.monotonic()
+    result = run_python(HEADER + program, **kwargs)
+    elapsed = time.monotonic() - start
+    assert elapsed < max_seconds, (elapsed, result)
+    assert result.duration <= elapsed
+    tag, workdir, uid = result.stdout.splitlines()[0].split()
+    assert tag == "SANDBOX" and os.path.basename(workdir).startswith("reporter-sandbox-")
+    assert not os.path.exists(workdir), "working directory left behind"
+    own_uid = uid == str(os.getuid())
+    survivors = [p for p in _processes()
+                 if workdir in p[3] or (not own_uid and uid in p[2])]
+    assert not survivors, survivors
+    assert _children() <= children_before, "a child process of the test survived"
+    if not own_uid:
+        assert not _owned_by(int(uid), ("/tmp", "/var/tmp", "/dev/shm")), "stray files left behind"
+    assert run_python(GOOD).passed, "a correct program must still pass after the hostile one"
+    return result
+
+
+def test_correct_program_passes_and_captures_stdout():
+    result = run_python(GOOD)
+    assert (result.status, result.returncode, result.stdout, result.passed) == ("passed", 0, "ok\n", True)
+    assert result.duration < 3.0
+
+
+def test_failing_assert_is_failed():
+    result = run_python("assert 1 + 1 == 3, 'arithmetic'\n")
+    assert (result.status, result.passed) == ("failed", False)
+    assert result.returncode == 1 and "AssertionError: arithmetic" in result.stderr
+
+
+def test_syntax_error_is_failed():
+    result = run_python("def f(:\n    pass\n")
+    assert (result.status, result.returncode) == ("failed", 1)
+    assert "SyntaxError" in result.stderr
+
+
+def test_program_gets_a_private_directory_and_scrubbed_environment():
+    program = ("import json, os, tempfile\n"
+               "open('out.txt', 'w').write('hi')\n"
+               "with tempfile.NamedTemporaryFile() as f: tmp = f.name\n"
+               "print(json.dumps([os.getcwd(), os.getuid(), dict(os.environ), tmp, open('out.txt').read()]))\n")
+    result = run_python(program)
+    assert result.passed, result.stderr
+    cwd, uid, env, tmp, text = json.loads(result.stdout)
+    assert text == "hi" and tmp.startswith(cwd + os.sep) and not os.path.exists(cwd)
+    assert env["HOME"] == env["TMPDIR"] == cwd and env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONDONTWRITEBYTECODE", "LC_CTYPE"}
+    if ROOT:
+        assert uid != 0
+
+
+def test_infinite_loop_times_out_quickly():
+    result = run_hostile("while True:\n    pass\n", timeout=1.0, max_seconds=2.0)
+    assert result.status == "timeout" and result.returncode is not None
+    assert 1.0 <= result.duration < 2.0
+
+
+def test_cpu_limit_counts_as_timeout():
+    result = run_hostile("while True:\n    pass\n", timeout=10.0, cpu_seconds=1, max_seconds=4.0)
+    assert result.status == "timeout"
+
+
+@pytest.mark.parametrize("program", [
+    "while True:\n    os.fork()\n",
+    "import subprocess, sys\nwhile True:\n    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n",
+    "import multiprocessing, time\nif __name__ == '__main__':\n"
+    "    while True:\n        multiprocessing.Process(target=time.sleep, args=(60,)).start()\n",
+    "import multiprocessing\nmultiprocessing.set_start_method('spawn')\nif __name__ == '__main__':\n"
+    "    while True:\n        multiprocessing.Process(target=print).start()\n",
+    "os.system('sleep 60 &')\n",
+], ids=["os.fork", "subprocess", "multiprocessing-fork", "multiprocessing-spawn", "os.system"])
+def test_fork_bomb_fails(program):
+    result = run_hostile(program, timeout=3.0, max_seconds=5.0)
+    assert result.status == "failed" and "sandbox:" in result.stderr
+
+
+@root_only
+def test_fork_bomb_bypassing_the_guard_is_contained():
+    program = "import ctypes\nlibc = ctypes.CDLL(None)\nwhile True:\n    libc.fork()\n"
+    result = run_hostile(program, timeout=1.0, max_seconds=3.0)
+    assert result.status == "timeout"
+
+
+@root_only
+def test_process_that_leaves_the_group_is_killed():
+    program = ("import ctypes, sys, time\nlibc = ctypes.CDLL(None)\n"
+               "if libc.fork() == 0:\n    libc.setsid()\n    time.sleep(60)\nsys.exit('parent gives up')\n")
+    result = run_hostile(program, timeout=3.0, max_seconds=5.0)
+    assert result.status == "failed"
+
+
+@pytest.mark.parametrize("program", [
+    "open(TARGET, 'w').write('pwned')",
+    "import pathlib\npathlib.Path(TARGET).write_text('pwned')",
+    "fd = os.open(TARGET, os.O_WRONLY | os.O_CREAT)\nos.write(fd, b'pwned')",
+    "import shutil\nopen('mine.txt', 'w').write('pwned')\nshutil.copy('mine.txt', TARGET)",
+    "open('mine.txt', 'w').write('pwned')\nos.rename('mine.txt', TARGET)",
+    "os.symlink(TARGET, 'link')\nopen('link', 'w').write('pwned')",
+    "os.chdir(os.path.dirname(TARGET))\nopen(os.path.basename(TARGET), 'w').write('pwned')",
+    "os.remove(KEEP)",
+    "import shutil\nshutil.rmtree(os.path.dirname(KEEP))",
+    "open(KEEP, 'a').write('pwned')",
+], ids=["open", "pathlib", "os.open", "shutil.copy", "rename", "symlink", "chdir", "remove", "rmtree",
+        "append"])
+def test_writing_outside_the_working_directory_fails(tmp_path, program):
+    target, keep = tmp_path / "pwned.txt", tmp_path / "keep" / "keep.txt"
+    keep.parent.mkdir()
+    keep.write_text("original")
+    prelude = f"TARGET, KEEP = {str(target)!r}, {str(keep)!r}\n"
+    result = run_hostile(prelude + program, max_seconds=5.0)
+    assert result.status == "failed" and "PermissionError" in result.stderr
+    assert not target.exists() and keep.read_text() == "original"
+
+
+@root_only
+def test_writing_outside_bypassing_the_guard_fails_or_is_removed(tmp_path):
+    target = tmp_path / "pwned.txt"
+    stray = f"/tmp/reporter-sandbox-escape-{uuid.uuid4().hex}"
+    program = (f"import _io, posix\n_io.FileIO({stray!r}, 'w').write(b'stray')\nposix.mkdir({stray + '.d'!r})\n"
+               f"print('STRAY WRITTEN', flush=True)\n_io.FileIO({str(target)!r}, 'w')\n")
+    result = run_hostile(program, max_seconds=5.0)
+    assert result.status == "failed" and "Permission denied" in result.stderr
+    assert "STRAY WRITTEN" in result.stdout  # /tmp is world-writable: allowed, but cleaned up
+    assert not target.exists() and not os.path.exists(stray) and not os.path.exists(stray + ".d")
+
+
+@pytest.fixture
+def listener():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        server.setblocking(False)
+        yield server
+        with pytest.raises(BlockingIOError):  # nothing ever connected
+            server.accept()
+
+
+@pytest.mark.parametrize("program", [
+    "import socket\ns = socket.create_connection(('127.0.0.1', PORT), timeout=2)\ns.sendall(b'hi')",
+    "import socket\ns = socket.socket()\ns.settimeout(2)\ns.connect(('127.0.0.1', PORT))",
+    pytest.param("import _socket\ns = _socket.socket()\ns.settimeout(2)\ns.connect(('127.0.0.1', PORT))",
+                 marks=root_only),
+    "import urllib.request\nurllib.request.urlopen(f'http://127.0.0.1:{PORT}/', timeout=2)",
+], ids=["create_connection", "socket", "raw-_socket", "urllib"])
+def test_connecting_to_a_local_listener_fails(listener, program):
+    port = listener.getsockname()[1]
+    result = run_hostile(f"PORT = {port}\n" + program + "\nprint('CONNECTED')\n", max_seconds=5.0)
+    assert result.status == "failed" and "CONNECTED" not in result.stdout
+
+
+@pytest.mark.parametrize("program", [
+    "import socket\nprint('RESOLVED', socket.getaddrinfo('example.com', 80))",
+    "import socket\nprint('RESOLVED', socket.gethostbyname('localhost'))",
+    pytest.param("import _socket\nprint('RESOLVED', _socket.getaddrinfo('example.com', 80))", marks=root_only),
+], ids=["getaddrinfo", "gethostbyname", "raw-_socket"])
+def test_dns_lookup_fails(program):
+    result = run_hostile(program, max_seconds=5.0)
+    assert result.status == "failed" and "RESOLVED" not in result.stdout
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_output_flood_is_capped(stream):
+    program = f"import sys\nwhile True:\n    sys.{stream}.write('x' * 1000 + '\\n')\n"
+    result = run_hostile(program, timeout=3.0, max_output_bytes=10_000, max_seconds=5.0)
+    assert result.status in ("failed", "timeout")
+    assert len(result.stdout) <= 10_000 and len(result.stderr) <= 10_000
+    assert getattr(result, stream).count("x" * 1000) >= 5
+
+
+@pytest.mark.parametrize("program", [
+    "x = bytearray(10 * 1024 ** 3)",
+    "x = 'x' * (10 * 1024 ** 3)",
+    "chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 1024 ** 2))",
+], ids=["bytearray", "str", "growing"])
+def test_memory_bomb_fails(program):
+    # 256 MiB: filling the default 1 GiB with zeroed pages can take seconds on a small VM
+    result = run_hostile(program, timeout=3.0, memory_mb=256, max_seconds=5.0)
+    assert result.status == "failed" and "MemoryError" in result.stderr
+
+
+def test_eight_programs_back_to_back():
+    programs = [GOOD, "print(sum(range(10)))", "assert False", "import json\nprint(json.dumps({}))",
+                "raise ValueError('x')", "import math\nprint(math.factorial(20))", "def f(:", GOOD]
+    expected = ["passed", "passed", "failed", "passed", "failed", "passed", "failed", "passed"]
+    for program, status in zip(programs, expected):
+        start = time.monotonic()
+        result = run_python(program, timeout=3.0)
+        assert time.monotonic() - start < 3.0 + 2.0
+        assert result.status == status, (program, result)
