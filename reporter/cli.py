@@ -36,10 +36,15 @@ def main() -> None:
 def run(file, output, profile, force, device, seed, no_progress):
     """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list)."""
     from .config import default_config, load_config, parse_config
+    from .profiles import load_profile
     from .runner import run as run_models
 
     try:
-        cfg = load_config(file) if file else default_config()
+        cfg = load_config(file) if file else None
+        prof = load_profile(profile or (cfg.profile if cfg else None))
+        if cfg is None:
+            cfg = (parse_config(prof["models"], f"profile {prof['name']}") if prof.get("models")
+                   else default_config())
         if device or seed is not None:
             data = cfg.to_dict()
             if device:
@@ -49,14 +54,13 @@ def run(file, output, profile, force, device, seed, no_progress):
             if seed is not None:
                 data["seed"] = seed
             cfg = parse_config(_strip_defaults(data), cfg.path)
-        res = run_models(cfg, output, force=force, progress=not no_progress, command=sys.argv)
+        res = run_models(cfg, output, profile=prof, force=force, progress=not no_progress, command=sys.argv)
     except UserError as e:
         _fail(e)
     except KeyboardInterrupt:
         click.echo("interrupted: finished work is saved in the run directory; rerun the same command to resume",
                    err=True)
         sys.exit(130)
-    out = output or cfg.output
     click.echo(_summary(res))
 
 

@@ -16,7 +16,11 @@ def build_results(run_dir: str | Path) -> dict:
     manifest = read_json(rd.manifest, {})
     models_cfg = manifest.get("resolved", {}).get("config", {}).get("models", [])
     profile = manifest.get("resolved", {}).get("profile") or {}
+    from .evaluate import read_samples
+    from .stats import all_pairs
+
     out_models: dict[str, dict] = {}
+    per_item: dict[str, dict[str, dict[str, float]]] = {}
     for m in models_cfg:
         from .config import slugify
 
@@ -31,9 +35,13 @@ def build_results(run_dir: str | Path) -> dict:
             entry["smoke"] = smoke
         tasks = {}
         for t in profile.get("tasks", []):
-            summary = read_json(rd.task_dir(slug, t["name"]) / "summary.json")
+            tdir = rd.task_dir(slug, t["name"])
+            summary = read_json(tdir / "summary.json")
             if summary is not None:
-                tasks[t["name"]] = summary
+                validation = read_json(tdir / "validation.json")
+                tasks[t["name"]] = {**summary, **({"validation": validation} if validation else {})}
+                per_item.setdefault(m["name"], {})[t["name"]] = {
+                    r["id"]: r["score"] for r in read_samples(tdir / "samples.jsonl").values()}
         entry["tasks"] = tasks
         err = read_json(mdir / "error.json")
         if err is not None:
@@ -54,6 +62,7 @@ def build_results(run_dir: str | Path) -> dict:
             "profile": profile.get("name"),
         },
         "models": out_models,
+        "comparisons": [c.to_dict() for c in all_pairs(per_item, seed=manifest.get("seed") or 0)],
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import sys
 from pathlib import Path
 
 import torch
@@ -19,6 +20,11 @@ from .manifest import build_manifest
 from .results import write_results
 
 
+def _log(msg: str) -> None:
+    """Progress messages go to stderr (stdout carries only the final summary)."""
+    tqdm.write(msg, file=sys.stderr)
+
+
 def default_output(cfg: RunConfig) -> Path:
     stem = Path(cfg.path).stem if not cfg.path.startswith("<") else "default"
     return Path("reports") / f"{slugify(stem)}-{_dt.date.today().isoformat()}"
@@ -28,7 +34,12 @@ def _model_done(rd: RunDir, slug: str, profile: dict) -> bool:
     mdir = rd.model_dir(slug)
     if not (mdir / "model.json").is_file() or not (mdir / "smoke.json").is_file():
         return False
-    return all((rd.task_dir(slug, t["name"]) / "summary.json").is_file() for t in profile.get("tasks", []))
+    validate = profile.get("mui", {}).get("validate_neurons")
+    for t in profile.get("tasks", []):
+        tdir = rd.task_dir(slug, t["name"])
+        if not (tdir / "summary.json").is_file() or (validate and not (tdir / "validation.json").is_file()):
+            return False
+    return True
 
 
 def run(cfg: RunConfig, output: str | Path | None = None, *, profile: dict | None = None,
@@ -40,6 +51,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: dict | Non
     ...                      "random": {"layers": 2, "hidden": 64, "intermediate": 128, "heads": 4}}])
     >>> res = run(cfg, "/tmp/reporter-doctest", progress=False)   # doctest: +SKIP
     """
+    from .evaluate import run_task, validate_neurons
     from .loading import load_model
     from .smoke import smoke
 
@@ -56,11 +68,12 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: dict | Non
     for spec in tqdm(cfg.models, desc="models", disable=not progress):
         slug = spec.slug
         mdir = rd.model_dir(slug)
-        if force:
-            for name in ("model.json", "smoke.json", "error.json"):
-                (mdir / name).unlink(missing_ok=True)
+        if force and mdir.exists():
+            import shutil
+
+            shutil.rmtree(mdir)
         elif _model_done(rd, slug, profile):
-            tqdm.write(f"{spec.name}: already complete in {mdir}, skipping")
+            _log(f"{spec.name}: already complete in {mdir}, skipping")
             continue
         (mdir / "error.json").unlink(missing_ok=True)
         try:
@@ -68,11 +81,25 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: dict | Non
         except UserError as e:
             write_json(mdir / "error.json", {"error": str(e)})
             failures.extend(e.lines)
-            tqdm.write(f"{spec.name}: FAILED: {e}")
+            _log(f"{spec.name}: FAILED: {e}")
             continue
         write_json(mdir / "model.json", {"name": spec.name, **lm.meta})
         if not (mdir / "smoke.json").is_file() or force:
             write_json(mdir / "smoke.json", smoke(lm, progress=progress))
+        mui_cfg = profile.get("mui", {"enabled": False})
+        for tcfg in profile.get("tasks", []):
+            tdir = rd.task_dir(slug, tcfg["name"])
+            try:
+                summary = run_task(lm, tcfg, tdir, seed=cfg.seed, mui_cfg=mui_cfg, progress=progress)
+                if mui_cfg.get("validate_neurons") and mui_cfg.get("enabled", True):
+                    validate_neurons(lm, tcfg, tdir, seed=cfg.seed, progress=progress)
+            except UserError as e:
+                failures.extend(f"model '{spec.name}', task '{tcfg['name']}': {line}" for line in e.lines)
+                _log(f"{spec.name} / {tcfg['name']}: FAILED: {e}")
+                continue
+            _log(f"{spec.name} / {tcfg['name']}: {100 * summary['score']:.1f}% "
+                       f"[{100 * summary['ci_low']:.1f}, {100 * summary['ci_high']:.1f}] n={summary['n']}"
+                       + (f", MUI {summary['mui']:.2f}%" if "mui" in summary else ""))
         del lm
         gc.collect()
         if torch.cuda.is_available():

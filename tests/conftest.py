@@ -36,3 +36,27 @@ def tiny_yaml(tmp_path):
         return p
 
     return write
+
+
+def tiny_lm(family: str = "llama", *, kind: str = "base", init_std: float = 0.5, seed: int = 0, **size):
+    """A LoadedModel around a tiny random model with the packaged SmolLM2 tokenizer.
+
+    ``init_std`` well above the usual 0.02 gives peaked next-token distributions, so greedy
+    decoding is not decided by float rounding between near-equal logits.
+    """
+    from transformers import AutoModelForCausalLM
+
+    from reporter.adapters import get_adapter, random_config
+    from reporter.config import ModelSpec
+    from reporter.loading import LoadedModel, _load_tokenizer
+    from reporter.packaged import PACKAGED, tokenizer_dir
+
+    tok = _load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
+    cfg = random_config(family, vocab=len(tok), **{**TINY, **size})
+    cfg.initializer_range = init_std
+    cfg.pad_token_id, cfg.eos_token_id, cfg.bos_token_id = tok.pad_token_id, tok.eos_token_id, tok.bos_token_id
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+    spec = ModelSpec(name=f"tiny-{family}", source=f"random:{family}", kind=kind, max_batch_size=8)
+    return LoadedModel(spec=spec, model=model, tokenizer=tok, adapter=get_adapter(model), device=torch.device("cpu"),
+                       dtype=torch.float32, kind=kind, use_chat_template=kind == "instruct", meta={})

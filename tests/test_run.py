@@ -20,8 +20,16 @@ models:
 """
 
 
+PROFILE = "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 4}\n"
+
+
+def _yaml(tiny_yaml, text=YAML, name="models.yaml"):
+    prof = tiny_yaml(PROFILE, "profile.yaml")
+    return tiny_yaml(f"profile: {prof}\n" + text, name)
+
+
 def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
-    p = tiny_yaml(YAML)
+    p = _yaml(tiny_yaml)
     out = tmp_path / "run"
     r = CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress"])
     assert r.exit_code == 0, r.output
@@ -35,6 +43,11 @@ def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
         # an untrained model is close to uniform over its vocabulary
         assert 0.5 * m["meta"]["vocab_size"] < m["smoke"]["perplexity"] < 2 * m["meta"]["vocab_size"]
     assert res["models"]["Tiny Llama"]["slug"] == "Tiny-Llama"
+    t = res["models"]["Tiny Llama"]["tasks"]["arc_easy"]
+    assert t["n"] == 3 and 0 <= t["ci_low"] <= t["score"] <= t["ci_high"] <= 1 and t["shots"] == 1
+    assert 0 < t["mui"] <= 100 and len(t["mui_per_layer"]) == 2
+    assert t["mui_settings"] == {"mode": "score", "top_ratio": 0.001, "rho": 0.9, "n_samples": 3, "n_layers": 2, "d_ff": 96}
+    assert [(c["model_a"], c["model_b"], c["task"]) for c in res["comparisons"]] == [("Tiny Llama", "tiny-neox", "arc_easy")]
     assert man["seed"] == 11 and man["torch"] and man["transformers"] and len(man["config_hash"]) == 16
     assert man["resolved"]["config"]["models"][0]["name"] == "Tiny Llama"
     before = (out / "models" / "Tiny-Llama" / "smoke.json").stat().st_mtime_ns
@@ -45,7 +58,7 @@ def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
 
 
 def test_a_failing_model_does_not_lose_the_others(tiny_yaml, tmp_path):
-    p = tiny_yaml(YAML + "  - name: hub-model\n    source: Qwen/Qwen2.5-0.5B-Instruct\n")
+    p = _yaml(tiny_yaml, YAML + "  - name: hub-model\n    source: Qwen/Qwen2.5-0.5B-Instruct\n")
     out = tmp_path / "run"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     r = subprocess.run([sys.executable, "-m", "reporter.cli", "run", str(p), "-o", str(out), "--no-progress"],
@@ -60,8 +73,8 @@ def test_a_failing_model_does_not_lose_the_others(tiny_yaml, tmp_path):
 
 def test_changed_config_in_the_same_directory_is_refused(tiny_yaml, tmp_path):
     out = tmp_path / "run"
-    p = tiny_yaml(YAML)
+    p = _yaml(tiny_yaml)
     assert CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress"]).exit_code == 0
-    p2 = tiny_yaml(YAML.replace("seed: 11", "seed: 12"), "other.yaml")
+    p2 = _yaml(tiny_yaml, YAML.replace("seed: 11", "seed: 12"), "other.yaml")
     r = CliRunner().invoke(main, ["run", str(p2), "-o", str(out), "--no-progress"])
     assert r.exit_code == 2 and "holds a run with a different configuration" in r.output

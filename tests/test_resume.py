@@ -1,0 +1,90 @@
+"""A run killed with SIGKILL mid-task and rerun ends with the same results as an uninterrupted run."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from .conftest import tiny_lm
+
+N_ITEMS = 40
+
+
+def _setup(tmp_path):
+    lm = tiny_lm("llama", init_std=0.4, seed=3)
+    model_dir = tmp_path / "tiny-model"
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    data = tmp_path / "arith.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is {i} plus {i % 7}?", "answer": str(i + i % 7)})
+                            + "\n" for i in range(N_ITEMS)))
+    prof = tmp_path / "profile.yaml"
+    prof.write_text(f"""
+tasks:
+  - {{name: arith, type: jsonl, path: {data}, prompt_field: question, answer_field: answer, scorer: numeric,
+     max_new_tokens: 40}}
+  - {{name: arc_easy, limit: 4, max_new_tokens: 4}}
+""")
+    models = tmp_path / "models.yaml"
+    models.write_text(f"""
+profile: {prof}
+models:
+  - {{name: tiny-a, source: {model_dir}, kind: base, max_batch_size: 2}}
+  - {{name: tiny-b, source: random:gpt2, random: {{layers: 2, hidden: 64, intermediate: 96, heads: 4}}, max_batch_size: 3}}
+""")
+    return models
+
+
+def _run(models, out, **kw):
+    return subprocess.Popen([sys.executable, "-m", "reporter.cli", "run", str(models), "-o", str(out), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _stable(res):
+    for m in res["models"].values():
+        m["meta"].pop("load_seconds", None)
+    res.pop("run")
+    return res
+
+
+def test_sigkill_mid_task_then_rerun_equals_uninterrupted(tmp_path):
+    models = _setup(tmp_path)
+    full = _run(models, tmp_path / "full")
+    assert full.wait(timeout=300) == 0, full.stderr.read()
+
+    out = tmp_path / "killed"
+    samples = out / "models" / "tiny-a" / "tasks" / "arith" / "samples.jsonl"
+    proc = _run(models, out)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if samples.is_file() and samples.read_text().count("\n") >= 6:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    lines = samples.read_text().splitlines()
+    assert 6 <= len(lines) < N_ITEMS - 1, "the kill must land in the middle of the task"
+    assert not (samples.parent / "summary.json").exists()
+
+    again = _run(models, out)
+    assert again.wait(timeout=300) == 0, again.stderr.read()
+    a = json.loads((tmp_path / "full" / "results.json").read_text())
+    b = json.loads((out / "results.json").read_text())
+    assert _stable(a) == _stable(b)
+    # a base model gets one shot; a jsonl task has no separate split, so one item is held out for it
+    assert a["models"]["tiny-a"]["tasks"]["arith"]["n"] == N_ITEMS - 1
+    assert a["models"]["tiny-a"]["tasks"]["arith"]["shots"] == 1
+    ids = [json.loads(l)["id"] for l in samples.read_text().splitlines()]
+    assert len(set(ids)) == N_ITEMS - 1
+    # neuron sets are complete for every item, and the per-batch scratch files are gone
+    from reporter.mui import load_neuron_sets
+
+    nids, sets, meta = load_neuron_sets(samples.parent / "neurons.npz")
+    assert sorted(nids) == sorted(set(ids)) and meta["n_layers"] == 2
+    assert not (samples.parent / "neurons").exists()
+    # a third run has nothing left to do
+    third = _run(models, out)
+    _, stderr = third.communicate(timeout=120)
+    assert third.returncode == 0
+    assert stderr.count("already complete") == 2

