@@ -24,10 +24,12 @@ import torch
 from tqdm.auto import tqdm
 
 from .artifacts import read_json, write_json
+from .calibration import CalibrationCollector, calibration_summary, letter_token_ids
 from .forward import PassBatch, hooked_pass
 from .generation import generate, left_pad
 from .mui import (MUICollector, ablate, load_neuron_sets, merge_neuron_sets, per_layer_utilization,
                   random_neurons_like, save_neuron_sets, utilization)
+from .probes import ar_metrics
 from .prompts import build_prompt, encode_prompt
 from .scoring import get_scorer
 from .stats import score_ci
@@ -124,6 +126,8 @@ def run_task(lm, tcfg: dict, task_dir: Path, *, seed: int, mui_cfg: dict, progre
     todo = [(b, idx) for b, idx in enumerate(batches) if any(items[i].id not in done for i in idx)]
     use_mui = mui_cfg.get("enabled", True)
     meta = mui_meta(lm, mui_cfg)
+    n_opts = max((len(it.choices) for it in items if it.choices), default=0)
+    letter_ids = letter_token_ids(lm.tokenizer, n_opts) if task.scorer == "choice" and n_opts else None
     bar = tqdm(total=len(items), initial=len(items) - sum(len(i) for _, i in todo), disable=not progress,
                desc=f"{lm.spec.name}: {task.name}", leave=False)
     for b, idx in todo:
@@ -135,11 +139,21 @@ def run_task(lm, tcfg: dict, task_dir: Path, *, seed: int, mui_cfg: dict, progre
             recs.append({"id": items[i].id, "prompt": prompts[i], "response": g.text, "extracted": extracted,
                          "gold": items[i].answer, "score": float(score), "prompt_tokens": len(g.prompt_ids),
                          "response_tokens": len(g.response_ids), "stopped_by": g.stopped_by, "batch": b})
+        collectors = []
         if use_mui:
             col = MUICollector(top_ratio=mui_cfg["top_ratio"], mode=mui_cfg["mode"], rho=mui_cfg["rho"])
+            collectors.append(col)
+        if letter_ids is not None:
+            cal = CalibrationCollector(letter_ids, n_options=[len(items[i].choices or []) for i in idx])
+            collectors.append(cal)
+        if collectors:  # ONE teacher-forced pass feeds every collector
             pb = teacher_forced_batch([g.prompt_ids for g in gens], [g.response_ids for g in gens],
                                       lm.tokenizer.pad_token_id, lm.device)
-            hooked_pass(lm.model, lm.adapter, pb, [col])
+            hooked_pass(lm.model, lm.adapter, pb, collectors)
+        if letter_ids is not None:
+            for r, probs in zip(recs, cal.probs):
+                r["option_probs"] = [round(float(x), 6) for x in probs]
+        if use_mui:
             save_neuron_sets(ndir / f"batch-{b:05d}.npz", [items[i].id for i in idx], col.results(), meta)
         _append_lines(samples_path, recs)
         bar.update(len(idx))
@@ -168,6 +182,11 @@ def finish_task(model_name: str, task: Task, items: list[Item], task_dir: Path, 
             mui_settings={"mode": mui_cfg["mode"], "top_ratio": mui_cfg["top_ratio"], "rho": mui_cfg["rho"],
                           "n_samples": len(items), "n_layers": n_layers, "d_ff": d_ff},
         )
+    if task.scorer == "choice" and items and all("option_probs" in samples[it.id] for it in items):
+        gold = [ord(it.answer) - ord("A") for it in items]
+        summary["calibration"] = calibration_summary([samples[it.id]["option_probs"] for it in items], gold)
+    if task.scorer == "ar":
+        summary["ar"] = ar_metrics([samples[it.id]["response"] for it in items], items)
     write_json(task_dir / "summary.json", summary)
     shutil.rmtree(task_dir / "neurons", ignore_errors=True)
     return summary

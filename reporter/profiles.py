@@ -20,7 +20,8 @@ from .errors import ConfigError
 
 TASK_KEYS = ("name", "limit", "shots", "max_new_tokens", "stop", "type", "path", "prompt_field", "answer_field",
              "choices_field", "scorer", "instruction")
-PROFILE_KEYS = ("name", "description", "tasks", "mui", "models", "notes")
+PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "models", "notes")
+LPP_KEYS = ("enabled", "corpus", "n_texts", "context", "step", "layers", "min_tokens")
 MUI_KEYS = ("top_ratio", "mode", "rho", "validate_neurons", "enabled")
 MUI_MODES = ("score", "activation", "topscore", "global_topk")
 
@@ -115,6 +116,19 @@ def validate_profile(data, where: str, base_dir: Path) -> dict:
         add("mui.top_ratio", f"must be a number in (0, 1], got {mui['top_ratio']!r}")
     if "rho" in mui and not (isinstance(mui["rho"], (int, float)) and 0 < mui["rho"] <= 1):
         add("mui.rho", f"must be a number in (0, 1], got {mui['rho']!r}")
+    lpp = data.get("lpp") or {}
+    if not isinstance(lpp, dict):
+        add("lpp", "must be a mapping")
+        lpp = {}
+    for key in lpp:
+        if key not in LPP_KEYS:
+            add(f"lpp.{key}", f"unknown key '{key}'; valid keys: {', '.join(LPP_KEYS)}")
+    for key in ("n_texts", "context", "step", "min_tokens"):
+        v = lpp.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            add(f"lpp.{key}", f"must be a positive integer, got {v!r}")
+    if lpp.get("layers", "last") not in ("last", "all"):
+        add("lpp.layers", f"{lpp['layers']!r} is not valid; use last or all")
     if problems:
         raise ConfigError(problems)
     assert SCORERS  # the scorer registry is importable
@@ -122,4 +136,6 @@ def validate_profile(data, where: str, base_dir: Path) -> dict:
     out.setdefault("name", Path(where).stem if where.endswith((".yaml", ".yml")) else where.split()[-1])
     out["mui"] = {"enabled": True, "top_ratio": 0.001, "mode": "score", "rho": 0.9, "validate_neurons": False,
                   **mui}
+    out["lpp"] = {"enabled": True, "corpus": "coqa", "n_texts": 100, "context": 200, "step": None,
+                  "layers": "last", "min_tokens": 128, **lpp}
     return out

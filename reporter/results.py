@@ -33,6 +33,9 @@ def build_results(run_dir: str | Path) -> dict:
         smoke = read_json(mdir / "smoke.json")
         if smoke is not None:
             entry["smoke"] = smoke
+        lpp = read_json(mdir / "lpp.json")
+        if lpp is not None:
+            entry["lpp"] = lpp
         tasks = {}
         for t in profile.get("tasks", []):
             tdir = rd.task_dir(slug, t["name"])
@@ -52,7 +55,9 @@ def build_results(run_dir: str | Path) -> dict:
         elif meta is not None:
             entry["status"] = "partial"
         out_models[m["name"]] = entry
-    return {
+    from .correlations import lpp_correlations
+
+    res = {
         "schema_version": SCHEMA_VERSION,
         "run": {
             "created": manifest.get("created"),
@@ -64,6 +69,8 @@ def build_results(run_dir: str | Path) -> dict:
         "models": out_models,
         "comparisons": [c.to_dict() for c in all_pairs(per_item, seed=manifest.get("seed") or 0)],
     }
+    res["lpp_correlations"] = lpp_correlations(res)
+    return res
 
 
 def write_results(run_dir: str | Path) -> dict:

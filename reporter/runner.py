@@ -34,6 +34,8 @@ def _model_done(rd: RunDir, slug: str, profile: dict) -> bool:
     mdir = rd.model_dir(slug)
     if not (mdir / "model.json").is_file() or not (mdir / "smoke.json").is_file():
         return False
+    if profile.get("lpp", {}).get("enabled") and not (mdir / "lpp.json").is_file():
+        return False
     validate = profile.get("mui", {}).get("validate_neurons")
     for t in profile.get("tasks", []):
         tdir = rd.task_dir(slug, t["name"])
@@ -86,6 +88,18 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: dict | Non
         write_json(mdir / "model.json", {"name": spec.name, **lm.meta})
         if not (mdir / "smoke.json").is_file() or force:
             write_json(mdir / "smoke.json", smoke(lm, progress=progress))
+        lpp_cfg = profile.get("lpp", {})
+        if lpp_cfg.get("enabled") and not (mdir / "lpp.json").is_file():
+            from .lpp import run_lpp
+
+            try:
+                write_json(mdir / "lpp.json", run_lpp(lm, corpus=lpp_cfg["corpus"], n_texts=lpp_cfg["n_texts"],
+                                                      min_tokens=lpp_cfg["min_tokens"], context=lpp_cfg["context"],
+                                                      step=lpp_cfg.get("step"), layers=lpp_cfg["layers"],
+                                                      batch_size=spec.max_batch_size))
+            except UserError as e:
+                failures.extend(f"model '{spec.name}', LPP: {line}" for line in e.lines)
+                _log(f"{spec.name} / LPP: FAILED: {e}")
         mui_cfg = profile.get("mui", {"enabled": False})
         for tcfg in profile.get("tasks", []):
             tdir = rd.task_dir(slug, tcfg["name"])

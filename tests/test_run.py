@@ -20,7 +20,8 @@ models:
 """
 
 
-PROFILE = "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 4}\n"
+PROFILE = ("lpp: {n_texts: 4, context: 40, min_tokens: 40}\n"
+           "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 4}\n")
 
 
 def _yaml(tiny_yaml, text=YAML, name="models.yaml"):
@@ -47,6 +48,13 @@ def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
     assert t["n"] == 3 and 0 <= t["ci_low"] <= t["score"] <= t["ci_high"] <= 1 and t["shots"] == 1
     assert 0 < t["mui"] <= 100 and len(t["mui_per_layer"]) == 2
     assert t["mui_settings"] == {"mode": "score", "top_ratio": 0.001, "rho": 0.9, "n_samples": 3, "n_layers": 2, "d_ff": 96}
+    cal = t["calibration"]
+    assert cal["n"] == 3 and 0 <= cal["ece"] <= 1 and 0 <= cal["brier"] <= 2
+    lpp = res["models"]["Tiny Llama"]["lpp"]
+    assert lpp["n_texts"] == 4 and lpp["context"] == 40 and 0 < lpp["entropy_floor"] <= 1
+    assert 0 < lpp["participation_ratio"] <= 1 and len(lpp["per_prefix"]) == 10
+    assert {c["metric"] for c in res["lpp_correlations"]} == {"entropy_floor", "participation_ratio", "effective_rank"}
+    assert all(c["pearson_r"] is None for c in res["lpp_correlations"])  # two random models: no correlation
     assert [(c["model_a"], c["model_b"], c["task"]) for c in res["comparisons"]] == [("Tiny Llama", "tiny-neox", "arc_easy")]
     assert man["seed"] == 11 and man["torch"] and man["transformers"] and len(man["config_hash"]) == 16
     assert man["resolved"]["config"]["models"][0]["name"] == "Tiny Llama"
