@@ -1,0 +1,104 @@
+"""Training-phase diagnostics along checkpoints (Utility Law corollary 1).
+
+Models carrying ``checkpoint:`` (``meta.checkpoint`` in results.json: a training step or a
+token count) are ordered by it; each step between consecutive checkpoints gets
+``dP = P_next - P_prev`` (percentage points) and ``dMUI = MUI_next - MUI_prev`` (MUI in %) and a
+phase label (``PHASE_RULE``). A delta counts as zero when ``|dP| <= tol_p`` (default 0.5
+percentage points) or ``|dMUI| <= tol_mui_rel * max(MUI_prev, MUI_next)`` (default 1% of the
+larger MUI).
+
+>>> r = training_phases([{"label": "s1", "checkpoint": 1000, "P": 20, "MUI": 8},
+...                      {"label": "s2", "checkpoint": 2000, "P": 30, "MUI": 6},
+...                      {"label": "s3", "checkpoint": 3000, "P": 25, "MUI": 7}])
+>>> [s["phase"] for s in r["steps"]], r["collapse"]
+(['evolving', 'collapsing'], True)
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+__all__ = ["PHASES", "PHASE_RULE", "phase_label", "training_phases", "TOL_P", "TOL_MUI_REL"]
+
+TOL_P = 0.5  # percentage points
+TOL_MUI_REL = 0.01  # share of the larger MUI of the two checkpoints
+
+PHASES = ("evolving", "accumulating", "coarsening", "collapsing", "stable")
+
+PHASE_RULE = (
+    "Per step between consecutive checkpoints: P up & MUI down = evolving (better with less effort, healthy); "
+    "P up & MUI up = accumulating (better by recruiting more neurons); P down & MUI down = coarsening (less "
+    "effort, worse); P down & MUI up = collapsing (more effort, worse: flagged). A change within tolerance "
+    f"(|dP| <= {TOL_P} percentage points; |dMUI| <= {TOL_MUI_REL:.0%} of the larger MUI) counts as flat: both flat "
+    "= stable; P up & MUI flat or P flat & MUI down = evolving; P flat & MUI up = accumulating; P down & MUI "
+    "flat = coarsening.")
+
+_TABLE = {(1, -1): "evolving", (1, 1): "accumulating", (-1, -1): "coarsening", (-1, 1): "collapsing",
+          (0, 0): "stable", (1, 0): "evolving", (0, -1): "evolving", (0, 1): "accumulating", (-1, 0): "coarsening"}
+
+
+def _sign(d: float, tol: float) -> int:
+    return 0 if abs(d) <= tol else (1 if d > 0 else -1)
+
+
+def phase_label(d_p: float, d_mui: float, *, mui_scale: float = 0.0, tol_p: float = TOL_P,
+                tol_mui_rel: float = TOL_MUI_REL) -> str:
+    """Phase of one step (see ``PHASE_RULE``); ``mui_scale`` = the larger MUI of the two checkpoints.
+
+    >>> phase_label(5, -1, mui_scale=10), phase_label(-5, 1, mui_scale=10), phase_label(0.1, 0.05, mui_scale=10)
+    ('evolving', 'collapsing', 'stable')
+    """
+    return _TABLE[(_sign(d_p, tol_p), _sign(d_mui, tol_mui_rel * abs(mui_scale)))]
+
+
+def _steps(series: Sequence[dict], tol_p: float, tol_mui_rel: float) -> list[dict]:
+    out = []
+    for a, b in zip(series, series[1:]):
+        d_p, d_m = b["P"] - a["P"], b["MUI"] - a["MUI"]
+        out.append({"from": a["label"], "to": b["label"], "checkpoint_from": a["checkpoint"],
+                    "checkpoint_to": b["checkpoint"], "dP": d_p, "dMUI": d_m,
+                    "phase": phase_label(d_p, d_m, mui_scale=max(a["MUI"], b["MUI"]), tol_p=tol_p,
+                                         tol_mui_rel=tol_mui_rel)})
+    return out
+
+
+def training_phases(points: Sequence[dict], per_task: dict[str, Sequence[dict]] | None = None, *,
+                    tol_p: float = TOL_P, tol_mui_rel: float = TOL_MUI_REL) -> dict | None:
+    """Order checkpoints, label each step, flag collapse; None with fewer than 2 checkpoints.
+
+    ``points``: one dict per checkpoint model with "label", "checkpoint", "P" (%), "MUI" (%)
+    (the per-model averages); ``per_task``: {task: points} for the same analysis per task.
+    Ties in ``checkpoint`` keep the label order and are reported in ``notes``.
+
+    >>> training_phases([{"label": "a", "checkpoint": 1, "P": 10, "MUI": 5},
+    ...                  {"label": "b", "checkpoint": 2, "P": 30, "MUI": 6}])["steps"][0]["phase"]
+    'accumulating'
+    """
+    series = sorted(points, key=lambda p: (float(p["checkpoint"]), str(p["label"])))
+    if len(series) < 2:
+        return None
+    notes = []
+    cps = [float(p["checkpoint"]) for p in series]
+    if len(set(cps)) < len(cps):
+        notes.append("several models share a checkpoint value; they are ordered by name")
+    steps = _steps(series, tol_p, tol_mui_rel)
+    out = {"rule": PHASE_RULE, "tolerance": {"P_points": tol_p, "MUI_relative": tol_mui_rel},
+           "series": [{k: p[k] for k in ("label", "checkpoint", "P", "MUI")} for p in series], "steps": steps,
+           "collapse": any(s["phase"] == "collapsing" for s in steps),
+           "collapse_steps": [f"{s['from']} -> {s['to']}" for s in steps if s["phase"] == "collapsing"],
+           "per_task": {}, "notes": notes}
+    for task, pts in (per_task or {}).items():
+        ts = sorted(pts, key=lambda p: (float(p["checkpoint"]), str(p["label"])))
+        if len(ts) >= 2:
+            st = _steps(ts, tol_p, tol_mui_rel)
+            out["per_task"][task] = {"steps": st, "collapse": any(s["phase"] == "collapsing" for s in st)}
+    # the same series in the card's units (score and dP as fractions, MUI in %), phase of the step INTO each point
+    out["model_series"] = [{"model": p["label"], "checkpoint": p["checkpoint"], "P": p["P"] / 100.0, "MUI": p["MUI"],
+                            "dP": None if k == 0 else steps[k - 1]["dP"] / 100.0,
+                            "dMUI": None if k == 0 else steps[k - 1]["dMUI"],
+                            "phase": None if k == 0 else steps[k - 1]["phase"]} for k, p in enumerate(series)]
+    counts = {ph: sum(s["phase"] == ph for s in steps) for ph in PHASES}
+    desc = ", ".join(f"{n} {ph}" for ph, n in counts.items() if n)
+    out["summary"] = (f"{len(series)} checkpoints, {len(steps)} steps: {desc}."
+                      + (f" Collapse (performance down while effort rises) at {', '.join(out['collapse_steps'])}."
+                         if out["collapse"] else " No collapse."))
+    return out

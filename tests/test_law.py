@@ -1,0 +1,184 @@
+"""Utility Law fit and law-adjusted fairness, checked against float64 closed-form references."""
+from __future__ import annotations
+
+import doctest
+import math
+
+import numpy as np
+import pytest
+
+from reporter import law
+from reporter.law import (FAIRNESS_DEFINITION, LawError, adjusted_scores, describe_fit, fairness, fit_points,
+                          fit_utility_law)
+
+
+def ols(x, y):
+    """Closed-form OLS in float64 with plain loops: (slope, intercept, r2)."""
+    n = len(x)
+    mx, my = sum(x) / n, sum(y) / n
+    sxx = sum((a - mx) ** 2 for a in x)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    b = sxy / sxx
+    a = my - b * mx
+    sse = sum((yy - a - b * xx) ** 2 for xx, yy in zip(x, y))
+    sst = sum((yy - my) ** 2 for yy in y)
+    return b, a, 1 - sse / sst
+
+
+def data(n=8, seed=1, noise=0.3):
+    rng = np.random.default_rng(seed)
+    P = rng.uniform(5, 95, n)
+    M = 20.0 - 3.0 * np.log(P) + rng.normal(0, noise, n)
+    return P, M
+
+
+def test_fit_matches_closed_form_ols():
+    P, M = data()
+    fit = fit_utility_law(P, M, seed=3)
+    b, a, r2 = ols(list(np.log(P)), list(M))
+    assert fit.n == 8
+    assert fit.slope == pytest.approx(b, rel=1e-12)
+    assert fit.intercept == pytest.approx(a, rel=1e-12)
+    assert fit.r2 == pytest.approx(r2, rel=1e-12)
+    assert fit.slope < 0
+    # predict / invert are exact inverses; invert(MUI) = exp((MUI - a) / b)
+    assert fit.predict_mui(37.0) == pytest.approx(a + b * math.log(37.0))
+    assert fit.invert(5.0) == pytest.approx(math.exp((5.0 - a) / b))
+    assert fit.invert(fit.predict_mui(np.array([3.0, 50.0]))) == pytest.approx([3.0, 50.0])
+
+
+def test_residuals_and_leave_one_out_studentised():
+    P, M = data(n=7, seed=5)
+    M[2] += 4.0  # one point far above the law
+    fit = fit_utility_law(P, M)
+    x = list(np.log(P))
+    b, a, _ = ols(x, list(M))
+    e = [M[i] - (a + b * x[i]) for i in range(7)]
+    assert fit.residuals == pytest.approx(e)
+    s = math.sqrt(sum(v * v for v in e) / 5)
+    assert fit.std_residuals == pytest.approx([v / s for v in e])
+    # externally studentised residual == prediction error of the leave-one-out fit / its standard error
+    for i in range(7):
+        xs = [v for j, v in enumerate(x) if j != i]
+        ys = [v for j, v in enumerate(M) if j != i]
+        bi, ai, _ = ols(xs, ys)
+        mx = sum(xs) / 6
+        sxx = sum((v - mx) ** 2 for v in xs)
+        s2 = sum((yy - ai - bi * xx) ** 2 for xx, yy in zip(xs, ys)) / 4
+        se = math.sqrt(s2 * (1 + 1 / 6 + (x[i] - mx) ** 2 / sxx))
+        assert fit.studentized_residuals[i] == pytest.approx((M[i] - ai - bi * x[i]) / se, rel=1e-9)
+    assert int(np.argmax(fit.studentized_residuals)) == 2 and fit.studentized_residuals[2] > 2
+    assert np.isnan(fit_utility_law([10, 20, 40], [5, 4, 3.2]).studentized_residuals).all()  # n < 4
+
+
+def test_bootstrap_ci_matches_seeded_reference_loop():
+    P, M = data(n=6, seed=2, noise=0.5)
+    fit = fit_utility_law(P, M, seed=11, n_resamples=500)
+    x = np.log(P)
+    idx = np.random.default_rng(11).integers(0, 6, size=(500, 6))
+    slopes, icpts = [], []
+    for row in idx:
+        xs, ys = [x[i] for i in row], [M[i] for i in row]
+        if max(xs) - min(xs) < 1e-12:
+            continue
+        b, a, _ = ols(xs, ys)
+        slopes.append(b)
+        icpts.append(a)
+    assert fit.n_resamples_used == len(slopes)
+    assert fit.slope_ci == pytest.approx(tuple(np.percentile(slopes, [2.5, 97.5])), rel=1e-9)
+    assert fit.intercept_ci == pytest.approx(tuple(np.percentile(icpts, [2.5, 97.5])), rel=1e-9)
+    assert fit.slope_ci[0] <= fit.slope <= fit.slope_ci[1]
+    assert fit_utility_law(P, M, seed=11, n_resamples=500).slope_ci == fit.slope_ci  # deterministic
+    assert fit_utility_law(P, M, seed=12, n_resamples=500).slope_ci != fit.slope_ci
+
+
+def test_zero_performance_excluded_and_listed():
+    fit = fit_utility_law([0.0, 10, 30, 60, float("nan")], [9, 8, 6, 4, 3], labels=list("abcde"))
+    assert fit.n == 3 and fit.labels == ["b", "c", "d"]
+    reasons = {e["label"]: e["reason"] for e in fit.excluded}
+    assert "ln P" in reasons["a"] and "non-finite" in reasons["e"]
+    b, a, _ = ols(list(np.log([10, 30, 60])), [8, 6, 4])
+    assert fit.slope == pytest.approx(b)
+
+
+def test_fewer_than_three_points_no_fit():
+    with pytest.raises(LawError, match="needs at least 3"):
+        fit_utility_law([0, 20, 40], [5, 4, 3])
+    with pytest.raises(LawError, match="same performance"):
+        fit_utility_law([20, 20, 20], [5, 4, 3])
+    fit, reason = fit_points([{"label": "m1", "P": 40, "MUI": 3}, {"label": "m2", "P": 60, "MUI": 2}])
+    assert fit is None and "needs at least 3" in reason
+    d = describe_fit(fit, reason, [{"label": "m1", "P": 40, "MUI": 3}])
+    assert "slope" not in d and d["reason"] == reason and d["points"][0]["label"] == "m1"
+    pts = [{"label": "z", "P": 0.0, "MUI": 9}, {"label": "m1", "P": 40, "MUI": 3}]
+    d = describe_fit(*fit_points(pts), pts)  # no fit, but the P = 0 point is still named as excluded
+    assert "slope" not in d and d["points"][0]["excluded"].startswith("P = 0") and "excluded" not in d["points"][1]
+
+
+def test_describe_fit_marks_points():
+    pts = [{"label": f"m{i}", "model": f"m{i}", "P": p, "MUI": m}
+           for i, (p, m) in enumerate([(0, 9), (10, 8), (20, 6), (40, 5), (80, 3)])]
+    fit, reason = fit_points(pts)
+    d = describe_fit(fit, reason, pts)
+    assert d["points"][0]["excluded"].startswith("P = 0")
+    assert all("residual" in p for p in d["points"][1:])
+    assert d["n"] == 4 and d["excluded"][0]["label"] == "m0" and d["reason"] is None and d["slope"] == fit.slope
+
+
+def test_adjusted_score_definition_and_ranking():
+    pts = [{"label": n, "P": p, "MUI": m} for n, p, m in
+           [("a", 20, 11.5), ("b", 35, 9.0), ("c", 50, 8.9), ("d", 70, 7.0), ("e", 90, 6.4)]]
+    fit, _ = fit_points(pts)
+    rows = {r["label"]: r for r in adjusted_scores(fit, pts)}
+    for p in pts:
+        p_law = math.exp((p["MUI"] - fit.intercept) / fit.slope)
+        r = rows[p["label"]]
+        assert r["P_law"] == pytest.approx(p_law)
+        m_law = fit.intercept + fit.slope * math.log(p["P"])
+        assert r["MUI_law"] == pytest.approx(m_law)
+        assert r["adjusted"] == pytest.approx(p["P"] * m_law / p["MUI"])
+        assert r["effort_ratio"] == pytest.approx(p["MUI"] / m_law)
+        resid = p["MUI"] - fit.predict_mui(p["P"])
+        # above the law line (more effort than the performance warrants) is penalised, below rewarded
+        assert (r["adjusted"] < p["P"]) == (resid > 0) == (r["effort_ratio"] > 1)
+    by_adj = sorted(pts, key=lambda p: -rows[p["label"]]["adjusted"])
+    assert [rows[p["label"]]["rank_adjusted"] for p in by_adj] == [1, 2, 3, 4, 5]
+    assert [rows[n]["rank_raw"] for n in "edcba"] == [1, 2, 3, 4, 5]
+    for r in rows.values():
+        assert r["shift"] == r["rank_raw"] - r["rank_adjusted"]
+
+
+def test_fairness_block():
+    pts = [{"label": n, "P": p, "MUI": m} for n, p, m in
+           [("a", 20, 11.5), ("b", 35, 9.0), ("c", 50, 8.9), ("d", 70, 7.0)]]
+    base = [{"label": "rnd", "P": 0.0, "MUI": 30.0, "baseline": True}]
+    out = fairness(pts, {"t1": pts[:3], "t2": pts[:2]}, reference_rows=base)
+    assert out["available"] and out["definition"] == FAIRNESS_DEFINITION
+    assert len(out["per_model"]) == 4 and out["reference_rows"] == base
+    best = min(out["per_model"], key=lambda r: r["rank_adjusted"])
+    assert out["sentence"].startswith(f"Taking effort into account, {best['label']}")
+    assert "fitted on these 4 models" in out["sentence"]
+    assert out["per_task"]["t1"]["available"] and len(out["per_task"]["t1"]["rows"]) == 3
+    assert not out["per_task"]["t2"]["available"]
+    assert "no fair adjustment is possible" in out["per_task"]["t2"]["reason"]
+
+
+def test_fairness_needs_three_models_and_negative_slope():
+    two = fairness([{"label": "a", "P": 10, "MUI": 9}, {"label": "b", "P": 50, "MUI": 5}])
+    assert not two["available"] and two["per_model"] == [] and two["sentence"] is None
+    assert "no fair adjustment is possible" in two["reason"] and "2 models" in two["reason"]
+    up = fairness([{"label": "a", "P": 10, "MUI": 3}, {"label": "b", "P": 30, "MUI": 5},
+                   {"label": "c", "P": 60, "MUI": 8}])
+    assert not up["available"] and "not negative" in up["reason"]
+    zero = fairness([{"label": "a", "P": 0, "MUI": 9}, {"label": "b", "P": 30, "MUI": 5},
+                     {"label": "c", "P": 60, "MUI": 4}])
+    assert not zero["available"] and "2 usable points" in zero["reason"]
+
+
+def test_definition_text():
+    for s in ("P x MUI_law(P) / MUI", "exp((MUI - a) / b)", "at least 3", "baselines"):
+        assert s in FAIRNESS_DEFINITION
+
+
+def test_module_doctests():
+    assert doctest.testmod(law).failed == 0
