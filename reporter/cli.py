@@ -85,6 +85,24 @@ def _summary(res: dict) -> str:
 
 
 @main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+def analyse(run_dir):
+    """Rebuild results.json and its analysis (law, fairness, contamination, diversity) from RUN_DIR's artifacts."""
+    from .analyse import write_analysis
+    from .artifacts import RunDir, read_json
+    from .results import write_results
+
+    try:
+        if not RunDir(run_dir).manifest.is_file():
+            raise UserError(f"{run_dir}: not a run directory (no manifest.json); run `reporter run` first")
+        write_results(run_dir)
+        write_analysis(run_dir)
+    except UserError as e:
+        _fail(e)
+    click.echo(_summary(read_json(RunDir(run_dir).results)))
+
+
+@main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def validate(file):
     """Check a models YAML file without loading anything."""

@@ -29,6 +29,7 @@ from .forward import PassBatch, hooked_pass
 from .generation import generate, left_pad
 from .mui import (MUICollector, ablate, load_neuron_sets, merge_neuron_sets, per_layer_utilization,
                   random_neurons_like, save_neuron_sets, utilization)
+from .logprobs import TokenLogProbCollector, merge_logprobs, question_span, save_logprobs
 from .probes import ar_metrics
 from .prompts import build_prompt, encode_prompt
 from .scoring import get_scorer
@@ -139,17 +140,21 @@ def run_task(lm, tcfg: dict, task_dir: Path, *, seed: int, mui_cfg: dict, progre
             recs.append({"id": items[i].id, "prompt": prompts[i], "response": g.text, "extracted": extracted,
                          "gold": items[i].answer, "score": float(score), "prompt_tokens": len(g.prompt_ids),
                          "response_tokens": len(g.response_ids), "stopped_by": g.stopped_by, "batch": b})
-        collectors = []
+        lpc = TokenLogProbCollector()
+        collectors = [lpc]
         if use_mui:
             col = MUICollector(top_ratio=mui_cfg["top_ratio"], mode=mui_cfg["mode"], rho=mui_cfg["rho"])
             collectors.append(col)
         if letter_ids is not None:
             cal = CalibrationCollector(letter_ids, n_options=[len(items[i].choices or []) for i in idx])
             collectors.append(cal)
-        if collectors:  # ONE teacher-forced pass feeds every collector
-            pb = teacher_forced_batch([g.prompt_ids for g in gens], [g.response_ids for g in gens],
-                                      lm.tokenizer.pad_token_id, lm.device)
-            hooked_pass(lm.model, lm.adapter, pb, collectors)
+        # ONE teacher-forced pass feeds every collector (MUI, calibration, token log-probs)
+        pb = teacher_forced_batch([g.prompt_ids for g in gens], [g.response_ids for g in gens],
+                                  lm.tokenizer.pad_token_id, lm.device)
+        hooked_pass(lm.model, lm.adapter, pb, collectors)
+        spans = [question_span(lm.tokenizer, prompts[i], items[i].question, ids[i]) for i in idx]
+        save_logprobs(ndir / f"logprobs-{b:05d}.npz", [items[i].id for i in idx], lpc.prompt_results(),
+                      lpc.response_results(), spans, {"model": lm.spec.name})
         if letter_ids is not None:
             for r, probs in zip(recs, cal.probs):
                 r["option_probs"] = [round(float(x), 6) for x in probs]
@@ -170,6 +175,9 @@ def finish_task(model_name: str, task: Task, items: list[Item], task_dir: Path, 
     summary = {"task": task.name, "scorer": task.scorer, "shots": shots, "limit": len(items),
                **ci.to_dict(), "source": task.source, "description": task.description,
                "mean_response_tokens": float(np.mean([samples[it.id]["response_tokens"] for it in items])) if items else 0.0}
+    lp_parts = sorted((task_dir / "neurons").glob("logprobs-*.npz"))
+    if lp_parts:
+        merge_logprobs(task_dir / "logprobs.npz", lp_parts)
     if mui_cfg is not None:
         parts = sorted((task_dir / "neurons").glob("batch-*.npz"))
         merge_neuron_sets(task_dir / "neurons.npz", parts)
@@ -190,6 +198,16 @@ def finish_task(model_name: str, task: Task, items: list[Item], task_dir: Path, 
     write_json(task_dir / "summary.json", summary)
     shutil.rmtree(task_dir / "neurons", ignore_errors=True)
     return summary
+
+
+def contamination_evidence(lm, tcfg: dict, task_dir: Path, *, seed: int, max_items: int = 16) -> dict:
+    """Verbatim-completion evidence for the contamination analysis (``verbatim.json``)."""
+    from .contamination import collect_contamination_evidence
+
+    task = make_task(tcfg)
+    items, *_ = plan(lm, task, tcfg, seed)
+    return collect_contamination_evidence(lm, items, task_dir, max_items=max_items, seed=seed,
+                                          batch_size=lm.spec.max_batch_size)
 
 
 def validate_neurons(lm, tcfg: dict, task_dir: Path, *, seed: int, progress: bool = True) -> dict:

@@ -20,6 +20,10 @@ from .manifest import build_manifest
 from .results import write_results
 
 
+#: generated probes have no published text that could have leaked into training data
+NO_VERBATIM = ("spc", "ar")
+
+
 def _log(msg: str) -> None:
     """Progress messages go to stderr (stdout carries only the final summary)."""
     tqdm.write(msg, file=sys.stderr)
@@ -36,10 +40,14 @@ def _model_done(rd: RunDir, slug: str, profile: dict) -> bool:
         return False
     if profile.get("lpp", {}).get("enabled") and not (mdir / "lpp.json").is_file():
         return False
+    if not (mdir / "reference_logprobs.npz").is_file():
+        return False
     validate = profile.get("mui", {}).get("validate_neurons")
     for t in profile.get("tasks", []):
         tdir = rd.task_dir(slug, t["name"])
         if not (tdir / "summary.json").is_file() or (validate and not (tdir / "validation.json").is_file()):
+            return False
+        if t["name"] not in NO_VERBATIM and not (tdir / "verbatim.json").is_file():
             return False
     return True
 
@@ -53,7 +61,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: dict | Non
     ...                      "random": {"layers": 2, "hidden": 64, "intermediate": 128, "heads": 4}}])
     >>> res = run(cfg, "/tmp/reporter-doctest", progress=False)   # doctest: +SKIP
     """
-    from .evaluate import run_task, validate_neurons
+    from .evaluate import contamination_evidence, run_task, validate_neurons
+    from .logprobs import collect_reference_logprobs
     from .loading import load_model
     from .smoke import smoke
 
@@ -100,11 +109,14 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: dict | Non
             except UserError as e:
                 failures.extend(f"model '{spec.name}', LPP: {line}" for line in e.lines)
                 _log(f"{spec.name} / LPP: FAILED: {e}")
+        collect_reference_logprobs(lm, mdir / "reference_logprobs.npz")
         mui_cfg = profile.get("mui", {"enabled": False})
         for tcfg in profile.get("tasks", []):
             tdir = rd.task_dir(slug, tcfg["name"])
             try:
                 summary = run_task(lm, tcfg, tdir, seed=cfg.seed, mui_cfg=mui_cfg, progress=progress)
+                if tcfg["name"] not in NO_VERBATIM:
+                    contamination_evidence(lm, tcfg, tdir, seed=cfg.seed)
                 if mui_cfg.get("validate_neurons") and mui_cfg.get("enabled", True):
                     validate_neurons(lm, tcfg, tdir, seed=cfg.seed, progress=progress)
             except UserError as e:
@@ -118,7 +130,11 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: dict | Non
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    res = write_results(rd.root)
+    write_results(rd.root)
+    from .analyse import write_analysis
+
+    write_analysis(rd.root)
+    res = read_json(rd.results)
     if failures:
         raise UserError(failures + [f"{rd.root}: the other models' results are saved; fix the above and rerun to resume"])
     return res

@@ -55,6 +55,13 @@ def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
     assert 0 < lpp["participation_ratio"] <= 1 and len(lpp["per_prefix"]) == 10
     assert {c["metric"] for c in res["lpp_correlations"]} == {"entropy_floor", "participation_ratio", "effective_rank"}
     assert all(c["pearson_r"] is None for c in res["lpp_correlations"])  # two random models: no correlation
+    tdir = out / "models" / "Tiny-Llama" / "tasks" / "arc_easy"
+    for f in ("samples.jsonl", "neurons.npz", "logprobs.npz", "verbatim.json", "summary.json"):
+        assert (tdir / f).is_file(), f
+    assert (out / "models" / "Tiny-Llama" / "reference_logprobs.npz").is_file()
+    an = res["analysis"]  # two untrained models: reference rows only, never points of the law
+    assert "slope" not in an["law"]["pooled"] and an["law"]["pooled"]["reason"]
+    assert an["fairness"]["available"] is False and "no fair adjustment is possible" in an["fairness"]["reason"]
     assert [(c["model_a"], c["model_b"], c["task"]) for c in res["comparisons"]] == [("Tiny Llama", "tiny-neox", "arc_easy")]
     assert man["seed"] == 11 and man["torch"] and man["transformers"] and len(man["config_hash"]) == 16
     assert man["resolved"]["config"]["models"][0]["name"] == "Tiny Llama"
@@ -63,6 +70,10 @@ def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
     assert r2.exit_code == 0 and "already complete" in r2.output
     assert (out / "models" / "Tiny-Llama" / "smoke.json").stat().st_mtime_ns == before
     assert json.loads((out / "results.json").read_text())["models"] == res["models"]
+    # the analyse stage re-runs on the artifacts alone
+    r3 = CliRunner().invoke(main, ["analyse", str(out)])
+    assert r3.exit_code == 0, r3.output
+    assert json.loads((out / "results.json").read_text())["analysis"]["law"] == res["analysis"]["law"]
 
 
 def test_a_failing_model_does_not_lose_the_others(tiny_yaml, tmp_path):
