@@ -33,7 +33,10 @@ def main() -> None:
 @click.option("--device", help="Override the device for every model (auto, cpu, cuda, cuda:N).")
 @click.option("--seed", type=int, help="Override the run seed.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-def run(file, output, profile, force, device, seed, no_progress):
+@click.option("--executor", type=click.Choice(["local", "ray"]), help="Where model jobs run (default: local).")
+@click.option("--address", help="Ray cluster address (with --executor ray), e.g. auto or ray://head:10001.")
+@click.option("--no-render", is_flag=True, help="Skip the model card (results.json only).")
+def run(file, output, profile, force, device, seed, no_progress, executor, address, no_render):
     """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list)."""
     from .config import default_config, load_config, parse_config
     from .profiles import load_profile
@@ -54,7 +57,8 @@ def run(file, output, profile, force, device, seed, no_progress):
             if seed is not None:
                 data["seed"] = seed
             cfg = parse_config(_strip_defaults(data), cfg.path)
-        res = run_models(cfg, output, profile=prof, force=force, progress=not no_progress, command=sys.argv)
+        res = run_models(cfg, output, profile=prof, force=force, progress=not no_progress, command=sys.argv,
+                         executor=executor, address=address)
     except UserError as e:
         _fail(e)
     except KeyboardInterrupt:

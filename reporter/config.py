@@ -47,11 +47,19 @@ class ModelSpec:
     max_batch_size: int = 8
     checkpoint: float | None = None
     random: dict[str, int] = field(default_factory=dict)
+    device_map: str | None = None
+    num_gpus: float | None = None
+    num_cpus: float = 1
+    generation_backend: str = "transformers"
 
     @property
     def source_type(self) -> str:
         """One of ``packaged``, ``random``, ``local`` or ``hub``."""
         return source_type(self.source)
+
+    def __post_init__(self) -> None:
+        if self.num_gpus is None:  # what a Ray task for this model asks for
+            self.num_gpus = 1 if (self.device or "").startswith("cuda") or self.device_map else 0
 
     @property
     def slug(self) -> str:
@@ -69,6 +77,8 @@ class RunConfig:
     seed: int = 1234
     device: str = "auto"
     dtype: str = "auto"
+    executor: str = "local"
+    address: str | None = None
     path: str = "<inline>"
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,7 +93,10 @@ class RunConfig:
 
 
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelSpec))
-RUN_FIELDS = ("models", "profile", "output", "seed", "device", "dtype")
+RUN_FIELDS = ("models", "profile", "output", "seed", "device", "dtype", "executor", "address")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+BACKENDS = ("transformers", "vllm")
+EXECUTORS = ("local", "ray")
 
 
 def slugify(name: str) -> str:
@@ -142,11 +155,11 @@ def _cuda_count() -> int:
         return 0
 
 
-def _check_device(p: _Problems, key: str, v: Any) -> str | None:
+def _check_device(p: _Problems, key: str, v: Any, local: bool = True) -> str | None:
     if not isinstance(v, str) or not _DEVICE_RE.match(v):
         p.add(key, f"{v!r} is not a valid device; use auto, cpu, cuda or cuda:N")
         return None
-    if v.startswith("cuda"):
+    if v.startswith("cuda") and local:  # with a Ray executor the GPUs are the workers', not ours
         n = _cuda_count()
         if n == 0:
             p.add(key, f"'{v}' was asked for but no CUDA GPU is available here; use auto or cpu")
@@ -209,7 +222,7 @@ def _check_source(p: _Problems, key: str, v: Any, base_dir: Path) -> str | None:
     return v
 
 
-def _parse_model(p: _Problems, i: int, m: Any, run_device: str, base_dir: Path) -> ModelSpec | None:
+def _parse_model(p: _Problems, i: int, m: Any, base_dir: Path, local: bool = True) -> ModelSpec | None:
     k = f"models[{i}]"
     if not isinstance(m, dict):
         p.add(k, f"each model must be a mapping with at least name and source, got {_tname(m)}")
@@ -232,7 +245,18 @@ def _parse_model(p: _Problems, i: int, m: Any, run_device: str, base_dir: Path) 
     if "dtype" in m:
         spec["dtype"] = _check_choice(p, f"{k}.dtype", m["dtype"], DTYPES)
     if "device" in m:
-        spec["device"] = _check_device(p, f"{k}.device", m["device"])
+        spec["device"] = _check_device(p, f"{k}.device", m["device"], local)
+    if "device_map" in m:
+        spec["device_map"] = _check_choice(p, f"{k}.device_map", m["device_map"], DEVICE_MAPS)
+    if "generation_backend" in m:
+        spec["generation_backend"] = _check_choice(p, f"{k}.generation_backend", m["generation_backend"], BACKENDS)
+    for key in ("num_gpus", "num_cpus"):
+        if key in m:
+            v = m[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                p.add(f"{k}.{key}", f"must be a non-negative number, got {v!r}")
+            else:
+                spec[key] = v
     if "revision" in m:
         if m["revision"] is not None and not isinstance(m["revision"], (str, int)):
             p.add(f"{k}.revision", f"must be a branch, tag or commit string, got {_tname(m['revision'])}")
@@ -276,6 +300,8 @@ def _parse_model(p: _Problems, i: int, m: Any, run_device: str, base_dir: Path) 
                 else:
                     ok[rk] = rv
             spec["random"] = ok
+    if spec.get("generation_backend") == "vllm" and str(m.get("source", "")).startswith("random:"):
+        p.add(f"{k}.generation_backend", "vllm cannot load a random:ARCH model; use transformers")
     if len(p.lines) > n0:
         return None
     spec.setdefault("device", None)
@@ -332,8 +358,17 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
                 p.add("seed", f"must be an integer, got {data['seed']!r}")
             else:
                 run["seed"] = data["seed"]
+        if "executor" in data:
+            ex = _check_choice(p, "executor", data["executor"], EXECUTORS)
+            if ex:
+                run["executor"] = ex
+        if "address" in data:
+            if not isinstance(data["address"], str):
+                p.add("address", f"must be a Ray address string such as 'ray://head:10001' or 'auto', got {_tname(data['address'])}")
+            else:
+                run["address"] = data["address"]
         if "device" in data:
-            dv = _check_device(p, "device", data["device"])
+            dv = _check_device(p, "device", data["device"], run.get("executor", "local") == "local")
             if dv:
                 run["device"] = dv
         if "dtype" in data:
@@ -355,7 +390,7 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
             seen: dict[str, int] = {}
             slugs: dict[str, int] = {}
             for i, m in enumerate(models_raw):
-                spec = _parse_model(p, i, m, run.get("device", "auto"), base_dir)
+                spec = _parse_model(p, i, m, base_dir, run.get("executor", "local") == "local")
                 if spec is None:
                     continue
                 if spec.name in seen:

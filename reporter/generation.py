@@ -85,6 +85,11 @@ def generate(lm, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, stop:
     of memory is split in half and retried. ``on_batch(indices, generations)`` is called as
     each batch finishes (for incremental saving).
     """
+    if getattr(lm, "meta", {}).get("generation_backend") == "vllm":
+        gens = _generate_vllm(lm, prompts, max_new_tokens, stop)
+        if on_batch:
+            on_batch(list(range(len(prompts))), gens)
+        return gens
     order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))
     results: list[Generation | None] = [None] * len(prompts)
     queue = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
@@ -105,3 +110,27 @@ def generate(lm, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, stop:
         if on_batch:
             on_batch(idx, gens)
     return results  # type: ignore[return-value]
+
+
+def _generate_vllm(lm, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: Sequence[str]) -> list[Generation]:
+    """Greedy generation in vLLM (``generation_backend: vllm``); the hooked pass stays in transformers."""
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError:
+        from .errors import UserError
+
+        raise UserError(f"model '{lm.spec.name}': generation_backend vllm needs vLLM, which is not installed; "
+                        "run: pip install 'reporter[vllm]'")
+    engine = getattr(lm, "_vllm", None)
+    if engine is None:
+        engine = lm._vllm = LLM(model=lm.meta["vllm_path"], revision=lm.spec.revision,
+                                dtype=str(lm.dtype).replace("torch.", ""), trust_remote_code=lm.spec.trust_remote_code)
+    params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, stop=list(stop) or None)
+    outs = engine.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
+    tok = lm.tokenizer
+    eos_ids = {tok.eos_token_id} if tok.eos_token_id is not None else set()
+    gens = []
+    for p, o in zip(prompts, outs):
+        kept, text, reason = _trim(tok, list(o.outputs[0].token_ids), stop, eos_ids)
+        gens.append(Generation(prompt_ids=list(p), response_ids=kept, text=text, stopped_by=reason))
+    return gens

@@ -70,7 +70,8 @@ def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str):
     kw = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
     try:
         tok = _load_tokenizer(path, **kw)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
+        extra = {"device_map": spec.device_map} if spec.device_map else {}
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw, **extra)
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"model '{spec.name}': cannot load {what} '{spec.source}': {first}")
@@ -116,7 +117,16 @@ def load_model(spec: ModelSpec, *, run_device: str = "auto", run_dtype: str = "a
         kind = kind or "base"
     else:
         model, tok = _from_pretrained(spec.source, spec, dtype, "hub model" if st == "hub" else "local model")
-    model = model.to(device).eval()
+    if spec.device_map and getattr(model, "hf_device_map", None):
+        # sharded across devices by accelerate: inputs go to the embedding's device
+        device = model.get_input_embeddings().weight.device
+        meta["device_map"] = {k: str(v) for k, v in model.hf_device_map.items()}
+    else:
+        model = model.to(device)
+    model = model.eval()
+    if spec.generation_backend == "vllm":
+        meta["generation_backend"] = "vllm"
+        meta["vllm_path"] = str(meta.get("cache_path") or spec.source)
     if kind is None:
         kind = "instruct" if getattr(tok, "chat_template", None) else "base"
     use_chat = spec.chat_template != "none" and kind == "instruct" and bool(getattr(tok, "chat_template", None))

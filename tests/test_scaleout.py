@@ -1,0 +1,118 @@
+"""Scale-out: the Ray executor gives the local executor's results; sharded models keep hooks correct."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from reporter.cli import main
+from reporter.config import ModelSpec, parse_config
+from reporter.errors import UserError
+from reporter.loading import load_model
+from reporter.mui import key_neurons
+
+from .conftest import tiny_lm
+
+YAML = """
+profile: {profile}
+seed: 5
+models:
+  - {{name: tiny-llama, source: random:llama, random: {{layers: 2, hidden: 64, intermediate: 96, heads: 4}}}}
+  - {{name: tiny-gpt2, source: random:gpt2, random: {{layers: 2, hidden: 64, intermediate: 96, heads: 4}}}}
+"""
+PROFILE = ("lpp: {n_texts: 3, context: 40, min_tokens: 40}\n"
+           "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 4}\n  - {name: spc, limit: 2, max_new_tokens: 6}\n")
+
+
+def _strip(res):
+    res.pop("run")
+    for m in res["models"].values():
+        m["meta"].pop("load_seconds", None)
+    return res
+
+
+def _assert_same(x, y, path="results"):
+    """Equal, except floats may differ in the last bits (Ray workers run torch with 1 thread)."""
+    if isinstance(x, dict):
+        assert isinstance(y, dict) and set(x) == set(y), path
+        for k in x:
+            _assert_same(x[k], y[k], f"{path}.{k}")
+    elif isinstance(x, list):
+        assert isinstance(y, list) and len(x) == len(y), path
+        for i, (p, q) in enumerate(zip(x, y)):
+            _assert_same(p, q, f"{path}[{i}]")
+    elif isinstance(x, float) and isinstance(y, float):
+        assert x == pytest.approx(y, rel=1e-9, abs=1e-12, nan_ok=True), path
+    else:
+        assert x == y, path
+
+
+def test_ray_executor_equals_local(tiny_yaml, tmp_path):
+    prof = tiny_yaml(PROFILE, "profile.yaml")
+    models = tiny_yaml(YAML.format(profile=prof))
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    r1 = CliRunner().invoke(main, ["run", str(models), "-o", str(local), "--no-progress", "--no-render"])
+    assert r1.exit_code == 0, r1.output
+    r2 = CliRunner().invoke(main, ["run", str(models), "-o", str(remote), "--no-progress", "--no-render",
+                                   "--executor", "ray"])
+    assert r2.exit_code == 0, r2.output
+    a = json.loads((local / "results.json").read_text())
+    b = json.loads((remote / "results.json").read_text())
+    _assert_same(_strip(a), _strip(b))
+    assert sorted(b["models"]) == ["tiny-gpt2", "tiny-llama"]
+    assert all(m["status"] == "complete" for m in b["models"].values())
+
+
+def test_executor_and_sharding_keys_validate(tmp_path):
+    cfg = parse_config({"executor": "ray", "address": "auto", "models": [
+        {"name": "a", "source": "random:llama", "device": "cuda", "num_gpus": 2, "device_map": "auto"}]}, "m.yaml")
+    assert cfg.executor == "ray" and cfg.models[0].num_gpus == 2  # cuda is the workers' business
+    with pytest.raises(UserError) as e:
+        parse_config({"executor": "slurm", "models": [
+            {"name": "a", "source": "random:llama", "device_map": "everywhere", "num_gpus": -1,
+             "generation_backend": "vllm"}]}, "m.yaml")
+    msg = str(e.value)
+    assert "m.yaml: executor: 'slurm' is not valid; use one of local, ray" in msg
+    assert "models[0].device_map: 'everywhere' is not valid" in msg
+    assert "models[0].num_gpus: must be a non-negative number, got -1" in msg
+    assert "models[0].generation_backend: vllm cannot load a random:ARCH model" in msg
+
+
+def test_missing_vllm_is_a_clear_error(tmp_path):
+    lm = tiny_lm("llama")
+    d = tmp_path / "m"
+    lm.model.save_pretrained(d)
+    lm.tokenizer.save_pretrained(d)
+    v = load_model(ModelSpec(name="v", source=str(d), generation_backend="vllm"))
+    from reporter.generation import generate
+
+    with pytest.raises(UserError, match=r"generation_backend vllm needs vLLM, which is not installed; run: pip install 'reporter\[vllm\]'"):
+        generate(v, [[1, 2, 3]], max_new_tokens=2)
+
+
+def test_hooks_stay_correct_on_a_model_dispatched_by_a_device_map(tmp_path):
+    """accelerate wraps every module of a device-mapped model; hooks and MUI must not notice."""
+    lm = tiny_lm("llama", init_std=0.3)
+    d = tmp_path / "m"
+    lm.model.save_pretrained(d)
+    lm.tokenizer.save_pretrained(d)
+    from accelerate import dispatch_model
+
+    plain = load_model(ModelSpec(name="p", source=str(d)))
+    via_yaml = load_model(ModelSpec(name="s", source=str(d), device_map="sequential"))  # the YAML path loads
+    other = load_model(ModelSpec(name="o", source=str(d)))
+    names = ["model.embed_tokens", "model.layers.0", "model.layers.1", "model.norm", "model.rotary_emb", "lm_head"]
+    sharded = dispatch_model(other.model, device_map={n: "cpu" for n in names}, main_device="cpu", force_hooks=True)
+    assert hasattr(sharded.model.layers[1], "_hf_hook")  # every block wrapped by accelerate's device hooks
+    ids = torch.randint(0, 500, (3, 12), generator=torch.Generator().manual_seed(0))
+    am = torch.ones_like(ids)
+    am[0, :4] = 0  # left padding
+    resp = torch.zeros_like(ids, dtype=torch.bool)
+    resp[:, 7:] = True
+    for mode in ("score", "activation"):
+        a = key_neurons(plain.model, ids, am, resp, top_ratio=0.05, mode=mode)
+        b = key_neurons(sharded, ids, am, resp, top_ratio=0.05, mode=mode)
+        c = key_neurons(via_yaml.model, ids, am, resp, top_ratio=0.05, mode=mode)
+        assert all(np.array_equal(x, y) and np.array_equal(x, z) for x, y, z in zip(a, b, c))
+    assert all(len(m._forward_pre_hooks) == 0 for m in sharded.modules())
