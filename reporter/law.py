@@ -323,10 +323,12 @@ def _sentence(block: dict, n_models: int) -> str:
                   f"({big['label']} moves from {_ordinal(big['rank_raw'])} to {_ordinal(big['rank_adjusted'])})")
     else:
         change = "the order is the same as by plain score"
-    ratio = best["adjusted"]
+    effort = best.get("effort_ratio")
+    how = (f"it scores {best['P']:.1f}% while using {effort:.2f}x the share of its network that the Utility Law, "
+           f"fitted on these {n_models} models, expects at that score" if effort is not None else
+           f"it scores {best['P']:.1f}%")
     return (f"Taking effort into account, {best['label']} gets the most performance for the share of its network it "
-            f"uses: {ratio:.2f} times what the Utility Law, fitted on these {n_models} models, expects from a model "
-            f"working that hard; {change}.")
+            f"uses ({how}); {change}.")
 
 
 def fairness(model_points: Sequence[dict], per_task_points: dict[str, Sequence[dict]] | None = None, *,

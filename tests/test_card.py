@@ -1,0 +1,363 @@
+"""The model card: HTML (opened in headless Chromium), PDF (read back with pypdf), model-index YAML.
+
+Fixtures: tests/data/full (every results.json key, internally consistent, the analysis made by
+reporter.analyse itself; regenerate with tests/data/make_full_fixture.py), tests/data/run2 (a real
+two-model run, results.json and manifest.json only) and tests/data/run2-analysed (the same run
+after `reporter analyse`: every analysis key present but most say why there is no fit).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reporter.errors import UserError
+from reporter.render import CardDataError, build_card, render
+
+DATA = Path(__file__).parent / "data"
+FULL_CHARTS = {"task_scores", "law_pooled", "law_per_task", "mui_layers", "lpp_entropy", "lpp_pr_er", "overlap",
+               "saturation", "training"}
+SECTIONS = ["Summary", "Leaderboard", "Per-task scores", "Pairwise significance", "Utility Law",
+            "Law-adjusted ranking", "MUI per-layer profile", "LPP signature", "Probe results", "Calibration",
+            "Contamination", "Dataset diversity", "Training phases", "Methods and reproducibility", "Manifest",
+            "Limitations", "Appendix"]
+
+
+def _copy(name: str, tmp_path_factory) -> Path:
+    dst = tmp_path_factory.mktemp(name) / "run"
+    shutil.copytree(DATA / name, dst)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    root = _copy("full", tmp_path_factory)
+    return root, render(root)
+
+
+@pytest.fixture(scope="module")
+def run2(tmp_path_factory):
+    root = _copy("run2", tmp_path_factory)
+    return root, render(root)
+
+
+@pytest.fixture(scope="module")
+def run2_analysed(tmp_path_factory):
+    root = _copy("run2-analysed", tmp_path_factory)
+    return root, render(root, formats=("html",))
+
+
+def _load(name: str) -> tuple[dict, dict]:
+    return (json.loads((DATA / name / "results.json").read_text()),
+            json.loads((DATA / name / "manifest.json").read_text()))
+
+
+class _Refs(HTMLParser):
+    """Every URL-bearing attribute, the chart containers, and the text outside scripts."""
+
+    def __init__(self):
+        super().__init__()
+        self.refs, self.charts, self.text, self._skip = [], [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.refs += [(tag, k, v) for k, v in attrs if k in ("src", "href", "srcset", "data", "action", "poster")]
+        if "data-chart" in a:
+            self.charts.append(a["data-chart"])
+        self._skip = tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self._skip = False
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def _parse(html: str) -> _Refs:
+    p = _Refs()
+    p.feed(html)
+    return p
+
+
+# --- outputs ------------------------------------------------------------------------------------
+
+def test_render_writes_card_and_model_index(full):
+    root, paths = full
+    assert paths["html"] == root / "card.html" and paths["pdf"] == root / "card.pdf"
+    slugs = {k.split("/", 1)[1] for k in paths if k.startswith("model-index/")}
+    assert slugs == {"Qwen2.5-1.5B-Instruct", "Qwen2.5-0.5B-Instruct", "Gemma-3-270M", "SmolLM2-135M-Instruct",
+                     "untrained", "smol-ft-step1000", "smol-ft-step2000", "smol-ft-step3000"}  # failed model: none
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths.values())
+    assert not list(root.glob(".*.*"))  # no temporary files left behind
+
+
+def test_formats_argument(tmp_path):
+    shutil.copytree(DATA / "run2", tmp_path / "run")
+    paths = render(tmp_path / "run", formats=("html",))
+    assert "html" in paths and "pdf" not in paths and not (tmp_path / "run" / "card.pdf").exists()
+    with pytest.raises(UserError, match="unknown card format"):
+        render(tmp_path / "run", formats=("docx",))
+    with pytest.raises(UserError, match="no results.json"):
+        render(tmp_path / "nothing-here")
+
+
+def test_model_index_is_hugging_face_eval_results(full):
+    from huggingface_hub.repocard_data import model_index_to_eval_results
+
+    root, _ = full
+    results, _ = _load("full")
+    doc = yaml.safe_load((root / "model-index" / "Qwen2.5-1.5B-Instruct.yaml").read_text())
+    name, evals = model_index_to_eval_results(doc["model-index"])
+    assert name == "Qwen2.5-1.5B-Instruct"
+    acc = {(e.dataset_type, e.dataset_config, e.metric_type): e.metric_value for e in evals}
+    tasks = results["models"]["Qwen2.5-1.5B-Instruct"]["tasks"]
+    assert acc[("allenai/ai2_arc", "ARC-Challenge", "accuracy")] == pytest.approx(100 * tasks["arc_challenge"]["score"])
+    assert acc[("openai/gsm8k", "main", "exact_match")] == pytest.approx(100 * tasks["gsm8k"]["score"])
+    assert acc[("openai/openai_humaneval", None, "pass@1")] == pytest.approx(100 * tasks["humaneval"]["score"])
+    assert all(e.task_type == "text-generation" for e in evals)
+    assert not {e.dataset_type for e in evals} & {"spc", "ar"}  # probes are not benchmark results
+
+
+# --- HTML -----------------------------------------------------------------------------------------
+
+def test_html_is_self_contained(full):
+    html = full[1]["html"].read_text()
+    p = _parse(html)
+    external = [r for r in p.refs if re.match(r"\s*(https?:)?//", r[2] or "")]
+    assert not external, external
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", html) and "@import" not in html
+    # The only http(s) strings are inside the inlined Vega bundle (XML namespaces, help texts), never loads.
+    outside = re.sub(r'<script id="vega-bundle">.*?</script>', "", html, flags=re.S)
+    assert "http://" not in outside and "https://" not in outside
+    assert "vegaEmbed" in html and "@media print" in html
+    assert set(p.charts) == FULL_CHARTS
+
+
+def test_html_charts_are_interactive_and_labelled(full):
+    html = full[1]["html"].read_text()
+    specs = json.loads(re.search(r'<script type="application/json" id="chart-specs">(.*?)</script>', html,
+                                 re.S).group(1))
+    assert set(specs) == FULL_CHARTS
+    for name, spec in specs.items():
+        text = json.dumps(spec)
+        assert '"tooltip"' in text, name
+        assert spec["title"]["text"], name
+        titles = {"x": set(), "y": set()}
+        _axis_titles(spec, titles)
+        assert titles["x"] and titles["y"], (name, titles)
+    colours = json.dumps(specs["task_scores"])
+    assert "#0072B2" in colours and "#E69F00" in colours  # Okabe–Ito
+
+
+def _axis_titles(node, out: dict) -> None:
+    """Collect the titles of every x / y encoding in a Vega-Lite spec."""
+    if isinstance(node, dict):
+        for ch in ("x", "y"):
+            enc = (node.get("encoding") or {}).get(ch)
+            if isinstance(enc, dict) and enc.get("title"):
+                out[ch].add(enc["title"])
+        for v in node.values():
+            _axis_titles(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _axis_titles(v, out)
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if exe is None:
+        pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+    return exe
+
+
+def _open_in_chromium(html: Path, tmp: Path) -> tuple[str, list[str]]:
+    """The DOM after scripts ran (virtual time), and the page's console messages; network is off."""
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+           f"--user-data-dir={tmp}", "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--dump-dom", html.as_uri()]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout, [line for line in r.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def _assert_charts_drawn(dom: str, console: list[str], expected: set[str]) -> None:
+    assert not console, console
+    box = re.search(r'<pre id="js-errors"[^>]*>(.*?)</pre>', dom, re.S)
+    assert box and not box.group(1).strip(), box and box.group(1)
+    drawn = set()
+    for m in re.finditer(r'data-chart="([^"]+)"', dom):
+        body = dom[m.end():dom.index("</figure>", m.end())]
+        if 'data-rendered="1"' in dom[m.start() - 200:m.end() + 200] and re.search(r'<svg[^>]*class="marks"', body):
+            assert body.count("<path") + body.count("<text") > 10, m.group(1)  # real marks, not an empty frame
+            drawn.add(m.group(1))
+    assert drawn == expected
+
+
+def test_html_charts_render_offline_in_chromium(full, tmp_path):
+    dom, console = _open_in_chromium(full[1]["html"], tmp_path / "profile")
+    _assert_charts_drawn(dom, console, FULL_CHARTS)
+
+
+def test_minimal_run_in_chromium(run2, tmp_path):
+    dom, console = _open_in_chromium(run2[1]["html"], tmp_path / "profile")
+    _assert_charts_drawn(dom, console, {"task_scores", "law_pooled", "mui_layers"})
+
+
+def test_analysed_minimal_run_says_why_there_is_no_fit(run2_analysed, tmp_path):
+    html = run2_analysed[1]["html"].read_text()
+    visible = " ".join(_parse(html).text)
+    for line in ("no fit: the points come from 1 model with P > 0; the law compares models and needs at least 3",
+                 "Not available: no fair adjustment is possible: 1 model was compared; the law needs at least 3",
+                 "No signal could be measured for:",
+                 "Correlations of LPP metrics with benchmark scores: not computed in this run"):
+        assert line in visible, line
+    dom, console = _open_in_chromium(run2_analysed[1]["html"], tmp_path / "profile")
+    _assert_charts_drawn(dom, console, {"task_scores", "law_pooled", "law_per_task", "mui_layers", "overlap",
+                                        "saturation"})
+
+
+# --- PDF ------------------------------------------------------------------------------------------
+
+def _pdf_text(path: Path) -> list[str]:
+    from pypdf import PdfReader
+
+    return [page.extract_text() for page in PdfReader(path).pages]
+
+
+def test_pdf_has_sections_tables_and_vector_charts(full):
+    from pypdf import PdfReader
+
+    pdf = full[1]["pdf"]
+    pages = _pdf_text(pdf)
+    text = "\n".join(pages)
+    for heading in SECTIONS:
+        assert heading in text, heading
+    # tables
+    assert "Qwen2.5-1.5B-Instruct" in text and "59.2" in text and "smol-ft-step3000" in text
+    assert "Entropy floor" in text and "ECE" in text and "Core sets" in text and "config_hash" in text
+    # charts drawn as vector graphics: their titles and axis labels are PDF text, and no raster images
+    for label in ("Score per task", "Score (% correct)", "Utility Law: MUI against score", "MUI (% of FFN neurons)",
+                  "Layer (0 = first)", "Prefix length m (tokens)", "Samples (n)", "Checkpoint (training step)",
+                  "Jaccard (0–1)", "Key neurons in the union", "Effective rank"):
+        assert label in text, label
+    assert all(not page.images for page in PdfReader(pdf).pages)
+    # running header (date) and page numbers on every page
+    n = len(pages)
+    for i, page in enumerate(pages, 1):
+        assert f"Page {i} of {n}" in page and "2026-11-28" in page
+
+
+def test_minimal_run_pdf_and_honest_lines(run2):
+    root, paths = run2
+    html = paths["html"].read_text()
+    visible = " ".join(_parse(html).text)
+    for line in ("LPP signature: not measured in this run.", "Probes (SPC, AR): not measured in this run.",
+                 "No law fit: needs ≥3 trained models (this run has 1).",
+                 "Law-adjusted ranking: needs ≥3 trained models (this run has 1).",
+                 "Contamination checks: not run in this run.", "Dataset diversity: not measured in this run.",
+                 "Training phases: no checkpoint series in this run."):
+        assert line in visible, line
+    assert "smol has the highest mean score over 4 benchmark tasks: 12.5%" in visible
+    text = "\n".join(_pdf_text(paths["pdf"]))
+    assert "Per-task scores" in text and "Score (% correct)" in text and "not measured in this run" in text
+    assert sorted(k for k in paths if k.startswith("model-index/")) == ["model-index/smol", "model-index/tiny"]
+
+
+@pytest.mark.parametrize("which", ["full", "run2", "run2_analysed"])
+def test_no_placeholders_or_python_leaks(which, request):
+    html = request.getfixturevalue(which)[1]["html"].read_text()
+    visible = " ".join(_parse(html).text)
+    for bad in ("None", "nan", "NaN", "null", "TODO", "lorem", "{{", "{%"):  # StrictUndefined catches the rest
+        assert not re.search(rf"(?<![\w-]){re.escape(bad)}(?![\w-])", visible), bad
+
+
+# --- the card's content, from results alone --------------------------------------------------------
+
+def test_summary_names_winners_and_warnings(full):
+    visible = " ".join(_parse(full[1]["html"].read_text()).text)
+    assert ("Qwen2.5-1.5B-Instruct has the highest mean score over 4 benchmark tasks: 59.2% (≈95% CI 53.1–65.0). "
+            "Runner-up Qwen2.5-0.5B-Instruct scores 36.8%; the lead is significant on 4 of 4 tasks.") in visible
+    assert "Law-adjusted, Qwen2.5-1.5B-Instruct ranks first: law-adjusted score" in visible
+    card = build_card(*_load("full"))
+    s = card["summary"]
+    assert (s["winner"]["name"], s["runner_up"]["name"], s["wins"]) == ("Qwen2.5-1.5B-Instruct", "Qwen2.5-0.5B-Instruct", 4)
+    levels = [lvl for lvl, _ in s["warnings"]]
+    assert levels == sorted(levels, key=["high", "medium", "low"].index) and len(levels) <= 4
+    assert any("smol-ft-step3000 on gsm8k" in w for _, w in s["warnings"])
+    assert any("Llama-3.2-1B-Instruct failed" in w for _, w in s["warnings"])
+    # the untrained reference ranks but never wins; the failed model has no rank
+    assert [m["name"] for m in card["ranked"]][-2:] == ["untrained", "Llama-3.2-1B-Instruct"]
+    for m in card["ranked"]:
+        if m["avg"] is not None:
+            assert m["avg_lo"] <= m["avg"] <= m["avg_hi"]
+
+
+def test_neighbour_comparisons_are_oriented():
+    card = build_card(*_load("full"))
+    first = card["neighbours"][0]
+    assert (first["a"], first["b"]) == ("Qwen2.5-1.5B-Instruct", "Qwen2.5-0.5B-Instruct")
+    for pair in card["neighbours"]:
+        for c in pair["cells"].values():
+            assert c["model_a"] == pair["a"] and c["ci_low"] <= c["mean_diff"] <= c["ci_high"]
+
+
+def test_missing_keys_render_honest_lines(tmp_path):
+    results, manifest = _load("full")
+    del results["analysis"]["diversity"], results["analysis"]["training"], results["lpp_correlations"]
+    for m in results["models"].values():
+        m.pop("lpp", None)
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    html = render(tmp_path, formats=("html",))["html"].read_text()
+    visible = " ".join(_parse(html).text)
+    for line in ("LPP signature: not measured in this run.", "Dataset diversity: not measured in this run.",
+                 "Training phases: no checkpoint series in this run.",
+                 "Correlations of LPP metrics with benchmark scores: not computed in this run"):
+        assert line in visible, line
+    assert set(_parse(html).charts) == FULL_CHARTS - {"lpp_entropy", "lpp_pr_er", "training", "overlap", "saturation"}
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("models", "smol", "tasks", "arc_easy", "score"), "0.25",
+     r'models\.smol\.tasks\.arc_easy\.score: expected a fraction in \[0, 1\], got str "0\.25"'),
+    (("models", "smol", "tasks", "arc_easy", "mui_per_layer"), [0.1, "x"],
+     r"mui_per_layer\[1\]: expected a number, got str"),
+    (("models", "smol", "lpp"), {"entropy_floor": 0.2}, r"models\.smol\.lpp\.participation_ratio: missing"),
+    (("analysis",), {"fairness": {"per_model": [{"model": "smol", "score": 25.0, "mui": 1, "p_law": 0.2,
+                                                 "adjusted": 0.1, "rank_raw": 1, "rank_adjusted": 1, "shift": 0}]}},
+     r"analysis\.fairness\.per_model\[0\]\.score: expected a fraction in \[0, 1\], got 25\.0"),
+    (("analysis",), {"contamination": [{"model": "smol", "task": "gsm8k", "severity": "high"}]},
+     r"severity: 'high' is not one of strong, weak, none"),
+    (("analysis",), {"law": {"pooled": {"slope": -0.5, "intercept": 2, "r2": "0.8", "n": 5}}},
+     r"analysis\.law\.pooled\.r2: expected a number"),
+    (("comparisons",), {"model_a": "smol"}, r"comparisons: expected a list"),
+])
+def test_schema_errors_are_clear(path, value, message):
+    results, manifest = _load("run2")
+    results = copy.deepcopy(results)
+    node = results
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(CardDataError, match=message):
+        build_card(results, manifest)
+
+
+def test_optional_analysis_shapes_are_accepted():
+    results, manifest = _load("run2")
+    results["analysis"] = {"law": {"pooled": {"reason": "needs ≥3 trained models"}, "per_task": {},
+                                   "excluded": ["tiny (untrained)"], "notes": []},
+                           "fairness": {"reason": "needs ≥3 trained models"}, "contamination": [],
+                           "diversity": {}, "training": None}
+    card = build_card(results, manifest)
+    assert card["summary"]["top_adjusted"] is None
+    assert card["analysis"]["law"]["pooled"] == {"reason": "needs ≥3 trained models"}
