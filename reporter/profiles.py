@@ -20,7 +20,8 @@ from .errors import ConfigError
 
 TASK_KEYS = ("name", "limit", "shots", "max_new_tokens", "stop", "type", "path", "prompt_field", "answer_field",
              "choices_field", "scorer", "instruction")
-PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "models", "notes")
+PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "contamination", "smoke_texts", "models", "notes")
+CONTAMINATION_KEYS = ("verbatim_items", "reference_texts")
 LPP_KEYS = ("enabled", "corpus", "n_texts", "context", "step", "layers", "min_tokens")
 MUI_KEYS = ("top_ratio", "mode", "rho", "validate_neurons", "enabled")
 MUI_MODES = ("score", "activation", "topscore", "global_topk")
@@ -116,6 +117,18 @@ def validate_profile(data, where: str, base_dir: Path) -> dict:
         add("mui.top_ratio", f"must be a number in (0, 1], got {mui['top_ratio']!r}")
     if "rho" in mui and not (isinstance(mui["rho"], (int, float)) and 0 < mui["rho"] <= 1):
         add("mui.rho", f"must be a number in (0, 1], got {mui['rho']!r}")
+    cont = data.get("contamination") or {}
+    if not isinstance(cont, dict):
+        add("contamination", "must be a mapping")
+        cont = {}
+    for key, v in cont.items():
+        if key not in CONTAMINATION_KEYS:
+            add(f"contamination.{key}", f"unknown key '{key}'; valid keys: {', '.join(CONTAMINATION_KEYS)}")
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            add(f"contamination.{key}", f"must be a non-negative integer, got {v!r}")
+    st = data.get("smoke_texts", 16)
+    if isinstance(st, bool) or not isinstance(st, int) or st < 1:
+        add("smoke_texts", f"must be a positive integer, got {st!r}")
     lpp = data.get("lpp") or {}
     if not isinstance(lpp, dict):
         add("lpp", "must be a mapping")
@@ -136,6 +149,8 @@ def validate_profile(data, where: str, base_dir: Path) -> dict:
     out.setdefault("name", Path(where).stem if where.endswith((".yaml", ".yml")) else where.split()[-1])
     out["mui"] = {"enabled": True, "top_ratio": 0.001, "mode": "score", "rho": 0.9, "validate_neurons": False,
                   **mui}
+    out["contamination"] = {"verbatim_items": 16, "reference_texts": 64, **cont}
+    out["smoke_texts"] = st
     out["lpp"] = {"enabled": True, "corpus": "coqa", "n_texts": 100, "context": 200, "step": None,
                   "layers": "last", "min_tokens": 128, **lpp}
     return out

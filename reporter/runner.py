@@ -84,7 +84,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: dict, *, force
         return list(e.lines)
     write_json(mdir / "model.json", {"name": spec.name, **lm.meta})
     if not (mdir / "smoke.json").is_file():
-        write_json(mdir / "smoke.json", smoke(lm, progress=progress))
+        write_json(mdir / "smoke.json", smoke(lm, n_texts=profile.get("smoke_texts", 16), progress=progress))
     lpp_cfg = profile.get("lpp", {})
     if lpp_cfg.get("enabled") and not (mdir / "lpp.json").is_file():
         from .lpp import run_lpp
@@ -97,14 +97,15 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: dict, *, force
         except UserError as e:
             failures.extend(f"model '{spec.name}', LPP: {line}" for line in e.lines)
             _log(f"{spec.name} / LPP: FAILED: {e}")
-    collect_reference_logprobs(lm, mdir / "reference_logprobs.npz")
+    cont = profile.get("contamination", {})
+    collect_reference_logprobs(lm, mdir / "reference_logprobs.npz", n=cont.get("reference_texts", 64))
     mui_cfg = profile.get("mui", {"enabled": False})
     for tcfg in profile.get("tasks", []):
         tdir = rd.task_dir(slug, tcfg["name"])
         try:
             summary = run_task(lm, tcfg, tdir, seed=cfg.seed, mui_cfg=mui_cfg, progress=progress)
             if tcfg["name"] not in NO_VERBATIM:
-                contamination_evidence(lm, tcfg, tdir, seed=cfg.seed)
+                contamination_evidence(lm, tcfg, tdir, seed=cfg.seed, max_items=cont.get("verbatim_items", 16))
             if mui_cfg.get("validate_neurons") and mui_cfg.get("enabled", True):
                 validate_neurons(lm, tcfg, tdir, seed=cfg.seed, progress=progress)
         except UserError as e:
