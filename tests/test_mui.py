@@ -194,6 +194,25 @@ def test_matches_reference_with_repeated_response_tokens(models, arch):
         assert_sets_equal(got, [reference_select(e, mode, 0.05, 0.9, L, F) for e in ref], f"{arch}/{mode}")
 
 
+def test_topscore_when_every_score_of_a_layer_is_negative():
+    """rho * M with M < 0 would keep nothing; the rule M - (1 - rho)|M| keeps the best neurons."""
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=D, n_inner=F, n_layer=L, n_head=4, bos_token_id=0,
+                                       eos_token_id=0, activation_function="sigmoid")).eval()  # a > 0
+    with torch.no_grad():
+        model.transformer.wte.weight.abs_()  # tied W_U: positive rows
+        for blk in model.transformer.h:
+            blk.mlp.c_proj.weight.copy_(-blk.mlp.c_proj.weight.abs())  # negative write vectors -> s < 0
+    batch = make_batch("left", seed=3)
+    ref = reference_scores(model, batch)
+    assert all(e[0] < 0 for entries in ref for e in entries)
+    got = run_key_neurons(model, batch, mode="topscore", rho=0.9)
+    assert_sets_equal(got, [reference_select(e, "topscore", 0.001, 0.9, L, F) for e in ref])
+    for j, s in enumerate(got):
+        if j != 3:
+            assert (np.bincount(s // F, minlength=L) >= 1).all()
+
+
 def test_bf16_model_ranking_is_exact_in_float64():
     """The fast path runs in bf16; candidate rescoring in float64 makes the ranking exact."""
     model = make_model("llama", dtype=torch.bfloat16, seed=3)
