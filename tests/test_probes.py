@@ -185,3 +185,39 @@ def test_probe_tasks_registered_and_promptable():
     assert {p.meta["gold_flag"] for p in pool} == {"AMBIGUOUS", "NOT_AMBIGUOUS"}  # demos fix no flag
     assert len(get_task("ar", n_per_template=15).items()) == 105
     assert len(get_task("spc", n_per_rule=2, k_shot=4).items()) == 10
+
+
+def test_ar_every_template_leaves_both_options_open():
+    """No answer is derivable from the text: the letter carries no signal, both options are
+    anchored in the sentence, and for pronouns both candidates agree with the pronoun."""
+    from reporter import probes
+
+    items = get_task("ar").items()
+    by_t = collections.defaultdict(list)
+    for it in items:
+        by_t[it.meta["template"]].append(it)
+    for template, its in by_t.items():
+        golds = collections.Counter(i.meta["gold_answer"] for i in its)
+        assert set(golds) == {"A", "B"}, template  # the gold reading is shown as A and as B
+        for it in its:
+            sentence = it.question.split("\nQuestion:")[0]
+            opt_a = re.search(r"\nA\. (.+)\n", it.question).group(1)
+            opt_b = re.search(r"\nB\. (.+)\n", it.question).group(1)
+            assert opt_a != opt_b
+            if template in ("pronoun", "pp_attachment", "relative_clause"):
+                # both candidate referents are named in the sentence itself
+                for opt in (opt_a, opt_b):
+                    assert opt.lower().removeprefix("the ") in sentence.lower(), (template, it.question)
+            if template == "pronoun":
+                pool = probes._MEN if " he " in f" {sentence} " else probes._WOMEN
+                assert opt_a in pool and opt_b in pool  # the pronoun fits either candidate
+    # a letter-only 'solver' is at chance on the gold answers
+    share_a = sum(i.meta["gold_answer"] == "A" for i in items) / len(items)
+    assert 0.35 <= share_a <= 0.65
+
+
+def test_a_deterministic_solver_scores_f1_one_on_every_spc_item():
+    score = get_scorer("char_f1")
+    for it in get_task("spc").items():
+        solved = ref_continue(it.meta["rule"], it.meta["sequence"], len(it.answer))
+        assert score(solved, it.scorer_item()) == (solved, 1.0)

@@ -1,0 +1,37 @@
+"""The paper's validation: re-score with the task's key neurons zeroed, and with as many random ones."""
+import json
+
+import numpy as np
+
+from reporter.evaluate import run_task, validate_neurons
+from reporter.mui import ablate, load_neuron_sets, random_neurons_like
+from reporter.generation import generate
+
+from .conftest import tiny_lm
+
+
+def test_validate_neurons_records_both_ablations(tmp_path):
+    lm = tiny_lm("llama", init_std=0.3, seed=1)
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "q": f"Count: {i} {i+1} {i+2}", "a": str(i + 3)}) + "\n"
+                            for i in range(6)))
+    tcfg = {"name": "count", "type": "jsonl", "path": str(data), "prompt_field": "q", "answer_field": "a",
+            "scorer": "numeric", "max_new_tokens": 6}
+    mui_cfg = {"enabled": True, "top_ratio": 0.05, "mode": "score", "rho": 0.9}
+    tdir = tmp_path / "task"
+    summary = run_task(lm, tcfg, tdir, seed=0, mui_cfg=mui_cfg, progress=False)
+    v = validate_neurons(lm, tcfg, tdir, seed=0, progress=False)
+    _, sets, _ = load_neuron_sets(tdir / "neurons.npz")
+    union = np.unique(np.concatenate(sets))
+    assert v["n_neurons"] == union.size > 0
+    assert v["score"] == summary["score"]
+    assert 0 <= v["score_ablated_key"] <= 1 and 0 <= v["score_ablated_random"] <= 1
+    assert json.loads((tdir / "validation.json").read_text()) == v
+    # the ablation really reaches the model: zeroing the key neurons changes its greedy output
+    prompts = [lm.tokenizer(f"Count: {i} {i+1} {i+2}")["input_ids"] for i in range(6)]
+    base = [g.response_ids for g in generate(lm, prompts, max_new_tokens=6)]
+    with ablate(lm.model, lm.adapter, union):
+        cut = [g.response_ids for g in generate(lm, prompts, max_new_tokens=6)]
+    assert base != cut
+    rnd = random_neurons_like(union, lm.adapter.n_layers, lm.adapter.d_ff, seed=0)
+    assert rnd.size == union.size and not set(rnd.tolist()) & set(union.tolist())
