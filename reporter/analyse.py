@@ -188,17 +188,37 @@ def _min_k(task_dir: Path, ref_path: Path) -> dict:
 
 
 def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
-    rows = []
+    """Rows per model x task. Untrained baselines are a negative control: they cannot have seen
+    any data, so a signal that fires on a baseline for a task (e.g. Min-K% when the reference
+    text is not matched to the task's format) is not counted as evidence for any model on it."""
+    signals = {}
     for name, e in (results.get("models") or {}).items():
         slug = e.get("slug", name)
         baseline = _is_baseline(e)
         for task in sorted(e.get("tasks") or {}):
             tdir = rd.task_dir(slug, task)
-            row = assess(name, task, law=_law_signal(name, task, baseline, fits),
-                         min_k=_min_k(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS_FILE),
-                         verbatim=verbatim_signal(read_json(tdir / VERBATIM_FILE)))
-            row["baseline"] = baseline
-            rows.append(row)
+            signals[(name, task)] = (baseline, {
+                "law_residual": _law_signal(name, task, baseline, fits),
+                "min_k": _min_k(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS_FILE),
+                "verbatim": verbatim_signal(read_json(tdir / VERBATIM_FILE))})
+    confounded = {(task, k) for (name, task), (baseline, sig) in signals.items() if baseline
+                  for k, v in sig.items() if v and v.get("fires")}
+    rows = []
+    for (name, task), (baseline, sig) in signals.items():
+        if baseline:
+            fired = [k for k, v in sig.items() if v and v.get("fires")]
+            row = assess(name, task)
+            row.update(signals=sig, measured=any(v.get("measured", True) for v in sig.values() if v),
+                       evidence="untrained baseline: a negative control that cannot be contaminated"
+                       + (f"; its firing signal(s) ({', '.join(fired)}) are discounted for every model on this task"
+                          if fired else ""))
+        else:
+            sig = {k: ({"measured": False, "fires": False, "confounded": True, "raw": v,
+                        "reason": "also fires on the untrained baseline (negative control): not evidence on this task"}
+                       if (task, k) in confounded and v and v.get("fires") else v) for k, v in sig.items()}
+            row = assess(name, task, law=sig["law_residual"], min_k=sig["min_k"], verbatim=sig["verbatim"])
+        row["baseline"] = baseline
+        rows.append(row)
     return rows
 
 

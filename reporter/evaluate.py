@@ -158,6 +158,14 @@ def run_task(lm, tcfg: dict, task_dir: Path, *, seed: int, mui_cfg: dict, progre
         if letter_ids is not None:
             for r, probs in zip(recs, cal.probs):
                 r["option_probs"] = [round(float(x), 6) for x in probs]
+                r["answer_source"] = "response"
+                if r["extracted"] is None and len(probs):
+                    # no option letter in the response: fall back to the letter the model itself
+                    # puts most probability on at the answer position (lm-eval's log-likelihood
+                    # reading), so a model that ignores the format scores at its real preference
+                    # (an untrained model: chance) instead of zero
+                    letter = chr(ord("A") + int(np.argmax(probs)))
+                    r.update(extracted=letter, score=float(letter == r["gold"]), answer_source="logprob")
         if use_mui:
             save_neuron_sets(ndir / f"batch-{b:05d}.npz", [items[i].id for i in idx], col.results(), meta)
         _append_lines(samples_path, recs)
@@ -190,6 +198,9 @@ def finish_task(model_name: str, task: Task, items: list[Item], task_dir: Path, 
             mui_settings={"mode": mui_cfg["mode"], "top_ratio": mui_cfg["top_ratio"], "rho": mui_cfg["rho"],
                           "n_samples": len(items), "n_layers": n_layers, "d_ff": d_ff},
         )
+    if task.scorer == "choice" and items:
+        summary["answer_from_logprob_share"] = float(np.mean(
+            [samples[it.id].get("answer_source") == "logprob" for it in items]))
     if task.scorer == "choice" and items and all("option_probs" in samples[it.id] for it in items):
         gold = [ord(it.answer) - ord("A") for it in items]
         summary["calibration"] = calibration_summary([samples[it.id]["option_probs"] for it in items], gold)
