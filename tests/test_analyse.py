@@ -242,7 +242,8 @@ def test_fewer_than_three_models(tmp_path):
     assert fair["per_model"] == [] and fair["sentence"] is None
     assert not fair["per_task"]["arc"]["available"]
     for r in a["contamination"]:
-        assert r["severity"] == "none" and not r["measured"] and "could be measured" in r["evidence"]
+        assert r["severity"] == "none" and not r["measured"]
+        assert ("negative control" in r["evidence"]) if r["baseline"] else ("could be measured" in r["evidence"])
 
 
 def test_training_phases_from_checkpoints(tmp_path):
@@ -257,3 +258,21 @@ def test_training_phases_from_checkpoints(tmp_path):
     assert [s["phase"] for s in tr["steps"]] == ["evolving", "accumulating", "collapsing"]
     assert tr["collapse"] and tr["collapse_steps"] == ["ckpt-3000 -> ckpt-4000"]
     assert set(tr["per_task"]) == set(TASKS) and tr["tasks"] == list(TASKS)
+
+
+def test_untrained_baseline_is_a_negative_control_for_min_k(tmp_path):
+    """A signal that fires on an untrained model (which saw no data) is not evidence on that task."""
+    models = standard_models()
+    base = next(m for m in models if m["name"] == "untrained")
+    base["extras"] = {"arc": {"logprobs": -0.3}}  # the untrained model 'fires' too: the reference is unmatched
+    make_run(tmp_path, models)
+    a = analyse(tmp_path)
+    rows = {(r["model"], r["task"]): r for r in a["contamination"]}
+    b = rows[("untrained", "arc")]
+    assert b["baseline"] and b["severity"] == "none" and "negative control" in b["evidence"]
+    assert b["signals"]["min_k"]["fires"]  # shown, but discounted
+    leaky = rows[("leaky", "arc")]
+    mk = leaky["signals"]["min_k"]
+    assert mk["confounded"] and not mk["fires"] and mk["raw"]["fires"]
+    # leaky still has two independent signals (law residual, verbatim): strong, without Min-K%
+    assert leaky["severity"] == "strong" and "Min-K%" not in leaky["evidence"].split("Not measured")[0]
