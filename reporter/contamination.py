@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -66,12 +66,7 @@ CONTAMINATION_RULE = (
     "measured at all: then none means unknown, not clean).")
 
 
-def _f(x: Any) -> float | None:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
+from .law import _f  # noqa: E402  (JSON-safe float: None for NaN / infinity)
 
 
 def _not_measured(reason: str) -> dict:

@@ -28,7 +28,6 @@ Union sizes grow with the number of samples, so compare tasks at similar sample 
 from __future__ import annotations
 
 import heapq
-import math
 from typing import Mapping, Sequence
 
 import numpy as np

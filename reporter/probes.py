@@ -26,7 +26,7 @@ import random
 import re
 from typing import Sequence
 
-from .scoring import get_scorer, register_scorer
+from .scoring import register_scorer
 from .tasks import Item, Task, register_task
 
 SPC_SEED = "lpp-spc-v1"
