@@ -79,7 +79,7 @@ def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str):
 
 
 def load_model(spec: ModelSpec, *, run_device: str = "auto", run_dtype: str = "auto",
-               run_seed: int = 0, progress: bool = True) -> LoadedModel:
+               run_seed: int = 0) -> LoadedModel:
     """Load one model entry; packaged models are converted once and then read from the cache."""
     t0 = time.perf_counter()
     device = resolve_device(spec.device, run_device)

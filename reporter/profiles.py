@@ -104,38 +104,32 @@ def validate_profile(data, where: str, base_dir: Path) -> dict:
                 add(f"{k}.{key}", f"must be a {'non-negative' if key == 'shots' else 'positive'} integer, got {v!r}")
         if "stop" in t and not (isinstance(t["stop"], list) and all(isinstance(s, str) for s in t["stop"])):
             add(f"{k}.stop", "must be a list of strings")
-    mui = data.get("mui") or {}
-    if not isinstance(mui, dict):
-        add("mui", "must be a mapping")
-        mui = {}
-    for key in mui:
-        if key not in MUI_KEYS:
-            add(f"mui.{key}", f"unknown key '{key}'; valid keys: {', '.join(MUI_KEYS)}")
+    def section(name: str, keys: tuple[str, ...]) -> dict:
+        """A mapping-valued profile key, with its unknown keys reported."""
+        value = data.get(name) or {}
+        if not isinstance(value, dict):
+            add(name, "must be a mapping")
+            return {}
+        for key in value:
+            if key not in keys:
+                add(f"{name}.{key}", f"unknown key '{key}'; valid keys: {', '.join(keys)}")
+        return value
+
+    mui = section("mui", MUI_KEYS)
     if "mode" in mui and mui["mode"] not in MUI_MODES:
         add("mui.mode", f"{mui['mode']!r} is not valid; use one of {', '.join(MUI_MODES)}")
     if "top_ratio" in mui and not (isinstance(mui["top_ratio"], (int, float)) and 0 < mui["top_ratio"] <= 1):
         add("mui.top_ratio", f"must be a number in (0, 1], got {mui['top_ratio']!r}")
     if "rho" in mui and not (isinstance(mui["rho"], (int, float)) and 0 < mui["rho"] <= 1):
         add("mui.rho", f"must be a number in (0, 1], got {mui['rho']!r}")
-    cont = data.get("contamination") or {}
-    if not isinstance(cont, dict):
-        add("contamination", "must be a mapping")
-        cont = {}
+    cont = section("contamination", CONTAMINATION_KEYS)
     for key, v in cont.items():
-        if key not in CONTAMINATION_KEYS:
-            add(f"contamination.{key}", f"unknown key '{key}'; valid keys: {', '.join(CONTAMINATION_KEYS)}")
-        elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if key in CONTAMINATION_KEYS and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             add(f"contamination.{key}", f"must be a non-negative integer, got {v!r}")
     st = data.get("smoke_texts", 16)
     if isinstance(st, bool) or not isinstance(st, int) or st < 1:
         add("smoke_texts", f"must be a positive integer, got {st!r}")
-    lpp = data.get("lpp") or {}
-    if not isinstance(lpp, dict):
-        add("lpp", "must be a mapping")
-        lpp = {}
-    for key in lpp:
-        if key not in LPP_KEYS:
-            add(f"lpp.{key}", f"unknown key '{key}'; valid keys: {', '.join(LPP_KEYS)}")
+    lpp = section("lpp", LPP_KEYS)
     for key in ("n_texts", "context", "step", "min_tokens"):
         v = lpp.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):

@@ -50,10 +50,10 @@ def build_prompt(lm, task: Task, item: Item, shots: list[Item]) -> str:
 
 
 def encode_prompt(lm, prompt: str) -> list[int]:
-    """Token ids of a prompt; BOS added for plain prompts, never twice for chat prompts."""
-    tok = lm.tokenizer
-    ids = tok(prompt, add_special_tokens=not lm.use_chat_template)["input_ids"]
-    if lm.use_chat_template and tok.bos_token_id is not None and tok.bos_token and \
-            prompt.startswith(tok.bos_token) is False and getattr(tok, "add_bos_token", False):
-        ids = [tok.bos_token_id] + ids
-    return ids
+    """Token ids of a prompt.
+
+    Plain prompts follow the tokenizer's own special-token convention (BOS where it adds one);
+    a chat-template prompt already carries whatever special tokens the template writes, so
+    none are added again.
+    """
+    return lm.tokenizer(prompt, add_special_tokens=not lm.use_chat_template)["input_ids"]

@@ -77,7 +77,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: dict, *, force
     (mdir / "error.json").unlink(missing_ok=True)
     failures: list[str] = []
     try:
-        lm = load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype, run_seed=cfg.seed, progress=progress)
+        lm = load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype, run_seed=cfg.seed)
     except UserError as e:
         write_json(mdir / "error.json", {"error": str(e)})
         _log(f"{spec.name}: FAILED: {e}")

@@ -1,6 +1,5 @@
 """Batched greedy decoding: batch-size invariance, stop sequences, OOM halving."""
 import pytest
-import torch
 
 from reporter.generation import generate
 from reporter.hooks import HookSet

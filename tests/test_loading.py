@@ -98,13 +98,13 @@ def test_checksum_mismatch_is_a_clear_error(tmp_path, monkeypatch):
 def test_packaged_source_converts_once_then_loads_from_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     spec = ModelSpec(name="smol", source="packaged:smollm2-135m-instruct")
-    first = load_model(spec, progress=False)
+    first = load_model(spec)
     assert first.meta["converted_now"] is True
     entry = entry_dir(PACKAGED["smollm2-135m-instruct"])
     assert str(entry).startswith(str(tmp_path / "cache" / "reporter" / "models"))
     assert (entry / "model" / "model.safetensors").is_file()
     assert not [p for p in entry.iterdir() if p.name.startswith(".")]  # no temp leftovers
-    second = load_model(spec, progress=False)
+    second = load_model(spec)
     assert second.meta["converted_now"] is False
     assert first.kind == "instruct" and first.use_chat_template and first.meta["n_layers"] == 30
     ids = second.tokenizer("The capital of France is", return_tensors="pt")

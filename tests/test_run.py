@@ -106,3 +106,16 @@ def test_changed_config_in_the_same_directory_is_refused(tiny_yaml, tmp_path):
     p2 = _yaml(tiny_yaml, YAML.replace("seed: 11", "seed: 12"), "other.yaml")
     r = CliRunner().invoke(main, ["run", str(p2), "-o", str(out), "--no-progress"])
     assert r.exit_code == 2 and "holds a run with a different configuration" in r.output
+
+
+def test_cli_overrides_for_seed_and_device(tiny_yaml, tmp_path):
+    p = _yaml(tiny_yaml, YAML.replace("seed: 11", "seed: 11\ndevice: auto"))
+    out = tmp_path / "run"
+    r = CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress", "--no-render",
+                                  "--seed", "3", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["seed"] == 3 and man["resolved"]["config"]["device"] == "cpu"
+    res = json.loads((out / "results.json").read_text())
+    assert {m["meta"]["device"] for m in res["models"].values()} == {"cpu"}
+    assert {m["meta"]["random_seed"] for m in res["models"].values()} == {3}

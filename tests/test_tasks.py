@@ -105,7 +105,8 @@ def test_profiles_ship_and_validate(tmp_path):
     assert len(load_profile("paper-mui")["models"]) == 8
     assert all(t["name"] in TASKS for t in load_profile("quick")["tasks"])
     bad = tmp_path / "p.yaml"
-    bad.write_text("tasks:\n  - {name: arc_chalenge, limt: 3}\n  - {name: mine, type: jsonl, path: x.jsonl}\nmui: {mode: fast}\n")
+    bad.write_text("tasks:\n  - {name: arc_chalenge, limt: 3}\n  - {name: mine, type: jsonl, path: x.jsonl}\nmui: {mode: fast}\n"
+                   "lpp: {layrs: all}\ncontamination: {verbatim_items: -1}\nsmoke_texts: 0\n")
     with pytest.raises(UserError) as e:
         load_profile(str(bad))
     msg = str(e.value)
@@ -113,5 +114,8 @@ def test_profiles_ship_and_validate(tmp_path):
     assert "tasks[0].name: unknown task 'arc_chalenge' (did you mean 'arc_challenge'?)" in msg
     assert "tasks[1].prompt_field: is required for a jsonl task" in msg
     assert "mui.mode: 'fast' is not valid" in msg
+    assert "lpp.layrs: unknown key 'layrs'" in msg
+    assert "contamination.verbatim_items: must be a non-negative integer, got -1" in msg
+    assert "smoke_texts: must be a positive integer, got 0" in msg
     with pytest.raises(UserError, match="profile 'quik' not found \\(did you mean 'quick'\\?\\)"):
         load_profile("quik")
