@@ -1,0 +1,174 @@
+"""Golden run: a fixed tiny configuration must give the same results.json and card text as the
+committed copy in tests/data/golden (made before the package was reorganised into stage
+sub-packages, and refreshed only when a change of numbers is intended).
+
+Four tiny random-initialised models: three saved as local model directories (so the analysis
+treats them as trained models: Utility Law, fairness, contamination, diversity all run) and one
+``random:`` untrained baseline; three tasks (multiple choice with calibration, a generative math
+task, the SPC probe); MUI, LPP, token log-probs, calibration, contamination evidence.
+
+Timestamps, durations, the config hash and temporary paths are masked; floats are compared with a
+relative tolerance of 1e-6 (the run is deterministic on one machine; the tolerance only absorbs
+float formatting). The card is compared as the sequence of words ``pdftotext`` reads from the PDF,
+with dates, hashes and the machine-specific manifest table masked.
+
+Regenerate (only for an intended change, and say why in the commit):
+``REPORTER_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py``
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from reporter.cli import main
+
+GOLDEN = Path(__file__).parent / "data" / "golden"
+REGENERATE = os.environ.get("REPORTER_REGENERATE_GOLDEN") == "1"
+#: keys whose values change from run to run or machine to machine
+VOLATILE = {"created", "load_seconds", "config_hash"}
+
+PROFILE = """\
+name: golden
+mui: {top_ratio: 0.01, mode: score}
+lpp: {n_texts: 4, context: 40, min_tokens: 40}
+contamination: {verbatim_items: 3, reference_texts: 8}
+smoke_texts: 3
+tasks:
+  - {name: arc_easy, limit: 6, max_new_tokens: 6}
+  - {name: gsm8k, limit: 2, max_new_tokens: 12}
+  - {name: spc, limit: 4, max_new_tokens: 8}
+"""
+
+
+def _save_local_model(path: Path, family: str, seed: int) -> None:
+    """A tiny random model of ``family`` with the packaged SmolLM2 tokenizer, as a model directory."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from reporter.adapters import random_config
+    from reporter.packaged import PACKAGED, tokenizer_dir
+
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
+    cfg = random_config(family, vocab=len(tok), layers=2, hidden=64, intermediate=96, heads=4, kv_heads=2)
+    cfg.initializer_range = 0.5  # peaked next-token distributions: greedy decoding is not decided by rounding
+    cfg.pad_token_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    cfg.eos_token_id, cfg.bos_token_id = tok.eos_token_id, tok.bos_token_id
+    torch.manual_seed(seed)
+    AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(path)
+    tok.save_pretrained(path)
+
+
+def _models_yaml(root: Path) -> Path:
+    _save_local_model(root / "llama-chat", "llama", 1)
+    _save_local_model(root / "qwen-base", "qwen2", 2)
+    _save_local_model(root / "gpt2-base", "gpt2", 3)
+    (root / "profile.yaml").write_text(PROFILE)
+    text = f"""\
+profile: {root / 'profile.yaml'}
+seed: 5
+models:
+  - {{name: Llama chat, source: ./llama-chat}}
+  - {{name: Qwen base, source: ./qwen-base, kind: base}}
+  - {{name: GPT-2 base, source: ./gpt2-base, kind: base}}
+  - name: Untrained
+    source: random:llama
+    random: {{layers: 2, hidden: 64, intermediate: 96, heads: 4, kv_heads: 2, seed: 9}}
+"""
+    path = root / "models.yaml"
+    path.write_text(text)
+    return path
+
+
+def _normalise(x, tmp: str):
+    """Volatile keys dropped, temporary paths masked."""
+    if isinstance(x, dict):
+        return {k: _normalise(v, tmp) for k, v in x.items() if k not in VOLATILE}
+    if isinstance(x, list):
+        return [_normalise(v, tmp) for v in x]
+    if isinstance(x, str):
+        return x.replace(tmp, "<TMP>")
+    return x
+
+
+def _diff(a, b, where="results") -> list[str]:
+    """Differences between two JSON values; floats within a relative 1e-6."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{where}.{k}: only in the golden copy" for k in a.keys() - b.keys()]
+        out += [f"{where}.{k}: only in this run" for k in b.keys() - a.keys()]
+        for k in a.keys() & b.keys():
+            out += _diff(a[k], b[k], f"{where}.{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: {len(a)} items in the golden copy, {len(b)} in this run"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{where}[{i}]")]
+    if isinstance(a, float) or isinstance(b, float):
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+                and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12):
+            return []
+    elif a == b:
+        return []
+    return [f"{where}: golden {json.dumps(a)[:80]} != run {json.dumps(b)[:80]}"]
+
+
+def _card_words(pdf: Path, tmp: str) -> list[str]:
+    """The card's words as pdftotext reads them, with run-specific values masked."""
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    text = text.replace(tmp, "<TMP>")
+    # the manifest table lists this machine, its versions and the command line: not part of the comparison
+    text = re.sub(r"\nManifest\n.*?\nLimitations\n", "\nManifest\n<manifest>\nLimitations\n", text, flags=re.S)
+    text = re.sub(r"\d{4}-\d{2}-\d{2}(T[\d:]+(\+00:00)?)?", "<date>", text)
+    text = re.sub(r"\bconfig [0-9a-f]{16}\b", "config <hash>", text)
+    return text.split()
+
+
+@pytest.fixture(scope="module")
+def golden_run():
+    # a fixed-length path (the card prints model paths, and their length decides where lines wrap)
+    root = Path(tempfile.mkdtemp(prefix="golden-", dir="/tmp"))
+    yaml_path = _models_yaml(root)
+    out = root / "run"
+    r = CliRunner().invoke(main, ["run", str(yaml_path), "-o", str(out), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    yield root, out
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_results_json_matches_the_golden_copy(golden_run):
+    root, out = golden_run
+    got = _normalise(json.loads((out / "results.json").read_text()), str(root))
+    if REGENERATE:
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        (GOLDEN / "results.json").write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    want = json.loads((GOLDEN / "results.json").read_text())
+    diffs = _diff(want, got)
+    assert not diffs, f"{len(diffs)} difference(s):\n" + "\n".join(diffs[:40])
+    # the configuration is not degenerate: every stage has something to say
+    assert want["analysis"]["law"]["per_model_average"].get("slope") is not None
+    assert want["analysis"]["fairness"]["available"] is True
+    assert set(want["analysis"]["diversity"]) == {"Llama chat", "Qwen base", "GPT-2 base"}
+    llama = want["models"]["Llama chat"]
+    assert llama["meta"]["kind"] == "instruct" and llama["tasks"]["arc_easy"]["shots"] == 0
+    assert "calibration" in llama["tasks"]["arc_easy"] and llama["lpp"]["n_texts"] == 4
+    assert want["models"]["Qwen base"]["tasks"]["gsm8k"]["shots"] == 1
+
+
+def test_card_text_matches_the_golden_copy(golden_run):
+    root, out = golden_run
+    got = _card_words(out / "card.pdf", str(root))
+    if REGENERATE:
+        (GOLDEN / "card.txt").write_text(" ".join(got) + "\n")
+    want = (GOLDEN / "card.txt").read_text().split()
+    if got != want:
+        i = next((k for k, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
+        raise AssertionError(f"card text differs at word {i}: golden {' '.join(want[max(0, i - 12):i + 12])!r} "
+                             f"vs run {' '.join(got[max(0, i - 12):i + 12])!r}")
