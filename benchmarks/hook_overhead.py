@@ -38,9 +38,10 @@ import time
 
 import torch
 
-from reporter.adapters import get_adapter
-from reporter.forward import PassBatch, hooked_pass
-from reporter.mui import MODES, MUICollector
+from reporter.collect.collectors.mui import MUICollector
+from reporter.instrument.hooked_pass import PassBatch, hooked_pass
+from reporter.metrics.mui import MODES
+from reporter.models.adapters import get_adapter
 
 SHAPES = {
     # SmolLM2-135M
@@ -99,8 +100,8 @@ def _collectors(variant: str, top_ratio: float):
     if variant == "plain":
         return []
     if variant in ("score+lpp", "full"):
-        from reporter.logprobs import TokenLogProbCollector
-        from reporter.lpp import LPPCollector
+        from reporter.collect.collectors.logprobs import TokenLogProbCollector
+        from reporter.collect.collectors.lpp import LPPCollector
 
         cols = [MUICollector(top_ratio=top_ratio, mode="score"), LPPCollector(context=_SEQ[0], min_tokens=1)]
         return cols + ([TokenLogProbCollector()] if variant == "full" else [])

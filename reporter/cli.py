@@ -1,18 +1,21 @@
-"""Command-line interface: ``reporter run``, ``reporter validate``.
+"""Command-line interface: ``reporter run``, ``analyse``, ``render`` and ``validate``.
 
-Bad input is one line per problem on stderr and exit code 2, never a traceback.
+Bad input is one line per problem on stderr and exit code 2, never a traceback. ``analyse`` and
+``render`` never import torch, so a card can be re-rendered on a machine without it.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 
+from .config.models import EXECUTORS
 from .errors import UserError
 
 
-def _fail(e: UserError) -> None:
+def _fail(e: UserError) -> NoReturn:
     for line in e.lines:
         click.echo(f"error: {line}", err=True)
     sys.exit(e.exit_code)
@@ -33,20 +36,21 @@ def main() -> None:
 @click.option("--device", help="Override the device for every model (auto, cpu, cuda, cuda:N).")
 @click.option("--seed", type=int, help="Override the run seed.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-@click.option("--executor", type=click.Choice(["local", "ray"]), help="Where model jobs run (default: local).")
+@click.option("--executor", type=click.Choice(EXECUTORS), help="Where model jobs run (default: local).")
 @click.option("--address", help="Ray cluster address (with --executor ray), e.g. auto or ray://head:10001.")
 @click.option("--no-render", is_flag=True, help="Skip the model card (results.json only).")
 def run(file, output, profile, force, device, seed, no_progress, executor, address, no_render):
     """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list)."""
-    from .config import default_config, load_config, parse_config
-    from .profiles import load_profile
-    from .runner import default_output, run as run_models
+    from .config import default_config, load_config, load_profile, parse_config
+    from .models import preflight  # noqa: F401  (registers the checks against this machine)
+    from .run.pipeline import default_output
+    from .run.pipeline import run as run_models
 
     try:
         cfg = load_config(file) if file else None
         prof = load_profile(profile or (cfg.profile if cfg else None))
         if cfg is None:
-            cfg = (parse_config(prof["models"], f"profile {prof['name']}") if prof.get("models")
+            cfg = (parse_config(list(prof.models), f"profile {prof.name}") if prof.models
                    else default_config())
         if device or seed is not None:
             data = cfg.to_dict()
@@ -61,7 +65,7 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
                          executor=executor, address=address)
         out_dir = Path(output or cfg.output or default_output(cfg))
         if not no_render:
-            from .render import render
+            from .card.render import render
 
             files = render(out_dir)
     except UserError as e:
@@ -76,14 +80,14 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
         click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf") if k in files))
 
 
-def _strip_defaults(data: dict) -> dict:
+def _strip_defaults(data: dict[str, Any]) -> dict[str, Any]:
     data = dict(data)
     data["models"] = [{k: v for k, v in m.items() if v is not None and not (k == "random" and not v)}
                       for m in data["models"]]
     return {k: v for k, v in data.items() if v is not None}
 
 
-def _summary(res: dict) -> str:
+def _summary(res: dict[str, Any]) -> str:
     lines = []
     for name, m in res["models"].items():
         ppl = m.get("smoke", {}).get("perplexity")
@@ -100,9 +104,9 @@ def _summary(res: dict) -> str:
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 def analyse(run_dir):
     """Rebuild results.json and its analysis (law, fairness, contamination, diversity) from RUN_DIR's artifacts."""
-    from .analyse import write_analysis
-    from .artifacts import RunDir, read_json
-    from .results import write_results
+    from .analyse import write_analysis, write_results
+    from .store.atomic import read_json
+    from .store.layout import RunDir
 
     try:
         if not RunDir(run_dir).manifest.is_file():
@@ -120,7 +124,7 @@ def analyse(run_dir):
               help="Comma-separated output formats: html, pdf.")
 def render(run_dir, formats):
     """Re-render the model card of RUN_DIR from results.json and the artifacts (no model needed)."""
-    from .render import render as render_card
+    from .card.render import render as render_card
 
     try:
         files = render_card(run_dir, formats=tuple(f.strip() for f in formats.split(",") if f.strip()))
@@ -135,6 +139,7 @@ def render(run_dir, formats):
 def validate(file):
     """Check a models YAML file without loading anything."""
     from .config import load_config
+    from .models import preflight  # noqa: F401  (registers the checks against this machine)
 
     try:
         cfg = load_config(file)

@@ -1,4 +1,8 @@
-"""User-facing errors: anything the CLI prints as one line and exits 2 on."""
+"""User-facing errors: anything the CLI prints as one line and exits 2 on.
+
+Internal invariants (a bug in reporter, not in the user's input) raise ``RuntimeError`` or
+``AssertionError`` instead, so that they keep their traceback.
+"""
 from __future__ import annotations
 
 
@@ -20,3 +24,7 @@ class UserError(Exception):
 
 class ConfigError(UserError):
     """Problems found while validating a models YAML file."""
+
+
+class SchemaError(UserError):
+    """A results.json (or other artifact) that does not match :mod:`reporter.schema`."""

@@ -17,7 +17,7 @@ def tiny_model(family: str, vocab: int = 211, seed: int = 0, **size):
     """A float32 random model of ``family`` with a few thousand parameters."""
     from transformers import AutoModelForCausalLM
 
-    from reporter.adapters import random_config
+    from reporter.models.random_archs import random_config
 
     cfg = random_config(family, vocab=vocab, **{**TINY, **size})
     if family.startswith("gemma"):
@@ -46,12 +46,13 @@ def tiny_lm(family: str = "llama", *, kind: str = "base", init_std: float = 0.5,
     """
     from transformers import AutoModelForCausalLM
 
-    from reporter.adapters import get_adapter, random_config
+    from reporter.models.adapters import get_adapter
+    from reporter.models.random_archs import random_config
     from reporter.config import ModelSpec
-    from reporter.loading import LoadedModel, _load_tokenizer
-    from reporter.packaged import PACKAGED, tokenizer_dir
+    from reporter.models.loading import LoadedModel, load_tokenizer
+    from reporter.models.packaged import PACKAGED, tokenizer_dir
 
-    tok = _load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
+    tok = load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
     cfg = random_config(family, vocab=len(tok), **{**TINY, **size})
     cfg.initializer_range = init_std
     cfg.pad_token_id, cfg.eos_token_id, cfg.bos_token_id = tok.pad_token_id, tok.eos_token_id, tok.bos_token_id

@@ -2,9 +2,10 @@
 import pytest
 import torch
 
-from reporter.adapters import RANDOM_ARCHS, get_adapter, supported_families
+from reporter.models.adapters import get_adapter, supported_families
+from reporter.models.random_archs import RANDOM_ARCHS
 from reporter.errors import UserError
-from reporter.hooks import HookSet
+from reporter.instrument.hooks import HookSet
 
 from .conftest import tiny_model
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from reporter.analyse import analyse, write_analysis
-from reporter.config import slugify
-from reporter.law import fit_utility_law
-from reporter.logprobs import save_logprobs
-from reporter.mui import save_neuron_sets
+from reporter.store.layout import slugify
+from reporter.analyse.law import fit_utility_law
+from reporter.store.logprobs import save_logprobs
+from reporter.store.neurons import save_neuron_sets
 
 L, D_FF, N_ITEMS = 4, 2048, 20
 TASKS = ("arc", "gsm")
@@ -86,7 +86,7 @@ def make_run(root, models, *, seed=7, results=False):
                     {"n": 10, "n_skipped": 0, "n_tokens": 32, "rate": rate,
                      "token_match": float(np.mean([p["token_match"] for p in per])), "per_item": per}))
     if results:
-        from reporter.results import write_results
+        from reporter.analyse import write_results
 
         write_results(root)
     return truth

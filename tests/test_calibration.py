@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from reporter.calibration import (CalibrationCollector, answer_positions, brier_score, calibration_summary,
-                                  expected_calibration_error, letter_token_ids, option_probs)
-from reporter.forward import PassBatch, hooked_pass
+from reporter.collect.collectors.calibration import (CalibrationCollector, answer_positions, letter_token_ids,
+                                                     option_probs)
+from reporter.metrics.calibration import brier_score, calibration_summary, expected_calibration_error
+from reporter.instrument.hooked_pass import PassBatch, hooked_pass
 
 from .conftest import tiny_lm
 

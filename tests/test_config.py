@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from reporter.cli import main
 from reporter.config import load_config, parse_config
+from reporter.models import preflight  # noqa: F401  (checks of sources and devices against this machine)
 
 TINY_RANDOM = "random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}"
 
@@ -104,7 +105,7 @@ def test_every_problem_is_reported_at_once(tiny_yaml):
 
 
 def test_packaged_model_not_installed_names_the_pip_command(monkeypatch):
-    import reporter.packaged as pk
+    import reporter.models.packaged as pk
 
     monkeypatch.setattr(pk, "module_dir", lambda m: None)  # as on a machine without the wheels
     with pytest.raises(Exception) as e:

@@ -2,7 +2,6 @@
 test items is flagged, the untouched model is not."""
 from __future__ import annotations
 
-import doctest
 import json
 import random
 
@@ -11,14 +10,19 @@ import pytest
 import torch
 from scipy import stats
 
-from reporter import contamination, logprobs
-from reporter.contamination import (CONTAMINATION_RULE, assess, collect_contamination_evidence, combine,
-                                    law_residual_signal, min_k_signal, verbatim_completion, verbatim_signal)
-from reporter.corpus import lambada_texts
-from reporter.forward import PassBatch, hooked_pass
-from reporter.generation import left_pad
-from reporter.logprobs import (TokenLogProbCollector, collect_reference_logprobs, load_logprobs, merge_logprobs,
-                               min_k_percent_prob, question_logprobs, question_span, save_logprobs, token_logprobs)
+from reporter.analyse.contamination import (CONTAMINATION_RULE, assess, combine, law_residual_signal, min_k_signal,
+                                            verbatim_signal)
+from reporter.collect import verbatim
+from reporter.collect.collectors import logprobs
+from reporter.collect.collectors.logprobs import (TokenLogProbCollector, collect_reference_logprobs, question_span,
+                                                  token_logprobs)
+from reporter.collect.verbatim import collect_verbatim, verbatim_completion
+from reporter.config import ContaminationConfig
+from reporter.instrument.batch import left_pad
+from reporter.instrument.hooked_pass import PassBatch, hooked_pass
+from reporter.metrics.min_k import min_k_percent_prob, question_logprobs
+from reporter.store.logprobs import load_logprobs, merge_logprobs, save_logprobs
+from reporter.tasks.sources import lambada_texts
 
 from .conftest import tiny_lm, tiny_model
 
@@ -53,7 +57,7 @@ def reference_logprobs(model, seq):
 def test_collector_matches_per_sequence_reference(monkeypatch, chunk):
     if chunk:
         monkeypatch.setattr(logprobs, "_CHUNK_ELEMENTS", chunk)  # two positions per chunk (vocab 211)
-    from reporter.adapters import get_adapter
+    from reporter.models.adapters import get_adapter
 
     model = tiny_model("llama")
     g = torch.Generator().manual_seed(1)
@@ -73,12 +77,10 @@ def test_collector_matches_per_sequence_reference(monkeypatch, chunk):
         assert got_p.dtype == np.float32 and len(got_p) == len(p) - 1 and len(got_r) == len(r)
         assert got_p == pytest.approx(ref[:len(p) - 1], abs=2e-4)
         assert got_r == pytest.approx(ref[len(p) - 1:], abs=2e-4)
-    col.clear()
-    assert col.prompt_results() == []
 
 
 def test_question_span_in_plain_and_chat_prompts():
-    from reporter.prompts import build_prompt, encode_prompt
+    from reporter.tasks.prompts import build_prompt, encode_prompt
     from reporter.tasks import Item, Task
 
     task = Task("t", "choice", "Pick one.", "Answer:", load=list)
@@ -97,20 +99,21 @@ def test_question_span_in_plain_and_chat_prompts():
     assert question_logprobs(lp, (0, 2)).tolist() == [1.0]
 
 
-def test_save_load_append_merge(tmp_path):
-    a = tmp_path / "a.npz"
+def test_save_load_and_merge_parts(tmp_path):
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
     save_logprobs(a, ["x", "y"], [np.array([-1.0, -2.0]), np.array([])], [np.array([-0.5]), np.array([-3.0])],
                   [(1, 3), None], {"model": "m"})
-    save_logprobs(a, ["y", "z"], [np.array([-9.0]), np.array([-4.0])], append=True)
+    save_logprobs(b, ["y", "z"], [np.array([]), np.array([-4.0])], [np.array([-3.0]), np.array([])])
     d, meta = load_logprobs(a)
-    assert list(d) == ["x", "y", "z"] and meta["model"] == "m"
+    assert list(d) == ["x", "y"] and meta["model"] == "m"
     assert d["x"]["prompt"].tolist() == [-1.0, -2.0] and d["x"]["question_span"] == (1, 3)
-    assert d["y"]["prompt"].tolist() == [] and d["y"]["response"].tolist() == [-3.0]  # first copy kept
-    assert d["z"]["question_span"] is None and d["z"]["response"].tolist() == []
-    b = tmp_path / "b.npz"
-    save_logprobs(b, ["w"], [np.array([-7.0])])
-    assert merge_logprobs(tmp_path / "all.npz", [a, b]) == 4
-    assert list(load_logprobs(tmp_path / "all.npz")[0]) == ["x", "y", "z", "w"]
+    assert d["y"]["prompt"].tolist() == [] and d["y"]["response"].tolist() == [-3.0]
+    assert merge_logprobs(tmp_path / "all.npz", [a, b]) == 3  # y is stored identically twice: kept once
+    d, _ = load_logprobs(tmp_path / "all.npz")
+    assert list(d) == ["x", "y", "z"] and d["z"]["question_span"] is None and d["z"]["prompt"].tolist() == [-4.0]
+    save_logprobs(b, ["y"], [np.array([-9.0])])
+    with pytest.raises(RuntimeError, match="'y' is already stored with different values"):
+        merge_logprobs(tmp_path / "all.npz", [a, b])
     with pytest.raises(ValueError):
         save_logprobs(a, ["q"], [np.array([1.0]), np.array([2.0])])
 
@@ -243,11 +246,11 @@ def test_collect_stage_artifacts(trained_and_untouched, tmp_path, monkeypatch):
     from reporter.tasks import Item
 
     its = [Item(i, q, "") for i, q in items[:4]]
-    res = collect_contamination_evidence(lm, its, tmp_path / "task", max_items=10)
+    res = collect_verbatim(lm, its, tmp_path / "task", ContaminationConfig(verbatim_items=10))
     stored = json.loads((tmp_path / "task" / "verbatim.json").read_text())
     assert stored["n"] == 4 and stored["per_item"][0]["id"] == "toy-0" and stored == json.loads(json.dumps(res))
-    monkeypatch.setattr(contamination, "verbatim_completion", lambda *a, **k: pytest.fail("recomputed"))
-    assert collect_contamination_evidence(lm, its, tmp_path / "task")["n"] == 4  # resume: read back
+    monkeypatch.setattr(verbatim, "verbatim_completion", lambda *a, **k: pytest.fail("recomputed"))
+    assert collect_verbatim(lm, its, tmp_path / "task", ContaminationConfig())["n"] == 4  # resume: read back
     ref = tmp_path / "m" / "reference_logprobs.npz"
     texts = ["The cat sat on the mat and looked at the door.", "Rain fell all night over the quiet town."]
     assert collect_reference_logprobs(lm, ref, texts, max_tokens=6) == 2
@@ -256,7 +259,3 @@ def test_collect_stage_artifacts(trained_and_untouched, tmp_path, monkeypatch):
     expect = token_logprobs(lm, [lm.tokenizer(t)["input_ids"][:6] for t in texts])
     assert all(np.allclose(d[k]["prompt"], e, atol=1e-5) for k, e in zip(d, expect))
 
-
-def test_module_doctests():
-    assert doctest.testmod(contamination).failed == 0
-    assert doctest.testmod(logprobs).failed == 0

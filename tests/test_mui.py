@@ -1,6 +1,6 @@
 """MUI key neurons against a slow float64 reference, on tiny random models of four families.
 
-The reference below is written independently of ``reporter.mui``: explicit Python loops
+The reference below is written independently of ``reporter.collect.collectors.mui``: explicit Python loops
 over positions and neurons, float64 numpy, W_down / W_U recovered by applying the modules
 to unit vectors in float64 (so GPT-2's Conv1D layout is not taken from the adapter).
 """
@@ -15,11 +15,14 @@ import torch
 from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
                           GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM)
 
-from reporter import mui
-from reporter.adapters import get_adapter
-from reporter.errors import UserError
-from reporter.forward import Collector, PassBatch, hooked_pass
-from reporter.hooks import HookSet
+from reporter.collect.ablation import ablate
+from reporter.collect.collectors import mui
+from reporter.collect.collectors.mui import MUICollector, key_neurons
+from reporter.instrument.hooked_pass import Collector, PassBatch, hooked_pass
+from reporter.instrument.hooks import HookSet
+from reporter.metrics.mui import k_per_layer, per_layer_utilization, random_neurons_like, utilization
+from reporter.models.adapters import get_adapter
+from reporter.store.neurons import load_neuron_sets, merge_neuron_sets, save_neuron_sets
 
 
 V, D, F, L = 97, 32, 64, 2
@@ -86,7 +89,7 @@ def unpadded(batch: PassBatch, b: int) -> PassBatch:
 
 
 def run_key_neurons(model, batch, **kw):
-    return mui.key_neurons(model, batch.input_ids, batch.attention_mask, batch.response_mask, **kw)
+    return key_neurons(model, batch.input_ids, batch.attention_mask, batch.response_mask, **kw)
 
 
 # --- slow float64 reference -----------------------------------------------------------------
@@ -274,7 +277,7 @@ def test_collector_accumulates_over_batches_and_shares_the_pass(models):
     model = models["gemma3"]
     ad = get_adapter(model)
     batch = make_batch("left", seed=2)
-    c1, c2 = mui.MUICollector(0.05, "score"), mui.MUICollector(0.05, "activation")
+    c1, c2 = MUICollector(0.05, "score"), MUICollector(0.05, "activation")
     assert isinstance(c1, Collector)
     logits = hooked_pass(model, ad, batch, [c1, c2])
     plain = hooked_pass(model, ad, batch, [])
@@ -296,23 +299,23 @@ def test_k_is_at_least_one(models):
     for j, s in enumerate(got):
         if j != 3:  # exactly one (t, i) per layer -> one neuron per layer
             assert np.bincount(s // F, minlength=L).tolist() == [1] * L
-    assert mui.k_per_layer(1e-9, 64) == 1 and mui.k_per_layer(0.001, 14336) == 14
+    assert k_per_layer(1e-9, 64) == 1 and k_per_layer(0.001, 14336) == 14
     g = run_key_neurons(models["llama"], batch, top_ratio=1e-9, mode="global_topk")
     assert all(s.size == 1 for j, s in enumerate(g) if j != 3)
 
 
 def test_invalid_arguments():
-    with pytest.raises(UserError):
-        mui.MUICollector(mode="bogus")
-    with pytest.raises(UserError):
-        mui.MUICollector(top_ratio=0)
+    with pytest.raises(ValueError, match="mode 'bogus' is not valid"):
+        MUICollector(mode="bogus")
+    with pytest.raises(ValueError, match="top_ratio"):
+        MUICollector(top_ratio=0)
 
 
 def test_hooks_removed_even_when_a_collector_fails(models):
     model = models["llama"]
     ad = get_adapter(model)
 
-    class Boom(mui.MUICollector):
+    class Boom(MUICollector):
         def after_forward(self, batch, logits):
             raise RuntimeError("boom")
 
@@ -338,45 +341,45 @@ def test_utilization_and_per_layer_against_set_arithmetic(models):
     union = set()
     for s in sets:
         union |= set(s.tolist())
-    assert mui.utilization(sets, L, F) == len(union) / (L * F)
-    per = mui.per_layer_utilization(sets, L, F)
+    assert utilization(sets, L, F) == len(union) / (L * F)
+    per = per_layer_utilization(sets, L, F)
     assert per == [len({n for n in union if n // F == l}) / F for l in range(L)]
-    assert mui.utilization([], L, F) == 0.0
-    assert mui.per_layer_utilization([np.array([0, 0, 65])], 2, 64) == [1 / 64, 1 / 64]
-    with pytest.raises(UserError):
-        mui.utilization([np.array([L * F])], L, F)
+    assert utilization([], L, F) == 0.0
+    assert per_layer_utilization([np.array([0, 0, 65])], 2, 64) == [1 / 64, 1 / 64]
+    with pytest.raises(ValueError, match="out of range"):
+        utilization([np.array([L * F])], L, F)
 
 
 # --- storage --------------------------------------------------------------------------------
 
-def test_npz_round_trip_append_and_merge(tmp_path):
+def test_npz_round_trip_and_merge(tmp_path):
     rng = np.random.default_rng(0)
     sets = [np.sort(rng.choice(L * F, size=n, replace=False)) for n in (5, 0, 17)]
     meta = {"model": "tiny", "n_layers": L, "d_ff": F, "top_ratio": 0.05, "mode": "score", "rho": 0.9}
     p = tmp_path / "mui.npz"
-    mui.save_neuron_sets(p, ["a", "b", "c"], sets, meta)
+    save_neuron_sets(p, ["a", "b", "c"], sets, meta)
     with np.load(p) as z:
         assert z["flat"].dtype == np.int32 and z["offsets"].tolist() == [0, 5, 5, 22]
-    ids, got, m = mui.load_neuron_sets(p)
+    ids, got, m = load_neuron_sets(p)
     assert ids == ["a", "b", "c"] and m["model"] == "tiny" and m["d_ff"] == F
     assert_sets_equal(got, sets)
-    # resume: append new items, already-stored identical items are skipped
-    mui.save_neuron_sets(p, ["c", "d"], [sets[2], np.array([3, 1, 3])], meta, append=True)
-    ids, got, _ = mui.load_neuron_sets(p)
+    with pytest.raises(ValueError, match="out of range"):
+        save_neuron_sets(tmp_path / "bad.npz", ["x"], [np.array([L * F])], meta)
+    with pytest.raises(ValueError, match="duplicate item ids"):
+        save_neuron_sets(tmp_path / "bad.npz", ["x", "x"], [np.array([1]), np.array([2])], meta)
+    # merge of parts (resume): an item stored twice identically is kept once, in part order
+    q = tmp_path / "part2.npz"
+    save_neuron_sets(q, ["c", "d"], [sets[2], np.array([3, 1, 3])], meta)
+    assert merge_neuron_sets(tmp_path / "all.npz", [p, q]) == 4
+    ids, got, _ = load_neuron_sets(tmp_path / "all.npz")
     assert ids == ["a", "b", "c", "d"] and got[3].tolist() == [1, 3]
-    with pytest.raises(UserError, match="different neuron set"):
-        mui.save_neuron_sets(p, ["a"], [np.array([1])], meta, append=True)
-    with pytest.raises(UserError, match="top_ratio"):
-        mui.save_neuron_sets(p, ["e"], [np.array([1])], {**meta, "top_ratio": 0.01}, append=True)
-    with pytest.raises(UserError, match="out of range"):
-        mui.save_neuron_sets(tmp_path / "bad.npz", ["x"], [np.array([L * F])], meta)
-    # merge of shards
-    q = tmp_path / "shard2.npz"
-    mui.save_neuron_sets(q, ["z"], [np.array([7])], meta)
-    assert mui.merge_neuron_sets(tmp_path / "all.npz", [p, q]) == 5
-    ids, got, _ = mui.load_neuron_sets(tmp_path / "all.npz")
-    assert ids == ["a", "b", "c", "d", "z"] and got[4].tolist() == [7]
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["all.npz", "mui.npz", "shard2.npz"]  # no temp files
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["all.npz", "mui.npz", "part2.npz"]  # no temp files
+    save_neuron_sets(q, ["a"], [np.array([1])], meta)
+    with pytest.raises(RuntimeError, match="'a' is already stored with different values"):
+        merge_neuron_sets(tmp_path / "all.npz", [p, q])
+    save_neuron_sets(q, ["e"], [np.array([1])], {**meta, "top_ratio": 0.01})
+    with pytest.raises(RuntimeError, match="different top_ratio"):
+        merge_neuron_sets(tmp_path / "all.npz", [p, q])
 
 
 # --- ablation -------------------------------------------------------------------------------
@@ -389,7 +392,7 @@ def test_ablation_zeroes_the_neurons_changes_output_and_removes_hooks(models):
     key = np.unique(np.concatenate(sets))
     plain = hooked_pass(model, ad, batch, [])
     seen = {}
-    with mui.ablate(model, ad, key):
+    with ablate(model, ad, key):
         with HookSet() as hs:  # registered after the ablation -> sees the ablated input
             for l in range(L):
                 hs.on_input(ad.down_proj(l), lambda x, l=l: seen.__setitem__(l, x.clone()))
@@ -401,10 +404,10 @@ def test_ablation_zeroes_the_neurons_changes_output_and_removes_hooks(models):
         assert torch.count_nonzero(seen[l][..., others]) > 0
     assert not torch.equal(plain, ablated)
     assert all(len(ad.down_proj(l)._forward_pre_hooks) == 0 for l in range(L))
-    with mui.ablate(model, None, np.array([], dtype=np.int64)):
+    with ablate(model, None, np.array([], dtype=np.int64)):
         torch.testing.assert_close(hooked_pass(model, ad, batch, []), plain, rtol=0, atol=0)
     with pytest.raises(KeyError):
-        with mui.ablate(model, ad, key):
+        with ablate(model, ad, key):
             assert len(ad.down_proj(0)._forward_pre_hooks) == 1
             raise KeyError("inside")
     assert all(len(ad.down_proj(l)._forward_pre_hooks) == 0 for l in range(L))
@@ -413,10 +416,10 @@ def test_ablation_zeroes_the_neurons_changes_output_and_removes_hooks(models):
 
 def test_random_neurons_like_matches_per_layer_counts():
     key = np.array([0, 3, 5, 64 + 7, 3 * 64 + 1, 3 * 64 + 2])
-    r = mui.random_neurons_like(key, 4, 64, seed=0)
+    r = random_neurons_like(key, 4, 64, seed=0)
     assert np.bincount(r // 64, minlength=4).tolist() == np.bincount(key // 64, minlength=4).tolist()
     assert not np.isin(r, key).any() and r.dtype == np.int64 and np.all(np.diff(r) > 0)
-    np.testing.assert_array_equal(r, mui.random_neurons_like(key, 4, 64, seed=0))
-    assert not np.array_equal(r, mui.random_neurons_like(key, 4, 64, seed=1))
+    np.testing.assert_array_equal(r, random_neurons_like(key, 4, 64, seed=0))
+    assert not np.array_equal(r, random_neurons_like(key, 4, 64, seed=1))
     full = np.arange(64)  # the whole layer: no room to exclude, still the same count
-    assert mui.random_neurons_like(full, 1, 64, seed=0).size == 64
+    assert random_neurons_like(full, 1, 64, seed=0).size == 64

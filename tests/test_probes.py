@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from reporter.probes import (AR_TEMPLATES, SPC_RULES, ar_items, ar_metrics, char_f1, extract_continuation, parse_ar,
+from reporter.tasks.probes import (AR_TEMPLATES, SPC_RULES, ar_items, ar_metrics, char_f1, extract_continuation, parse_ar,
                              spc_items)
-from reporter.prompts import plain_prompt
+from reporter.tasks.prompts import plain_prompt
 from reporter.scoring import get_scorer
 from reporter.tasks import TASKS, get_task, select_items
 
@@ -173,13 +173,14 @@ def test_ar_scorer_and_metrics_on_constructed_responses():
 def test_probe_tasks_registered_and_promptable():
     assert {"spc", "ar"} <= set(TASKS)
     lm = tiny_lm("llama", kind="instruct")
-    from reporter.evaluate import plan
+    from reporter.collect.plan import plan_task
+    from reporter.config import TaskConfig
 
     for name in ("spc", "ar"):
-        task = get_task(name)
-        items, ids, prompts, shots, stop = plan(lm, task, {"name": name, "limit": 2}, seed=0)
-        assert len(items) == 2 and shots == 0 and all(len(x) > 20 for x in ids)
-        assert task.instruction in prompts[0] and items[0].question in prompts[0]
+        p = plan_task(lm, TaskConfig(name=name, limit=2), seed=0)
+        assert len(p.items) == 2 and p.shots == 0 and all(len(x) > 20 for x in p.prompt_ids)
+        assert p.task.instruction in p.prompts[0] and p.items[0].question in p.prompts[0]
+        assert p.task.probe
     ar_task = get_task("ar")
     _, pool = select_items(ar_task, None, 0, 2)
     assert {p.meta["gold_flag"] for p in pool} == {"AMBIGUOUS", "NOT_AMBIGUOUS"}  # demos fix no flag
@@ -190,7 +191,7 @@ def test_probe_tasks_registered_and_promptable():
 def test_ar_every_template_leaves_both_options_open():
     """No answer is derivable from the text: the letter carries no signal, both options are
     anchored in the sentence, and for pronouns both candidates agree with the pronoun."""
-    from reporter import probes
+    from reporter.tasks.probes import ar as probes
 
     items = get_task("ar").items()
     by_t = collections.defaultdict(list)

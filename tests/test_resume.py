@@ -78,7 +78,7 @@ def test_sigkill_mid_task_then_rerun_equals_uninterrupted(tmp_path):
     ids = [json.loads(l)["id"] for l in samples.read_text().splitlines()]
     assert len(set(ids)) == N_ITEMS - 1
     # neuron sets are complete for every item, and the per-batch scratch files are gone
-    from reporter.mui import load_neuron_sets
+    from reporter.store.neurons import load_neuron_sets
 
     nids, sets, meta = load_neuron_sets(samples.parent / "neurons.npz")
     assert sorted(nids) == sorted(set(ids)) and meta["n_layers"] == 2

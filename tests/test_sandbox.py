@@ -1,4 +1,4 @@
-"""reporter.sandbox with real subprocesses: hostile programs fail, fast, and leave nothing behind.
+"""reporter.scoring.sandbox with real subprocesses: hostile programs fail, fast, and leave nothing behind.
 
 Every hostile program starts with HEADER, which prints the sandbox's working directory and uid;
 ``run_hostile`` then checks that the directory is gone, that no process of the sandbox survives
@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from reporter.sandbox import run_python
+from reporter.scoring.sandbox import run_python
 
 ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not ROOT, reason="kernel-level isolation is only set up as root")

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from reporter.cli import main
 from reporter.config import ModelSpec, parse_config
 from reporter.errors import UserError
-from reporter.loading import load_model
-from reporter.mui import key_neurons
+from reporter.models.loading import load_model
+from reporter.collect.collectors.mui import key_neurons
 
 from .conftest import tiny_lm
 
@@ -85,7 +85,7 @@ def test_missing_vllm_is_a_clear_error(tmp_path):
     lm.model.save_pretrained(d)
     lm.tokenizer.save_pretrained(d)
     v = load_model(ModelSpec(name="v", source=str(d), generation_backend="vllm"))
-    from reporter.generation import generate
+    from reporter.models.generation import generate
 
     with pytest.raises(UserError, match=r"generation_backend vllm needs vLLM, which is not installed; run: pip install 'reporter\[vllm\]'"):
         generate(v, [[1, 2, 3]], max_new_tokens=2)

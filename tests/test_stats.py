@@ -1,4 +1,4 @@
-"""Tests for reporter.stats against slow, plain-loop reference implementations."""
+"""Tests for reporter.metrics.stats against slow, plain-loop reference implementations."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from reporter.stats import (PairedComparison, ScoreCI, all_pairs, mcnemar_exact,
+from reporter.metrics.stats import (PairedComparison, ScoreCI, all_pairs, mcnemar_exact,
                             paired_comparison, score_ci)
 
 # ---------------------------------------------------------------- references
@@ -99,7 +99,7 @@ def test_score_ci_matches_reference_loop(method, data, seed, conf):
 def test_score_ci_batching_does_not_change_result(monkeypatch, batch_elements):
     data, n_res = (binary(5000, 0.4, 8), 300) if batch_elements is None else (CONTINUOUS, 500)
     if batch_elements is not None:  # one resample / jackknife row per batch
-        monkeypatch.setattr("reporter.stats._BATCH_ELEMENTS", batch_elements)
+        monkeypatch.setattr("reporter.metrics.stats._BATCH_ELEMENTS", batch_elements)
     r = score_ci(data, seed=2, n_resamples=n_res)
     assert (r.ci_low, r.ci_high) == pytest.approx(ref_bootstrap_ci(data, 2, n_res), rel=1e-9)
 

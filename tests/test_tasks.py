@@ -4,8 +4,8 @@ import json
 import pytest
 
 from reporter.errors import UserError
-from reporter.evaluate import plan
-from reporter.profiles import builtin_profiles, load_profile
+from reporter.collect.plan import plan_task
+from reporter.config import TaskConfig, builtin_profiles, load_profile
 from reporter.scoring import get_scorer
 from reporter.tasks import TASKS, get_task, jsonl_task, pick_shots, select_items
 
@@ -68,16 +68,19 @@ def test_selection_is_seeded_stable_and_never_uses_evaluated_items_as_shots():
 
 def test_base_models_get_one_shot_plain_prompts_and_instruct_models_chat_zero_shot():
     base = tiny_lm("llama", kind="base")
-    items, ids, prompts, shots, stop = plan(base, get_task("arc_challenge"), {"limit": 3}, seed=0)
+    pl = plan_task(base, TaskConfig(name="arc_challenge", limit=3), seed=0)
+    items, ids, prompts, shots, stop = pl.items, pl.prompt_ids, pl.prompts, pl.shots, pl.stop
     assert shots == 1 and prompts[0].count("Answer:") == 2 and prompts[0].rstrip().endswith("Answer:")
     assert stop == ("\n",)
     assert ids[0] == base.tokenizer(prompts[0])["input_ids"]  # the tokenizer's own BOS convention
     inst = tiny_lm("llama", kind="instruct")
-    items2, ids2, prompts2, shots2, _ = plan(inst, get_task("arc_challenge"), {"limit": 3}, seed=0)
+    pl2 = plan_task(inst, TaskConfig(name="arc_challenge", limit=3), seed=0)
+    items2, prompts2, shots2 = pl2.items, pl2.prompts, pl2.shots
     assert shots2 == 0 and [i.id for i in items2] == [i.id for i in items]
     assert prompts2[0].startswith("<|im_start|>") and prompts2[0].endswith("<|im_start|>assistant\n")
     assert items2[0].question in prompts2[0]
-    _, _, p3, s3, _ = plan(inst, get_task("gsm8k"), {"limit": 2, "shots": 2}, seed=0)
+    pl3 = plan_task(inst, TaskConfig(name="gsm8k", limit=2, shots=2), seed=0)
+    p3, s3 = pl3.prompts, pl3.shots
     assert s3 == 2 and p3[0].count("<|im_start|>user") == 3 and "So the answer is" in p3[0]
 
 
@@ -101,9 +104,9 @@ def test_jsonl_task(tmp_path):
 def test_profiles_ship_and_validate(tmp_path):
     assert {"quick", "standard", "paper-mui", "paper-lpp"} <= set(builtin_profiles())
     std = load_profile("standard")
-    assert [t["name"] for t in std["tasks"]] == ["arc_challenge", "gsm8k", "math500", "mmlu", "bbh", "humaneval", "mbpp"]
-    assert len(load_profile("paper-mui")["models"]) == 8
-    assert all(t["name"] in TASKS for t in load_profile("quick")["tasks"])
+    assert [t.name for t in std.tasks] == ["arc_challenge", "gsm8k", "math500", "mmlu", "bbh", "humaneval", "mbpp"]
+    assert len(load_profile("paper-mui").models) == 8
+    assert all(t.name in TASKS for t in load_profile("quick").tasks)
     bad = tmp_path / "p.yaml"
     bad.write_text("tasks:\n  - {name: arc_chalenge, limt: 3}\n  - {name: mine, type: jsonl, path: x.jsonl}\nmui: {mode: fast}\n"
                    "lpp: {layrs: all}\ncontamination: {verbatim_items: -1}\nsmoke_texts: 0\n")

@@ -1,12 +1,11 @@
 """Training-phase labels along checkpoints."""
 from __future__ import annotations
 
-import doctest
 
 import pytest
 
-from reporter import training
-from reporter.training import PHASE_RULE, phase_label, training_phases
+from reporter.analyse import training
+from reporter.analyse.training import PHASE_RULE, phase_label, training_phases
 
 
 @pytest.mark.parametrize("dp,dm,label", [
@@ -49,6 +48,3 @@ def test_no_series():
     assert r["notes"] and [s["label"] for s in r["series"]] == ["a", "b"] and not r["collapse"]
     assert "No collapse" in r["summary"]
 
-
-def test_module_doctests():
-    assert doctest.testmod(training).failed == 0

@@ -3,9 +3,13 @@ import json
 
 import numpy as np
 
-from reporter.evaluate import run_task, validate_neurons
-from reporter.mui import ablate, load_neuron_sets, random_neurons_like
-from reporter.generation import generate
+from reporter.collect.ablation import ablate, validate_neurons
+from reporter.collect.plan import plan_task
+from reporter.collect.task_run import run_task
+from reporter.config import MUIConfig, Profile, TaskConfig
+from reporter.metrics.mui import random_neurons_like
+from reporter.models.generation import generate
+from reporter.store.neurons import load_neuron_sets
 
 from .conftest import tiny_lm
 
@@ -15,12 +19,13 @@ def test_validate_neurons_records_both_ablations(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"id": f"q{i}", "q": f"Count: {i} {i+1} {i+2}", "a": str(i + 3)}) + "\n"
                             for i in range(6)))
-    tcfg = {"name": "count", "type": "jsonl", "path": str(data), "prompt_field": "q", "answer_field": "a",
-            "scorer": "numeric", "max_new_tokens": 6}
-    mui_cfg = {"enabled": True, "top_ratio": 0.05, "mode": "score", "rho": 0.9}
+    task = TaskConfig(name="count", type="jsonl", path=str(data), prompt_field="q", answer_field="a",
+                      scorer="numeric", max_new_tokens=6)
+    profile = Profile(name="t", tasks=(task,), mui=MUIConfig(top_ratio=0.05, validate_neurons=True))
     tdir = tmp_path / "task"
-    summary = run_task(lm, tcfg, tdir, seed=0, mui_cfg=mui_cfg, progress=False)
-    v = validate_neurons(lm, tcfg, tdir, seed=0, progress=False)
+    plan = plan_task(lm, task, seed=0)
+    summary = run_task(lm, profile, task, plan, tdir, seed=0, progress=False)
+    v = validate_neurons(lm, plan, tdir, seed=0)
     _, sets, _ = load_neuron_sets(tdir / "neurons.npz")
     union = np.unique(np.concatenate(sets))
     assert v["n_neurons"] == union.size > 0

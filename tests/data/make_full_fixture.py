@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from reporter.analyse import analyse
-from reporter.correlations import lpp_correlations
-from reporter.mui import save_neuron_sets
-from reporter.stats import all_pairs, score_ci
+from reporter.analyse.correlations import lpp_correlations
+from reporter.metrics.stats import all_pairs, score_ci
+from reporter.store.neurons import save_neuron_sets
 
 OUT = Path(__file__).parent / "full"
 SEED = 1234

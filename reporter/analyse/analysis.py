@@ -1,0 +1,313 @@
+"""Analysis stage: Utility Law, fairness, contamination, diversity, training phases — from artifacts alone.
+
+Re-runnable on any run directory (no model, no torch needed). Reads ``results.json`` (built
+with :func:`reporter.analyse.results.build_results` when missing) and, per model x task, the
+optional artifacts of the collect stage::
+
+    models/<slug>/tasks/<task>/neurons.npz      key-neuron sets (reporter.store.neurons)
+    models/<slug>/tasks/<task>/logprobs.npz     per-item prompt/response token log-probs (reporter.store.logprobs)
+    models/<slug>/tasks/<task>/verbatim.json    verbatim-completion evidence (reporter.collect.verbatim)
+    models/<slug>/reference_logprobs.npz        log-probs of non-benchmark reference text
+
+A missing artifact makes its signal "not measured"; nothing is guessed. Untrained baselines
+(:func:`reporter.schema.is_untrained`) are reference rows: never points of the law, never ranked.
+The LPP probes (:func:`reporter.tasks.is_probe`) are never points of the law.
+
+>>> analysis = analyse(run_dir)
+>>> sorted(analysis)[:4]
+['contamination', 'definitions', 'diversity', 'fairness']
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..metrics.min_k import question_logprobs
+from ..schema import is_untrained
+from ..store.atomic import read_json, write_json
+from ..store.layout import LOGPROBS, NEURONS, REFERENCE_LOGPROBS, VERBATIM, RunDir
+from ..store.logprobs import load_logprobs
+from ..store.neurons import load_neuron_sets
+from ..tasks import is_probe
+from .contamination import CONTAMINATION_RULE, assess, law_residual_signal, min_k_signal, verbatim_signal
+from .diversity import model_diversity
+from .fairness import FAIRNESS_DEFINITION, fairness
+from .law import MIN_POINTS, describe_fit, fit_points
+from .numbers import json_ready
+from .results import build_results
+from .training import PHASE_RULE, training_phases
+
+__all__ = ["analyse", "write_analysis", "ANALYSIS_VERSION"]
+
+ANALYSIS_VERSION = 1
+_SETTINGS = ("mode", "top_ratio", "rho", "n_samples")
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _points(results: dict) -> tuple[dict, dict, list[dict]]:
+    """{model: {task: point}} for law models and for baselines, plus rows left out and why."""
+    law, base, left_out = {}, {}, []
+    for name, e in (results.get("models") or {}).items():
+        target = base if is_untrained(e) else law
+        for task, s in (e.get("tasks") or {}).items():
+            if is_probe(task):  # synthetic LPP probes are not benchmarks: never points of the law
+                continue
+            if not _finite(s.get("score")):
+                left_out.append({"model": name, "task": task, "reason": "no score"})
+                continue
+            if not _finite(s.get("mui")):
+                left_out.append({"model": name, "task": task, "reason": "no MUI measured (mui disabled?)"})
+                continue
+            target.setdefault(name, {})[task] = {"label": name, "model": name, "task": task,
+                                                 "P": 100.0 * float(s["score"]), "MUI": float(s["mui"]),
+                                                 "settings": {k: (s.get("mui_settings") or {}).get(k) for k in _SETTINGS}}
+        if target is base:
+            left_out.append({"model": name, "task": None,
+                             "reason": "untrained baseline: a reference row, never a point of the law"})
+    return law, base, left_out
+
+
+def _averages(by_model: dict[str, dict[str, dict]]) -> tuple[list[dict], list[str], list[str]]:
+    """Per-model averages over the tasks every model has; (points, tasks used, tasks dropped)."""
+    models = [m for m, t in by_model.items() if t]
+    if not models:
+        return [], [], []
+    all_tasks = sorted({t for m in models for t in by_model[m]})
+    common = [t for t in all_tasks if all(t in by_model[m] for m in models)]
+    pts = []
+    for m in models:
+        if common:
+            pts.append({"label": m, "model": m, "P": float(np.mean([by_model[m][t]["P"] for t in common])),
+                        "MUI": float(np.mean([by_model[m][t]["MUI"] for t in common])), "n_tasks": len(common)})
+    return pts, common, [t for t in all_tasks if t not in common]
+
+
+def _strip(p: dict) -> dict:
+    return {k: v for k, v in p.items() if k != "settings"}
+
+
+def _law(law_pts: dict, seed: int, n_resamples: int) -> tuple[dict, dict, list[dict]]:
+    """The law section, the per-task LawFit objects, and the per-model average points."""
+    notes = []
+    pooled_pts = [{**_strip(p), "label": f"{m} / {t}"} for m, ts in law_pts.items() for t, p in ts.items()]
+    n_models = len({p["model"] for p in pooled_pts if p["P"] > 0})
+    if n_models < MIN_POINTS:
+        fit, reason = None, (f"the points come from {n_models} model{'s' * (n_models != 1)} with P > 0; the law "
+                             f"compares models and needs at least {MIN_POINTS}")
+    else:
+        fit, reason = fit_points(pooled_pts, seed=seed, n_resamples=n_resamples)
+    pooled = describe_fit(fit, reason, pooled_pts)
+    tasks = sorted({t for ts in law_pts.values() for t in ts})
+    per_task, fits = {}, {}
+    for t in tasks:
+        pts = [_strip(ts[t]) for ts in law_pts.values() if t in ts]
+        f, r = fit_points(pts, seed=seed, n_resamples=n_resamples)
+        per_task[t] = describe_fit(f, r, pts)
+        fits[t] = (f, r, pts)
+        settings = {tuple(sorted(ts[t]["settings"].items(), key=lambda kv: kv[0])) for ts in law_pts.values() if t in ts}
+        if len(settings) > 1:
+            notes.append(f"task {t}: MUI settings differ between models ({', '.join(_SETTINGS)}); "
+                         "MUI is only comparable at equal settings and sample counts")
+    avg, common, dropped = _averages(law_pts)
+    if avg:
+        f, r = fit_points(avg, seed=seed, n_resamples=n_resamples)
+    else:
+        f, r = None, "no model has a task with both a score and MUI"
+    per_model = {**describe_fit(f, r, avg), "tasks": common, "tasks_dropped": dropped}
+    if dropped:
+        notes.append(f"per-model averages use the {len(common)} task(s) every model finished; dropped: {', '.join(dropped)}")
+    if fit is not None and len(tasks) > 1:
+        notes.append("the pooled fit mixes tasks whose MUI levels differ; per-task and per-model-average fits "
+                     "are the paper's views")
+    excluded: dict[tuple, dict] = {}  # one entry per (model, task, reason), with the fits it is left out of
+    for scope, blk in [("pooled", pooled), ("per_model_average", per_model)] + [(f"task {t}", b) for t, b in per_task.items()]:
+        for p in blk["points"]:
+            if "excluded" in p:
+                key = (p.get("model"), p.get("task"), p["excluded"])
+                excluded.setdefault(key, {"model": key[0], "task": key[1], "reason": key[2], "scopes": []})
+                excluded[key]["scopes"].append(scope)
+    return ({"pooled": pooled, "per_task": per_task, "per_model_average": per_model, "excluded": list(excluded.values()),
+             "notes": notes}, fits, avg)
+
+
+def _law_signal(model: str, task: str, baseline: bool, fits: dict) -> dict:
+    if baseline:
+        return {"measured": False, "fires": False, "reason": "untrained baseline: not a point of the law"}
+    if task not in fits:
+        return {"measured": False, "fires": False, "reason": "no law point for this task (no MUI)"}
+    fit, reason, pts = fits[task]
+    if fit is None:
+        return {"measured": False, "fires": False, "reason": f"no law fit for this task: {reason}"}
+    if model not in fit.labels:
+        return {"measured": False, "fires": False, "reason": "the point is not in the fit (P = 0 has no ln P)"}
+    z = float(fit.studentized_residuals[fit.labels.index(model)])
+    P = float(fit.performance[fit.labels.index(model)])
+    return law_residual_signal(None if math.isnan(z) else z, P, float(np.median([p["P"] for p in pts])),
+                               n_points=fit.n)
+
+
+def _min_k(task_dir: Path, ref_path: Path) -> dict[str, Any]:
+    lp_path = task_dir / LOGPROBS
+    if not lp_path.is_file():
+        return {"measured": False, "fires": False, "reason": f"no {LOGPROBS} for this task"}
+    if not ref_path.is_file():
+        return {"measured": False, "fires": False, "reason": f"no {REFERENCE_LOGPROBS} for this model"}
+    bench, _ = load_logprobs(lp_path)
+    ref, _ = load_logprobs(ref_path)
+    q = [question_logprobs(v["prompt"], v["question_span"]) for v in bench.values()]
+    out = min_k_signal(q, [v["prompt"] for v in ref.values()])
+    out["question_spans_known"] = sum(v["question_span"] is not None for v in bench.values())
+    return out
+
+
+def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
+    """Rows per model x task. Untrained baselines are a negative control: they cannot have seen
+    any data, so a signal that fires on a baseline for a task (e.g. Min-K% when the reference
+    text is not matched to the task's format) is not counted as evidence for any model on it."""
+    signals = {}
+    for name, e in (results.get("models") or {}).items():
+        slug = e.get("slug", name)
+        baseline = is_untrained(e)
+        for task in sorted(e.get("tasks") or {}):
+            tdir = rd.task_dir(slug, task)
+            signals[(name, task)] = (baseline, {
+                "law_residual": _law_signal(name, task, baseline, fits),
+                "min_k": _min_k(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS),
+                "verbatim": verbatim_signal(read_json(tdir / VERBATIM))})
+    confounded = {(task, k) for (name, task), (baseline, sig) in signals.items() if baseline
+                  for k, v in sig.items() if v and v.get("fires")}
+    rows = []
+    for (name, task), (baseline, sig) in signals.items():
+        if baseline:
+            fired = [k for k, v in sig.items() if v and v.get("fires")]
+            row = assess(name, task)
+            row.update(signals=sig, measured=any(v.get("measured", True) for v in sig.values() if v),
+                       evidence="untrained baseline: a negative control that cannot be contaminated"
+                       + (f"; its firing signal(s) ({', '.join(fired)}) are discounted for every model on this task"
+                          if fired else ""))
+        else:
+            sig = {k: ({"measured": False, "fires": False, "confounded": True, "raw": v,
+                        "reason": "also fires on the untrained baseline (negative control): not evidence on this task"}
+                       if (task, k) in confounded and v and v.get("fires") else v) for k, v in sig.items()}
+            row = assess(name, task, law=sig["law_residual"], min_k=sig["min_k"], verbatim=sig["verbatim"])
+        row["baseline"] = baseline
+        rows.append(row)
+    return rows
+
+
+def _diversity(results: dict, rd: RunDir, seed: int, notes: list[str]) -> dict:
+    out = {}
+    for name, e in (results.get("models") or {}).items():
+        if is_untrained(e):
+            continue
+        slug = e.get("slug", name)
+        sets_by_task, ids_by_task = {}, {}
+        for task in sorted(e.get("tasks") or {}):
+            path = rd.task_dir(slug, task) / NEURONS
+            if path.is_file():
+                ids, sets, _ = load_neuron_sets(path)
+                sets_by_task[task], ids_by_task[task] = sets, ids
+        if not sets_by_task:
+            notes.append(f"{name}: no neurons.npz, diversity not measured")
+            continue
+        d = model_diversity(name, sets_by_task, seed=seed)
+        for task, c in d["core_sets"].items():
+            c["items"] = [ids_by_task[task][i] for i in c.pop("item_indices")]
+        out[name] = d
+    return out
+
+
+def _training(results: dict, law_pts: dict) -> dict | None:
+    ck = {m: (results["models"][m].get("meta") or {}).get("checkpoint") for m in law_pts}
+    ck = {m: c for m, c in ck.items() if _finite(c)}
+    if len(ck) < 2:
+        return None
+    sub = {m: law_pts[m] for m in ck}
+    avg, common, dropped = _averages(sub)
+    for p in avg:
+        p["checkpoint"] = ck[p["label"]]
+    per_task = {t: [{**_strip(sub[m][t]), "checkpoint": ck[m]} for m in sub if t in sub[m]]
+                for t in sorted({t for ts in sub.values() for t in ts})}
+    out = training_phases(avg, per_task) if len(avg) >= 2 else None
+    if out is not None:
+        out["tasks"], out["tasks_dropped"] = common, dropped
+    return out
+
+
+def _flag_fairness(fair: dict, contamination: list[dict]) -> None:
+    """Append a contamination caveat to the fairness sentence when the top-ranked model carries a warning."""
+    if not fair.get("available") or not fair.get("per_model"):
+        return
+    top = min(fair["per_model"], key=lambda r: r["rank_adjusted"])["label"]
+    warn = [r for r in contamination if r["model"] == top and r["severity"] in ("weak", "strong")]
+    if warn:
+        worst = "strong" if any(r["severity"] == "strong" for r in warn) else "weak"
+        tasks = ", ".join(sorted(r["task"] for r in warn))
+        fair["sentence"] += (f" Note: {top} also carries a {worst} contamination warning ({tasks}); its scores on "
+                             "those tasks may partly come from memorised test items.")
+
+
+def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 2000) -> dict:
+    """Compute the ``analysis`` section of results.json from a run directory's artifacts.
+
+    Returns ``{version, law, fairness, contamination, diversity, training, definitions, notes}``
+    (see the README, "analysis"). ``seed`` defaults to the run's seed.
+
+    >>> {r["severity"] for r in analyse(run_dir)["contamination"]} <= {"none", "weak", "strong"}
+    True
+    """
+    rd = RunDir(run_dir)
+    results = read_json(rd.results)
+    if results is None:
+        results = build_results(run_dir)
+    seed = int(seed if seed is not None else ((results.get("run") or {}).get("seed") or 0))
+    notes: list[str] = []
+    law_pts, base_pts, left_out = _points(results)
+    law, fits, avg = _law(law_pts, seed, n_resamples)
+    law["left_out"] = left_out
+    base_rows = [{"label": m, "model": m, "P": float(np.mean([p["P"] for p in ts.values()])),
+                  "MUI": float(np.mean([p["MUI"] for p in ts.values()])), "baseline": True}
+                 for m, ts in base_pts.items() if ts]
+    per_task_pts = {t: f[2] for t, f in fits.items()}
+    fair = fairness(avg, per_task_pts, seed=seed, n_resamples=n_resamples, reference_rows=base_rows)
+    if base_rows:
+        notes.append(f"untrained baseline(s) {', '.join(r['model'] for r in base_rows)}: reference rows, "
+                     "not points of the law and not ranked")
+    contamination = _contamination(results, rd, fits)
+    _flag_fairness(fair, contamination)
+    out = {"version": ANALYSIS_VERSION, "seed": seed, "law": law, "fairness": fair,
+           "contamination": contamination,
+           "diversity": _diversity(results, rd, seed, notes),
+           "training": _training(results, law_pts),
+           "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE,
+                           "training": PHASE_RULE,
+                           "law": "MUI = a + b*ln(P), OLS of MUI on ln P (P, MUI in %), pairs-bootstrap percentile CIs"},
+           "notes": notes}
+    if not law_pts:
+        notes.append("no trained model has both a score and MUI: the Utility Law analyses are not possible")
+    return json_ready(out)
+
+
+def write_analysis(run_dir: str | Path, **kwargs) -> dict:
+    """Run :func:`analyse` and store it as ``results["analysis"]`` in results.json (atomic write).
+
+    results.json is built from the artifacts first when it is missing. Returns the analysis.
+
+    >>> write_analysis(run_dir)["fairness"]["available"]
+    False
+    """
+    rd = RunDir(run_dir)
+    results = read_json(rd.results)
+    if results is None:
+        results = build_results(run_dir)
+        write_json(rd.results, results)
+    analysis = analyse(run_dir, **kwargs)
+    results["analysis"] = analysis
+    write_json(rd.results, results)
+    return analysis

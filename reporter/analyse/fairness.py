@@ -1,0 +1,145 @@
+"""The law-adjusted fairness score: performance relative to the effort the Utility Law predicts.
+
+Law-adjusted score = P x MUI_law(P) / MUI, where MUI_law(P) = a + b ln P is the effort the law
+(:mod:`reporter.analyse.law`), fitted across the compared models, expects at performance P. A
+model that reaches its score with less of its network than the law expects moves up; one that
+needs more (a point above the law, as memorisation produces) moves down. (P / P_law(MUI) would
+reward points above the law, because b < 0, so the effort side is used.)
+
+>>> out = fairness([{"label": "a", "P": 10, "MUI": 9}, {"label": "b", "P": 50, "MUI": 5}])
+>>> out["available"]
+False
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .law import MIN_POINTS, LawFit, fit_points, fit_utility_law
+from .numbers import finite_or_none as _f
+
+__all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "fairness"]
+
+FAIRNESS_DEFINITION = (
+    "Law-adjusted score = P x MUI_law(P) / MUI. The Utility Law MUI = a + b*ln(P) is fitted (OLS of MUI on "
+    "ln P, P and MUI in percent) on the compared models' per-model averages (per task: on that task's "
+    "points); MUI_law(P) = a + b*ln(P) is the effort (share of FFN neurons) the law expects from a model "
+    "at performance P. The score is the performance scaled by how much less effort than the law expects "
+    "the model needed (effort_ratio = MUI / MUI_law below 1 raises it), and scaled down when it needed "
+    "more: a capable model reaches high performance with low effort, while a point above the law line "
+    "(more effort than its performance warrants, e.g. memorisation) is penalised rather than rewarded. "
+    "P_law(MUI) = exp((MUI - a) / b), the performance the law expects for the model's effort, is reported "
+    "alongside. Untrained baselines are never points of the fit. It needs at least 3 models with P > 0 "
+    "and a negative fitted slope b; otherwise no adjustment is given.")
+
+
+def adjusted_scores(fit: LawFit, points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Law-adjusted score P x MUI_law(P) / MUI per point (see ``FAIRNESS_DEFINITION``), with ranks.
+
+    ``MUI_law`` = a + b ln P is the effort the law expects at this performance and
+    ``effort_ratio`` = MUI / MUI_law (below 1: less effort than expected); ``P_law`` inverts the law. ``P``, ``P_law``, ``MUI`` are in %;
+    ``score`` = P / 100 and ``p_law`` = P_law / 100 are fractions (like task scores), ``mui`` = MUI.
+
+    Ranks: 1 = best; ties broken by label. ``shift`` = raw rank - adjusted rank (positive = moves up).
+
+    >>> f = fit_utility_law([20, 40, 80], [8, 6, 4])
+    >>> rows = adjusted_scores(f, [{"label": "a", "P": 20, "MUI": 9}, {"label": "b", "P": 80, "MUI": 3}])
+    >>> [(r["label"], round(r["adjusted"], 1), r["rank_adjusted"], r["shift"]) for r in rows]
+    [('a', 17.8, 2, 0), ('b', 106.7, 1, 0)]
+    """
+    rows = []
+    for p in points:
+        P, M = float(p["P"]), float(p["MUI"])
+        p_law = float(fit.invert(M))
+        m_law = float(fit.predict_mui(P)) if P > 0 else float("nan")
+        # a law that predicts no effort at this P (extrapolated past MUI_law = 0) gives no adjustment
+        adj = 0.0 if P <= 0 else (P * m_law / M if m_law > 0 and M > 0 else float("nan"))
+        rows.append({**p, "P_law": _f(p_law), "adjusted": _f(adj), "MUI_law": _f(m_law),
+                     "effort_ratio": _f(M / m_law) if m_law > 0 else None,
+                     # the same in the card's units: scores as fractions, MUI in %
+                     "model": p.get("model", p["label"]), "score": P / 100.0, "mui": M, "p_law": _f(p_law / 100.0)})
+    raw = sorted(rows, key=lambda r: (-float(r["P"]), str(r["label"])))
+    adj_order = sorted(rows, key=lambda r: (-(r["adjusted"] if r["adjusted"] is not None else -np.inf), str(r["label"])))
+    for k, r in enumerate(raw, 1):
+        r["rank_raw"] = k
+    for k, r in enumerate(adj_order, 1):
+        r["rank_adjusted"] = k
+        r["shift"] = r["rank_raw"] - k
+    return rows
+
+
+def _ordinal(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
+
+
+def _fair_block(fit: LawFit | None, reason: str | None, points: Sequence[dict[str, Any]], what: str) -> dict[str, Any]:
+    if fit is None:
+        return {"available": False, "reason": f"no fair adjustment is possible: {reason}", "rows": []}
+    if not fit.slope < 0:
+        return {"available": False, "rows": [],
+                "reason": (f"no fair adjustment is possible: the fitted slope b = {fit.slope:.3g} is not negative, "
+                           f"so the Utility Law does not hold across these {what}")}
+    out = {"available": True, "reason": None, "fit": fit.to_dict(), "rows": adjusted_scores(fit, points)}
+    lo, hi = fit.slope_ci
+    if not (hi < 0):
+        out["caution"] = (f"the {int(100 * fit.confidence)}% bootstrap CI of the slope ({lo:.3g}, {hi:.3g}) "
+                          f"includes 0: the law is weakly determined by these {fit.n} {what}")
+    return out
+
+
+def _sentence(block: dict[str, Any], n_models: int) -> str:
+    rows = sorted(block["rows"], key=lambda r: r["rank_adjusted"])
+    best = rows[0]
+    moved = [r for r in rows if r["shift"] != 0]
+    if moved:
+        big = max(moved, key=lambda r: (abs(r["shift"]), -r["rank_adjusted"]))
+        change = (f"this reorders the plain score ranking for {len(moved)} of {len(rows)} models "
+                  f"({big['label']} moves from {_ordinal(big['rank_raw'])} to {_ordinal(big['rank_adjusted'])})")
+    else:
+        change = "the order is the same as by plain score"
+    effort = best.get("effort_ratio")
+    how = (f"it scores {best['P']:.1f}% while using {effort:.2f}x the share of its network that the Utility Law, "
+           f"fitted on these {n_models} models, expects at that score" if effort is not None else
+           f"it scores {best['P']:.1f}%")
+    return (f"Taking effort into account, {best['label']} gets the most performance for the share of its network it "
+            f"uses ({how}); {change}.")
+
+
+def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, Sequence[dict[str, Any]]] | None = None,
+             *, seed: int = 0, n_resamples: int = 2000,
+             reference_rows: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """Law-adjusted fairness per model (on per-model averages) and per task.
+
+    ``model_points``: one dict per model with "label", "P" (average %), "MUI" (average %);
+    ``per_task_points``: {task: [points]}; ``reference_rows``: untrained baselines, shown
+    as-is and never fitted or ranked. Fewer than 3 models: ``available`` is False with the reason.
+
+    >>> out = fairness([{"label": "a", "P": 10, "MUI": 9}, {"label": "b", "P": 50, "MUI": 5}])
+    >>> out["available"], out["reason"]
+    (False, 'no fair adjustment is possible: 2 models were compared; the law needs at least 3')
+    """
+    out: dict[str, Any] = {"definition": FAIRNESS_DEFINITION, "reference_rows": list(reference_rows)}
+    if len(model_points) < MIN_POINTS:
+        n = len(model_points)
+        out.update(available=False, per_model=[], sentence=None, per_task={},
+                   reason=f"no fair adjustment is possible: {n} model{' was' if n == 1 else 's were'} compared; "
+                          f"the law needs at least {MIN_POINTS}")
+    else:
+        fit, reason = fit_points(model_points, seed=seed, n_resamples=n_resamples)
+        blk = _fair_block(fit, reason, model_points, "models")
+        out.update(available=blk["available"], reason=blk["reason"], per_model=blk["rows"],
+                   fit=blk.get("fit"), caution=blk.get("caution"))
+        out["sentence"] = _sentence(blk, fit.n) if blk["available"] else None
+        if blk["available"] and blk.get("caution"):
+            out["sentence"] += f" Caution: {blk['caution']}."
+    out["per_task"] = {}
+    for task, pts in (per_task_points or {}).items():
+        if len(pts) < MIN_POINTS:
+            out["per_task"][task] = {"available": False, "rows": [],
+                                     "reason": f"no fair adjustment is possible: {len(pts)} models on this task; "
+                                               f"the law needs at least {MIN_POINTS}"}
+            continue
+        fit, reason = fit_points(pts, seed=seed, n_resamples=n_resamples)
+        out["per_task"][task] = _fair_block(fit, reason, pts, "models")
+    return out

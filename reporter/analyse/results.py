@@ -1,0 +1,78 @@
+"""Build results.json from a run directory's artifacts alone (no model needed).
+
+Data-driven, so a new collector plugin needs no edit here: every ``models/<slug>/*.json``
+document becomes a key of the model's entry (``model.json`` is ``meta``, ``error.json`` makes
+the model ``failed``), and every task's ``summary.json`` is its task entry as written.
+
+>>> build_results(run_dir)["schema_version"]
+1
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..config import Profile
+from ..metrics.stats import all_pairs
+from ..schema import SCHEMA_VERSION
+from ..store.atomic import read_json, write_json
+from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, slugify
+from ..store.samples import read_samples
+from .correlations import lpp_correlations
+
+
+def build_results(run_dir: str | Path) -> dict[str, Any]:
+    """Assemble the machine-readable result of a run from its artifacts."""
+    rd = RunDir(run_dir)
+    manifest = read_json(rd.manifest, {})
+    resolved = manifest.get("resolved", {})
+    models_cfg = resolved.get("config", {}).get("models", [])
+    profile = Profile.from_dict(resolved["profile"], f"{rd.manifest}: resolved.profile", recorded=True) \
+        if resolved.get("profile") else Profile(name=None)
+    out_models: dict[str, dict[str, Any]] = {}
+    per_item: dict[str, dict[str, dict[str, float]]] = {}
+    for m in models_cfg:
+        slug = slugify(m["name"])
+        entry: dict[str, Any] = {"slug": slug, "source": m["source"], "status": "pending"}
+        for key, path in rd.model_documents(slug).items():
+            entry[key] = read_json(path)
+        tasks = {}
+        for t in profile.tasks:
+            tdir = rd.task_dir(slug, t.name)
+            summary = read_json(tdir / SUMMARY)
+            if summary is not None:
+                validation = read_json(tdir / VALIDATION)
+                tasks[t.name] = {**summary, **({"validation": validation} if validation else {})}
+                per_item.setdefault(m["name"], {})[t.name] = {
+                    r["id"]: r["score"] for r in read_samples(tdir / SAMPLES).values()}
+        entry["tasks"] = tasks
+        err = read_json(rd.model_dir(slug) / ERROR)
+        if err is not None:
+            entry["status"] = "failed"
+            entry["error"] = err.get("error")
+        elif "meta" in entry and "smoke" in entry and len(tasks) == len(profile.tasks):
+            entry["status"] = "complete"
+        elif "meta" in entry:
+            entry["status"] = "partial"
+        out_models[m["name"]] = entry
+    res: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run": {
+            "created": manifest.get("created"),
+            "reporter_version": manifest.get("reporter_version"),
+            "seed": manifest.get("seed"),
+            "config_hash": manifest.get("config_hash"),
+            "profile": profile.name,
+        },
+        "models": out_models,
+        "comparisons": [c.to_dict() for c in all_pairs(per_item, seed=manifest.get("seed") or 0)],
+    }
+    res["lpp_correlations"] = lpp_correlations(res)
+    return res
+
+
+def write_results(run_dir: str | Path) -> dict[str, Any]:
+    """Build results.json from the artifacts and write it (without the analysis section)."""
+    res = build_results(run_dir)
+    write_json(RunDir(run_dir).results, res)
+    return res

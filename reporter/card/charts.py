@@ -1,0 +1,406 @@
+"""Altair charts of the model card, as Vega-Lite specs (interactive HTML) or static SVG (PDF).
+
+Charts are registered by name in :data:`CHARTS` (a card section lists the charts it shows).
+Every chart has a title and unit-labelled axes and uses the Okabe–Ito colour-blind-safe
+palette; models keep the same colour in every chart. A chart whose data the run lacks is
+simply absent from :func:`chart_specs`, and the card says why in words.
+
+>>> specs = chart_specs(load_card(run_dir))
+>>> "task_scores" in specs, to_svg(specs["task_scores"])[:4]
+(True, '<svg')
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any, Callable, Iterable
+
+import altair as alt
+
+from ..registry import Registry
+from .format import finite as _finite
+from .format import num_or_none as _n
+from .format import pct_or_none as _pct
+
+#: chart builders by name: ``fn(card) -> Vega-Lite spec``, or None when the run has no data for it
+CHARTS: Registry[Callable[[dict[str, Any]], "dict[str, Any] | None"]] = Registry("chart")
+
+# Okabe & Ito (2008), with grey in place of yellow (unreadable as a line on white).
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999"]
+SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "triangle-right", "triangle-left"]
+FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
+WIDTH = 560
+
+
+# --- Vega-Lite plumbing -------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def vl_version() -> str | None:
+    """The Vega-Lite version Altair writes, as vl-convert names it; None = vl-convert's latest.
+
+    >>> vl_version() is None or vl_version().count(".") == 1
+    True
+    """
+    import vl_convert
+
+    v = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    return v if v in vl_convert.get_vegalite_versions() else None
+
+
+def to_svg(spec: dict) -> str:
+    """Static SVG of a Vega-Lite spec (text stays text, so the PDF is vector and searchable).
+
+    See the module example.
+    """
+    import vl_convert
+
+    return vl_convert.vegalite_to_svg(spec, vl_version=vl_version())
+
+
+def svg_data_uri(spec: dict) -> str:
+    """The chart as a ``data:image/svg+xml`` URI (how the PDF embeds it, isolated from the page).
+
+    >>> svg_data_uri(chart_specs(load_card(run_dir))["task_scores"])[:26]
+    'data:image/svg+xml;base64,'
+    """
+    import base64
+
+    return "data:image/svg+xml;base64," + base64.b64encode(to_svg(spec).encode()).decode()
+
+
+@lru_cache(maxsize=1)
+def javascript_bundle() -> str:
+    """Vega, Vega-Lite and Vega-Embed in one script (from vl-convert), inlined so the HTML works offline.
+
+    >>> "vegaEmbed" in javascript_bundle()
+    True
+    """
+    import vl_convert
+
+    return vl_convert.javascript_bundle(vl_version=vl_version())
+
+
+def _data(rows: list[dict[str, Any]]) -> alt.Data:
+    return alt.Data(values=rows)
+
+
+def _title(text: str, subtitle: str | list[str] | None = None) -> alt.TitleParams:
+    return alt.TitleParams(text, subtitle=subtitle or "", anchor="start", fontSize=14, subtitleFontSize=11,
+                           subtitleColor="#444")
+
+
+def _finish(chart: Any, title: str, subtitle: Any = None) -> dict[str, Any]:
+    chart = chart.properties(title=_title(title, subtitle)).configure(font=FONT, background="white")
+    chart = chart.configure_axis(labelFontSize=11, titleFontSize=12, gridColor="#e6e6e6")
+    chart = chart.configure_legend(labelFontSize=11, titleFontSize=11, labelLimit=220)
+    return chart.configure_view(stroke=None).configure_header(labelFontSize=11, titleFontSize=12).to_dict()
+
+
+def _charted(card: dict[str, Any]) -> list[str]:
+    """Models that appear in charts (anything measured), in card order: fixes each model's colour."""
+    return [m["name"] for m in card["models"] if m["tasks"] or m.get("lpp")]
+
+
+def _model_scale(card: dict[str, Any], names: list[str] | None = None, marks: list[str] = PALETTE) -> alt.Scale:
+    """Colour (or shape) per model, the same in every chart even when a chart shows only ``names``."""
+    everyone = _charted(card)
+    names = [n for n in everyone if names is None or n in names]
+    return alt.Scale(domain=names, range=[marks[everyone.index(n) % len(marks)] for n in names])
+
+
+def _task_scale(tasks: list[str]) -> alt.Scale:
+    return alt.Scale(domain=tasks, range=[PALETTE[i % len(PALETTE)] for i in range(len(tasks))])
+
+
+# --- the charts ---------------------------------------------------------------------------------
+
+def chart_specs(card: dict[str, Any], names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Vega-Lite specs by name for every chart (of ``names``; default all) whose data this run has.
+
+    Built-in names: ``task_scores``, ``law_pooled``, ``law_per_task``, ``mui_layers``,
+    ``lpp_entropy``, ``lpp_pr_er``, ``overlap``, ``saturation``, ``training``.
+    """
+    out = {}
+    for name in (CHARTS.names() if names is None else names):
+        if (spec := CHARTS.get(name)(card)) is not None:
+            out[name] = spec
+    return out
+
+
+@CHARTS.register("task_scores")
+def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
+    """Grouped bars of each model's score per task with 95% CI error bars."""
+    tasks = card["benchmarks"] + card["probes"]
+    rows = [{"model": m["name"], "task": t, "score": _pct(r["score"]), "lo": _pct(r["ci_low"]),
+             "hi": _pct(r["ci_high"]), "n": r["n"]}
+            for m in card["models"] for t in tasks if (r := m["tasks"].get(t))]
+    if not rows:
+        return None
+    x = alt.X("task:N", sort=tasks, title="Task", axis=alt.Axis(labelAngle=0))
+    off = alt.XOffset("model:N", sort=_charted(card))
+    tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("task:N", title="Task"),
+           alt.Tooltip("score:Q", title="Score (%)", format=".1f"), alt.Tooltip("lo:Q", title="CI low (%)", format=".1f"),
+           alt.Tooltip("hi:Q", title="CI high (%)", format=".1f"), alt.Tooltip("n:Q", title="Items")]
+    base = alt.Chart(_data(rows)).encode(x=x, xOffset=off)
+    bars = base.mark_bar().encode(y=alt.Y("score:Q", title="Score (% correct)", scale=alt.Scale(domain=[0, 100])),
+                                  color=alt.Color("model:N", scale=_model_scale(card), title="Model"), tooltip=tip)
+    err = base.mark_rule(color="#222", strokeWidth=1.2).encode(y="lo:Q", y2="hi:Q", tooltip=tip)
+    step = max(6, min(36, 480 // max(1, len(tasks) * len(_charted(card)))))
+    chart = alt.layer(bars, err).properties(width=alt.Step(step), height=240)
+    return _finish(chart, "Score per task", "bars: score; black lines: 95% bootstrap CI")
+
+
+def _law_points(card: dict[str, Any], fit: dict[str, Any] | None = None, task: str | None = None) -> list[dict[str, Any]]:
+    """(P %, MUI %) points: the ones ``fit`` was made from when it lists them, else every trained
+    model × task with a score and MUI (untrained references are never law points)."""
+    if fit and fit.get("points"):
+        return [{"model": p["model"] or "", "task": p["task"] or task or "", "P": _n(p["P"]), "MUI": _n(p["MUI"]),
+                 "kind": "point", "note": p["excluded"] or "in the fit"} for p in fit["points"]]
+    return [{"model": m["name"], "task": t, "P": _pct(r["score"]), "MUI": _n(r["mui"]), "kind": "point",
+             "note": "in the fit" if fit and r["score"] > 0 else "no fit" if not fit else "P = 0: not in the fit"}
+            for m in card["models"] if not m["reference"] for t, r in m["tasks"].items()
+            if (task is None or t == task) and _finite(r["mui"])]
+
+
+def _curve(fit: dict[str, Any] | None, pmin: float, pmax: float, **extra: Any) -> list[dict[str, Any]]:
+    """Points of MUI = intercept + slope · ln(P), P in %."""
+    if not fit or "slope" not in fit:
+        return []
+    lo, hi = max(pmin, 0.5), max(pmax, pmin + 1, 1.0)
+    ps = [lo * (hi / lo) ** (i / 60) for i in range(61)]
+    return [{"P": round(p, 3), "MUI": round(fit["intercept"] + fit["slope"] * math.log(p), 5), "kind": "curve", **extra}
+            for p in ps]
+
+
+def equation(fit: dict[str, Any] | None) -> str:
+    """The fitted law in words (P in %), or the reason there is no fit.
+
+    >>> equation({"slope": -0.21, "intercept": 1.23, "r2": 0.84, "n": 12})
+    'MUI = 1.23 − 0.21·ln(P), R² = 0.84, n = 12'
+    >>> equation({"reason": "needs 3 models"})
+    'no fit: needs 3 models'
+    """
+    if not fit:
+        return "no fit in this run"
+    if "slope" not in fit:
+        return f"no fit: {fit['reason']}"
+    sign = "−" if fit["slope"] < 0 else "+"
+    return (f"MUI = {fit['intercept']:.3g} {sign} {abs(fit['slope']):.3g}·ln(P), "
+            f"R² = {fit['r2']:.2f}, n = {fit['n']}")
+
+
+def _law_tasks(card: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    seen = {r["task"] for r in rows if r.get("kind") == "point"}
+    return [t for t in card["benchmarks"] + card["probes"] if t in seen] + sorted(seen - set(card["benchmarks"])
+                                                                                  - set(card["probes"]))
+
+
+def _scatter_layers(card: dict[str, Any], tasks: list[str], models: list[str]) -> tuple[Any, Any]:
+    tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("task:N", title="Task"),
+           alt.Tooltip("P:Q", title="Score P (%)", format=".1f"), alt.Tooltip("MUI:Q", title="MUI (%)", format=".3f"),
+           alt.Tooltip("note:N", title="Law fit")]
+    pts = alt.Chart().transform_filter("datum.kind == 'point'").mark_point(size=70, filled=True, opacity=0.85).encode(
+        x=alt.X("P:Q", title="Score P (% correct)"), y=alt.Y("MUI:Q", title="MUI (% of FFN neurons)"),
+        color=alt.Color("task:N", scale=_task_scale(tasks), title="Task"),
+        shape=alt.Shape("model:N", scale=_model_scale(card, models, SHAPES), title="Model"), tooltip=tip)
+    line = alt.Chart().transform_filter("datum.kind == 'curve'").mark_line(color="#222", strokeWidth=1.5).encode(
+        x="P:Q", y="MUI:Q")
+    return pts, line
+
+
+@CHARTS.register("law_pooled")
+def _law_pooled(card: dict[str, Any]) -> dict[str, Any] | None:
+    """Utility Law scatter (every model × task point) with the pooled fit MUI = a + b·ln(P)."""
+    pooled = ((card["analysis"] or {}).get("law") or {}).get("pooled")
+    pts = _law_points(card, pooled)
+    if not pts:
+        return None
+    ps = [p["P"] for p in pts if p["P"]] or [1.0]
+    rows = pts + _curve(pooled, min(ps), max(ps))
+    p, line = _scatter_layers(card, _law_tasks(card, pts), [p["model"] for p in pts])
+    chart = alt.layer(*([p, line] if len(rows) > len(pts) else [p]), data=_data(rows))
+    chart = chart.properties(width=WIDTH - 140, height=300)
+    return _finish(chart, "Utility Law: MUI against score, every model × task",
+                   f"pooled fit (black line): {equation(pooled)}")
+
+
+@CHARTS.register("law_per_task")
+def _law_per_task(card: dict[str, Any]) -> dict[str, Any] | None:
+    """One panel per task with that task's own law fit."""
+    per = ((card["analysis"] or {}).get("law") or {}).get("per_task") or {}
+    tasks = [t for t in card["benchmarks"] + card["probes"] if t in per] + sorted(
+        set(per) - set(card["benchmarks"]) - set(card["probes"]))
+    if not tasks:
+        return None
+    panels, models = [], []
+    for t in tasks:
+        pts = _law_points(card, per[t], t)
+        ps = [p["P"] for p in pts if p["P"]] or [1.0]
+        curve = _curve(per[t], min(ps), max(ps), task=t)
+        if pts:
+            models += [r["model"] for r in pts]
+            panels.append((pts + curve, bool(curve), f"{t}: {equation(per[t])}"))
+    if not panels:
+        return None
+    p, line = _scatter_layers(card, tasks, models)  # the scales must list every model
+    chart = alt.concat(*[alt.layer(*([p, line] if has else [p]), data=_data(rows)).properties(
+        width=250, height=160, title=alt.TitleParams(label, fontSize=10, fontWeight="normal"))
+        for rows, has, label in panels], columns=2).resolve_scale(x="independent", y="independent")
+    return _finish(chart, "Utility Law per task", "each panel: that task's fit MUI = a + b·ln(P), P in %")
+
+
+@CHARTS.register("mui_layers")
+def _mui_layers(card: dict[str, Any]) -> dict[str, Any] | None:
+    """MUI per layer (depth profile) per model, one line per task."""
+    rows = [{"model": m["name"], "task": t, "layer": i, "mui": _n(v)}
+            for m in card["models"] for t, r in m["tasks"].items() if r["mui_per_layer"]
+            for i, v in enumerate(r["mui_per_layer"])]
+    if not rows:
+        return None
+    tasks = card["benchmarks"] + card["probes"]
+    chart = alt.Chart(_data(rows)).mark_line(strokeWidth=1.3).encode(
+        x=alt.X("layer:Q", title="Layer (0 = first)", axis=alt.Axis(tickMinStep=1, format="d")), y=alt.Y("mui:Q", title="MUI (% of layer's neurons)"),
+        color=alt.Color("task:N", scale=_task_scale(tasks), title="Task"),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("task:N", title="Task"),
+                 alt.Tooltip("layer:Q", title="Layer"), alt.Tooltip("mui:Q", title="MUI (%)", format=".3f")],
+    ).properties(width=165, height=110).facet(
+        facet=alt.Facet("model:N", title=None, sort=_charted(card)), columns=3,
+    ).resolve_scale(x="independent")
+    return _finish(chart, "MUI per layer", "share of each layer's FFN neurons that are key neurons, per task")
+
+
+def _lpp_models(card: dict[str, Any]) -> list[str]:
+    return [m["name"] for m in card["models"] if m.get("lpp")]
+
+
+def _prefix_rows(card: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"model": m["name"], **{k: _n(v) for k, v in p.items()}}
+            for m in card["models"] if m.get("lpp") for p in m["lpp"]["per_prefix"]]
+
+
+@CHARTS.register("lpp_entropy")
+def _lpp_entropy(card: dict[str, Any]) -> dict[str, Any] | None:
+    """LPP: normalised next-token entropy at each prefix length, per model."""
+    rows = _prefix_rows(card)
+    if not rows:
+        return None
+    chart = alt.Chart(_data(rows)).mark_line(point=True).encode(
+        x=alt.X("m:Q", title="Prefix length m (tokens)"),
+        y=alt.Y("entropy:Q", title="Next-token entropy (÷ ln|V|, 0–1)"),
+        color=alt.Color("model:N", scale=_model_scale(card, _lpp_models(card)), title="Model"),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("m:Q", title="Prefix (tokens)"),
+                 alt.Tooltip("entropy:Q", title="Entropy (normalised)", format=".3f")],
+    ).properties(width=WIDTH - 160, height=220)
+    return _finish(chart, "LPP: entropy across prefixes", "the minimum over prefixes is the entropy floor")
+
+
+@CHARTS.register("lpp_pr_er")
+def _lpp_pr_er(card: dict[str, Any]) -> dict[str, Any] | None:
+    """LPP: participation ratio and effective rank at each prefix length (normalised by min(N, d))."""
+    rows = [{"model": r["model"], "m": r["m"], "metric": name, "value": r[key]}
+            for r in _prefix_rows(card) for key, name in (("pr", "Participation ratio"), ("er", "Effective rank"))
+            if r.get(key) is not None]
+    if not rows:
+        return None
+    chart = alt.Chart(_data(rows)).mark_line(point=True).encode(
+        x=alt.X("m:Q", title="Prefix length m (tokens)"),
+        y=alt.Y("value:Q", title="Value (÷ min(N, d), 0–1)"),
+        color=alt.Color("model:N", scale=_model_scale(card, _lpp_models(card)), title="Model"),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("metric:N", title="Metric"),
+                 alt.Tooltip("m:Q", title="Prefix (tokens)"), alt.Tooltip("value:Q", title="Value", format=".4f")],
+    ).properties(width=215, height=200).facet(
+        column=alt.Column("metric:N", title=None, sort=["Participation ratio", "Effective rank"])
+    ).resolve_scale(y="independent")
+    return _finish(chart, "LPP: participation ratio and effective rank across prefixes",
+                   "last-layer hidden states; the report takes the maximum over prefixes")
+
+
+def _diversity(card: dict[str, Any]) -> dict[str, Any]:
+    return (card["analysis"] or {}).get("diversity") or {}
+
+
+@CHARTS.register("overlap")
+def _overlap(card: dict[str, Any]) -> dict[str, Any] | None:
+    """Heatmaps of key-neuron overlap between tasks, one panel per model."""
+    div = {m: d["overlap"] for m, d in _diversity(card).items() if d["overlap"]}
+    if not div:
+        return None
+    kinds = {o.get("matrix_kind") or "overlap" for o in div.values()}
+    kind = kinds.pop() if len(kinds) == 1 else "overlap"
+    rows = [{"model": m, "a": a, "b": b, "v": _n(o["matrix"][i][j])}
+            for m, o in div.items() for i, a in enumerate(o["tasks"]) for j, b in enumerate(o["tasks"])]
+    base = alt.Chart().encode(x=alt.X("a:N", title="Task", axis=alt.Axis(labelAngle=-40)), y=alt.Y("b:N", title="Task"))
+    rect = base.mark_rect().encode(
+        color=alt.Color("v:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title=f"{kind.capitalize()} (0–1)",
+                        legend=alt.Legend(type="symbol", values=[0, 0.2, 0.4, 0.6, 0.8, 1], symbolType="square",
+                                          symbolSize=150)),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("a:N", title="Task"),
+                 alt.Tooltip("b:N", title="Task"), alt.Tooltip("v:Q", title=kind.capitalize(), format=".2f")])
+    text = base.mark_text(fontSize=9).encode(text=alt.Text("v:Q", format=".2f"),
+                                             color=alt.condition("datum.v < 0.6", alt.value("white"), alt.value("black")))
+    side = max(110, min(180, 30 * max(len(o["tasks"]) for o in div.values())))
+    chart = alt.layer(rect, text, data=_data(rows)).properties(width=side, height=side).facet(
+        facet=alt.Facet("model:N", title=None, sort=list(div)), columns=3)
+    return _finish(chart, "Key-neuron overlap between tasks",
+                   f"{kind.capitalize()} overlap of the tasks' key-neuron unions, per model (1 = the same neurons)")
+
+
+@CHARTS.register("saturation")
+def _saturation(card: dict[str, Any]) -> dict[str, Any] | None:
+    """Saturation curves (key-neuron union as samples are added) per task, one panel per model, n95 dashed."""
+    div = {m: d["saturation"] for m, d in _diversity(card).items() if d["saturation"]}
+    if not div:
+        return None
+    tasks = [t for t in card["benchmarks"] + card["probes"] if any(t in s for s in div.values())]
+    tasks += sorted({t for s in div.values() for t in s} - set(tasks))
+    rows = [{"model": m, "task": t, "n": n, "union": _n(u), "kind": "curve"}
+            for m, sat in div.items() for t, s in sat.items() for n, u in zip(s["n"], s["union"])]
+    rows += [{"model": m, "task": t, "n95": s["n95"], "kind": "n95"}
+             for m, sat in div.items() for t, s in sat.items() if _finite(s["n95"])]
+    color = alt.Color("task:N", scale=_task_scale(tasks), title="Task")
+    lines = alt.Chart().transform_filter("datum.kind == 'curve'").mark_line().encode(
+        x=alt.X("n:Q", title="Samples (n)"), y=alt.Y("union:Q", title="Key neurons in the union"), color=color,
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("task:N", title="Task"),
+                 alt.Tooltip("n:Q", title="Samples"), alt.Tooltip("union:Q", title="Key neurons", format=",d")])
+    rules = alt.Chart().transform_filter("datum.kind == 'n95'").mark_rule(strokeDash=[4, 3]).encode(
+        x="n95:Q", color=color, tooltip=[alt.Tooltip("task:N", title="Task"),
+                                         alt.Tooltip("n95:Q", title="Samples to 95% of the union")])
+    chart = alt.layer(lines, rules, data=_data(rows)).properties(width=170, height=120).facet(
+        facet=alt.Facet("model:N", title=None, sort=list(div)), columns=3).resolve_scale(y="independent")
+    return _finish(chart, "Saturation of key neurons", "union of key neurons as samples are added; dashed: n95, "
+                   "the samples needed for 95% of the final union")
+
+
+@CHARTS.register("training")
+def _training(card: dict[str, Any]) -> dict[str, Any] | None:
+    """Score and MUI along a checkpoint series, points coloured by training phase."""
+    tr = (card["analysis"] or {}).get("training")
+    if not tr or not tr["model_series"]:
+        return None
+    rows = [{"order": i, "checkpoint": str(_checkpoint(s["checkpoint"])), "model": s["model"],
+             "phase": s["phase"] or "start", "Score (%)": _pct(s["P"]), "MUI (%)": _n(s["MUI"])}
+            for i, s in enumerate(tr["model_series"])]
+    order = [r["checkpoint"] for r in rows]
+    phases = ["start", "evolving", "accumulating", "coarsening", "collapsing", "stable"]
+    phases += sorted({r["phase"] for r in rows} - set(phases))
+    panels = []
+    for field in ("Score (%)", "MUI (%)"):
+        base = alt.Chart(_data(rows)).encode(x=alt.X("checkpoint:N", sort=order, title="Checkpoint (training step)",
+                                                     axis=alt.Axis(labelAngle=0)),
+                                             y=alt.Y(f"{field}:Q", title=field, scale=alt.Scale(zero=False)))
+        pts = base.mark_point(size=90, filled=True).encode(
+            color=alt.Color("phase:N", scale=alt.Scale(domain=phases, range=PALETTE[6:7] + PALETTE[:len(phases) - 1]),
+                            title="Phase"),
+            shape=alt.Shape("phase:N", scale=alt.Scale(domain=phases, range=SHAPES[:len(phases)]), title="Phase"),
+            tooltip=["model:N", "checkpoint:N", "phase:N", alt.Tooltip(f"{field}:Q", format=".3f")])
+        panels.append(alt.layer(base.mark_line(color="#777"), pts).properties(width=220, height=180))
+    return _finish(alt.hconcat(*panels), "Training phases along checkpoints",
+                   "phase from the signs of ΔP and ΔMUI between consecutive checkpoints")
+
+
+def _checkpoint(c: Any) -> Any:
+    if isinstance(c, float) and c.is_integer():
+        c = int(c)
+    if isinstance(c, int) and c >= 1000:
+        return f"{c / 1000:g}k"
+    return c

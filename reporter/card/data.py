@@ -1,0 +1,233 @@
+"""The card's data: results.json checked against :mod:`reporter.schema`, plus the derived views
+the sections render (averages and ranks, neighbour comparisons, warnings, the summary,
+limitations, measurements of plugin collectors).
+
+Nothing here loads a model or imports torch: a card can be re-rendered anywhere.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..schema import Results, TaskSummary, is_untrained, validate
+from ..store.atomic import read_json
+from ..store.layout import RunDir
+from ..tasks import is_probe
+
+_LEVELS = ("high", "medium", "low")
+_SEVERITIES = ("strong", "weak", "none")
+#: the task summary keys the built-in sections show; any other key is a plugin's measurement
+_CORE_TASK_KEYS = frozenset(TaskSummary.__annotations__)
+#: AR probe metrics the tables read at the top level of a task (older runs nest them under "ar" only)
+_AR_FIELDS = ("flag_accuracy", "answer_accuracy", "format_validity", "overconfidence")
+
+
+def load_card(run_dir: str | Path) -> dict[str, Any]:
+    """Read and check a run's results.json + manifest.json; return what the templates render.
+
+    >>> card = load_card(run_dir)
+    >>> card["benchmarks"], card["probes"]
+    (['arc_easy'], ['spc'])
+    """
+    rd = RunDir(run_dir)
+    res = read_json(rd.results)
+    if res is None:
+        raise UserError(f"{rd.results}: no results.json; run `reporter run` first")
+    return build_card(res, read_json(rd.manifest, {}))
+
+
+def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    """The checked (:func:`reporter.schema.validate`), derived view of ``results.json`` that templates and charts use."""
+    res = validate(res, Results)
+    run = res["run"] or {}
+    models = [_model(name, m) for name, m in res["models"].items()]
+    order = [t["name"] for t in (manifest.get("resolved", {}).get("profile") or {}).get("tasks", [])]
+    seen = order + [t for m in models for t in m["tasks"] if t not in order]
+    tasks = [t for t in dict.fromkeys(seen) if any(t in m["tasks"] for m in models)]
+    if (a := res["analysis"]) is not None:
+        a["contamination"].sort(key=lambda c: (_SEVERITIES.index(c["severity"]), c["model"], c["task"]))
+    card = {"run": run, "manifest": manifest, "models": models,
+            "benchmarks": [t for t in tasks if not is_probe(t)], "probes": [t for t in tasks if is_probe(t)],
+            "comparisons": res["comparisons"], "lpp_correlations": res["lpp_correlations"], "analysis": a}
+    names = [m["name"] for m in models]
+    card["title"] = "Model card: " + (", ".join(names[:3]) + f" and {len(names) - 3} more" if len(names) > 4
+                                      else ", ".join(names))
+    card["subtitle"] = f"profile {run.get('profile') or 'unnamed'}, {len(models)} model{'s' * (len(models) != 1)}"
+    card["date"] = (run.get("created") or manifest.get("created") or "")[:10]
+    _averages(card)
+    for c in card["comparisons"]:
+        c["significant"] = c["ci_low"] > 0 or c["ci_high"] < 0
+    for key, fn in (("neighbours", _neighbours), ("warnings", _warnings), ("summary", _summary),
+                    ("limitations", _limitations), ("extra_measurements", extra_measurements)):
+        card[key] = fn(card)
+    return card
+
+
+def _model(name: str, m: dict[str, Any]) -> dict[str, Any]:
+    meta = m["meta"] or {}
+    for t in m["tasks"].values():  # AR metrics: top-level fields, or nested under "ar" (reporter.probes)
+        t.update({k: v for k, v in (t["ar"] or {}).items() if t.get(k) is None and k in _AR_FIELDS})
+    return {**m, "name": name, "meta": meta, "smoke": m["smoke"] or {}, "status": m["status"] or "pending",
+            "slug": m["slug"] or name,
+            "reference": is_untrained(m)}
+
+
+def _averages(card: dict[str, Any]) -> None:
+    """Mean score (with an approximate CI), mean MUI and raw rank over the benchmark tasks."""
+    bench = card["benchmarks"]
+    for m in card["models"]:
+        ts = [m["tasks"][t] for t in bench if t in m["tasks"]]
+        m["complete"] = bool(bench) and len(ts) == len(bench)
+        m["avg"] = m["avg_lo"] = m["avg_hi"] = m["avg_mui"] = None
+        if m["complete"]:
+            k = len(ts)
+            m["avg"] = sum(t["score"] for t in ts) / k
+            m["avg_lo"] = max(0.0, m["avg"] - math.sqrt(sum((t["score"] - t["ci_low"]) ** 2 for t in ts)) / k)
+            m["avg_hi"] = min(1.0, m["avg"] + math.sqrt(sum((t["ci_high"] - t["score"]) ** 2 for t in ts)) / k)
+            if all(t["mui"] is not None for t in ts):
+                m["avg_mui"] = sum(t["mui"] for t in ts) / k
+    ranked = sorted((m for m in card["models"] if m["avg"] is not None), key=lambda m: -m["avg"])
+    for i, m in enumerate(ranked):
+        m["rank"] = i + 1
+    card["ranked"] = ranked + [m for m in card["models"] if m["avg"] is None]
+    a = card["analysis"] or {}
+    fair = {f["model"]: f for f in ((a.get("fairness") or {}).get("per_model") or [])}
+    contam = [c for c in a.get("contamination") or [] if c["severity"] != "none"]
+    for m in card["models"]:
+        m["fair"] = fair.get(m["name"])
+        m["badges"] = ([(c["severity"], f"contamination {c['severity']}: {c['task']}") for c in contam
+                        if c["model"] == m["name"]]
+                       + ([("strong", "failed")] if m["status"] == "failed" else [])
+                       + ([("weak", m["status"])] if m["status"] in ("partial", "pending") else [])
+                       + ([("info", "untrained reference")] if m["reference"] else [])
+                       + ([("info", "quantised (GGUF)")] if m["meta"].get("source_type") == "packaged" else []))
+
+
+def _oriented(c: dict[str, Any], a: str) -> dict[str, Any]:
+    """Comparison ``c`` as ``a`` minus the other model."""
+    if c["model_a"] == a:
+        return c
+    return {**c, "model_a": c["model_b"], "model_b": c["model_a"], "mean_diff": -c["mean_diff"],
+            "ci_low": -c["ci_high"], "ci_high": -c["ci_low"], "n01": c["n10"], "n10": c["n01"]}
+
+
+def _neighbours(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each ranked model against the next one down: is the higher rank a real difference, task by task?"""
+    ranked = [m["name"] for m in card["ranked"] if m["avg"] is not None]
+    by_pair: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for c in card["comparisons"]:
+        by_pair[(c["model_a"], c["model_b"], c["task"])] = by_pair[(c["model_b"], c["model_a"], c["task"])] = c
+    out = []
+    for a, b in zip(ranked, ranked[1:]):
+        cells = {t: _oriented(by_pair[(a, b, t)], a) for t in card["benchmarks"] if (a, b, t) in by_pair}
+        out.append({"a": a, "b": b, "cells": cells, "wins": sum(c["significant"] and c["mean_diff"] > 0
+                                                                 for c in cells.values()),
+                    "losses": sum(c["significant"] and c["mean_diff"] < 0 for c in cells.values())})
+    return out
+
+
+def _trained(card: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in card["models"] if not m["reference"] and m["status"] != "failed"]
+
+
+def _warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """(level, sentence) pairs, most severe first."""
+    out = []
+    a = card["analysis"] or {}
+    for m in card["models"]:
+        if m["status"] == "failed":
+            out.append(("high", f"{m['name']} failed to evaluate: {m['error'] or 'no error recorded'}."))
+        elif m["status"] in ("partial", "pending"):
+            out.append(("medium", f"{m['name']} is {m['status']}: some tasks are missing, so it has no mean score."))
+    for c in a.get("contamination") or []:
+        fired = [k.replace("_", " ") for k, v in c["signals"].items() if isinstance(v, dict) and v.get("fires")]
+        if c["severity"] != "none":
+            out.append(("high" if c["severity"] == "strong" else "medium",
+                        f"Possible test-set contamination ({c['severity']}): {c['model']} on {c['task']}"
+                        + (f" ({' and '.join(fired)} signal{'s' * (len(fired) > 1)})" if fired else "")
+                        + "; see Contamination."))
+    if (a.get("training") or {}).get("collapse"):
+        out.append(("high", "Training diagnostics: the checkpoint series shows a collapsing phase "
+                            "(score down while MUI rises)."))
+    ns = [t["n"] for m in card["models"] for t in m["tasks"].values()]
+    if ns and min(ns) < 100:
+        widest = max(t["ci_high"] - t["ci_low"] for m in card["models"] for t in m["tasks"].values())
+        out.append(("medium", f"Small samples: tasks have {min(ns)}–{max(ns)} items; the widest 95% CI spans "
+                              f"{100 * widest:.0f} percentage points, so small score gaps are noise."))
+    if (k := len(_trained(card))) < 3:
+        out.append(("medium", f"Only {k} trained model{'s' * (k != 1)}: the Utility Law fit and the "
+                              "law-adjusted ranking need ≥3 models."))
+    pooled = ((a.get("law") or {}).get("pooled")) or {}
+    if pooled.get("r2") is not None and pooled["r2"] < 0.5:
+        out.append(("low", f"The pooled Utility Law fit is weak (R² = {pooled['r2']:.2f}); law-based "
+                           "adjustments are indicative only."))
+    if card["lpp_correlations"] and not any(c["reliable"] for c in card["lpp_correlations"]):
+        out.append(("low", "No LPP–benchmark correlation is reliable at this number of models."))
+    if any(m["meta"].get("source_type") == "packaged" for m in card["models"]):
+        out.append(("low", "Offline demo models are quantised GGUF files dequantised to float; their scores "
+                           "can differ from the original full-precision weights."))
+    return sorted(out, key=lambda w: _LEVELS.index(w[0]))
+
+
+def _summary(card: dict[str, Any]) -> dict[str, Any]:
+    """Who wins on raw score (and is the lead significant?), who wins law-adjusted, the top warnings."""
+    ranked = [m for m in card["ranked"] if m["avg"] is not None and not m["reference"]]
+    w, r = (ranked + [None, None])[:2]
+    wins = sum(1 for c in card["comparisons"] if r and c["significant"] and c["task"] in card["benchmarks"]
+               and {c["model_a"], c["model_b"]} == {w["name"], r["name"]} and _oriented(c, w["name"])["mean_diff"] > 0)
+    top = next((m for m in card["models"] if m["fair"] and m["fair"]["rank_adjusted"] == 1), None)
+    return {"winner": w, "runner_up": r, "wins": wins, "top_adjusted": top, "n_trained": len(_trained(card)),
+            "warnings": card["warnings"][:4]}
+
+
+def _limitations(card: dict[str, Any]) -> list[str]:
+    out = [w for lvl, w in card["warnings"] if w.startswith(("Small samples", "Only ", "Offline demo"))]
+    settings = {(s.get("n_samples"), s.get("top_ratio")) for m in card["models"] for t in m["tasks"].values()
+                if (s := t["mui_settings"])}
+    if len(settings) > 1:
+        out.append("MUI grows with the number of samples: tasks here use different sample counts "
+                   f"({', '.join(str(n) for n, _ in sorted(settings, key=str))}), so compare MUI only "
+                   "within a task.")
+    a = card["analysis"] or {}
+    return out + a.get("notes", [])
+
+
+def extra_measurements(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-task summary fields that no built-in section shows (a plugin collector's measurements).
+
+    One entry per field: ``{"field", "tasks": [...], "rows": [{"model", "cells": {task: text}}]}``, where
+    a number is shown as is, and a list of numbers as its mean with its length and range.
+
+    >>> card = {"models": [{"name": "m", "tasks": {"t": {"score": 1, "layer_norm": [1.0, 3.0]}}}]}
+    >>> extra_measurements(card)[0]["rows"][0]["cells"]
+    {'t': 'mean 2.000 over 2 values (1.000 to 3.000)'}
+    """
+    fields: dict[str, list[str]] = {}
+    for m in card["models"]:
+        for task, summary in m["tasks"].items():
+            for key, value in summary.items():
+                if key not in _CORE_TASK_KEYS and _shown(value) is not None:
+                    tasks = fields.setdefault(key, [])
+                    if task not in tasks:
+                        tasks.append(task)
+    out = []
+    for key, tasks in fields.items():
+        rows = [{"model": m["name"], "cells": {t: _shown(m["tasks"][t].get(key)) or "—" for t in tasks
+                                               if t in m["tasks"]}}
+                for m in card["models"] if any(key in s for s in m["tasks"].values())]
+        out.append({"field": key, "tasks": tasks, "rows": rows})
+    return out
+
+
+def _shown(value: Any) -> str | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return f"{value:.4g}" if math.isfinite(value) else None
+    if isinstance(value, list) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 for v in value):
+        return (f"mean {sum(value) / len(value):.3f} over {len(value)} values "
+                f"({min(value):.3f} to {max(value):.3f})")
+    return None

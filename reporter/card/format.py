@@ -1,0 +1,67 @@
+"""Number formatting shared by the card's tables (as Jinja filters) and its charts.
+
+>>> fmt_pct(0.25), fmt_num(3.14159), fmt_signed(-0.05), fmt_p(0.0004)
+('25.0', '3.14', '−5.0', '<0.001')
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def finite(x: Any) -> bool:
+    """Whether ``x`` is a real, finite number (not a bool)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def fmt_pct(x: Any, digits: int = 1) -> str:
+    """A fraction as a percentage without the sign; missing or NaN → '—'.
+
+    >>> fmt_pct(0.25), fmt_pct(None)
+    ('25.0', '—')
+    """
+    return f"{100 * x:.{digits}f}" if finite(x) else "—"
+
+
+def fmt_num(x: Any, digits: int = 2) -> str:
+    """A number to ``digits`` decimals; integers stay integers (with thousands separators).
+
+    >>> fmt_num(3.14159), fmt_num(134515008), fmt_num(float("nan"))
+    ('3.14', '134,515,008', '—')
+    """
+    if isinstance(x, int) and not isinstance(x, bool):
+        return f"{x:,}"
+    return f"{x:.{digits}f}" if finite(x) else "—"
+
+
+def fmt_signed(x: Any, digits: int = 1, scale: float = 100) -> str:
+    """A signed difference, scaled to percentage points by default (a true minus sign; zero unsigned).
+
+    >>> fmt_signed(0.031), fmt_signed(-0.05), fmt_signed(-0.0001)
+    ('+3.1', '−5.0', '0.0')
+    """
+    if not finite(x):
+        return "—"
+    v = round(scale * x, digits)
+    return f"{v:+.{digits}f}".replace("-", "−") if v != 0 else f"{0:.{digits}f}"
+
+
+def fmt_p(p: Any) -> str:
+    """A p-value.
+
+    >>> fmt_p(0.0004), fmt_p(0.004), fmt_p(0.5)
+    ('<0.001', '0.004', '0.50')
+    """
+    if not finite(p):
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
+
+
+def pct_or_none(x: Any) -> float | None:
+    """A fraction as a percentage rounded for a chart; None when missing."""
+    return round(100 * x, 3) if finite(x) else None
+
+
+def num_or_none(x: Any) -> Any:
+    """``x`` when it is a finite number, else None."""
+    return x if finite(x) else None

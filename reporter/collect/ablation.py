@@ -1,0 +1,75 @@
+"""The Utility Law paper's check of key neurons: re-score with them zeroed, and with as many random ones.
+
+If the key neurons matter, zeroing them should hurt the score far more than zeroing the same
+number of random neurons in the same layers (``validation.json`` per task, with
+``mui: {validate_neurons: true}``).
+
+>>> import torch
+>>> from transformers import LlamaConfig, LlamaForCausalLM
+>>> m = LlamaForCausalLM(LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+...                                  num_attention_heads=2, num_key_value_heads=1, vocab_size=50)).eval()
+>>> ids = torch.randint(0, 50, (1, 5))
+>>> with torch.no_grad():
+...     before = m(ids).logits
+...     with ablate(m, None, np.arange(32)):     # all of layer 0
+...         after = m(ids).logits
+>>> bool((before != after).any()), len(m.model.layers[0].mlp.down_proj._forward_pre_hooks)
+(True, 0)
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from ..instrument.hooks import HookSet
+from ..metrics.mui import random_neurons_like, union
+from ..models.adapters import Adapter, get_adapter
+from ..models.generation import generate
+from ..scoring import get_scorer
+from ..store.atomic import read_json, write_json
+from ..store.layout import NEURONS, SUMMARY, VALIDATION
+from ..store.neurons import load_neuron_sets
+from .plan import TaskPlan
+
+
+@contextmanager
+def ablate(model: torch.nn.Module, adapter: Adapter | None, neuron_ids: Any) -> Iterator[HookSet]:
+    """Zero the given neurons' activations (the input of each layer's down projection).
+
+    Any forward pass of ``model`` inside the ``with`` block runs ablated; the hooks are removed
+    on exit, also on exceptions. ``adapter=None`` looks it up.
+    """
+    adapter = adapter if adapter is not None else get_adapter(model)
+    F = adapter.d_ff
+    ids = union([np.asarray(neuron_ids)], adapter.n_layers, F)
+    with HookSet() as hooks:
+        layers = ids // F
+        for layer in np.unique(layers).tolist():
+            idx = torch.as_tensor(ids[layers == layer] % F, device=adapter.down_weight(layer).device)
+            hooks.replace_input(adapter.down_proj(layer), lambda x, idx=idx: x.index_fill(-1, idx.to(x.device), 0))
+        yield hooks
+
+
+def validate_neurons(lm: Any, plan: TaskPlan, task_dir: Path, *, seed: int) -> dict[str, Any]:
+    """Scores with the task's key neurons zeroed and with as many random ones; writes ``validation.json``."""
+    out_path = task_dir / VALIDATION
+    if out_path.is_file():
+        return read_json(out_path)  # type: ignore[no-any-return]
+    scorer = get_scorer(plan.task.scorer)
+    _, sets, _ = load_neuron_sets(task_dir / NEURONS)
+    key = np.unique(np.concatenate(sets)) if sets else np.zeros(0, dtype=np.int64)
+    rnd = random_neurons_like(key, lm.adapter.n_layers, lm.adapter.d_ff, seed=seed)
+    res: dict[str, Any] = {"n_neurons": int(key.size)}
+    for label, neurons in (("key", key), ("random", rnd)):
+        with ablate(lm.model, lm.adapter, neurons):
+            gens = generate(lm, plan.prompt_ids, max_new_tokens=plan.task.max_new_tokens, stop=plan.stop,
+                            batch_size=lm.spec.max_batch_size)
+        scores = [scorer(g.text, it.scorer_item())[1] for g, it in zip(gens, plan.items)]
+        res[f"score_ablated_{label}"] = float(np.mean(scores)) if scores else float("nan")
+    res["score"] = read_json(task_dir / SUMMARY)["score"]
+    write_json(out_path, res)
+    return res

@@ -1,0 +1,143 @@
+"""Collector plugins: measurements that ride the collect stage, registered by name.
+
+A plugin is a subclass of :class:`CollectorPlugin` registered with :func:`register_collector`.
+It says whether a profile enables it and takes part in two scopes, each optional:
+
+* **task scope** (every batch of every task): :meth:`~CollectorPlugin.for_batch` builds a
+  :class:`~reporter.instrument.hooked_pass.Collector` that rides the batch's one teacher-forced
+  hooked pass; :meth:`~CollectorPlugin.save_batch` writes its per-batch artifact (or annotates
+  the batch's sample records); :meth:`~CollectorPlugin.finish_task` merges the batches and
+  returns summary fields, which land in ``summary.json`` and so in ``results.json``;
+  :meth:`~CollectorPlugin.batch_done` / :meth:`~CollectorPlugin.task_done` answer "am I done"
+  for resume.
+* **model scope** (once per model, on inputs of its own such as a corpus):
+  :meth:`~CollectorPlugin.run_model` writes its artifacts into the model directory, and
+  :meth:`~CollectorPlugin.model_done` answers for resume. A ``<name>.json`` it writes there
+  becomes the key ``<name>`` of the model's results.json entry.
+
+The task runner, the resume logic and results assembly need no edit for a new plugin: they
+loop over :data:`COLLECTORS`, and results assembly reads what the plugins wrote.
+
+>>> [c for c in COLLECTORS]
+['mui', 'logprobs', 'calibration', 'lpp']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from ...config import Profile, TaskConfig
+from ...instrument.hooked_pass import Collector
+from ...models.generation import Generation
+from ...registry import Registry
+from ...store.layout import PARTS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..plan import TaskPlan
+
+
+@dataclass
+class TaskContext:
+    """One task of one model, as the plugins see it."""
+
+    lm: Any  # reporter.models.loading.LoadedModel
+    profile: Profile
+    config: TaskConfig
+    plan: "TaskPlan"
+    task_dir: Path
+    seed: int
+
+    @property
+    def parts_dir(self) -> Path:
+        """Where per-batch artifacts live while the task runs (deleted when it finishes)."""
+        return self.task_dir / PARTS
+
+    def part_path(self, plugin: str, batch: int, suffix: str = ".npz") -> Path:
+        """The per-batch artifact of ``plugin`` for batch number ``batch``."""
+        return self.parts_dir / f"{plugin}-{batch:05d}{suffix}"
+
+    def parts(self, plugin: str, suffix: str = ".npz") -> list[Path]:
+        """Every per-batch artifact of ``plugin``, in batch order."""
+        return sorted(self.parts_dir.glob(f"{plugin}-*{suffix}"))
+
+
+@dataclass
+class BatchContext:
+    """One batch of a task: its items, their generations and their sample records."""
+
+    task: TaskContext
+    index: int  # batch number within the task
+    positions: list[int]  # indices into task.plan.items
+    generations: list[Generation]
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def items(self) -> list[Any]:
+        """The batch's items, in batch order."""
+        return [self.task.plan.items[i] for i in self.positions]
+
+    @property
+    def item_ids(self) -> list[str]:
+        """The batch's item ids, in batch order."""
+        return [it.id for it in self.items]
+
+
+class CollectorPlugin:
+    """Base class of collector plugins: override what applies (see the module docstring)."""
+
+    #: the registry name (also the prefix of its per-batch artifacts)
+    name: ClassVar[str] = ""
+    #: how failures and progress name it
+    label: ClassVar[str] = ""
+
+    def enabled(self, profile: Profile) -> bool:
+        """Whether ``profile`` turns this collector on."""
+        return True
+
+    # -- task scope
+    def for_batch(self, batch: BatchContext) -> Collector | None:
+        """The collector riding this batch's teacher-forced pass, or None when it needs none."""
+        return None
+
+    def save_batch(self, collector: Collector | None, batch: BatchContext) -> None:
+        """Write the batch's artifact (or annotate ``batch.records``) after the pass."""
+
+    def batch_done(self, task: TaskContext, batch: int) -> bool:
+        """Whether batch ``batch``'s artifact exists (a missing one makes the batch run again)."""
+        return True
+
+    def finish_task(self, task: TaskContext, samples: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """Merge the batches' artifacts; return the fields this plugin adds to ``summary.json``."""
+        return {}
+
+    def task_done(self, task_dir: Path) -> bool:
+        """Whether the task's final artifact of this plugin exists."""
+        return True
+
+    # -- model scope
+    def run_model(self, lm: Any, profile: Profile, model_dir: Path) -> None:
+        """Measure once per model and write the artifacts into ``model_dir``."""
+
+    def model_done(self, profile: Profile, model_dir: Path) -> bool:
+        """Whether :meth:`run_model`'s artifacts exist."""
+        return True
+
+
+#: collector plugins by name, in the order they run
+COLLECTORS: Registry[CollectorPlugin] = Registry("collector")
+
+P = TypeVar("P", bound=type[CollectorPlugin])
+
+
+def register_collector(cls: P) -> P:
+    """Class decorator: register one instance of a :class:`CollectorPlugin` subclass under ``cls.name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__}: a collector plugin needs a name")
+    COLLECTORS.add(cls.name, cls())
+    return cls
+
+
+def enabled_collectors(profile: Profile) -> list[CollectorPlugin]:
+    """The plugins ``profile`` turns on, in registry order."""
+    return [p for _, p in COLLECTORS.items() if p.enabled(profile)]

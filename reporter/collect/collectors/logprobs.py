@@ -1,0 +1,211 @@
+"""Per-token log-probabilities from the one teacher-forced pass (the evidence for Min-K%).
+
+:class:`TokenLogProbCollector` rides along :func:`reporter.instrument.hooked_pass.hooked_pass`
+(no hooks, no extra pass: it only reads the logits) and keeps, per sample, the
+log-probability the model gave to each ACTUAL next token, ``log p(x_{t+1} | x_{<=t})``,
+separately for
+
+* prompt tokens (every valid prompt token but the first, which has no left context), and
+* response tokens (the model's own answer, teacher-forced).
+
+Arrays are float32, in token order. Left or right padding is handled through the mask. The
+:class:`LogProbsPlugin` stores them per task in ``logprobs.npz`` and, once per model, the same
+for non-benchmark reference text in ``reference_logprobs.npz`` (formats:
+:mod:`reporter.store.logprobs`); the analyse stage compares the two
+(:mod:`reporter.analyse.contamination`).
+
+>>> import torch
+>>> from transformers import GPT2Config, GPT2LMHeadModel
+>>> m = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50, bos_token_id=0, eos_token_id=0))
+>>> ids = torch.tensor([[0, 5, 6, 7, 8]]); am = torch.tensor([[0, 1, 1, 1, 1]])
+>>> resp = torch.tensor([[False, False, False, True, True]])
+>>> col = TokenLogProbCollector()
+>>> _ = hooked_pass(m, None, PassBatch(ids, am, resp), [col])
+>>> [a.shape for a in col.prompt_results()], [a.shape for a in col.response_results()]
+([(1,)], [(2,)])
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ...config import ContaminationConfig, Profile
+from ...instrument.batch import PassBatch, left_pad
+from ...instrument.hooked_pass import hooked_pass
+from ...store.layout import LOGPROBS, REFERENCE_LOGPROBS
+from ...store.logprobs import load_logprobs, merge_logprobs, save_logprobs
+from ...tasks.sources import lambada_texts
+from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
+
+__all__ = ["TokenLogProbCollector", "LogProbsPlugin", "question_span", "token_logprobs",
+           "collect_reference_logprobs"]
+
+_CHUNK_ELEMENTS = 1 << 25  # log-softmax over at most this many logits at once (bounded memory)
+
+
+class TokenLogProbCollector:
+    """Collector (see :mod:`reporter.instrument.hooked_pass`) of per-token log-probs of the actual next tokens.
+
+    Results accumulate over batches in order: :meth:`prompt_results` / :meth:`response_results`
+    return one float32 array per sample. The log-softmax is computed in float32, in chunks of
+    positions so that memory stays bounded for large vocabularies; results move to the host
+    once per batch.
+    """
+
+    def __init__(self) -> None:
+        self._prompt: list[np.ndarray] = []
+        self._response: list[np.ndarray] = []
+
+    def attach(self, hooks: Any, adapter: Any, batch: PassBatch) -> None:
+        """No hooks: the logits are enough."""
+
+    def after_forward(self, batch: PassBatch, logits: torch.Tensor) -> None:
+        """Log-softmax in float32 chunks, gather the actual next tokens, split prompt from response."""
+        ids, am = batch.input_ids, batch.attention_mask.bool()
+        B, T = ids.shape
+        if T < 2:
+            self._prompt += [np.zeros(0, np.float32)] * B
+            self._response += [np.zeros(0, np.float32)] * B
+            return
+        tgt = ids[:, 1:].to(logits.device)
+        lp = torch.empty(B, T - 1, dtype=torch.float32, device=logits.device)
+        rows = max(1, _CHUNK_ELEMENTS // max(1, logits.shape[-1]))
+        for b in range(B):
+            for s in range(0, T - 1, rows):
+                e = min(T - 1, s + rows)
+                x = logits[b, s:e].float()
+                lp[b, s:e] = x.gather(-1, tgt[b, s:e, None]).squeeze(-1) - torch.logsumexp(x, dim=-1)
+        valid = (am[:, 1:] & am[:, :-1]).to(logits.device)
+        resp = batch.response_mask.bool()[:, 1:].to(logits.device) & valid
+        prompt = valid & ~resp
+        lp, resp, prompt = lp.cpu().numpy(), resp.cpu().numpy(), prompt.cpu().numpy()
+        for b in range(B):
+            self._prompt.append(lp[b][prompt[b]].astype(np.float32))
+            self._response.append(lp[b][resp[b]].astype(np.float32))
+
+    def prompt_results(self) -> list[np.ndarray]:
+        """Per sample, the log-probs of its prompt tokens (after the first)."""
+        return list(self._prompt)
+
+    def response_results(self) -> list[np.ndarray]:
+        """Per sample, the log-probs of its response tokens."""
+        return list(self._response)
+
+
+def question_span(tokenizer: Any, prompt_text: str, question_text: str, prompt_ids: Sequence[int]
+                  ) -> tuple[int, int] | None:
+    """[start, end) of ``question_text`` inside the tokenised prompt (prompt-token indices).
+
+    The LAST occurrence of the question in the prompt text is used (few-shot demos come
+    first). Returns None when the question is not found or the tokenisation with offsets does
+    not line up with ``prompt_ids`` (the analysis then uses the whole prompt).
+
+    >>> prompt = "Answer the question.\n\nWhat is 2 + 2?"
+    >>> question_span(lm.tokenizer, prompt, "What is 2 + 2?", lm.tokenizer(prompt)["input_ids"])
+    (5, 12)
+    """
+    c0 = prompt_text.rfind(question_text) if question_text else -1
+    if c0 < 0:
+        return None
+    c1 = c0 + len(question_text)
+    try:
+        enc = tokenizer(prompt_text, add_special_tokens=False, return_offsets_mapping=True)
+    except Exception:  # slow tokenizers have no offsets
+        return None
+    ids, offs = list(enc["input_ids"]), list(enc["offset_mapping"])
+    shift = len(prompt_ids) - len(ids)  # special tokens added in front (BOS)
+    if shift < 0 or list(prompt_ids[shift:]) != ids:
+        return None
+    toks = [j for j, (a, b) in enumerate(offs) if b > c0 and a < c1]
+    if not toks:
+        return None
+    return shift + toks[0], shift + toks[-1] + 1
+
+
+def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: int = 8) -> list[np.ndarray]:
+    """Prompt-token log-probs of whole token sequences (no response), via one hooked pass per batch.
+
+    >>> [a.shape for a in token_logprobs(lm, [[1, 2, 3]])]
+    [(2,)]
+    """
+    order = sorted(range(len(id_lists)), key=lambda i: (-len(id_lists[i]), i))
+    out: list[np.ndarray | None] = [None] * len(id_lists)
+    for s in range(0, len(order), batch_size):
+        idx = order[s:s + batch_size]
+        pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+        ids, mask = left_pad([list(id_lists[i]) for i in idx], pad, lm.device)
+        col = TokenLogProbCollector()
+        hooked_pass(lm.model, lm.adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)), [col])
+        for i, a in zip(idx, col.prompt_results()):
+            out[i] = a
+    return out  # type: ignore[return-value]
+
+
+def collect_reference_logprobs(lm: Any, path: Path, texts: Sequence[str] | None = None, *,
+                               n: int = ContaminationConfig.reference_texts, max_tokens: int = 128,
+                               batch_size: int = 8) -> int:
+    """Write ``reference_logprobs.npz``: log-probs of non-benchmark text (packaged LAMBADA).
+
+    The reference for the Min-K% comparison (:mod:`reporter.analyse.contamination`). Each text
+    is tokenised plainly (special tokens as the tokenizer adds them) and cut to ``max_tokens``.
+    Skips the work when ``path`` exists. Returns the number of texts.
+
+    >>> import tempfile, pathlib
+    >>> collect_reference_logprobs(lm, pathlib.Path(tempfile.mkdtemp()) / "reference_logprobs.npz", n=2)
+    2
+    """
+    if path.exists():
+        return len(load_logprobs(path)[0])
+    if texts is None:
+        texts = lambada_texts(n)
+    ids = [lm.tokenizer(t)["input_ids"][:max_tokens] for t in texts]
+    lps = token_logprobs(lm, ids, batch_size=batch_size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_logprobs(path, [f"ref-{j:04d}" for j in range(len(texts))], lps,
+                  meta={"kind": "reference", "corpus": "lambada", "max_tokens": max_tokens,
+                        "model": getattr(getattr(lm, "spec", None), "name", None)})
+    return len(texts)
+
+
+@register_collector
+class LogProbsPlugin(CollectorPlugin):
+    """Token log-probs of every item's prompt and response (``logprobs.npz``), and of reference text per model."""
+
+    name = "logprobs"
+    label = "token log-probs"
+
+    def for_batch(self, batch: BatchContext) -> TokenLogProbCollector:
+        """A fresh collector (it only reads the logits)."""
+        return TokenLogProbCollector()
+
+    def save_batch(self, collector: Any, batch: BatchContext) -> None:
+        """The batch's log-probs, with where each question lies in its prompt."""
+        lm, plan = batch.task.lm, batch.task.plan
+        spans = [question_span(lm.tokenizer, plan.prompts[i], plan.items[i].question, plan.prompt_ids[i])
+                 for i in batch.positions]
+        save_logprobs(batch.task.part_path(self.name, batch.index), batch.item_ids, collector.prompt_results(),
+                      collector.response_results(), spans, {"model": lm.spec.name})
+
+    def batch_done(self, task: TaskContext, batch: int) -> bool:
+        """Whether the batch's part exists."""
+        return task.part_path(self.name, batch).is_file()
+
+    def finish_task(self, task: TaskContext, samples: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """Merge the parts into ``logprobs.npz`` (no summary fields: the analyse stage reads the file)."""
+        merge_logprobs(task.task_dir / LOGPROBS, task.parts(self.name))
+        return {}
+
+    def task_done(self, task_dir: Path) -> bool:
+        """Whether ``logprobs.npz`` exists."""
+        return (task_dir / LOGPROBS).is_file()
+
+    def run_model(self, lm: Any, profile: Profile, model_dir: Path) -> None:
+        """Log-probs of ``contamination.reference_texts`` packaged LAMBADA passages."""
+        collect_reference_logprobs(lm, model_dir / REFERENCE_LOGPROBS, n=profile.contamination.reference_texts)
+
+    def model_done(self, profile: Profile, model_dir: Path) -> bool:
+        """Whether ``reference_logprobs.npz`` exists."""
+        return (model_dir / REFERENCE_LOGPROBS).is_file()

@@ -1,0 +1,121 @@
+"""The collect stage for one model (a job): load it, measure, write artifacts.
+
+Self-contained so that an executor can run it anywhere that sees the run directory. Each
+finished piece of work is written as soon as it exists, so a failed or interrupted job loses
+nothing and a rerun picks up where it stopped. Steps: load, ``model.json``, the smoke
+perplexity, every enabled model-scope collector (LPP, reference log-probs), then per task the
+task run, the verbatim-completion evidence (benchmarks only) and, when asked, the ablation
+check.
+"""
+from __future__ import annotations
+
+import gc
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from ..config import Profile, RunConfig, TaskConfig
+from ..errors import UserError
+from ..models.loading import load_model
+from ..store.atomic import write_json
+from ..store.layout import ERROR, MODEL_META, SMOKE, VALIDATION, VERBATIM, RunDir
+from ..tasks import is_probe
+from .ablation import validate_neurons
+from .collectors import enabled_collectors
+from .plan import plan_task
+from .smoke import smoke
+from .task_run import run_task, task_complete
+from .verbatim import collect_verbatim
+
+
+def log(msg: str) -> None:
+    """Progress messages go to stderr (stdout carries only the final summary)."""
+    tqdm.write(msg, file=sys.stderr)
+
+
+def _validating(profile: Profile) -> bool:
+    return profile.mui.validate_neurons and profile.mui.enabled
+
+
+def task_done(profile: Profile, task: TaskConfig, task_dir: Path) -> bool:
+    """Whether every artifact of one task of one model exists (summary, collectors, evidence, ablation)."""
+    if not task_complete(profile, task_dir):
+        return False
+    if _validating(profile) and not (task_dir / VALIDATION).is_file():
+        return False
+    return is_probe(task.name) or (task_dir / VERBATIM).is_file()
+
+
+def model_done(rd: RunDir, slug: str, profile: Profile) -> bool:
+    """Whether every artifact of one model exists."""
+    mdir = rd.model_dir(slug)
+    if not (mdir / MODEL_META).is_file() or not (mdir / SMOKE).is_file():
+        return False
+    if not all(p.model_done(profile, mdir) for p in enabled_collectors(profile)):
+        return False
+    return all(task_done(profile, t, rd.task_dir(slug, t.name)) for t in profile.tasks)
+
+
+def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool = False,
+                  progress: bool = True) -> list[str]:
+    """Load model ``index`` of ``cfg``, measure it and write its artifacts under ``root``; returns failure lines."""
+    rd = RunDir(root)
+    spec = cfg.models[index]
+    mdir = rd.model_dir(spec.slug)
+    if force and mdir.exists():
+        shutil.rmtree(mdir)
+    elif model_done(rd, spec.slug, profile):
+        log(f"{spec.name}: already complete in {mdir}, skipping")
+        return []
+    (mdir / ERROR).unlink(missing_ok=True)
+    try:
+        lm = load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype, run_seed=cfg.seed)
+    except UserError as e:
+        write_json(mdir / ERROR, {"error": str(e)})
+        log(f"{spec.name}: FAILED: {e}")
+        return list(e.lines)
+    failures: list[str] = []
+    write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta})
+    if not (mdir / SMOKE).is_file():
+        write_json(mdir / SMOKE, smoke(lm, n_texts=profile.smoke_texts, progress=progress))
+    for plugin in enabled_collectors(profile):
+        if plugin.model_done(profile, mdir):
+            continue
+        try:
+            plugin.run_model(lm, profile, mdir)
+        except UserError as e:
+            failures.extend(f"model '{spec.name}', {plugin.label}: {line}" for line in e.lines)
+            log(f"{spec.name} / {plugin.label}: FAILED: {e}")
+    for task in profile.tasks:
+        failures += _collect_task(lm, cfg, profile, task, rd.task_dir(spec.slug, task.name), progress)
+    del lm
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return failures
+
+
+def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_dir: Path,
+                  progress: bool) -> list[str]:
+    """One task: run it, then its contamination evidence and ablation check; the plan is built once."""
+    name = lm.spec.name
+    if task_done(profile, task, task_dir):
+        return []
+    try:
+        plan = plan_task(lm, task, cfg.seed)
+        summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
+        if not plan.task.probe:  # generated probes have no published text that could have leaked
+            collect_verbatim(lm, plan.items, task_dir, profile.contamination, seed=cfg.seed)
+        if _validating(profile):
+            validate_neurons(lm, plan, task_dir, seed=cfg.seed)
+    except UserError as e:
+        log(f"{name} / {task.name}: FAILED: {e}")
+        return [f"model '{name}', task '{task.name}': {line}" for line in e.lines]
+    log(f"{name} / {task.name}: {100 * summary['score']:.1f}% "
+        f"[{100 * summary['ci_low']:.1f}, {100 * summary['ci_high']:.1f}] n={summary['n']}"
+        + (f", MUI {summary['mui']:.2f}%" if "mui" in summary else ""))
+    return []

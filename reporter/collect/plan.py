@@ -1,0 +1,66 @@
+"""The plan of one task for one model: the task, its evaluated items, prompts and settings.
+
+Built once per model and task (:func:`plan_task`) and shared by generation, the collectors,
+the verbatim-completion evidence and the ablation check.
+
+>>> from reporter.config import TaskConfig
+>>> plan = plan_task(lm, TaskConfig(name="arc_easy", limit=2), seed=0)
+>>> len(plan.items), plan.shots, len(plan.prompt_ids) == len(plan.prompts) == 2
+(2, 1, True)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import TaskConfig
+from ..tasks import Item, Task, get_task, jsonl_task, pick_shots, select_items
+from ..tasks.prompts import build_prompt, encode_prompt
+
+
+@dataclass
+class TaskPlan:
+    """What to evaluate and how."""
+
+    task: Task
+    items: list[Item]
+    prompts: list[str]
+    prompt_ids: list[list[int]]
+    shots: int
+    stop: tuple[str, ...]
+
+
+def build_task(config: TaskConfig) -> Task:
+    """A :class:`Task` from a profile entry (built-in name or ``type: jsonl``), with its overrides applied."""
+    if config.type == "jsonl":
+        if config.path is None or config.prompt_field is None or config.answer_field is None or config.scorer is None:
+            raise AssertionError(f"task '{config.name}': a jsonl task reached the collect stage unvalidated")
+        task = jsonl_task(config.name, config.path, config.prompt_field, config.answer_field, config.scorer,
+                          choices_field=config.choices_field, instruction=config.instruction or "")
+    else:
+        task = get_task(config.name)
+        if config.instruction:
+            task.instruction = config.instruction
+    if config.max_new_tokens:
+        task.max_new_tokens = config.max_new_tokens
+    if config.stop is not None:
+        task.stop = task.base_stop = tuple(config.stop)
+    return task
+
+
+def plan_task(lm: Any, config: TaskConfig, seed: int) -> TaskPlan:
+    """The evaluated items, their prompts and token ids, the shot count and the stop sequences.
+
+    Instruct models are prompted zero-shot with their chat template, base models 1-shot (the
+    Utility Law paper's settings), unless the profile sets ``shots``.
+    """
+    task = build_task(config)
+    shots = config.shots
+    if shots is None:
+        shots = 0 if lm.kind == "instruct" else 1
+    items, pool = select_items(task, config.limit, seed, shots)
+    demos = pick_shots(pool, shots, seed)
+    prompts = [build_prompt(lm, task, it, demos) for it in items]
+    ids = [encode_prompt(lm, p) for p in prompts]
+    stop = task.stop if lm.use_chat_template else task.base_stop
+    return TaskPlan(task, items, prompts, ids, shots, stop)

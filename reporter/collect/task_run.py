@@ -1,0 +1,114 @@
+"""Evaluate one model on one task: generate, score, one hooked teacher-forced pass, save.
+
+Per batch: greedy generation, scoring, then ONE teacher-forced hooked pass over prompt +
+response that feeds every enabled collector plugin (:mod:`reporter.collect.collectors`); each
+plugin writes its per-batch artifact, then the batch's sample lines are appended and flushed.
+A rerun recomputes only batches with a missing sample or a missing plugin artifact, so a run
+killed at any moment (even SIGKILL) resumes to the same results as an uninterrupted run.
+``summary.json`` is written last: its presence (with every plugin's final artifact) marks the
+task done.
+
+>>> from reporter.config import Profile, TaskConfig
+>>> import tempfile, pathlib
+>>> cfg = TaskConfig(name="arc_easy", limit=2, max_new_tokens=4)
+>>> s = run_task(lm, Profile(name="doc", tasks=(cfg,)), cfg, plan_task(lm, cfg, seed=0),
+...              pathlib.Path(tempfile.mkdtemp()), seed=0, progress=False)
+>>> s["n"], 0 <= s["score"] <= 1, "mui" in s, "calibration" in s
+(2, True, True, True)
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..config import Profile, TaskConfig
+from ..instrument.batch import teacher_forced_batch
+from ..instrument.hooked_pass import hooked_pass
+from ..metrics.stats import score_ci
+from ..models.generation import generate
+from ..scoring import get_scorer
+from ..store.atomic import read_json, write_json
+from ..store.layout import SAMPLES, SUMMARY
+from ..store.samples import append_samples, read_samples
+from .collectors import BatchContext, CollectorPlugin, TaskContext, enabled_collectors
+from .plan import TaskPlan
+
+
+def task_complete(profile: Profile, task_dir: Path) -> bool:
+    """Whether the task's summary and every enabled collector's final artifact exist."""
+    return (task_dir / SUMMARY).is_file() and all(p.task_done(task_dir) for p in enabled_collectors(profile))
+
+
+def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task_dir: Path, *, seed: int,
+             progress: bool = True) -> dict[str, Any]:
+    """Evaluate ``lm`` on one planned task, resuming from ``task_dir``; returns the summary."""
+    task_dir.mkdir(parents=True, exist_ok=True)
+    summary_path = task_dir / SUMMARY
+    if task_complete(profile, task_dir):
+        return read_json(summary_path)  # type: ignore[no-any-return]
+    summary_path.unlink(missing_ok=True)  # a collector's final artifact is missing: recompute it
+    ctx = TaskContext(lm=lm, profile=profile, config=config, plan=plan, task_dir=task_dir, seed=seed)
+    ctx.parts_dir.mkdir(exist_ok=True)
+    plugins = enabled_collectors(profile)
+    scorer = get_scorer(plan.task.scorer)
+    samples_path = task_dir / SAMPLES
+    done = read_samples(samples_path)
+    items, ids = plan.items, plan.prompt_ids
+    bs = lm.spec.max_batch_size
+    order = sorted(range(len(items)), key=lambda i: (-len(ids[i]), i))
+    batches = [order[i:i + bs] for i in range(0, len(order), bs)]
+    todo = [(b, idx) for b, idx in enumerate(batches)
+            if any(items[i].id not in done for i in idx) or not all(p.batch_done(ctx, b) for p in plugins)]
+    bar = tqdm(total=len(items), initial=len(items) - sum(len(i) for _, i in todo), disable=not progress,
+               desc=f"{lm.spec.name}: {plan.task.name}", leave=False)
+    for b, idx in todo:
+        gens = generate(lm, [ids[i] for i in idx], max_new_tokens=plan.task.max_new_tokens, stop=plan.stop,
+                        batch_size=len(idx))
+        batch = BatchContext(task=ctx, index=b, positions=idx, generations=gens)
+        for i, g in zip(idx, gens):
+            extracted, score = scorer(g.text, items[i].scorer_item())
+            batch.records.append({"id": items[i].id, "prompt": plan.prompts[i], "response": g.text,
+                                  "extracted": extracted, "gold": items[i].answer, "score": float(score),
+                                  "prompt_tokens": len(g.prompt_ids), "response_tokens": len(g.response_ids),
+                                  "stopped_by": g.stopped_by, "batch": b})
+        _collect(lm, batch, plugins)
+        append_samples(samples_path, [r for r in batch.records if r["id"] not in done])
+        bar.update(len(idx))
+    bar.close()
+    return finish_task(ctx, plugins)
+
+
+def _collect(lm: Any, batch: BatchContext, plugins: list[CollectorPlugin]) -> None:
+    """ONE teacher-forced pass feeds every plugin's collector; then each saves its batch artifact."""
+    collectors = [(p, p.for_batch(batch)) for p in plugins]
+    active = [c for _, c in collectors if c is not None]
+    if active:
+        gens = batch.generations
+        pb = teacher_forced_batch([g.prompt_ids for g in gens], [g.response_ids for g in gens],
+                                  lm.tokenizer.pad_token_id, lm.device)
+        hooked_pass(lm.model, lm.adapter, pb, active)
+    for p, c in collectors:
+        p.save_batch(c, batch)
+
+
+def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin]) -> dict[str, Any]:
+    """Score with a CI, let every plugin merge its batches into summary fields, write ``summary.json``."""
+    plan = ctx.plan
+    samples = read_samples(ctx.task_dir / SAMPLES)
+    recs = [samples[it.id] for it in plan.items]
+    ci = score_ci([r["score"] for r in recs], seed=ctx.seed)
+    summary: dict[str, Any] = {
+        "task": plan.task.name, "scorer": plan.task.scorer, "shots": plan.shots, "limit": len(plan.items),
+        **ci.to_dict(), "source": plan.task.source, "description": plan.task.description,
+        "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0}
+    for p in plugins:
+        summary.update(p.finish_task(ctx, samples))
+    if plan.task.summarize is not None:
+        summary.update(plan.task.summarize([r["response"] for r in recs], plan.items))
+    write_json(ctx.task_dir / SUMMARY, summary)
+    shutil.rmtree(ctx.parts_dir, ignore_errors=True)
+    return summary

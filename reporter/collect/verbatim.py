@@ -1,0 +1,96 @@
+"""Verbatim-completion evidence for the contamination analysis (``verbatim.json`` per task).
+
+Given the first half of a question's tokens, does greedy decoding reproduce the next tokens
+exactly? A model that has seen the test set often does. The analyse stage turns the stored
+rates into a signal (:func:`reporter.analyse.contamination.verbatim_signal`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..config import ContaminationConfig
+from ..models.generation import generate
+from ..store.atomic import read_json, write_json
+from ..store.layout import VERBATIM
+
+VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
+VERBATIM_MIN_TARGET = ContaminationConfig.verbatim_min_target
+
+
+def _item_text(it: Any) -> tuple[str, str]:
+    if isinstance(it, dict):
+        return str(it["id"]), str(it.get("question", it.get("text", "")))
+    if isinstance(it, (tuple, list)):
+        return str(it[0]), str(it[1])
+    return str(it.id), str(it.question)
+
+
+def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_N_TOKENS, max_items: int | None = 50,
+                        *, seed: int = 0, min_target_tokens: int = VERBATIM_MIN_TARGET,
+                        batch_size: int = 8) -> dict[str, Any]:
+    """Exact-match rate of greedy continuations of the first half of each question.
+
+    ``texts``: strings, ``(id, text)`` pairs, dicts with "id"/"question", or task Items. Each
+    text is tokenised plainly (no chat template; the tokenizer's own special prefix kept);
+    the prompt is the first half of its tokens, the target the next ``min(n_tokens, rest)``
+    tokens; texts with fewer than ``min_target_tokens`` target tokens are skipped. At most
+    ``max_items`` texts (a seeded sample) are tried. ``token_match`` = share of target positions
+    where the generated token equals the target token (missing tokens count as misses).
+
+    >>> v = verbatim_completion(lm, ["The capital of France is Paris, a city on the Seine with many museums."])
+    >>> v["n"], v["rate"] in (0.0, 1.0)
+    (1, True)
+    """
+    tok = lm.tokenizer
+    items = [(str(j), t) if isinstance(t, str) else _item_text(t) for j, t in enumerate(texts)]
+    if max_items is not None and len(items) > max_items:
+        pick = np.sort(np.random.default_rng(seed).choice(len(items), size=max_items, replace=False))
+        items = [items[i] for i in pick]
+    prompts, targets, kept, skipped = [], [], [], 0
+    for iid, text in items:
+        q = list(tok(text, add_special_tokens=False)["input_ids"])
+        full = list(tok(text)["input_ids"])
+        prefix = full[:len(full) - len(q)] if len(full) >= len(q) and full[len(full) - len(q):] == q else []
+        half = len(q) // 2
+        target = q[half:half + n_tokens]
+        if half < 1 or len(target) < min_target_tokens:
+            skipped += 1
+            continue
+        prompts.append(prefix + q[:half])
+        targets.append(target)
+        kept.append(iid)
+    per_item = []
+    if prompts:
+        gens = generate(lm, prompts, max_new_tokens=n_tokens, stop=(), batch_size=batch_size)
+        for iid, g, tgt in zip(kept, gens, targets):
+            out = list(g.response_ids[:len(tgt)])
+            match = sum(int(a == b) for a, b in zip(out, tgt)) / len(tgt)
+            per_item.append({"id": iid, "exact": out == tgt, "token_match": match, "n_target": len(tgt)})
+    n = len(per_item)
+    return {"n": n, "n_skipped": skipped, "n_tokens": n_tokens, "min_target_tokens": min_target_tokens,
+            "seed": seed, "max_items": max_items,
+            "rate": sum(p["exact"] for p in per_item) / n if n else None,
+            "token_match": float(np.mean([p["token_match"] for p in per_item])) if n else None,
+            "per_item": per_item}
+
+
+def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *, seed: int = 0,
+                     batch_size: int | None = None) -> dict[str, Any]:
+    """Run :func:`verbatim_completion` on a task's items and write ``task_dir/verbatim.json``.
+
+    ``items``: task Items (``.id``, ``.question``), ``(id, question)`` pairs or dicts. Skips the
+    work when the file exists (resume). Returns the stored dict.
+    """
+    path = Path(task_dir) / VERBATIM
+    old = read_json(path)
+    if old is not None:
+        return old  # type: ignore[no-any-return]
+    bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
+    res = verbatim_completion(lm, [_item_text(it) for it in items], n_tokens=settings.verbatim_tokens,
+                              max_items=settings.verbatim_items, seed=seed,
+                              min_target_tokens=settings.verbatim_min_target, batch_size=bs)
+    write_json(path, res)
+    return res

@@ -1,0 +1,367 @@
+"""The models YAML: typed configuration and whole-file validation.
+
+A file is either a top-level list of models or a mapping with ``models:`` plus optional
+run settings. Every problem is reported as one line naming the file, the key path and
+what would be valid; nothing loads until the whole file is valid. What needs the machine
+or the installed models (a CUDA device, a packaged wheel, a random architecture's name) is
+checked by the functions registered in :data:`SOURCE_CHECKS` and :data:`DEVICE_CHECKS`
+(:mod:`reporter.models.preflight` registers them; this package never imports model code).
+
+>>> cfg = parse_config([{"name": "tiny", "source": "random:llama"}], "inline.yaml")
+>>> cfg.models[0].name, cfg.models[0].dtype
+('tiny', 'auto')
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from ..errors import ConfigError
+from ..registry import Registry, unknown_name
+from ..store.layout import slugify
+from .files import Problems, load_yaml, type_name
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+KINDS = ("base", "instruct")
+CHAT_TEMPLATES = ("auto", "none")
+RANDOM_KEYS = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab", "seed")
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+_HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+#: checks of a ``packaged:`` or ``random:`` source by kind: ``fn(name) -> problem or None``
+SOURCE_CHECKS: Registry[Callable[[str], "str | None"]] = Registry("source check")
+#: checks that a device exists on this machine: ``fn(device) -> problem or None`` (local executor only)
+DEVICE_CHECKS: Registry[Callable[[str], "str | None"]] = Registry("device check")
+
+
+@dataclass
+class ModelSpec:
+    """One model entry of the YAML file."""
+
+    name: str
+    source: str
+    dtype: str = "auto"
+    device: str | None = None
+    revision: str | None = None
+    kind: str | None = None
+    chat_template: str = "auto"
+    trust_remote_code: bool = False
+    max_batch_size: int = 8
+    checkpoint: float | None = None
+    random: dict[str, int] = field(default_factory=dict)
+    device_map: str | None = None
+    num_gpus: float | None = None
+    num_cpus: float = 1
+    generation_backend: str = "transformers"
+
+    @property
+    def source_type(self) -> str:
+        """One of ``packaged``, ``random``, ``local`` or ``hub``."""
+        return source_type(self.source)
+
+    def __post_init__(self) -> None:
+        if self.num_gpus is None:  # what a Ray task for this model asks for
+            self.num_gpus = 1 if (self.device or "").startswith("cuda") or self.device_map else 0
+
+    @property
+    def slug(self) -> str:
+        """File-system-safe form of the name, used for artifact directories."""
+        return slugify(self.name)
+
+
+@dataclass
+class RunConfig:
+    """A whole run: the models and the run settings."""
+
+    models: list[ModelSpec]
+    profile: str | None = None
+    output: str | None = None
+    seed: int = 1234
+    device: str = "auto"
+    dtype: str = "auto"
+    executor: str = "local"
+    address: str | None = None
+    path: str = "<inline>"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as plain data (what the manifest records), without the file path."""
+        d = dataclasses.asdict(self)
+        d.pop("path")
+        return d
+
+
+MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelSpec))
+RUN_FIELDS = ("models", "profile", "output", "seed", "device", "dtype", "executor", "address")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+BACKENDS = ("transformers", "vllm")
+EXECUTORS = ("local", "ray")
+
+
+def source_type(source: str) -> str:
+    """One of ``packaged``, ``random``, ``local`` or ``hub`` for a ``source:`` value.
+
+    >>> source_type("packaged:smollm2-135m-instruct"), source_type("Qwen/Qwen2.5-0.5B")
+    ('packaged', 'hub')
+    """
+    if source.startswith("packaged:"):
+        return "packaged"
+    if source.startswith("random:"):
+        return "random"
+    if source.startswith(("/", "./", "../", "~")) or Path(source).expanduser().is_dir():
+        return "local"
+    return "hub"
+
+
+def _unknown_key(key: str, valid: tuple[str, ...]) -> str:
+    return unknown_name("key", key, valid, listing="valid keys")
+
+
+def _parse_checkpoint(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if v >= 0 else None
+    if isinstance(v, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMbBgGtT]?)\s*", v)
+        if m:
+            return float(m.group(1)) * _SUFFIX.get(m.group(2).lower(), 1.0)
+    return None
+
+
+def _check_device(p: Problems, key: str, v: Any, local: bool = True) -> str | None:
+    if not isinstance(v, str) or not _DEVICE_RE.match(v):
+        p.add(key, f"{v!r} is not a valid device; use auto, cpu, cuda or cuda:N")
+        return None
+    if local:  # with a Ray executor the GPUs are the workers', not ours
+        for _, check in DEVICE_CHECKS.items():
+            if (problem := check(v)) is not None:
+                p.add(key, problem)
+                return None
+    return v
+
+
+def _check_choice(p: Problems, key: str, v: Any, choices: tuple[str, ...]) -> str | None:
+    if v not in choices:
+        p.add(key, f"{v!r} is not valid; use one of {', '.join(choices)}")
+        return None
+    return v
+
+
+def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
+    if not isinstance(v, str) or not v.strip():
+        p.add(key, f"must be a string (hub id, local directory, packaged:NAME or random:ARCH), got {type_name(v)}")
+        return None
+    kind = source_type(v)
+    if kind in ("packaged", "random"):
+        if kind in SOURCE_CHECKS and (problem := SOURCE_CHECKS.get(kind)(v.split(":", 1)[1])) is not None:
+            p.add(key, problem)
+            return None
+        return v
+    if kind == "local":
+        path = Path(v).expanduser()
+        if not path.is_absolute():
+            path = (base_dir / path)
+        if not path.is_dir():
+            p.add(key, f"local model directory '{v}' does not exist (looked at {path})")
+            return None
+        if not (path / "config.json").is_file():
+            p.add(key, f"'{v}' has no config.json; a local source must be a Hugging Face model directory")
+            return None
+        return str(path.resolve())
+    if not _HUB_RE.match(v):
+        p.add(key, f"{v!r} is neither a hub id (owner/name), an existing directory, "
+                   "packaged:NAME nor random:ARCH")
+        return None
+    return v
+
+
+def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True) -> ModelSpec | None:
+    k = f"models[{i}]"
+    if not isinstance(m, dict):
+        p.add(k, f"each model must be a mapping with at least name and source, got {type_name(m)}")
+        return None
+    n0 = len(p.lines)
+    for key in m:
+        if key not in MODEL_FIELDS:
+            p.add(f"{k}.{key}", _unknown_key(str(key), MODEL_FIELDS))
+    for req in ("name", "source"):
+        if req not in m:
+            p.add(f"{k}.{req}", "is required")
+    spec: dict[str, Any] = {}
+    if "name" in m:
+        if not isinstance(m["name"], str) or not m["name"].strip():
+            p.add(f"{k}.name", f"must be a non-empty string, got {type_name(m['name'])}")
+        else:
+            spec["name"] = m["name"].strip()
+    if "source" in m:
+        spec["source"] = _check_source(p, f"{k}.source", m["source"], base_dir)
+    if "dtype" in m:
+        spec["dtype"] = _check_choice(p, f"{k}.dtype", m["dtype"], DTYPES)
+    if "device" in m:
+        spec["device"] = _check_device(p, f"{k}.device", m["device"], local)
+    if "device_map" in m:
+        spec["device_map"] = _check_choice(p, f"{k}.device_map", m["device_map"], DEVICE_MAPS)
+    if "generation_backend" in m:
+        spec["generation_backend"] = _check_choice(p, f"{k}.generation_backend", m["generation_backend"], BACKENDS)
+    for key in ("num_gpus", "num_cpus"):
+        if key in m:
+            v = m[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                p.add(f"{k}.{key}", f"must be a non-negative number, got {v!r}")
+            else:
+                spec[key] = v
+    if "revision" in m:
+        if m["revision"] is not None and not isinstance(m["revision"], (str, int)):
+            p.add(f"{k}.revision", f"must be a branch, tag or commit string, got {type_name(m['revision'])}")
+        else:
+            spec["revision"] = None if m["revision"] is None else str(m["revision"])
+    if "kind" in m:
+        spec["kind"] = _check_choice(p, f"{k}.kind", m["kind"], KINDS)
+    if "chat_template" in m:
+        spec["chat_template"] = _check_choice(p, f"{k}.chat_template", m["chat_template"], CHAT_TEMPLATES)
+    if "trust_remote_code" in m:
+        if not isinstance(m["trust_remote_code"], bool):
+            p.add(f"{k}.trust_remote_code", f"must be true or false, got {m['trust_remote_code']!r}")
+        else:
+            spec["trust_remote_code"] = m["trust_remote_code"]
+    if "max_batch_size" in m:
+        v = m["max_batch_size"]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            p.add(f"{k}.max_batch_size", f"must be a positive integer, got {v!r}")
+        else:
+            spec["max_batch_size"] = v
+    if "checkpoint" in m:
+        c = _parse_checkpoint(m["checkpoint"])
+        if c is None:
+            p.add(f"{k}.checkpoint", f"must be a non-negative training step or token count "
+                                     f"(e.g. 20000 or '1.5T'), got {m['checkpoint']!r}")
+        else:
+            spec["checkpoint"] = c
+    if "random" in m:
+        r = m["random"]
+        if not str(m.get("source", "")).startswith("random:"):
+            p.add(f"{k}.random", "size overrides are only valid with a random:ARCH source")
+        elif not isinstance(r, dict):
+            p.add(f"{k}.random", f"must be a mapping of {', '.join(RANDOM_KEYS)}, got {type_name(r)}")
+        else:
+            ok = {}
+            for rk, rv in r.items():
+                if rk not in RANDOM_KEYS:
+                    p.add(f"{k}.random.{rk}", _unknown_key(str(rk), RANDOM_KEYS))
+                elif isinstance(rv, bool) or not isinstance(rv, int) or (rv < 1 and rk != "seed") or rv < 0:
+                    p.add(f"{k}.random.{rk}", f"must be a positive integer, got {rv!r}")
+                else:
+                    ok[rk] = rv
+            spec["random"] = ok
+    if spec.get("generation_backend") == "vllm" and str(m.get("source", "")).startswith("random:"):
+        p.add(f"{k}.generation_backend", "vllm cannot load a random:ARCH model; use transformers")
+    if len(p.lines) > n0:
+        return None
+    spec.setdefault("device", None)
+    return ModelSpec(**spec)
+
+
+def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None) -> RunConfig:
+    """Validate already-loaded YAML data and return a :class:`RunConfig`.
+
+    Raises :class:`ConfigError` listing every problem, one per line.
+    """
+    p = Problems(path)
+    base_dir = base_dir or Path.cwd()
+    run: dict[str, Any] = {}
+    if isinstance(data, list):
+        models_raw: Any = data
+    elif isinstance(data, dict):
+        for key in data:
+            if key not in RUN_FIELDS:
+                p.add(str(key), _unknown_key(str(key), RUN_FIELDS))
+        if "models" not in data:
+            p.add("models", "is required: a list of models (each with name and source)")
+        models_raw = data.get("models")
+        if "profile" in data:
+            if not isinstance(data["profile"], str):
+                p.add("profile", f"must be a profile name or a path to a profile YAML, got {type_name(data['profile'])}")
+            else:
+                run["profile"] = data["profile"]
+        if "output" in data:
+            if not isinstance(data["output"], str):
+                p.add("output", f"must be a directory path string, got {type_name(data['output'])}")
+            else:
+                run["output"] = data["output"]
+        if "seed" in data:
+            if isinstance(data["seed"], bool) or not isinstance(data["seed"], int):
+                p.add("seed", f"must be an integer, got {data['seed']!r}")
+            else:
+                run["seed"] = data["seed"]
+        if "executor" in data:
+            ex = _check_choice(p, "executor", data["executor"], EXECUTORS)
+            if ex:
+                run["executor"] = ex
+        if "address" in data:
+            if not isinstance(data["address"], str):
+                p.add("address", f"must be a Ray address string such as 'ray://head:10001' or 'auto', got {type_name(data['address'])}")
+            else:
+                run["address"] = data["address"]
+        if "device" in data:
+            dv = _check_device(p, "device", data["device"], run.get("executor", "local") == "local")
+            if dv:
+                run["device"] = dv
+        if "dtype" in data:
+            dt = _check_choice(p, "dtype", data["dtype"], DTYPES)
+            if dt:
+                run["dtype"] = dt
+    elif data is None:
+        raise ConfigError(f"{path}: the file is empty; expected a list of models or a mapping with 'models:'")
+    else:
+        raise ConfigError(f"{path}: expected a list of models or a mapping with 'models:', got {type_name(data)}")
+
+    models: list[ModelSpec] = []
+    if models_raw is not None:
+        if not isinstance(models_raw, list):
+            p.add("models", f"must be a list of models, got {type_name(models_raw)}")
+        elif not models_raw:
+            p.add("models", "is empty; list at least one model")
+        else:
+            seen: dict[str, int] = {}
+            slugs: dict[str, int] = {}
+            for i, m in enumerate(models_raw):
+                spec = _parse_model(p, i, m, base_dir, run.get("executor", "local") == "local")
+                if spec is None:
+                    continue
+                if spec.name in seen:
+                    p.add(f"models[{i}].name", f"duplicate name '{spec.name}' (also models[{seen[spec.name]}].name); names must be unique")
+                    continue
+                if spec.slug in slugs:
+                    p.add(f"models[{i}].name", f"'{spec.name}' collides with models[{slugs[spec.slug]}].name "
+                                               f"as a directory name ('{spec.slug}'); choose a more distinct name")
+                    continue
+                seen[spec.name] = i
+                slugs[spec.slug] = i
+                models.append(spec)
+    p.raise_if_any()
+    return RunConfig(models=models, path=path, **run)
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Load and validate a models YAML file.
+
+    >>> load_config("missing.yaml")
+    Traceback (most recent call last):
+    reporter.errors.ConfigError: missing.yaml: file not found
+    """
+    path = Path(path)
+    return parse_config(load_yaml(path), str(path), base_dir=path.resolve().parent)
+
+
+def default_config() -> RunConfig:
+    """The embedded default list: SmolLM2-135M-Instruct, Gemma-3-270M and a random baseline."""
+    from importlib.resources import files
+
+    res = files("reporter.data").joinpath("default_models.yaml")
+    return parse_config(yaml.safe_load(res.read_text()), "<default models>")

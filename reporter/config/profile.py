@@ -1,0 +1,257 @@
+"""Evaluation profiles: which tasks to run, on how many items, with which settings.
+
+A profile is a frozen, typed :class:`Profile`; every default lives here, once. Profiles ship
+inside the package (``quick``, ``standard``, ``paper-mui``, ``paper-lpp``) or come from a YAML
+path; ``quick`` is the default. Every problem of a profile file is one line naming the file,
+the key path and what would be valid.
+
+>>> p = load_profile("quick")
+>>> p.name, p.tasks[0].name, p.mui.mode, p.lpp.context
+('quick', 'arc_challenge', 'score', 200)
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from ..errors import ConfigError
+from ..metrics.mui import MODES as MUI_MODES
+from ..registry import did_you_mean, unknown_name
+from ..tasks import JSONL_SCORERS, TASKS
+from .files import Problems, load_yaml
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """One task of a profile: a built-in task (by name) or a user's ``type: jsonl`` file, with overrides."""
+
+    name: str
+    limit: int | None = None
+    shots: int | None = None
+    max_new_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    instruction: str | None = None
+    type: str | None = None
+    path: str | None = None
+    prompt_field: str | None = None
+    answer_field: str | None = None
+    choices_field: str | None = None
+    scorer: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keys that were set, as plain data."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v is not None:
+                out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+@dataclass(frozen=True)
+class MUIConfig:
+    """How key neurons are found (see :mod:`reporter.collect.collectors.mui`)."""
+
+    enabled: bool = True
+    top_ratio: float = 0.001
+    mode: str = "score"
+    rho: float = 0.9
+    validate_neurons: bool = False
+
+
+@dataclass(frozen=True)
+class LPPConfig:
+    """The LPP latent signature's corpus and prefixes (see :mod:`reporter.collect.collectors.lpp`)."""
+
+    enabled: bool = True
+    corpus: str = "coqa"
+    n_texts: int = 100
+    context: int = 200
+    step: int | None = None
+    layers: str = "last"
+    min_tokens: int = 128
+
+
+@dataclass(frozen=True)
+class ContaminationConfig:
+    """How much contamination evidence to collect per model."""
+
+    verbatim_items: int = 16  # questions tried for verbatim completion, per task
+    verbatim_tokens: int = 32  # tokens to continue from the first half of a question
+    verbatim_min_target: int = 8  # a question needs at least this many target tokens to be tried
+    reference_texts: int = 64  # non-benchmark texts whose log-probs are the Min-K% reference
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated evaluation profile."""
+
+    name: str | None
+    tasks: tuple[TaskConfig, ...] = ()
+    description: str | None = None
+    mui: MUIConfig = field(default_factory=MUIConfig)
+    lpp: LPPConfig = field(default_factory=LPPConfig)
+    contamination: ContaminationConfig = field(default_factory=ContaminationConfig)
+    smoke_texts: int = 16
+    models: tuple[Mapping[str, Any], ...] | None = None
+    notes: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved profile as plain data (what the manifest records and later stages read back)."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.description is not None:
+            out["description"] = self.description
+        out["tasks"] = [t.to_dict() for t in self.tasks]
+        out["mui"] = dataclasses.asdict(self.mui)
+        out["lpp"] = dataclasses.asdict(self.lpp)
+        out["contamination"] = dataclasses.asdict(self.contamination)
+        out["smoke_texts"] = self.smoke_texts
+        if self.models is not None:
+            out["models"] = [dict(m) for m in self.models]
+        if self.notes is not None:
+            out["notes"] = self.notes
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "<profile>", base_dir: Path | None = None, *,
+                  recorded: bool = False) -> "Profile":
+        """Validate plain data into a Profile.
+
+        ``recorded=True`` reads a profile a run already resolved (a manifest's ``resolved.profile``):
+        its task names are not looked up in this installation's task registry, so a run made with
+        a task this installation does not have can still be analysed and rendered.
+        """
+        return _parse(data, where, base_dir or Path.cwd(), recorded=recorded)
+
+    def task(self, name: str) -> TaskConfig:
+        """The profile entry of task ``name``."""
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+
+TASK_KEYS = tuple(f.name for f in dataclasses.fields(TaskConfig))
+PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "contamination", "smoke_texts", "models", "notes")
+_SECTIONS: dict[str, Any] = {"mui": MUIConfig, "lpp": LPPConfig, "contamination": ContaminationConfig}
+
+
+def builtin_profiles() -> list[str]:
+    """Names of the profiles that ship with reporter."""
+    return sorted(p.name[:-5] for p in files("reporter.profile_files").iterdir() if p.name.endswith(".yaml"))
+
+
+def load_profile(name_or_path: str | None) -> Profile:
+    """Load and validate a profile by built-in name or path (``None``: ``quick``)."""
+    name_or_path = name_or_path or "quick"
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return _parse(load_yaml(path), str(path), path.resolve().parent)
+    if name_or_path not in builtin_profiles():
+        builtin = builtin_profiles()
+        raise ConfigError(f"profile '{name_or_path}' not found{did_you_mean(name_or_path, builtin)}; built-in "
+                          f"profiles: {', '.join(builtin)}, or give a path to a YAML file")
+    text = files("reporter.profile_files").joinpath(f"{name_or_path}.yaml").read_text()
+    return _parse(yaml.safe_load(text), f"profile {name_or_path}", Path.cwd())
+
+
+def _int(p: Problems, key: str, v: Any, minimum: int) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        p.add(key, f"must be a {'non-negative' if minimum == 0 else 'positive'} integer, got {v!r}")
+        return None
+    return v
+
+
+def _task(p: Problems, k: str, t: Any, names: set[str], base_dir: Path, recorded: bool) -> TaskConfig | None:
+    if isinstance(t, str):
+        t = {"name": t}
+    if not isinstance(t, dict) or "name" not in t:
+        p.add(k, "each task must be a task name or a mapping with 'name'")
+        return None
+    n0 = len(p.lines)
+    for key in t:
+        if key not in TASK_KEYS:
+            p.add(f"{k}.{key}", unknown_name("key", str(key), TASK_KEYS, listing="valid keys"))
+    name = t["name"]
+    if name in names:
+        p.add(f"{k}.name", f"duplicate task '{name}'")
+    names.add(name)
+    values = {key: t[key] for key in TASK_KEYS if key in t}
+    if t.get("type") == "jsonl":
+        for req in ("path", "prompt_field", "answer_field", "scorer"):
+            if req not in t:
+                p.add(f"{k}.{req}", "is required for a jsonl task")
+        if t.get("scorer") not in (None, *JSONL_SCORERS):
+            p.add(f"{k}.scorer", f"{t['scorer']!r} is not valid; use one of {', '.join(JSONL_SCORERS)}")
+        if "path" in t and not Path(t["path"]).is_absolute():
+            values["path"] = str((base_dir / t["path"]).resolve())
+    elif "type" in t:
+        p.add(f"{k}.type", f"{t['type']!r} is not valid; the only task type is jsonl (omit it for built-in tasks)")
+    elif name not in TASKS and not recorded:
+        p.add(f"{k}.name", unknown_name("task", name, TASKS))
+    for key in ("limit", "shots", "max_new_tokens"):
+        _int(p, f"{k}.{key}", t.get(key), 0 if key == "shots" else 1)
+    if "stop" in t:
+        if isinstance(t["stop"], list) and all(isinstance(s, str) for s in t["stop"]):
+            values["stop"] = tuple(t["stop"])
+        else:
+            p.add(f"{k}.stop", "must be a list of strings")
+    return TaskConfig(**values) if len(p.lines) == n0 else None
+
+
+def _section(p: Problems, data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """A mapping-valued profile key, with its unknown keys reported."""
+    value = data.get(name) or {}
+    if not isinstance(value, dict):
+        p.add(name, "must be a mapping")
+        return {}
+    keys = tuple(f.name for f in dataclasses.fields(_SECTIONS[name]))
+    for key in value:
+        if key not in keys:
+            p.add(f"{name}.{key}", unknown_name("key", str(key), keys, listing="valid keys"))
+    return {k: v for k, v in value.items() if k in keys}
+
+
+def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Profile:
+    p = Problems(where)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: a profile must be a mapping with 'tasks:'")
+    for k in data:
+        if k not in PROFILE_KEYS:
+            p.add(str(k), unknown_name("key", str(k), PROFILE_KEYS, listing="valid keys"))
+    raw_tasks = data.get("tasks")
+    if not isinstance(raw_tasks, list) or not raw_tasks:
+        p.add("tasks", "must be a non-empty list of tasks")
+        raw_tasks = []
+    names: set[str] = set()
+    tasks = [_task(p, f"tasks[{i}]", t, names, base_dir, recorded) for i, t in enumerate(raw_tasks)]
+    mui = _section(p, data, "mui")
+    if "mode" in mui and mui["mode"] not in MUI_MODES:
+        p.add("mui.mode", f"{mui['mode']!r} is not valid; use one of {', '.join(MUI_MODES)}")
+    for key in ("top_ratio", "rho"):
+        if key in mui and not (isinstance(mui[key], (int, float)) and 0 < mui[key] <= 1):
+            p.add(f"mui.{key}", f"must be a number in (0, 1], got {mui[key]!r}")
+    cont = _section(p, data, "contamination")
+    for key, v in cont.items():
+        _int(p, f"contamination.{key}", v, 0)
+    smoke_texts = data.get("smoke_texts", 16)
+    _int(p, "smoke_texts", smoke_texts, 1)
+    lpp = _section(p, data, "lpp")
+    for key in ("n_texts", "context", "step", "min_tokens"):
+        _int(p, f"lpp.{key}", lpp.get(key), 1)
+    if lpp.get("layers", "last") not in ("last", "all"):
+        p.add("lpp.layers", f"{lpp['layers']!r} is not valid; use last or all")
+    p.raise_if_any()
+    name = data.get("name") or (Path(where).stem if where.endswith((".yaml", ".yml")) else where.split()[-1])
+    models = data.get("models")
+    return Profile(name=name, tasks=tuple(t for t in tasks if t is not None), description=data.get("description"),
+                   mui=MUIConfig(**mui), lpp=LPPConfig(**lpp), contamination=ContaminationConfig(**cont),
+                   smoke_texts=smoke_texts, models=tuple(models) if models is not None else None,
+                   notes=data.get("notes"))

@@ -1,0 +1,24 @@
+"""Files inside installed distributions, found without importing them.
+
+Offline models and data ship inside PyPI wheels whose ``__init__`` may pull in unrelated
+runtimes; :func:`module_dir` locates a package's directory with
+:func:`importlib.util.find_spec` and never imports it.
+
+>>> module_dir("email") is not None, module_dir("surely_not_installed_here") is None
+(True, True)
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+
+def module_dir(module: str) -> Path | None:
+    """Directory of an installed package, found without importing it; None when it is not installed."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])

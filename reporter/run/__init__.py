@@ -1,0 +1,1 @@
+"""Running a comparison: the pipeline (collect, then analyse), executors and the manifest."""

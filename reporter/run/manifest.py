@@ -1,0 +1,54 @@
+"""manifest.json: everything needed to reproduce a run (versions, machine, resolved config and profile)."""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..config import Profile, RunConfig
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:
+    """The manifest of a run: versions, machine, seed, resolved configuration and its hash."""
+    import torch
+    import transformers
+
+    dev: dict[str, Any] = {"cuda_available": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        dev["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    resolved = {"config": cfg.to_dict(), "profile": profile.to_dict()}
+    return {
+        "reporter_version": __version__,
+        "git_commit": _git_commit(),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command or sys.argv,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": dev,
+        "seed": cfg.seed,
+        "config_file": cfg.path,
+        "resolved": resolved,
+        "config_hash": hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16],
+    }

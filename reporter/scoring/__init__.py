@@ -1,0 +1,10 @@
+"""Scoring: answer extraction and scorers, registered by name, and the sandbox for generated code.
+
+Every scorer is ``fn(response, item) -> (extracted answer or None, score in [0, 1])``.
+
+>>> get_scorer("choice")("The answer is (B)", {"answer": "B", "choices": ["x", "y"]})
+('B', 1.0)
+"""
+from .scorers import SCORERS, Scorer, get_scorer, register_scorer
+
+__all__ = ["SCORERS", "Scorer", "get_scorer", "register_scorer"]

@@ -1,0 +1,444 @@
+"""Answer extraction and scorers, registered by name (the lm-eval registry pattern).
+
+Every scorer is ``fn(response, item) -> (extracted answer or None, score in [0, 1])``; item keys
+read: ``answer`` (gold), ``choices``/``labels``, ``prompt``/``test``/``entry_point``/``test_setup``.
+
+>>> get_scorer("choice")("The answer is (B)", {"answer": "B", "choices": ["x", "y"]})
+('B', 1.0)
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import math
+import random
+import re
+import signal
+import string
+import threading
+from typing import Any, Callable
+
+from ..registry import Registry
+
+Scorer = Callable[[str, dict[str, Any]], "tuple[str | None, float]"]
+#: scorers by name
+SCORERS: Registry[Scorer] = Registry("scorer")
+
+
+def register_scorer(name: str) -> Callable[[Scorer], Scorer]:
+    """Decorator registering a scorer under ``name``; a different function under a taken name is an error.
+
+    >>> register_scorer("f1")(score_f1) is score_f1  # re-registering the same function is fine
+    True
+    """
+    return SCORERS.register(name)
+
+
+def get_scorer(name: str) -> Scorer:
+    """The scorer registered as ``name``; a did-you-mean error otherwise.
+
+    >>> get_scorer("exact")("Paris", {"answer": "paris"})
+    ('paris', 1.0)
+    """
+    return SCORERS.get(name)
+
+
+# ------------------------------------------------------------------ multiple choice
+def extract_choice(text: str, labels=None, choices=None) -> str | None:
+    """The option label chosen in a free-form response, or None if none can be found.
+
+    ``labels`` defaults to A, B, C, ... Tried in order: "answer is (B)"/"Answer: b", a bare or leading
+    label ("B.", "**B**", "(C) because"), one option's text repeated, one unambiguous label.
+
+    >>> extract_choice("**Answer:** (c) because ...", "ABCD")
+    'C'
+    >>> extract_choice("Change the height of the ramp.", "ABCD", ["Put", "Change the height of the ramp.", "x", "y"])
+    'B'
+    >>> extract_choice("I am not sure.", "ABCD") is None
+    True
+    """
+    labels = [str(x) for x in (labels or string.ascii_uppercase[:len(choices) if choices else 10])]
+    by_upper = {x.upper(): x for x in labels}
+    text = str(text or "")
+    if (boxed := extract_boxed(text)) and re.sub(r"[^\w]", "", boxed).upper() in by_upper:
+        return by_upper[re.sub(r"[^\w]", "", boxed).upper()]
+    text = re.sub(r"[*_`#]+", " ", text).strip()
+    alt = "|".join(re.escape(x) for x in sorted(labels, key=len, reverse=True))
+    lab = rf"(?P<open>[(\[]\s*)?(?P<lab>{alt})(?:\s*[)\]])?(?![A-Za-z0-9])"
+
+    def last(pattern) -> str | None:  # the last match; a lowercase letter must not be a word ("is a dog")
+        for m in reversed(list(re.finditer(pattern, text, re.I))):
+            after = text[m.end():].lstrip(" ")
+            if not m["lab"].islower() or m["open"] or not after or after[0] in ".,:;!)]\n":
+                return by_upper[m["lab"].upper()]
+        return None
+
+    strong = (r"(?:answer|correct\s+(?:option|choice|letter)|best\s+(?:option|choice)|I\s+(?:choose|pick|select"
+              rf"|go\s+with))\s*(?:is|would\s+be|:|=)?\s*:?\s*(?:option|choice|letter)?\s*:?\s*{lab}")
+    if got := last(strong):
+        return got
+    if m := re.fullmatch(rf"{lab}\s*[.:)]?", text, re.I):
+        return by_upper[m["lab"].upper()]
+    if m := re.match(rf"[(\[]?\s*(?P<lab>{alt})\s*[)\].:\-](?=\s|$)", text, re.I):
+        return by_upper[m["lab"].upper()]
+    if choices:
+        t, *norm = (" ".join(re.sub(r"[\W_]+", " ", str(c).lower()).split()) for c in (text, *choices))
+        inside = [i for i, c in enumerate(norm)  # contained: not short words ("Am" in "I am not sure")
+                  if (len(c) >= 4 or re.search(r"\d", c)) and f" {c} " in f" {t} "]
+        inside = [i for i in inside if not any(j != i and norm[i] in norm[j] for j in inside)]
+        for hits in ([i for i, c in enumerate(norm) if c and c == t], inside):
+            if len({norm[i] for i in hits}) == 1 and hits[0] < len(labels):
+                return labels[hits[0]]
+    if got := last(rf"(?:option|choice)\s+{lab}"):
+        return got
+    found = {by_upper[m[1].upper()] for m in re.finditer(rf"[(\[]\s*({alt})\s*[)\]]", text)}
+    if not found:  # bare capitals, skipping the words "A"/"I" ("A man ...", "I think ...")
+        found = {m[1] for m in re.finditer(rf"(?<![\w'’])({alt})(?![\w'’])", text)
+                 if not (m[1] in ("A", "I") and re.match(r"\s+(?!and\b|or\b|is\b)[a-z]", text[m.end():]))}
+    return found.pop() if len(found) == 1 else None
+
+
+@register_scorer("choice")
+def score_choice(response: str, item: dict) -> tuple[str | None, float]:
+    """Multiple choice: 1.0 iff the chosen label equals ``item["answer"]`` (a label, or an int index).
+
+    >>> score_choice("Answer: b", {"answer": "B", "choices": ["yes", "no"]})
+    ('B', 1.0)
+    """
+    choices, labels = item.get("choices"), item.get("labels")
+    if isinstance(choices, dict):  # HF ai2_arc form {"text": [...], "label": [...]}
+        labels, choices = labels or choices.get("label"), choices.get("text")
+    got, gold = extract_choice(response, labels, choices), item.get("answer")
+    labels = labels or string.ascii_uppercase[:len(choices or "")]
+    if isinstance(gold, int) and not isinstance(gold, bool) and 0 <= gold < len(labels):
+        gold = labels[gold]
+    return got, float(got is not None and got.upper() == str(gold).strip().strip("()").upper())
+
+
+# ------------------------------------------------------------------ short answers
+def _short_answer(text: str) -> str:
+    """What follows the last "answer is"/"Answer:", else the first non-empty line."""
+    if hits := re.findall(r"answer\s*(?:is|:)\s*:?\s*([^\n]+)", str(text or ""), re.I):
+        return hits[-1].strip()
+    return next((ln.strip() for ln in str(text or "").splitlines() if ln.strip()), "")
+
+
+def _norm_exact(s) -> str:
+    s = re.sub(r"[*`]+", "", str(s)).strip().strip("\"'“”").strip()
+    s = " ".join(s.lower().split()).rstrip(".").strip()
+    return m[1] if (m := re.fullmatch(r"\(([a-z])\)", s)) else s
+
+
+def _golds(item: dict) -> list:
+    return list(g) if isinstance(g := item.get("answer"), (list, tuple)) else [g]
+
+
+@register_scorer("exact")
+def score_exact(response: str, item: dict) -> tuple[str | None, float]:
+    """Normalised exact match (case, spaces, quotes, markdown, final period, "(A)" = "A").
+
+    >>> score_exact("So the answer is (A).", {"answer": "(A)"})
+    ('a', 1.0)
+    """
+    got = _norm_exact(_short_answer(response))
+    return got or None, float(bool(got) and any(got == _norm_exact(g) for g in _golds(item)))
+
+
+def f1_score(pred: str, gold: str) -> float:
+    """SQuAD token-level F1 (lowercase, no punctuation, no articles).
+
+    >>> round(f1_score("the Eiffel tower", "Eiffel Tower in Paris"), 3)
+    0.667
+    """
+    def toks(s):
+        s = "".join(ch for ch in str(s).lower() if ch not in string.punctuation)
+        return re.sub(r"\b(a|an|the)\b", " ", s).split()
+    p, g = toks(pred), toks(gold)
+    same = sum((collections.Counter(p) & collections.Counter(g)).values())
+    return 2 * same / (len(p) + len(g)) if p and g else float(p == g)
+
+
+@register_scorer("f1")
+def score_f1(response: str, item: dict) -> tuple[str | None, float]:
+    """Token F1 of the short answer, max over gold aliases (``item["answer"]`` may be a list).
+
+    >>> score_f1("Paris, France", {"answer": ["Paris", "City of Light"]})
+    ('Paris, France', 0.6666666666666666)
+    """
+    got = _short_answer(response)
+    return got or None, max((f1_score(got, str(g)) for g in _golds(item)), default=0.0)
+
+
+@register_scorer("bool")
+def score_bool(response: str, item: dict) -> tuple[str | None, float]:
+    """Yes/no (BoolQ): yes/true -> "yes", no/false -> "no"; the gold may be a bool.
+
+    >>> score_bool("No, it is not.", {"answer": False})
+    ('no', 1.0)
+    """
+    text, yn = str(response or "").lower(), {"true": "yes", "false": "no"}
+    words = re.findall(r"answer\s*(?:is|:)\s*:?\W*(yes|no|true|false)\b", text)[-1:] or re.findall(
+        r"\b(yes|no|true|false)\b", text)[:1]
+    got = yn.get(words[0], words[0]) if words else None
+    gold = ("yes" if g else "no") if isinstance(g := item.get("answer"), bool) else str(g).strip().lower()
+    return got, float(got is not None and got == yn.get(gold, gold))
+
+
+# ------------------------------------------------------------------ numbers (GSM8K)
+_POS = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
+
+
+def extract_number(text: str) -> str | None:
+    """The final number: "#### N", else "answer is N", else \\boxed{N}, else the last number
+    (commas, "$", spaces and a trailing "." removed).
+
+    >>> extract_number("She makes 9 * 2 = $<<9*2=18>>18.\\n#### 1,018")
+    '1018'
+    >>> extract_number("The answer is $-3.50."), extract_number("no digits") is None
+    ('-3.50', True)
+    """
+    text, signed = str(text or ""), rf"((?:-\s*)?\$?(?:{_POS}))"
+    hits = (re.findall(rf"####\s*\$?\s*{signed}", text) or re.findall(rf"answer\s+is\s*:?\s*\$?\\?\$?\s*{signed}", text, re.I)
+            or re.findall(rf"-?(?:{_POS})", extract_boxed(text) or "") or re.findall(rf"-?(?:{_POS})", text))
+    return re.sub(r"[\s,$]", "", hits[-1]).rstrip(".") if hits else None
+
+
+@register_scorer("numeric")
+def score_numeric(response: str, item: dict) -> tuple[str | None, float]:
+    """GSM8K: the final number equals the gold ("... #### 72", or a number) within 1e-6.
+
+    >>> score_numeric("so the answer is 72.", {"answer": "48/2 = 24\\n#### 72"})
+    ('72', 1.0)
+    """
+    got, gold = extract_number(response), item.get("answer")
+    gold = extract_number(gold) if isinstance(gold, str) else gold
+    try:
+        return got, float(math.isclose(float(got), float(gold), rel_tol=1e-6, abs_tol=1e-6))
+    except (TypeError, ValueError):
+        return got, 0.0
+
+
+# ------------------------------------------------------------------ MATH
+def _braced(s: str, start: int) -> tuple[str, int] | None:
+    """The balanced ``{...}`` group opening at ``s[start]``: (contents, index after it)."""
+    depth = 0
+    for i in range(start, len(s)):
+        depth += {"{": 1, "}": -1}.get(s[i], 0)
+        if depth == 0:
+            return s[start + 1:i], i + 1
+    return None
+
+
+def extract_boxed(text: str) -> str | None:
+    """Contents of the last ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces), or None.
+
+    >>> extract_boxed(r"so $x = \\boxed{\\frac{1}{2}}$ and \\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}.")
+    '\\\\left( 3, \\\\frac{\\\\pi}{2} \\\\right)'
+    """
+    text = str(text or "")
+    for m in reversed(list(re.finditer(r"\\(?:boxed|fbox)(?![a-zA-Z])\s*(\{)?", text))):
+        if m[1] and (got := _braced(text, m.end() - 1)):
+            return got[0].strip()
+        if not m[1] and (bare := re.match(r"\s*([^\s$]+)", text[m.end():])):  # "\boxed 5"
+            return bare[1]
+    return None
+
+
+def normalize_math(s: str) -> str:
+    r"""A canonical string form of a LaTeX answer (for string comparison and for sympy).
+
+    >>> normalize_math(r"\left( 3, \dfrac12 \right)")
+    '(3,\\frac{1}{2})'
+    >>> normalize_math(r"90^\circ"), normalize_math(r"10\text{ cm}^2"), normalize_math(r"x = 1,000")
+    ('90', '10', '1000')
+    """
+    s = str(s or "").strip().strip("$").strip()
+    s = re.sub(r"\\le(?=[(\[].*\\right)", "", s)  # the packaged MATH-500 "answer" field mangles \left
+    s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])|\\displaystyle", "", s)
+    s = re.sub(r"(?<!\\)\\[!,;: ]|~", " ", s)
+    s = re.sub(r"\^\s*\{?\\circ\}?|\\circ|\\%|%|\\\$|\$", "", s)
+    s = re.sub(r"\\[dt]frac", r"\\frac", s).replace("\\iny", "\\infty").replace("{}", "")
+    s = re.sub(r"^(.*\d.*?)\s*\\(?:text|mbox|mathrm)\{\s*[a-zA-Z][a-zA-Z .]*\}(?:\^\{?\d\}?)?$", r"\1", s)
+    s = re.sub(r"\\(?:text|textbf|mathrm|mbox|mathbf|operatorname)\{([^{}]*)\}", r"\1", s)
+    arg = r"\s*([^\s{\\])"  # \frac12 -> \frac{1}{2}, \frac1{x} -> \frac{1}{x}, \sqrt2 -> \sqrt{2}
+    s = re.sub(rf"\\frac{arg}{arg}", r"\\frac{\1}{\2}", s)
+    s = re.sub(rf"\\frac{arg}\s*\{{", r"\\frac{\1}{", s)
+    s = re.sub(rf"\\frac\s*(\{{[^{{}}]*\}}){arg}", r"\\frac\1{\2}", s)
+    s = re.sub(r"\\sqrt\s*([^\s{\[\\])", r"\\sqrt{\1}", s)
+    s = re.sub(r" (?![a-zA-Z])|(?<![a-zA-Z]) ", "", re.sub(r"\s+", " ", s).strip())
+    s = s.split("=", 1)[1] if re.fullmatch(r"[a-zA-Z]{1,2}(?:_\w)?=[^=<>]+", s) else s  # "x=5" -> "5"
+    s = s.replace("\\\\", "\\")  # matrix row breaks: the packaged "answer" field also halves them
+    return (s.replace(",", "") if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", s) else s).rstrip(".")
+
+
+def _to_sympy(s: str):
+    """A sympy expression for a normalised answer, or None. Only vetted text reaches the parser."""
+    import sympy
+    from sympy.parsing.sympy_parser import convert_xor, implicit_multiplication, parse_expr, standard_transformations
+    if m := re.fullmatch(r"(-?)(\d+)\\frac\{(\d+)\}\{(\d+)\}", s):  # mixed number 15\frac{39}{40}
+        s = f"{m[1]}({m[2]}+{m[3]}/{m[4]})"
+    while (j := s.find("\\frac{")) >= 0:
+        num = _braced(s, j + 5)
+        den = num and s[num[1]:num[1] + 1] == "{" and _braced(s, num[1])
+        if not den:
+            return None
+        s = f"{s[:j]}(({num[0]})/({den[0]})){s[den[1]:]}"
+    s = re.sub(r"\\sqrt\[([^\]\[]+)\]\{([^{}]*)\}", r"((\2)**(1/(\1)))", s)
+    for a, b in (("\\sqrt", "sqrt"), ("\\pi", "pi"), ("\\infty", "oo"), ("\\cdot", "*"), ("\\times", "*"),
+                 ("\\div", "/"), ("{", "("), ("}", ")"), ("^", "**")):
+        s = s.replace(a, b)
+    if (len(s) > 200 or not re.fullmatch(r"[0-9a-zA-Z+\-*/(). ]+", s)  # no huge/chained powers
+            or re.search(r"\*\*\(?\d{4,}|\*\*[\w.()]*\*\*", s)
+            or any(len(w) > 1 and w not in ("sqrt", "pi", "oo") for w in re.findall(r"[a-zA-Z]+", s))):
+        return None
+    names = {**{w: sympy.Symbol(w) for w in re.findall(r"[a-zA-Z]", s)}, "pi": sympy.pi, "oo": sympy.oo}
+    allowed = {k: getattr(sympy, k) for k in ("Integer", "Float", "Rational", "Symbol", "sqrt")}
+    try:
+        return parse_expr(s, local_dict=names, global_dict=allowed,
+                          transformations=standard_transformations + (implicit_multiplication, convert_xor))
+    except Exception:  # noqa: BLE001 - any parse failure means "not comparable"
+        return None
+
+
+class _Timeout(BaseException):
+    """Raised on SIGALRM; not an Exception, so no ``except Exception`` inside sympy swallows it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """A SIGALRM limit in the main thread on Unix; elsewhere none (the inputs are vetted)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise _Timeout
+    old, prev = signal.signal(signal.SIGALRM, _raise), signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_REAL, *prev)  # an outer timer (e.g. pytest-timeout) resumes
+
+
+def _sympy_equal(a: str, b: str) -> bool:
+    import sympy
+    try:
+        with _time_limit(2.0):
+            x, y = _to_sympy(a), _to_sympy(b)
+            if x is None or y is None:
+                return False
+            if x - y == 0 or sympy.simplify(x - y) == 0:
+                return True
+            rng = random.Random(0)  # numerically at a few points (also catches 0.5 == 1/2)
+            for _ in range(3):
+                point = {v: rng.uniform(0.5, 2.5) for v in (x - y).free_symbols}
+                dx, dy = complex(x.evalf(30, subs=point)), complex(y.evalf(30, subs=point))
+                if not abs(dx - dy) <= 1e-6 * max(1.0, abs(dy)):
+                    return False
+            return True
+    except (Exception, _Timeout):  # noqa: BLE001 - timeout, TypeError from oo/nan, ...
+        return False
+
+
+def _split_top(s: str) -> list[str]:
+    parts, depth = [""], 0
+    for ch in s:
+        depth += (ch in "([{") - (ch in ")]}")
+        parts[-1:] = [parts[-1], ""] if ch == "," and depth == 0 else [parts[-1] + ch]
+    return parts
+
+
+def math_equal(pred, gold) -> bool:
+    r"""Whether two MATH answers are equivalent: same normalised string, element-wise for
+    tuples/intervals (ordered) and lists of solutions (any order), else through sympy.
+
+    >>> math_equal(r"\dfrac12", "0.5"), math_equal(r"3\sqrt{2}", r"\sqrt{18}"), math_equal("(1,2)", "(2,1)")
+    (True, True, False)
+    """
+    if pred is None or gold is None:
+        return False
+    a, b = normalize_math(pred), normalize_math(gold)
+    if a == b or a.replace(" ", "") == b.replace(" ", ""):
+        return True
+    ma, mb = (re.fullmatch(r"([(\[])(.*)([)\]])", x) for x in (a, b))
+    pa, pb = _split_top(ma[2] if ma else a), _split_top(mb[2] if mb else b)
+    if len(pa) == len(pb) == 1 or not (a and b):
+        return bool(a and b) and _sympy_equal(a, b)
+    if len(pa) != len(pb) or bool(ma) != bool(mb):
+        return False
+    if ma:  # tuples / intervals: ordered, same brackets
+        return ma[1] == mb[1] and ma[3] == mb[3] and all(map(math_equal, pa, pb))
+    return (all(any(math_equal(x, y) for y in pb) for x in pa)  # unordered solutions: "1,-2" = "-2, 1"
+            and all(any(math_equal(x, y) for x in pa) for y in pb))
+
+
+@register_scorer("math")
+def score_math(response: str, item: dict) -> tuple[str | None, float]:
+    r"""MATH: the last \boxed{} (else "final answer is $X$") is :func:`math_equal` to the gold,
+    which may be a bare answer or a whole solution with a \boxed{}.
+
+    >>> score_math(r"... so $r = \boxed{\dfrac{1}{2}}$.", {"answer": "0.5"})
+    ('\\dfrac{1}{2}', 1.0)
+    """
+    got, gold = extract_boxed(response), item.get("answer")
+    if got is None and (hits := re.findall(r"final answer is\s*\$((?:\\.|[^$\\])+)\$", str(response or ""), re.I) or re.findall(
+            r"answer is\s*:?\s*\$?([^\n$]+?)\$?\s*(?:\.\s|\.?$|\n)", str(response or ""), re.I)):
+        got = hits[-1].strip()
+    gold = (extract_boxed(gold) or gold) if isinstance(gold, str) else gold
+    return got, float(gold is not None and math_equal(got, str(gold)))
+
+
+# ------------------------------------------------------------------ code
+def extract_code(text: str) -> str:
+    """The code in a ```python fence (one with a ``def`` first; unclosed runs to the end), else the raw text.
+
+    >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
+    'def f():\\n    return 1\\n'
+    """
+    blocks = re.findall(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", str(text or ""), re.S | re.I)
+    return next((b for b in blocks if re.search(r"^\s*def ", b, re.M)), blocks[0]) if blocks else str(text or "")
+
+
+def build_program(response: str, item: dict) -> str:
+    """The Python program testing a response on a HumanEval item (``prompt``/``test``/
+    ``entry_point``) or an MBPP item (``test``: assert lines as a str or list, ``test_setup``).
+
+    HumanEval: code defining ``def <entry_point>(`` follows the whole prompt (imports, helpers;
+    its stub is overridden), other code is a body appended to it; then test + check(entry_point).
+
+    >>> build_program("x = 1", {"test": ["assert x == 1"], "test_setup": "y = 2"}).split()
+    ['x', '=', '1', 'y', '=', '2', 'assert', 'x', '==', '1']
+    """
+    code = extract_code(response)
+    if entry := item.get("entry_point"):
+        prompt = item.get("prompt", "")
+        if re.search(rf"^def\s+{re.escape(entry)}\s*\(", code, re.M):
+            try:
+                compile(prompt, "<prompt>", "exec")
+            except SyntaxError:  # keep only the imports of a prompt that does not compile
+                prompt = "\n".join(ln for ln in prompt.splitlines() if re.match(r"(?:import|from)\s", ln))
+            program = f"{prompt}\n\n{code}"
+        else:
+            first = next((ln for ln in code.splitlines() if ln.strip()), "")
+            if first and not first[0].isspace() and not re.match(r"(?:def|import|from|class|@)\b", first):
+                code = "\n".join("    " + ln for ln in code.splitlines())  # an unindented body
+            program = prompt + code
+        return f"{program}\n\n{item.get('test', '')}\n\ncheck({entry})\n"
+    tests = item.get("test") or item.get("test_list") or ""
+    tests = "\n".join(tests) if isinstance(tests, (list, tuple)) else tests
+    return f"{code}\n\n{item.get('test_setup') or item.get('test_setup_code') or ''}\n\n{tests}\n"
+
+
+@register_scorer("code")
+def score_code(response: str, item: dict) -> tuple[str | None, float]:
+    """HumanEval/MBPP: 1.0 iff :func:`build_program` passes in ``reporter.sandbox.run_python``
+    (``item["timeout"]`` seconds, default 3). The extracted answer is the code.
+
+    >>> score_code("```python\\ndef add(a, b):\\n    return a + b\\n```", {"test": "assert add(2, 3) == 5"})  # doctest: +SKIP
+    ('def add(a, b):\\n    return a + b\\n', 1.0)
+    """
+    from .sandbox import run_python  # lazy: only code tasks need the sandbox
+    result = run_python(build_program(response, item), timeout=float(item.get("timeout", 3.0)))
+    return extract_code(response), float(bool(result.passed))

@@ -1,0 +1,112 @@
+"""Crash-safe writing: every file and cache directory appears whole or not at all.
+
+Each writer builds its output next to the target and renames it into place
+(``os.replace``), after an ``fsync``; a crash or a kill never leaves half a file behind.
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "a" / "x.json"
+>>> write_json(p, {"n": 1}); read_json(p)
+{'n': 1}
+>>> read_json(p.with_name("missing.json"), default={})
+{}
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; on a clean exit it is synced and renamed to ``path``.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.txt"
+    >>> with atomic_writer(p, "w") as fh:
+    ...     _ = fh.write("whole")
+    >>> p.read_text()
+    'whole'
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` atomically; returns the path.
+
+    >>> import tempfile, pathlib
+    >>> write_bytes(pathlib.Path(tempfile.mkdtemp()) / "b.bin", b"ok").read_bytes()
+    b'ok'
+    """
+    with atomic_writer(path, "wb") as fh:
+        fh.write(data)
+    return Path(path)
+
+
+def _default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> None:
+    """Write JSON atomically (indented; numpy scalars and arrays and paths become plain JSON)."""
+    with atomic_writer(path, "w") as fh:
+        json.dump(data, fh, indent=2, sort_keys=False, default=_default)
+        fh.write("\n")
+
+
+def read_json(path: str | os.PathLike[str], default: Any = None) -> Any:
+    """The parsed JSON at ``path``, or ``default`` when the file does not exist."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return default
+
+
+def atomic_directory(final: Path, build: Callable[[Path], None]) -> Path:
+    """Run ``build(tmpdir)`` and rename the result to ``final``; an existing ``final`` is kept as is.
+
+    >>> import tempfile, pathlib
+    >>> d = atomic_directory(pathlib.Path(tempfile.mkdtemp()) / "cache", lambda t: (t / "f").write_text("x"))
+    >>> (d / "f").read_text()
+    'x'
+    """
+    if final.is_dir():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        build(tmp)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if not final.is_dir():  # lost a race with another process: theirs is as good
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final

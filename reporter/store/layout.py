@@ -1,0 +1,96 @@
+"""The run directory: every path and file name of a run, in one place.
+
+Artifacts are the source of truth: each stage reads what the previous one wrote, a rerun
+resumes from them, and results.json can always be rebuilt from them::
+
+    manifest.json                            versions, device, seed, resolved config + profile, hash
+    results.json                             the machine-readable result (reporter.schema.Results)
+    card.html, card.pdf, model-index/        the rendered card
+    models/<slug>/model.json                 metadata of the loaded model ("meta" in results.json)
+    models/<slug>/<name>.json                every other JSON document of a model (smoke.json, lpp.json,
+                                             a plugin collector's own) is results.json's models.<name>.<name>
+    models/<slug>/error.json                 why the model failed
+    models/<slug>/reference_logprobs.npz     token log-probs of non-benchmark text
+    models/<slug>/tasks/<task>/samples.jsonl one line per answered item
+    models/<slug>/tasks/<task>/parts/        per-batch collector artifacts while the task runs
+    models/<slug>/tasks/<task>/summary.json  the task's entry in results.json, written last
+    models/<slug>/tasks/<task>/neurons.npz, logprobs.npz, verbatim.json, validation.json
+
+Every name that becomes a path component (model names, task names) goes through
+:func:`slugify`, so no name can point outside the run directory.
+
+>>> rd = RunDir("reports/x")
+>>> rd.task_dir("My model", "../../etc").as_posix()
+'reports/x/models/My-model/tasks/etc'
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+RESULTS = "results.json"
+CARD_HTML = "card.html"
+CARD_PDF = "card.pdf"
+MODEL_INDEX_DIR = "model-index"
+
+MODEL_META = "model.json"
+ERROR = "error.json"
+SMOKE = "smoke.json"
+LPP = "lpp.json"
+REFERENCE_LOGPROBS = "reference_logprobs.npz"
+
+SAMPLES = "samples.jsonl"
+SUMMARY = "summary.json"
+PARTS = "parts"
+NEURONS = "neurons.npz"
+LOGPROBS = "logprobs.npz"
+VERBATIM = "verbatim.json"
+VALIDATION = "validation.json"
+
+
+def slugify(name: str) -> str:
+    """A file-system-safe path component for ``name`` (never empty, never ``.`` or ``..``).
+
+    >>> slugify("Qwen/Qwen2.5 0.5B"), slugify("../.."), slugify("a b")
+    ('Qwen-Qwen2.5-0.5B', 'model', 'a-b')
+    """
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
+    return s or "model"
+
+
+class RunDir:
+    """Paths inside one run directory."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    @property
+    def manifest(self) -> Path:
+        """``manifest.json``."""
+        return self.root / MANIFEST
+
+    @property
+    def results(self) -> Path:
+        """``results.json``."""
+        return self.root / RESULTS
+
+    def model_dir(self, model: str) -> Path:
+        """``models/<slug>`` of a model name (or of a slug: slugs are their own slug)."""
+        return self.root / "models" / slugify(model)
+
+    def task_dir(self, model: str, task: str) -> Path:
+        """``models/<slug>/tasks/<task slug>``."""
+        return self.model_dir(model) / "tasks" / slugify(task)
+
+    def model_documents(self, model: str) -> dict[str, Path]:
+        """The JSON documents of a model that become keys of its results.json entry.
+
+        ``model.json`` is ``meta``; every other ``<name>.json`` but ``error.json`` is ``<name>``.
+        """
+        mdir = self.model_dir(model)
+        docs = {"meta": mdir / MODEL_META} if (mdir / MODEL_META).is_file() else {}
+        for path in sorted(mdir.glob("*.json")):
+            if path.name not in (MODEL_META, ERROR):
+                docs[path.stem] = path
+        return docs

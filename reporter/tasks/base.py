@@ -1,0 +1,158 @@
+"""Tasks: a data source + prompt formatting + generation settings + a scorer, registered by name.
+
+Built-in tasks register a factory with :func:`register_task` (the lm-eval registry pattern);
+a user's own data is a ``jsonl`` task (:mod:`reporter.tasks.jsonl`). A task marked
+``probe`` (the LPP synthetic probes) runs and scores like a benchmark but is reported apart:
+never a point of the Utility Law, never checked for contamination (its items are generated).
+
+>>> t = Task("t", "exact", "", "", load=lambda: [Item(str(i), "q", "a") for i in range(10)])
+>>> len(t.items()), t.probe
+(10, False)
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..registry import Registry
+
+#: option labels of multiple-choice items, in order
+LETTERS = "ABCDEFGHIJ"
+
+MC_INSTRUCTION = ("Answer the following multiple-choice question. Reply with the letter of the correct "
+                  "option only.")
+
+
+@dataclass
+class Item:
+    """One evaluation item in a task-independent form."""
+
+    id: str
+    question: str  # the formatted question (choices included for multiple choice)
+    answer: str  # gold: a letter, a number, a string, or a reference solution's answer
+    choices: list[str] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # scorer extras (tests, entry_point, prompt …)
+    demo_answer: str | None = None  # the worked answer shown when the item is a few-shot example
+
+    def scorer_item(self) -> dict[str, Any]:
+        """What a scorer reads: the gold answer, the scorer extras and, for multiple choice, the options."""
+        d = {"answer": self.answer, **self.meta}
+        if self.choices is not None:
+            d["choices"] = self.choices
+            d["labels"] = list(LETTERS[: len(self.choices)])
+        return d
+
+
+@dataclass(frozen=True)
+class HubDataset:
+    """Where a task's data lives on the Hugging Face hub (also its ``model-index`` dataset)."""
+
+    name: str  # the pretty name a model card shows
+    path: str  # the hub id
+    config: str | None = None
+
+
+@dataclass
+class Task:
+    """A registered task: how to get its items and how to prompt and score them."""
+
+    name: str
+    scorer: str
+    instruction: str  # shown to instruct models before the question
+    answer_prefix: str  # ends a base-model prompt ("Answer:")
+    load: Callable[[], list[Item]]
+    fewshot_pool: Callable[[], list[Item]] | None = None  # a separate split, if the data has one
+    max_new_tokens: int = 32
+    stop: tuple[str, ...] = ()
+    base_stop: tuple[str, ...] = ("\n\n",)
+    description: str = ""
+    source: str = ""
+    hub: HubDataset | None = None
+    #: an LPP probe, not a benchmark: reported apart, never a law point, no contamination check
+    probe: bool = False
+    #: extra summary fields from the responses (e.g. the AR probe's metrics)
+    summarize: Callable[[Sequence[str], Sequence[Item]], dict[str, Any]] | None = None
+
+    _cache: list[Item] | None = field(default=None, repr=False)
+
+    def items(self) -> list[Item]:
+        """Every item of the task (loaded once)."""
+        if self._cache is None:
+            self._cache = self.load()
+        return self._cache
+
+
+#: task factories by name
+TASKS: Registry[Callable[..., Task]] = Registry("task")
+
+
+def register_task(name: str) -> Callable[[Callable[..., Task]], Callable[..., Task]]:
+    """Register a task factory under ``name`` (a decorator)."""
+    return TASKS.register(name)
+
+
+def get_task(name: str, **options: Any) -> Task:
+    """A fresh :class:`Task` of the registered task ``name``; a did-you-mean error for unknown names."""
+    return TASKS.get(name)(**options)
+
+
+def is_probe(name: str) -> bool:
+    """Whether ``name`` is a registered probe task (a user's own task never is).
+
+    >>> is_probe("spc"), is_probe("arc_easy"), is_probe("my-own-data")
+    (True, False, False)
+    """
+    return name in TASKS and get_task(name).probe
+
+
+def mc_question(stem: str, options: list[str]) -> str:
+    """A multiple-choice question: the stem, then one ``A. option`` line per option.
+
+    >>> print(mc_question("Sky?", ["blue", "green"]))
+    Sky?
+    A. blue
+    B. green
+    """
+    lines = [stem.strip()] + [f"{LETTERS[i]}. {o.strip()}" for i, o in enumerate(options)]
+    return "\n".join(lines)
+
+
+def select_items(task: Task, limit: int | None, seed: int, shots: int) -> tuple[list[Item], list[Item]]:
+    """The evaluated items (first ``limit`` after a seeded shuffle) and the few-shot pool.
+
+    Few-shot examples never come from the evaluated items: a task with a separate split
+    uses it; otherwise ``shots`` items are held out of the shuffled set before evaluation.
+
+    >>> t = Task("t", "exact", "", "", load=lambda: [Item(str(i), "q", "a") for i in range(10)])
+    >>> ev, pool = select_items(t, 3, seed=0, shots=1)
+    >>> len(ev), len(pool), set(i.id for i in ev) & set(i.id for i in pool)
+    (3, 1, set())
+    """
+    items = list(task.items())
+    order = list(range(len(items)))
+    random.Random(f"{task.name}:{seed}").shuffle(order)
+    shuffled = [items[i] for i in order]
+    if task.fewshot_pool is not None:
+        pool = task.fewshot_pool()
+        evaluated = shuffled if limit is None else shuffled[:limit]
+        ids = {i.id for i in evaluated}
+        pool = [p for p in pool if p.id not in ids]
+    else:
+        held = shuffled[len(shuffled) - shots:] if shots else []
+        rest = shuffled[: len(shuffled) - shots] if shots else shuffled
+        evaluated = rest if limit is None else rest[:limit]
+        pool = held
+    return evaluated, pool
+
+
+def pick_shots(pool: list[Item], shots: int, seed: int) -> list[Item]:
+    """``shots`` examples from ``pool``, chosen deterministically from the seed (the same for every item).
+
+    >>> [i.id for i in pick_shots([Item(str(i), "q", "a") for i in range(5)], 2, seed=0)]
+    ['3', '1']
+    """
+    if shots <= 0 or not pool:
+        return []
+    rng = random.Random(f"shots:{seed}")
+    return rng.sample(pool, min(shots, len(pool)))

