@@ -13,7 +13,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 SYSTEM_PKGS := chromium poppler-utils fonts-dejavu-core
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test venv install assets system-deps clean
+.PHONY: demo test lint venv install assets system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,14 @@ test: venv system-deps
 	$(PIP) install "$(TORCH_SPEC)"
 	$(PIP) install -e '.[test]'
 	$(PIP) install --no-deps $(DEMO_ASSETS)
+	$(MAKE) lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# Static checks (part of `make test`): style and docstrings, types, the import-layer contracts.
+lint:
+	$(BIN)/ruff check reporter tests benchmarks conftest.py
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) build *.egg-info

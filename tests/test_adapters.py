@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from reporter.models.adapters import get_adapter, supported_families
-from reporter.models.random_archs import RANDOM_ARCHS
 from reporter.errors import UserError
 from reporter.instrument.hooks import HookSet
+from reporter.models.adapters import get_adapter, supported_families
+from reporter.models.random_archs import RANDOM_ARCHS
 
 from .conftest import tiny_model
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from reporter.analyse import analyse, write_analysis
-from reporter.store.layout import slugify
 from reporter.analyse.law import fit_utility_law
+from reporter.store.layout import slugify
 from reporter.store.logprobs import save_logprobs
 from reporter.store.neurons import save_neuron_sets
 

@@ -5,10 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from reporter.collect.collectors.calibration import (CalibrationCollector, answer_positions, letter_token_ids,
-                                                     option_probs)
-from reporter.metrics.calibration import brier_score, calibration_summary, expected_calibration_error
+from reporter.collect.collectors.calibration import (
+    CalibrationCollector,
+    answer_positions,
+    letter_token_ids,
+    option_probs,
+)
 from reporter.instrument.hooked_pass import PassBatch, hooked_pass
+from reporter.metrics.calibration import brier_score, calibration_summary, expected_calibration_error
 
 from .conftest import tiny_lm
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reporter.errors import UserError
 from reporter.card.data import build_card
 from reporter.card.render import render
 from reporter.errors import SchemaError as CardDataError
+from reporter.errors import UserError
 
 DATA = Path(__file__).parent / "data"
 FULL_CHARTS = {"task_scores", "law_pooled", "law_per_task", "mui_layers", "lpp_entropy", "lpp_pr_er", "overlap",

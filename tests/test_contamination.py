@@ -10,12 +10,22 @@ import pytest
 import torch
 from scipy import stats
 
-from reporter.analyse.contamination import (CONTAMINATION_RULE, assess, combine, law_residual_signal, min_k_signal,
-                                            verbatim_signal)
+from reporter.analyse.contamination import (
+    CONTAMINATION_RULE,
+    assess,
+    combine,
+    law_residual_signal,
+    min_k_signal,
+    verbatim_signal,
+)
 from reporter.collect import verbatim
 from reporter.collect.collectors import logprobs
-from reporter.collect.collectors.logprobs import (TokenLogProbCollector, collect_reference_logprobs, question_span,
-                                                  token_logprobs)
+from reporter.collect.collectors.logprobs import (
+    TokenLogProbCollector,
+    collect_reference_logprobs,
+    question_span,
+    token_logprobs,
+)
 from reporter.collect.verbatim import collect_verbatim, verbatim_completion
 from reporter.config import ContaminationConfig
 from reporter.instrument.batch import left_pad
@@ -80,8 +90,8 @@ def test_collector_matches_per_sequence_reference(monkeypatch, chunk):
 
 
 def test_question_span_in_plain_and_chat_prompts():
-    from reporter.tasks.prompts import build_prompt, encode_prompt
     from reporter.tasks import Item, Task
+    from reporter.tasks.prompts import build_prompt, encode_prompt
 
     task = Task("t", "choice", "Pick one.", "Answer:", load=list)
     item = Item("1", "Which gas do plants absorb?\nA. oxygen\nB. carbon dioxide", "B")

@@ -6,9 +6,14 @@ import time
 import numpy as np
 import pytest
 
-from reporter.analyse import diversity
-from reporter.analyse.diversity import (greedy_core_set, marginal_gains, model_diversity, overlap, saturation_curve,
-                                task_unions)
+from reporter.analyse.diversity import (
+    greedy_core_set,
+    marginal_gains,
+    model_diversity,
+    overlap,
+    saturation_curve,
+    task_unions,
+)
 
 
 def random_sets(n, universe, size, seed):

@@ -1,8 +1,8 @@
 """Batched greedy decoding: batch-size invariance, stop sequences, OOM halving."""
 import pytest
 
-from reporter.models.generation import generate
 from reporter.instrument.hooks import HookSet
+from reporter.models.generation import generate
 
 from .conftest import tiny_lm
 

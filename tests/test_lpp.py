@@ -6,12 +6,19 @@ import numpy as np
 import pytest
 import torch
 
-from reporter.errors import UserError
-from reporter.instrument.hooked_pass import PassBatch, hooked_pass
 from reporter.collect.collectors.lpp import LPPCollector, prefix_schedule, run_lpp
 from reporter.collect.collectors.lpp import latent_profile as profile
 from reporter.config import LPPConfig
-from reporter.metrics.spectra import clip_top_dims, effective_rank, entropy, participation_ratio, robust, variance_shares
+from reporter.errors import UserError
+from reporter.instrument.hooked_pass import PassBatch, hooked_pass
+from reporter.metrics.spectra import (
+    clip_top_dims,
+    effective_rank,
+    entropy,
+    participation_ratio,
+    robust,
+    variance_shares,
+)
 from reporter.tasks.corpora import lpp_corpus
 
 from .conftest import tiny_lm

@@ -12,8 +12,16 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
-                          GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM)
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    GPT2Config,
+    GPT2LMHeadModel,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
 
 from reporter.collect.ablation import ablate
 from reporter.collect.collectors import mui
@@ -23,7 +31,6 @@ from reporter.instrument.hooks import HookSet
 from reporter.metrics.mui import k_per_layer, per_layer_utilization, random_neurons_like, utilization
 from reporter.models.adapters import get_adapter
 from reporter.store.neurons import load_neuron_sets, merge_neuron_sets, save_neuron_sets
-
 
 V, D, F, L = 97, 32, 64, 2
 ARCHS = ("llama", "gemma3", "gpt2", "gpt_neox")

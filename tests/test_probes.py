@@ -4,11 +4,19 @@ import re
 
 import pytest
 
-from reporter.tasks.probes import (AR_TEMPLATES, SPC_RULES, ar_items, ar_metrics, char_f1, extract_continuation, parse_ar,
-                             spc_items)
-from reporter.tasks.prompts import plain_prompt
 from reporter.scoring import get_scorer
 from reporter.tasks import TASKS, get_task, select_items
+from reporter.tasks.probes import (
+    AR_TEMPLATES,
+    SPC_RULES,
+    ar_items,
+    ar_metrics,
+    char_f1,
+    extract_continuation,
+    parse_ar,
+    spc_items,
+)
+from reporter.tasks.prompts import plain_prompt
 
 from .conftest import tiny_lm
 

@@ -7,10 +7,10 @@ import torch
 from click.testing import CliRunner
 
 from reporter.cli import main
+from reporter.collect.collectors.mui import key_neurons
 from reporter.config import ModelSpec, parse_config
 from reporter.errors import UserError
 from reporter.models.loading import load_model
-from reporter.collect.collectors.mui import key_neurons
 
 from .conftest import tiny_lm
 

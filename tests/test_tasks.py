@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from reporter.errors import UserError
 from reporter.collect.plan import plan_task
 from reporter.config import TaskConfig, builtin_profiles, load_profile
+from reporter.errors import UserError
 from reporter.scoring import get_scorer
 from reporter.tasks import TASKS, get_task, jsonl_task, pick_shots, select_items
 

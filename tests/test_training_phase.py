@@ -1,10 +1,8 @@
 """Training-phase labels along checkpoints."""
 from __future__ import annotations
 
-
 import pytest
 
-from reporter.analyse import training
 from reporter.analyse.training import PHASE_RULE, phase_label, training_phases
 
 

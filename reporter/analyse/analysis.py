@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from ..tasks import is_probe
 from .contamination import CONTAMINATION_RULE, assess, law_residual_signal, min_k_signal, verbatim_signal
 from .diversity import model_diversity
 from .fairness import FAIRNESS_DEFINITION, fairness
-from .law import MIN_POINTS, describe_fit, fit_points
+from .law import MIN_POINTS, LawFit, describe_fit, fit_points
 from .numbers import json_ready
 from .results import build_results
 from .training import PHASE_RULE, training_phases
@@ -50,9 +50,14 @@ def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _points(results: dict) -> tuple[dict, dict, list[dict]]:
+Points = dict[str, dict[str, dict[str, Any]]]  # {model: {task: point}}
+
+
+def _points(results: dict[str, Any]) -> tuple[Points, Points, list[dict[str, Any]]]:
     """{model: {task: point}} for law models and for baselines, plus rows left out and why."""
-    law, base, left_out = {}, {}, []
+    law: Points = {}
+    base: Points = {}
+    left_out: list[dict[str, Any]] = []
     for name, e in (results.get("models") or {}).items():
         target = base if is_untrained(e) else law
         for task, s in (e.get("tasks") or {}).items():
@@ -97,6 +102,8 @@ def _law(law_pts: dict, seed: int, n_resamples: int) -> tuple[dict, dict, list[d
     notes = []
     pooled_pts = [{**_strip(p), "label": f"{m} / {t}"} for m, ts in law_pts.items() for t, p in ts.items()]
     n_models = len({p["model"] for p in pooled_pts if p["P"] > 0})
+    fit: LawFit | None
+    reason: str | None
     if n_models < MIN_POINTS:
         fit, reason = None, (f"the points come from {n_models} model{'s' * (n_models != 1)} with P > 0; the law "
                              f"compares models and needs at least {MIN_POINTS}")
@@ -169,7 +176,8 @@ def _min_k(task_dir: Path, ref_path: Path) -> dict[str, Any]:
 def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
     """Rows per model x task. Untrained baselines are a negative control: they cannot have seen
     any data, so a signal that fires on a baseline for a task (e.g. Min-K% when the reference
-    text is not matched to the task's format) is not counted as evidence for any model on it."""
+    text is not matched to the task's format) is not counted as evidence for any model on it.
+    """
     signals = {}
     for name, e in (results.get("models") or {}).items():
         slug = e.get("slug", name)
@@ -232,8 +240,9 @@ def _training(results: dict, law_pts: dict) -> dict | None:
     avg, common, dropped = _averages(sub)
     for p in avg:
         p["checkpoint"] = ck[p["label"]]
-    per_task = {t: [{**_strip(sub[m][t]), "checkpoint": ck[m]} for m in sub if t in sub[m]]
-                for t in sorted({t for ts in sub.values() for t in ts})}
+    per_task: dict[str, Sequence[dict[str, Any]]] = {
+        t: [{**_strip(sub[m][t]), "checkpoint": ck[m]} for m in sub if t in sub[m]]
+        for t in sorted({t for ts in sub.values() for t in ts})}
     out = training_phases(avg, per_task) if len(avg) >= 2 else None
     if out is not None:
         out["tasks"], out["tasks_dropped"] = common, dropped
@@ -271,7 +280,7 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
     law_pts, base_pts, left_out = _points(results)
     law, fits, avg = _law(law_pts, seed, n_resamples)
     law["left_out"] = left_out
-    base_rows = [{"label": m, "model": m, "P": float(np.mean([p["P"] for p in ts.values()])),
+    base_rows: list[dict[str, Any]] = [{"label": m, "model": m, "P": float(np.mean([p["P"] for p in ts.values()])),
                   "MUI": float(np.mean([p["MUI"] for p in ts.values()])), "baseline": True}
                  for m, ts in base_pts.items() if ts]
     per_task_pts = {t: f[2] for t, f in fits.items()}

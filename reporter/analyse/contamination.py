@@ -4,7 +4,7 @@ Three signals, each "fires" or not, or is "not measured" when its input is missi
 
 1. Law residual (indirect): training on the test set raises performance together with effort,
    so a point far ABOVE the task's Utility Law with high performance is suspicious — the
-   leave-one-out studentised residual of the model's point (:mod:`reporter.law`) is
+   leave-one-out studentised residual of the model's point (:mod:`reporter.analyse.law`) is
    ``z > LAW_Z`` while P is above the task's median P.
 2. Min-K% Prob (Shi et al. 2023), k = 20%, of the question tokens, from the log-probs of the
    one teacher-forced pass (``logprobs.npz``), against the same statistic on
@@ -27,7 +27,7 @@ predictable), which is one reason no single signal is ever called strong.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -157,7 +157,7 @@ def verbatim_signal(v: dict[str, Any] | None, *, rate: float = VERBATIM_RATE, mi
 _NAMES = {"law_residual": "law residual", "min_k": "Min-K% Prob", "verbatim": "verbatim completion"}
 
 
-def combine(signals: dict[str, dict[str, Any] | None]) -> tuple[str, str]:
+def combine(signals: Mapping[str, dict[str, Any] | None]) -> tuple[str, str]:
     """Severity and one evidence sentence from the signals (``CONTAMINATION_RULE``).
 
     >>> combine({"min_k": {"measured": True, "fires": False}, "verbatim": {"measured": False}})

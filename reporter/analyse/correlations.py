@@ -5,8 +5,8 @@ With fewer than 5 models a correlation is marked unreliable; with fewer than 3 i
 
 >>> res = {"models": {f"m{i}": {"meta": {"source_type": "hub"}, "lpp": {"entropy_floor": e},
 ...        "tasks": {"t": {"score": s}}} for i, (e, s) in enumerate([(.2, .9), (.3, .7), (.5, .4)])}}
->>> [round(c["pearson_r"], 3) for c in lpp_correlations(res) if c["task"] == "t"]
-[-0.996]
+>>> [round(c["pearson_r"], 3) for c in lpp_correlations(res) if c["task"] == "t" and c["metric"] == "entropy_floor"]
+[-0.997]
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .law import MIN_POINTS, LawFit, fit_points, fit_utility_law
+from .law import MIN_POINTS, LawFit, fit_points
 from .numbers import finite_or_none as _f
 
 __all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "fairness"]
@@ -43,6 +43,7 @@ def adjusted_scores(fit: LawFit, points: Sequence[dict[str, Any]]) -> list[dict[
 
     Ranks: 1 = best; ties broken by label. ``shift`` = raw rank - adjusted rank (positive = moves up).
 
+    >>> from reporter.analyse.law import fit_utility_law
     >>> f = fit_utility_law([20, 40, 80], [8, 6, 4])
     >>> rows = adjusted_scores(f, [{"label": "a", "P": 20, "MUI": 9}, {"label": "b", "P": 80, "MUI": 3}])
     >>> [(r["label"], round(r["adjusted"], 1), r["rank_adjusted"], r["shift"]) for r in rows]
@@ -80,7 +81,8 @@ def _fair_block(fit: LawFit | None, reason: str | None, points: Sequence[dict[st
         return {"available": False, "rows": [],
                 "reason": (f"no fair adjustment is possible: the fitted slope b = {fit.slope:.3g} is not negative, "
                            f"so the Utility Law does not hold across these {what}")}
-    out = {"available": True, "reason": None, "fit": fit.to_dict(), "rows": adjusted_scores(fit, points)}
+    out: dict[str, Any] = {"available": True, "reason": None, "fit": fit.to_dict(),
+                           "rows": adjusted_scores(fit, points)}
     lo, hi = fit.slope_ci
     if not (hi < 0):
         out["caution"] = (f"the {int(100 * fit.confidence)}% bootstrap CI of the slope ({lo:.3g}, {hi:.3g}) "
@@ -130,7 +132,7 @@ def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, 
         blk = _fair_block(fit, reason, model_points, "models")
         out.update(available=blk["available"], reason=blk["reason"], per_model=blk["rows"],
                    fit=blk.get("fit"), caution=blk.get("caution"))
-        out["sentence"] = _sentence(blk, fit.n) if blk["available"] else None
+        out["sentence"] = _sentence(blk, fit.n) if fit is not None and blk["available"] else None
         if blk["available"] and blk.get("caution"):
             out["sentence"] += f" Caution: {blk['caution']}."
     out["per_task"] = {}

@@ -82,6 +82,7 @@ class LawFit:
 
     @property
     def ln_p(self) -> np.ndarray:
+        """ln P of the fitted points."""
         return np.log(self.performance)
 
     @property
@@ -117,7 +118,8 @@ class LawFit:
         t[(e == 0)] = 0.0
         return t
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """The fit as JSON-ready data (NaN as None)."""
         return {"slope": _f(self.slope), "intercept": _f(self.intercept), "r2": _f(self.r2), "n": self.n,
                 "slope_ci": [_f(v) for v in self.slope_ci], "intercept_ci": [_f(v) for v in self.intercept_ci],
                 "slope_stderr": _f(self.slope_stderr), "p_value": _f(self.p_value),
@@ -158,7 +160,7 @@ def fit_utility_law(performance_pct: Sequence[float], mui_pct: Sequence[float], 
     >>> fit_utility_law([10, 20], [5, 4])
     Traceback (most recent call last):
     ...
-    reporter.law.LawError: 2 usable points (P > 0); the law needs at least 3
+    reporter.analyse.law.LawError: 2 usable points (P > 0); the law needs at least 3
     """
     P = np.asarray(performance_pct, dtype=np.float64).ravel()
     M = np.asarray(mui_pct, dtype=np.float64).ravel()

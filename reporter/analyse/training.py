@@ -15,7 +15,7 @@ larger MUI).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 __all__ = ["PHASES", "PHASE_RULE", "phase_label", "training_phases", "TOL_P", "TOL_MUI_REL"]
 
@@ -81,7 +81,7 @@ def training_phases(points: Sequence[dict], per_task: dict[str, Sequence[dict]] 
     if len(set(cps)) < len(cps):
         notes.append("several models share a checkpoint value; they are ordered by name")
     steps = _steps(series, tol_p, tol_mui_rel)
-    out = {"rule": PHASE_RULE, "tolerance": {"P_points": tol_p, "MUI_relative": tol_mui_rel},
+    out: dict[str, Any] = {"rule": PHASE_RULE, "tolerance": {"P_points": tol_p, "MUI_relative": tol_mui_rel},
            "series": [{k: p[k] for k in ("label", "checkpoint", "P", "MUI")} for p in series], "steps": steps,
            "collapse": any(s["phase"] == "collapsing" for s in steps),
            "collapse_steps": [f"{s['from']} -> {s['to']}" for s in steps if s["phase"] == "collapsing"],

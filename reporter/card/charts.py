@@ -5,6 +5,7 @@ Every chart has a title and unit-labelled axes and uses the Okabe–Ito colour-b
 palette; models keep the same colour in every chart. A chart whose data the run lacks is
 simply absent from :func:`chart_specs`, and the card says why in words.
 
+>>> from reporter.card.data import load_card
 >>> specs = chart_specs(load_card(run_dir))
 >>> "task_scores" in specs, to_svg(specs["task_scores"])[:4]
 (True, '<svg')
@@ -60,6 +61,7 @@ def to_svg(spec: dict) -> str:
 def svg_data_uri(spec: dict) -> str:
     """The chart as a ``data:image/svg+xml`` URI (how the PDF embeds it, isolated from the page).
 
+    >>> from reporter.card.data import load_card
     >>> svg_data_uri(chart_specs(load_card(run_dir))["task_scores"])[:26]
     'data:image/svg+xml;base64,'
     """
@@ -152,7 +154,8 @@ def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
 
 def _law_points(card: dict[str, Any], fit: dict[str, Any] | None = None, task: str | None = None) -> list[dict[str, Any]]:
     """(P %, MUI %) points: the ones ``fit`` was made from when it lists them, else every trained
-    model × task with a score and MUI (untrained references are never law points)."""
+    model × task with a score and MUI (untrained references are never law points).
+    """
     if fit and fit.get("points"):
         return [{"model": p["model"] or "", "task": p["task"] or task or "", "P": _n(p["P"]), "MUI": _n(p["MUI"]),
                  "kind": "point", "note": p["excluded"] or "in the fit"} for p in fit["points"]]

@@ -67,7 +67,7 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
 
 def _model(name: str, m: dict[str, Any]) -> dict[str, Any]:
     meta = m["meta"] or {}
-    for t in m["tasks"].values():  # AR metrics: top-level fields, or nested under "ar" (reporter.probes)
+    for t in m["tasks"].values():  # AR metrics: top-level fields, or nested under "ar" (reporter.tasks.probes.ar)
         t.update({k: v for k, v in (t["ar"] or {}).items() if t.get(k) is None and k in _AR_FIELDS})
     return {**m, "name": name, "meta": meta, "smoke": m["smoke"] or {}, "status": m["status"] or "pending",
             "slug": m["slug"] or name,
@@ -114,7 +114,7 @@ def _oriented(c: dict[str, Any], a: str) -> dict[str, Any]:
 
 
 def _neighbours(card: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each ranked model against the next one down: is the higher rank a real difference, task by task?"""
+    """Each ranked model against the next one down, task by task: is the higher rank a real difference."""
     ranked = [m["name"] for m in card["ranked"] if m["avg"] is not None]
     by_pair: dict[tuple[str, str, str], dict[str, Any]] = {}
     for c in card["comparisons"]:

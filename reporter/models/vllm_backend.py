@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import UserError
-from .generation import Generation, trim
+from .outputs import Generation, trim
 
 
 def generate_vllm(lm: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int,

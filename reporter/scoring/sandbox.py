@@ -36,6 +36,7 @@ output flood, *syntax errors* (SyntaxError in stderr)); "timeout" (wall clock or
 """
 from __future__ import annotations
 
+import _posixsubprocess
 import builtins
 import contextlib
 import errno
@@ -57,8 +58,6 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-import _posixsubprocess
-
 _SETUP_FAILED = 125  # exit code of the child when it could not set itself up
 _FILE_LIMIT = 16 << 20
 _MAX_PROCS = 32
@@ -68,6 +67,8 @@ _NOBODY = 65534
 
 @dataclass
 class SandboxResult:
+    """How a program ran in the sandbox, with its (capped) output."""
+
     status: str  # "passed" | "failed" | "timeout" | "error"
     returncode: int | None
     stdout: str  # capped
@@ -76,6 +77,7 @@ class SandboxResult:
 
     @property
     def passed(self) -> bool:
+        """Whether the program exited 0."""
         return self.status == "passed"
 
 

@@ -433,10 +433,10 @@ def build_program(response: str, item: dict) -> str:
 
 @register_scorer("code")
 def score_code(response: str, item: dict) -> tuple[str | None, float]:
-    """HumanEval/MBPP: 1.0 iff :func:`build_program` passes in ``reporter.sandbox.run_python``
+    """HumanEval/MBPP: 1.0 iff :func:`build_program` passes in ``reporter.scoring.sandbox.run_python``
     (``item["timeout"]`` seconds, default 3). The extracted answer is the code.
 
-    >>> score_code("```python\\ndef add(a, b):\\n    return a + b\\n```", {"test": "assert add(2, 3) == 5"})  # doctest: +SKIP
+    >>> score_code("```python\\ndef add(a, b):\\n    return a + b\\n```", {"test": "assert add(2, 3) == 5"})
     ('def add(a, b):\\n    return a + b\\n', 1.0)
     """
     from .sandbox import run_python  # lazy: only code tasks need the sandbox

@@ -7,8 +7,19 @@ scorers. Nothing here imports torch.
 ['ar', 'arc_challenge', 'arc_easy']
 """
 from . import bbh, code, math_problems, multiple_choice, probes  # noqa: F401  (register the built-in tasks)
-from .base import (LETTERS, TASKS, HubDataset, Item, Task, get_task, is_probe, mc_question, pick_shots,
-                   register_task, select_items)
+from .base import (
+                   LETTERS,
+                   TASKS,
+                   HubDataset,
+                   Item,
+                   Task,
+                   get_task,
+                   is_probe,
+                   mc_question,
+                   pick_shots,
+                   register_task,
+                   select_items,
+)
 from .jsonl import JSONL_SCORERS, jsonl_task
 
 __all__ = ["LETTERS", "TASKS", "HubDataset", "Item", "Task", "get_task", "is_probe", "mc_question", "pick_shots",

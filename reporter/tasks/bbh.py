@@ -1,12 +1,13 @@
 """BIG-Bench Hard (27 subtasks): hub only, no offline copy.
 
+>>> from reporter.tasks import get_task
 >>> get_task("bbh").hub.path
 'lukaemon/bbh'
 """
 from __future__ import annotations
 
 from ..errors import UserError
-from .base import HubDataset, Item, Task, get_task, register_task
+from .base import HubDataset, Item, Task, register_task
 
 BBH = HubDataset("BIG-Bench Hard", "lukaemon/bbh")
 

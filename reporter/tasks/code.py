@@ -1,5 +1,6 @@
 """Code tasks: HumanEval and MBPP, pass@1 with greedy decoding (programs run in the sandbox).
 
+>>> from reporter.tasks import get_task
 >>> get_task("humaneval").scorer, get_task("mbpp").hub.path
 ('code', 'google-research-datasets/mbpp')
 """
@@ -10,7 +11,7 @@ import json
 
 from ..errors import UserError
 from ..installed import module_dir
-from .base import HubDataset, Item, Task, get_task, register_task
+from .base import HubDataset, Item, Task, register_task
 from .sources import offline_then_hub, read_requests
 
 HUMANEVAL = HubDataset("HumanEval", "openai/openai_humaneval")

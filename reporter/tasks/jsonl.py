@@ -2,7 +2,7 @@
 
 >>> import json, tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "faq.jsonl"
->>> _ = p.write_text(json.dumps({"q": "2+2?", "a": "4"}) + "\n")
+>>> _ = p.write_text(json.dumps({"q": "2+2?", "a": "4"}) + "\\n")
 >>> t = jsonl_task("faq", str(p), "q", "a", "numeric"); t.items()[0].answer
 '4'
 """

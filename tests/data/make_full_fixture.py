@@ -1,12 +1,12 @@
 """Regenerate tests/data/full/ (results.json + manifest.json): a complete, internally consistent run.
 
 Synthetic inputs, real computations: per-item outcomes are drawn once (seeded) and every score,
-CI and pairwise comparison is computed with reporter.stats as a run would; MUI follows a
+CI and pairwise comparison is computed with reporter.metrics.stats as a run would; MUI follows a
 per-task Utility Law plus noise (with one injected contamination); key-neuron sets
 (neurons.npz) are synthesised to match each task's MUI, and verbatim-completion results are
 written for the benchmark tasks. Then the project's own analysis stage
 (reporter.analyse.analyse: law, fairness, contamination, diversity, training phases) and
-reporter.correlations.lpp_correlations produce the analysis keys, so the fixture has exactly
+reporter.analyse.correlations.lpp_correlations produce the analysis keys, so the fixture has exactly
 the shapes the producers write. Rerun after a schema change:
 
     .venv/bin/python tests/data/make_full_fixture.py
@@ -135,7 +135,7 @@ def main() -> None:
                    "mui": R(mui), "mui_per_layer": layer_profile(L, mui),
                    "mui_settings": {"mode": "score", "top_ratio": 0.001, "rho": 0.9, "n_samples": n,
                                     "n_layers": L, "d_ff": dff}}
-            if scorer == "choice" and t != "ar":  # as reporter.calibration.calibration_summary writes it
+            if scorer == "choice" and t != "ar":  # as reporter.metrics.calibration.calibration_summary writes it
                 acc = ci.score
                 conf = min(0.99, max(0.25, acc + 0.04 + 0.25 * abs(0.5 - acc) + 0.02 * mi))  # over-confident
                 rest = (1 - conf) / 3  # the other three options share the remaining mass
@@ -143,7 +143,7 @@ def main() -> None:
                 rec["calibration"] = {"n": n, "accuracy": R(acc), "mean_confidence": R(conf),
                                       "ece": R(abs(conf - acc), 4), "brier": R(acc * right + (1 - acc) * wrong, 4),
                                       "n_bins": 10}
-            if t == "ar":  # as reporter.probes.ar_metrics writes it
+            if t == "ar":  # as reporter.tasks.probes.ar_metrics writes it
                 over = R(max(0.0, 1 - ci.score - 0.02 * (mi % 3)))
                 rec["ar"] = {"n": n, "flag_accuracy": R(ci.score), "answer_accuracy": R(0.35 + 0.2 * rates[0]),
                              "format_validity": R(ci.score + over), "overconfidence": over,
@@ -155,7 +155,7 @@ def main() -> None:
             shape = [(abs(m - 140) / 120) ** 1.5 for m in ms]
             grow = [1 - 0.5 * math.exp(-m / 50) for m in ms]
             best = ms[int(np.argmin(shape))]
-            entry["lpp"] = {  # as reporter.lpp writes it
+            entry["lpp"] = {  # as reporter.collect.collectors.lpp writes it
                 "entropy_floor": ef, "entropy_floor_m": best, "participation_ratio": pr, "participation_ratio_m": 200,
                 "effective_rank": er, "effective_rank_m": 200, "pr_raw": R(pr * dm, 3), "er_raw": R(er * dm, 3),
                 "top1_var_share": t1, "top5_var_share": t5,

@@ -185,7 +185,7 @@ class CalibrationPlugin(CollectorPlugin):
             r["option_probs"] = [round(float(x), 6) for x in probs]
             r["answer_source"] = "response"
             if r["extracted"] is None and len(probs):
-                letter = chr(ord("A") + int(np.argmax(probs)))
+                letter = LETTERS[int(np.argmax(probs))]
                 r.update(extracted=letter, score=float(letter == r["gold"]), answer_source="logprob")
 
     def finish_task(self, task: TaskContext, samples: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -197,7 +197,7 @@ class CalibrationPlugin(CollectorPlugin):
         out: dict[str, Any] = {"answer_from_logprob_share": float(np.mean(
             [r.get("answer_source") == "logprob" for r in recs]))}
         if all("option_probs" in r for r in recs):
-            gold = [ord(it.answer) - ord("A") for it in items]
+            gold = [LETTERS.index(it.answer) for it in items]
             out["calibration"] = calibration_summary([r["option_probs"] for r in recs], gold)
         return out
 

@@ -103,9 +103,9 @@ def question_span(tokenizer: Any, prompt_text: str, question_text: str, prompt_i
     first). Returns None when the question is not found or the tokenisation with offsets does
     not line up with ``prompt_ids`` (the analysis then uses the whole prompt).
 
-    >>> prompt = "Answer the question.\n\nWhat is 2 + 2?"
+    >>> prompt = "Answer the question.\\n\\nWhat is 2 + 2?"
     >>> question_span(lm.tokenizer, prompt, "What is 2 + 2?", lm.tokenizer(prompt)["input_ids"])
-    (5, 12)
+    (6, 14)
     """
     c0 = prompt_text.rfind(question_text) if question_text else -1
     if c0 < 0:

@@ -57,8 +57,14 @@ from ...errors import UserError
 from ...instrument.batch import PassBatch
 from ...instrument.hooked_pass import hooked_pass, input_device
 from ...instrument.hooks import HookSet
-from ...metrics.spectra import (StreamingCovariance, covariance_eigenvalues, entropy, pr_er, robust_pr_er,
-                                variance_shares)
+from ...metrics.spectra import (
+    StreamingCovariance,
+    covariance_eigenvalues,
+    entropy,
+    pr_er,
+    robust_pr_er,
+    variance_shares,
+)
 from ...store.atomic import write_json
 from ...store.layout import LPP
 from ...tasks.corpora import lpp_corpus

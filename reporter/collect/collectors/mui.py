@@ -164,6 +164,7 @@ class MUICollector:
 
     # -- Collector protocol ---------------------------------------------------------------
     def attach(self, hooks: HookSet, adapter: Adapter, batch: PassBatch) -> None:
+        """Gather the scored positions once and hook every layer's down-projection input."""
         L, F = adapter.n_layers, adapter.d_ff
         self.n_layers, self.d_ff = L, F
         pos = batch.scored_positions()  # [B, T]
@@ -197,6 +198,7 @@ class MUICollector:
             hooks.on_input(adapter.down_proj(l), self._make_hook(l))
 
     def after_forward(self, batch: PassBatch, logits: torch.Tensor) -> None:
+        """Move the batch's chosen neuron ids to the host, one set per sample."""
         st, self._st = self._st, None
         if st is None:
             raise RuntimeError("MUICollector.after_forward called without attach")

@@ -164,7 +164,8 @@ def ar_items(n_per_template: int = 16, seed: str = AR_SEED) -> list[Item]:
 
 def _ar_pool() -> list[Item]:
     """Format demonstrations for few-shot runs: one clear-cut item and one ambiguous item of a
-    template kept out of the evaluated set, so a demo neither leaks nor fixes the flag."""
+    template kept out of the evaluated set, so a demo neither leaks nor fixes the flag.
+    """
     clear = Item(id="ar-demo-clear", question=(
         "Tom gave Lisa his umbrella because it was raining and she had none.\nQuestion: Who had no umbrella "
         f"at first?\nA. Tom\nB. Lisa\n\n{AR_ASK}"), answer="ambiguous_status=NOT_AMBIGUOUS; answer=B",

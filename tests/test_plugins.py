@@ -1,0 +1,147 @@
+"""Extending reporter without editing it: a collector and a card section defined in this file alone.
+
+The toy collector measures the mean L2 norm of each decoder layer's output over the real tokens of
+the teacher-forced pass; it must show up in ``summary.json``, in ``results.json`` and as a table in
+the card, and its numbers must match a float64 loop over ``output_hidden_states``. The toy section
+must render its template when its key is there and its one "missing" line when it is not.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from reporter.card.render import render
+from reporter.card.sections import SECTIONS, Section, register_section
+from reporter.cli import main
+from reporter.collect.collectors import COLLECTORS, CollectorPlugin, register_collector
+from reporter.instrument.hooked_pass import PassBatch, hooked_pass
+from reporter.models.adapters import get_adapter
+from reporter.store.atomic import read_json, write_json
+
+from .conftest import tiny_model
+
+DATA = Path(__file__).parent / "data"
+
+
+class LayerNormCollector:
+    """Sum and count of the L2 norms of each layer's output over the real (non-pad) tokens."""
+
+    def __init__(self) -> None:
+        self.sums: list[float] = []
+        self.count = 0
+
+    def attach(self, hooks, adapter, batch: PassBatch) -> None:
+        mask = batch.attention_mask.bool()
+        self.count = int(mask.sum())
+        self.sums = [0.0] * adapter.n_layers
+
+        def keep(layer):
+            def hook(out):
+                h = out[0] if isinstance(out, (tuple, list)) else out
+                self.sums[layer] = float(h[mask.to(h.device)].double().norm(dim=-1).sum())
+            return hook
+
+        for i, layer in enumerate(adapter.layers):
+            hooks.on_output(layer, keep(i))
+
+    def after_forward(self, batch, logits) -> None:
+        pass
+
+
+class LayerNormPlugin(CollectorPlugin):
+    name = "toy_layer_norm"
+    label = "toy layer norms"
+
+    def for_batch(self, batch):
+        return LayerNormCollector()
+
+    def save_batch(self, collector, batch):
+        write_json(batch.task.part_path(self.name, batch.index, ".json"), {"sums": collector.sums,
+                                                                           "count": collector.count})
+
+    def batch_done(self, task, batch):
+        return task.part_path(self.name, batch, ".json").is_file()
+
+    def finish_task(self, task, samples):
+        parts = [read_json(p) for p in task.parts(self.name, ".json")]
+        total = sum(p["count"] for p in parts)
+        return {"layer_l2_norm": [sum(p["sums"][i] for p in parts) / total for i in range(len(parts[0]["sums"]))]}
+
+
+@pytest.fixture
+def toy_plugin():
+    register_collector(LayerNormPlugin)
+    yield COLLECTORS.get("toy_layer_norm")
+    COLLECTORS.remove("toy_layer_norm")
+
+
+def test_toy_collector_matches_a_float64_loop():
+    model = tiny_model("llama", layers=3)
+    ids = torch.tensor([[0, 0, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14]])
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    col = LayerNormCollector()
+    hooked_pass(model, get_adapter(model), PassBatch(ids, mask, torch.zeros_like(mask).bool()), [col])
+    with torch.no_grad():
+        hidden = []
+        for b in range(2):
+            real = mask[b].bool()
+            out = model(input_ids=ids[b:b + 1, real], output_hidden_states=True)
+            hidden.append([h[0].double() for h in out.hidden_states[1:]])
+    # HF's last hidden state is taken after the final norm, the layer hook before it: compare the others
+    for layer in range(2):
+        want = 0.0
+        for b in range(2):
+            for row in hidden[b][layer]:
+                want += float(np.sqrt(sum(float(x) ** 2 for x in row)))
+        assert col.sums[layer] == pytest.approx(want, rel=1e-5)
+    assert len(col.sums) == 3 and col.count == 10
+
+
+def test_a_collector_defined_here_reaches_summary_results_and_card(toy_plugin, tmp_path):
+    (tmp_path / "profile.yaml").write_text("lpp: {enabled: false}\ncontamination: {verbatim_items: 2, reference_texts: 2}\n"
+                                           "smoke_texts: 1\ntasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 3}\n")
+    (tmp_path / "models.yaml").write_text(
+        f"profile: {tmp_path / 'profile.yaml'}\nmodels:\n  - name: tiny\n    source: random:llama\n"
+        "    random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}\n")
+    out = tmp_path / "run"
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "models.yaml"), "-o", str(out), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads((out / "models" / "tiny" / "tasks" / "arc_easy" / "summary.json").read_text())
+    norms = summary["layer_l2_norm"]
+    assert len(norms) == 2 and all(v > 0 for v in norms)
+    results = json.loads((out / "results.json").read_text())
+    assert results["models"]["tiny"]["tasks"]["arc_easy"]["layer_l2_norm"] == norms
+    assert not (out / "models" / "tiny" / "tasks" / "arc_easy" / "parts").exists()  # parts merged and removed
+    html = (out / "card.html").read_text()
+    assert '<section id="measurements">' in html and "Other measurements" in html and "layer l2 norm" in html
+    mean = sum(norms) / 2
+    assert f"mean {mean:.3f} over 2 values ({min(norms):.3f} to {max(norms):.3f})" in html
+
+
+def test_a_section_defined_here_renders_or_says_why_not(tmp_path):
+    shutil.copytree(DATA / "run2", tmp_path / "run")
+    register_section(Section("toy", "Toy section", source="<p>Toy value {{ card.analysis.toy_value }}.</p>",
+                             order=85, needs=("analysis.toy_value",), missing="Toy section: no toy value in this run."))
+    register_section(Section("quiet", "Quiet section", source="<p>never shown</p>", order=86,
+                             needs=("analysis.nothing",), missing=None))
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            register_section(Section("toy", "Another", source="x"))
+        html = render(tmp_path / "run", formats=("html",))["html"].read_text()
+        assert '<a href="#toy">Toy section</a>' in html and "Toy section: no toy value in this run." in html
+        assert "Quiet section" not in html and 'href="#quiet"' not in html  # nothing to say: left out
+        res = json.loads((tmp_path / "run" / "results.json").read_text())
+        res["analysis"] = {"toy_value": 42}
+        (tmp_path / "run" / "results.json").write_text(json.dumps(res))
+        html = render(tmp_path / "run", formats=("html",))["html"].read_text()
+        assert "<p>Toy value 42.</p>" in html and "no toy value" not in html
+        assert html.index('id="toy"') < html.index('id="methods"')  # order 85: before Methods (100)
+    finally:
+        SECTIONS.remove("toy")
+        SECTIONS.remove("quiet")
