@@ -61,10 +61,10 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
             if seed is not None:
                 data["seed"] = seed
             cfg = parse_config(_strip_defaults(data), cfg.path)
-        res = run_models(cfg, output, profile=prof, force=force, progress=not no_progress, command=sys.argv,
-                         executor=executor, address=address)
+        res, failures = run_models(cfg, output, profile=prof, force=force, progress=not no_progress,
+                                   command=sys.argv, executor=executor, address=address)
         out_dir = Path(output or cfg.output or default_output(cfg))
-        if not no_render:
+        if not no_render:  # also when a model failed: the card shows it as failed, next to the others
             from .card.render import render
 
             files = render(out_dir)
@@ -78,6 +78,8 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
     click.echo(f"run directory: {out_dir}")
     if not no_render:
         click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf") if k in files))
+    if failures:
+        _fail(UserError(failures))
 
 
 def _strip_defaults(data: dict[str, Any]) -> dict[str, Any]:

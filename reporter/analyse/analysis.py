@@ -31,6 +31,7 @@ from ..store.atomic import read_json, write_json
 from ..store.layout import LOGPROBS, NEURONS, REFERENCE_LOGPROBS, VERBATIM, RunDir
 from ..store.logprobs import load_logprobs
 from ..store.neurons import load_neuron_sets
+from ..store.ragged import ragged_ok
 from ..tasks import is_probe
 from .contamination import CONTAMINATION_RULE, assess, law_residual_signal, min_k_signal, verbatim_signal
 from .diversity import model_diversity
@@ -165,6 +166,10 @@ def _min_k(task_dir: Path, ref_path: Path) -> dict[str, Any]:
         return {"measured": False, "fires": False, "reason": f"no {LOGPROBS} for this task"}
     if not ref_path.is_file():
         return {"measured": False, "fires": False, "reason": f"no {REFERENCE_LOGPROBS} for this model"}
+    for path in (lp_path, ref_path):
+        if not ragged_ok(path):
+            return {"measured": False, "fires": False,
+                    "reason": f"{path.name} is damaged; rerun `reporter run` to recompute it"}
     bench, _ = load_logprobs(lp_path)
     ref, _ = load_logprobs(ref_path)
     q = [question_logprobs(v["prompt"], v["question_span"]) for v in bench.values()]
@@ -218,7 +223,10 @@ def _diversity(results: dict, rd: RunDir, seed: int, notes: list[str]) -> dict:
         sets_by_task, ids_by_task = {}, {}
         for task in sorted(e.get("tasks") or {}):
             path = rd.task_dir(slug, task) / NEURONS
-            if path.is_file():
+            if path.is_file() and not ragged_ok(path):
+                notes.append(f"{name} / {task}: {path.name} is damaged; diversity leaves the task out "
+                             "(rerun `reporter run` to recompute it)")
+            elif path.is_file():
                 ids, sets, _ = load_neuron_sets(path)
                 sets_by_task[task], ids_by_task[task] = sets, ids
         if not sets_by_task:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Profile
+from ..errors import UserError
 from ..metrics.stats import all_pairs
 from ..schema import SCHEMA_VERSION
 from ..store.atomic import read_json, write_json
@@ -24,9 +25,15 @@ from .correlations import lpp_correlations
 def build_results(run_dir: str | Path) -> dict[str, Any]:
     """Assemble the machine-readable result of a run from its artifacts."""
     rd = RunDir(run_dir)
-    manifest = read_json(rd.manifest, {})
-    resolved = manifest.get("resolved", {})
-    models_cfg = resolved.get("config", {}).get("models", [])
+    manifest = read_json(rd.manifest)
+    if manifest is None:
+        raise UserError(f"{rd.root}: not a run directory (no {rd.manifest.name}); run `reporter run` first")
+    resolved = manifest.get("resolved") if isinstance(manifest, dict) else None
+    if not isinstance(resolved, dict):
+        resolved = {}
+    models_cfg = (resolved.get("config") or {}).get("models")
+    if not isinstance(models_cfg, list) or not all(isinstance(m, dict) and "name" in m for m in models_cfg):
+        raise UserError(f"{rd.manifest}: has no resolved.config.models; it is not the manifest of a run")
     profile = Profile.from_dict(resolved["profile"], f"{rd.manifest}: resolved.profile", recorded=True) \
         if resolved.get("profile") else Profile(name=None)
     out_models: dict[str, dict[str, Any]] = {}

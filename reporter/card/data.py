@@ -10,12 +10,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
-from ..schema import Results, TaskSummary, is_untrained, validate
+from ..errors import SchemaError, UserError
+from ..schema import SCHEMA_VERSION, Results, TaskSummary, is_untrained, validate
 from ..store.atomic import read_json
 from ..store.layout import RunDir
 from ..tasks import is_probe
 
+#: the results.json versions this renderer reads
+SUPPORTED_VERSIONS = (SCHEMA_VERSION,)
 _LEVELS = ("high", "medium", "low")
 _SEVERITIES = ("strong", "weak", "none")
 #: the task summary keys the built-in sections show; any other key is a plugin's measurement
@@ -40,6 +42,10 @@ def load_card(run_dir: str | Path) -> dict[str, Any]:
 
 def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     """The checked (:func:`reporter.schema.validate`), derived view of ``results.json`` that templates and charts use."""
+    if not isinstance(res, dict) or res.get("schema_version") not in SUPPORTED_VERSIONS:
+        got = res.get("schema_version") if isinstance(res, dict) else type(res).__name__
+        raise SchemaError(f"results.json: schema_version: {str(got)[:40]!r} is not supported; this reporter reads "
+                          f"version {', '.join(map(str, SUPPORTED_VERSIONS))} (rebuild it with `reporter analyse`)")
     res = validate(res, Results)
     run = res["run"] or {}
     models = [_model(name, m) for name, m in res["models"].items()]

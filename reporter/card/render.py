@@ -48,7 +48,7 @@ def render(run_dir: str | Path, formats: Sequence[str] = FORMATS) -> dict[str, P
         data = {k: {x: v for x, v in s.items() if x != "$schema"} for k, s in specs.items()}  # no URL at all
         html = page.render(card=card, sections=sections, mode="html", css=_asset("card.css"),
                            vega_js=javascript_bundle(), charts=dict.fromkeys(data, ""),
-                           specs_json=json.dumps(data).replace("</", "<\\/"))
+                           specs_json=script_json(data))
         out["html"] = write_bytes(root / CARD_HTML, html.encode())
     if "pdf" in formats:
         import weasyprint
@@ -60,6 +60,16 @@ def render(run_dir: str | Path, formats: Sequence[str] = FORMATS) -> dict[str, P
         out[f"model-index/{slug}"] = write_bytes(root / MODEL_INDEX_DIR / f"{slug}.yaml",
                                                  yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).encode())
     return out
+
+
+def script_json(data: object) -> str:
+    """JSON safe to inline in a ``<script>`` block: ``<``, ``>`` and ``&`` are written as ``\\u`` escapes,
+    so no value (a model called ``</script>`` or ``<!--``) can end or comment out the block.
+
+    >>> script_json({"name": "x<!--<script></script>&"})
+    '{"name": "x\\\\u003c!--\\\\u003cscript\\\\u003e\\\\u003c/script\\\\u003e\\\\u0026"}'
+    """
+    return json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _asset(name: str) -> str:

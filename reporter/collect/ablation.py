@@ -30,7 +30,7 @@ from ..metrics.mui import random_neurons_like, union
 from ..models.adapters import Adapter, get_adapter
 from ..models.generation import generate
 from ..scoring import get_scorer
-from ..store.atomic import read_json, write_json
+from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import NEURONS, SUMMARY, VALIDATION
 from ..store.neurons import load_neuron_sets
 from .plan import TaskPlan
@@ -57,7 +57,7 @@ def ablate(model: torch.nn.Module, adapter: Adapter | None, neuron_ids: Any) -> 
 def validate_neurons(lm: Any, plan: TaskPlan, task_dir: Path, *, seed: int) -> dict[str, Any]:
     """Scores with the task's key neurons zeroed and with as many random ones; writes ``validation.json``."""
     out_path = task_dir / VALIDATION
-    if out_path.is_file():
+    if json_ok(out_path):
         return read_json(out_path)  # type: ignore[no-any-return]
     scorer = get_scorer(plan.task.scorer)
     _, sets, _ = load_neuron_sets(task_dir / NEURONS)

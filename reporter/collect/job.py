@@ -10,6 +10,7 @@ check.
 from __future__ import annotations
 
 import gc
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from tqdm.auto import tqdm
 from ..config import Profile, RunConfig, TaskConfig
 from ..errors import UserError
 from ..models.loading import load_model
-from ..store.atomic import write_json
+from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import ERROR, MODEL_META, SMOKE, VALIDATION, VERBATIM, RunDir
 from ..tasks import is_probe
 from .ablation import validate_neurons
@@ -45,15 +46,15 @@ def task_done(profile: Profile, task: TaskConfig, task_dir: Path) -> bool:
     """Whether every artifact of one task of one model exists (summary, collectors, evidence, ablation)."""
     if not task_complete(profile, task_dir):
         return False
-    if _validating(profile) and not (task_dir / VALIDATION).is_file():
+    if _validating(profile) and not json_ok(task_dir / VALIDATION):
         return False
-    return is_probe(task.name) or (task_dir / VERBATIM).is_file()
+    return is_probe(task.name) or json_ok(task_dir / VERBATIM)
 
 
 def model_done(rd: RunDir, slug: str, profile: Profile) -> bool:
     """Whether every artifact of one model exists."""
     mdir = rd.model_dir(slug)
-    if not (mdir / MODEL_META).is_file() or not (mdir / SMOKE).is_file():
+    if not json_ok(mdir / MODEL_META) or not json_ok(mdir / SMOKE):
         return False
     if not all(p.model_done(profile, mdir) for p in enabled_collectors(profile)):
         return False
@@ -80,8 +81,15 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         return list(e.lines)
     failures: list[str] = []
     write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta})
-    if not (mdir / SMOKE).is_file():
+    if not json_ok(mdir / SMOKE):
         write_json(mdir / SMOKE, smoke(lm, n_texts=profile.smoke_texts, progress=progress))
+    if not math.isfinite(read_json(mdir / SMOKE)["perplexity"]):
+        (mdir / SMOKE).unlink()
+        line = (f"model '{spec.name}': the model gives NaN or infinite log-probabilities on plain text; its weights "
+                "are damaged or it does not run in this dtype (try dtype: float32)")
+        write_json(mdir / ERROR, {"error": line})
+        log(f"{spec.name}: FAILED: {line}")
+        return [line]
     for plugin in enabled_collectors(profile):
         if plugin.model_done(profile, mdir):
             continue

@@ -24,15 +24,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from ..config import Profile, TaskConfig
+from ..errors import UserError
 from ..instrument.batch import teacher_forced_batch
 from ..instrument.hooked_pass import hooked_pass
 from ..metrics.stats import score_ci
 from ..models.generation import generate
 from ..scoring import get_scorer
-from ..store.atomic import read_json, write_json
+from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
 from .collectors import BatchContext, CollectorPlugin, TaskContext, enabled_collectors
@@ -40,8 +42,17 @@ from .plan import TaskPlan
 
 
 def task_complete(profile: Profile, task_dir: Path) -> bool:
-    """Whether the task's summary and every enabled collector's final artifact exist."""
-    return (task_dir / SUMMARY).is_file() and all(p.task_done(task_dir) for p in enabled_collectors(profile))
+    """Whether the task's summary, its samples and every enabled collector's final artifact are there, whole.
+
+    A damaged or truncated artifact (a torn ``samples.jsonl``, an ``.npz`` that fails its checksum,
+    a summary that is not JSON) makes the task incomplete, so a rerun recomputes it.
+    """
+    if not json_ok(task_dir / SUMMARY):
+        return False
+    n = read_json(task_dir / SUMMARY).get("n")
+    if not isinstance(n, int) or len(read_samples(task_dir / SAMPLES)) < n:
+        return False
+    return all(p.task_done(task_dir, n) for p in enabled_collectors(profile))
 
 
 def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task_dir: Path, *, seed: int,
@@ -91,7 +102,10 @@ def _collect(lm: Any, batch: BatchContext, plugins: list[CollectorPlugin]) -> No
         gens = batch.generations
         pb = teacher_forced_batch([g.prompt_ids for g in gens], [g.response_ids for g in gens],
                                   lm.tokenizer.pad_token_id, lm.device)
-        hooked_pass(lm.model, lm.adapter, pb, active)
+        logits = hooked_pass(lm.model, lm.adapter, pb, active)
+        if not bool(torch.isfinite(logits[pb.attention_mask.bool().to(logits.device)]).all()):
+            raise UserError(f"model '{lm.spec.name}', task '{batch.task.plan.task.name}': the model gives NaN or "
+                            "infinite logits; its weights are damaged or it does not run in this dtype")
     for p, c in collectors:
         p.save_batch(c, batch)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..config import ContaminationConfig
 from ..models.generation import generate
-from ..store.atomic import read_json, write_json
+from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import VERBATIM
 
 VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
@@ -85,9 +85,8 @@ def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: Co
     work when the file exists (resume). Returns the stored dict.
     """
     path = Path(task_dir) / VERBATIM
-    old = read_json(path)
-    if old is not None:
-        return old  # type: ignore[no-any-return]
+    if json_ok(path):
+        return read_json(path)  # type: ignore[no-any-return]
     bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
     res = verbatim_completion(lm, [_item_text(it) for it in items], n_tokens=settings.verbatim_tokens,
                               max_items=settings.verbatim_items, seed=seed,

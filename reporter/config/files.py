@@ -1,11 +1,19 @@
-"""Reading YAML files with one-line errors.
+"""Reading YAML files with one-line errors, safely: bounded size, no aliases, the C parser.
+
+A configuration file is small: anything over :data:`MAX_BYTES` (1 MiB), anything that is not a
+regular file (``/dev/zero``, a directory) and any YAML alias (``*name``, the "billion laughs"
+expansion bomb) is refused with one line, before it can hang the reader.
 
 >>> load_yaml("missing.yaml")
 Traceback (most recent call last):
 reporter.errors.ConfigError: missing.yaml: file not found
+>>> short(list(range(100)))
+'[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, …'
 """
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +21,68 @@ import yaml
 
 from ..errors import ConfigError
 
+#: the largest models or profile file accepted
+MAX_BYTES = 1 << 20
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-def load_yaml(path: str | Path) -> Any:
-    """Read a YAML file, turning I/O and syntax errors into one-line user errors."""
-    path = Path(path)
+
+def short(v: Any, limit: int = 60) -> str:
+    """``repr(v)`` cut to ``limit`` characters: an error message never prints an unbounded value."""
+    if isinstance(v, (list, tuple, dict, set)) and len(v) > limit:  # never build the repr of a huge value
+        v = type(v)(list(v)[:limit]) if not isinstance(v, dict) else dict(list(v.items())[:limit])
+    text = repr(v)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def read_text(path: Path, what: str = "file", max_bytes: int = MAX_BYTES) -> str:
+    """A small UTF-8 text file, or a one-line :class:`ConfigError` saying why not."""
     try:
-        text = path.read_text()
+        info = os.stat(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"{path}: is a directory, not a {what}")
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{path}: is not a regular file; give a {what}")
+    if info.st_size > max_bytes:
+        raise ConfigError(f"{path}: {info.st_size:,} bytes is too large for a {what} (at most {max_bytes:,})")
     try:
-        return yaml.safe_load(text)
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
+    if len(data) > max_bytes:
+        raise ConfigError(f"{path}: too large for a {what} (at most {max_bytes:,} bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8"
+                          ) from None
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """Parse YAML text with the safe C loader, refusing aliases; syntax errors are one line."""
+    try:
+        for event in yaml.parse(text, Loader=_LOADER):
+            if isinstance(event, yaml.AliasEvent):
+                line = event.start_mark.line + 1 if event.start_mark else "?"
+                raise ConfigError(f"{where}: line {line}: YAML aliases (*{event.anchor}) are not supported; "
+                                  "write the value out")
+        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
+        raise ConfigError(f"{where}: not valid YAML{at}: {problem}") from None
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Read a YAML file (see the module docstring), turning every problem into one-line user errors."""
+    path = Path(path)
+    return parse_yaml(read_text(path, "YAML file"), str(path))
 
 
 def type_name(v: Any) -> str:

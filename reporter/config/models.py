@@ -24,7 +24,7 @@ import yaml
 from ..errors import ConfigError
 from ..registry import Registry, unknown_name
 from ..store.layout import slugify
-from .files import Problems, load_yaml, type_name
+from .files import Problems, load_yaml, short, type_name
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 KINDS = ("base", "instruct")
@@ -33,6 +33,8 @@ RANDOM_KEYS = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab",
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 _HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+#: the longest model name (it names a directory and appears in every table)
+MAX_NAME = 100
 
 #: checks of a ``packaged:`` or ``random:`` source by kind: ``fn(name) -> problem or None``
 SOURCE_CHECKS: Registry[Callable[[str], "str | None"]] = Registry("source check")
@@ -118,6 +120,11 @@ def source_type(source: str) -> str:
     return "hub"
 
 
+def _is_path(value: str) -> bool:
+    """Whether a ``profile:`` value names a file rather than a built-in profile."""
+    return value.endswith((".yaml", ".yml")) or "/" in value or value.startswith("~")
+
+
 def _unknown_key(key: str, valid: tuple[str, ...]) -> str:
     return unknown_name("key", key, valid, listing="valid keys")
 
@@ -136,7 +143,7 @@ def _parse_checkpoint(v: Any) -> float | None:
 
 def _check_device(p: Problems, key: str, v: Any, local: bool = True) -> str | None:
     if not isinstance(v, str) or not _DEVICE_RE.match(v):
-        p.add(key, f"{v!r} is not a valid device; use auto, cpu, cuda or cuda:N")
+        p.add(key, f"{short(v)} is not a valid device; use auto, cpu, cuda or cuda:N")
         return None
     if local:  # with a Ray executor the GPUs are the workers', not ours
         for _, check in DEVICE_CHECKS.items():
@@ -148,7 +155,7 @@ def _check_device(p: Problems, key: str, v: Any, local: bool = True) -> str | No
 
 def _check_choice(p: Problems, key: str, v: Any, choices: tuple[str, ...]) -> str | None:
     if v not in choices:
-        p.add(key, f"{v!r} is not valid; use one of {', '.join(choices)}")
+        p.add(key, f"{short(v)} is not valid; use one of {', '.join(choices)}")
         return None
     return v
 
@@ -175,7 +182,7 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
             return None
         return str(path.resolve())
     if not _HUB_RE.match(v):
-        p.add(key, f"{v!r} is neither a hub id (owner/name), an existing directory, "
+        p.add(key, f"{short(v)} is neither a hub id (owner/name), an existing directory, "
                    "packaged:NAME nor random:ARCH")
         return None
     return v
@@ -197,6 +204,8 @@ def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True
     if "name" in m:
         if not isinstance(m["name"], str) or not m["name"].strip():
             p.add(f"{k}.name", f"must be a non-empty string, got {type_name(m['name'])}")
+        elif len(m["name"].strip()) > MAX_NAME:
+            p.add(f"{k}.name", f"is {len(m['name'].strip())} characters long; use at most {MAX_NAME}")
         else:
             spec["name"] = m["name"].strip()
     if "source" in m:
@@ -213,7 +222,7 @@ def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True
         if key in m:
             v = m[key]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                p.add(f"{k}.{key}", f"must be a non-negative number, got {v!r}")
+                p.add(f"{k}.{key}", f"must be a non-negative number, got {short(v)}")
             else:
                 spec[key] = v
     if "revision" in m:
@@ -227,20 +236,20 @@ def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True
         spec["chat_template"] = _check_choice(p, f"{k}.chat_template", m["chat_template"], CHAT_TEMPLATES)
     if "trust_remote_code" in m:
         if not isinstance(m["trust_remote_code"], bool):
-            p.add(f"{k}.trust_remote_code", f"must be true or false, got {m['trust_remote_code']!r}")
+            p.add(f"{k}.trust_remote_code", f"must be true or false, got {short(m['trust_remote_code'])}")
         else:
             spec["trust_remote_code"] = m["trust_remote_code"]
     if "max_batch_size" in m:
         v = m["max_batch_size"]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            p.add(f"{k}.max_batch_size", f"must be a positive integer, got {v!r}")
+            p.add(f"{k}.max_batch_size", f"must be a positive integer, got {short(v)}")
         else:
             spec["max_batch_size"] = v
     if "checkpoint" in m:
         c = _parse_checkpoint(m["checkpoint"])
         if c is None:
             p.add(f"{k}.checkpoint", f"must be a non-negative training step or token count "
-                                     f"(e.g. 20000 or '1.5T'), got {m['checkpoint']!r}")
+                                     f"(e.g. 20000 or '1.5T'), got {short(m['checkpoint'])}")
         else:
             spec["checkpoint"] = c
     if "random" in m:
@@ -255,7 +264,7 @@ def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True
                 if rk not in RANDOM_KEYS:
                     p.add(f"{k}.random.{rk}", _unknown_key(str(rk), RANDOM_KEYS))
                 elif isinstance(rv, bool) or not isinstance(rv, int) or (rv < 1 and rk != "seed") or rv < 0:
-                    p.add(f"{k}.random.{rk}", f"must be a positive integer, got {rv!r}")
+                    p.add(f"{k}.random.{rk}", f"must be a positive integer, got {short(rv)}")
                 else:
                     ok[rk] = rv
             spec["random"] = ok
@@ -292,9 +301,11 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
                     p.add(key, f"must be {what}, got {type_name(data[key])}")
                 else:
                     run[key] = data[key]
+        if _is_path(run.get("profile", "")):  # a profile file next to the models file, as model sources are
+            run["profile"] = str((base_dir / Path(run["profile"]).expanduser()).resolve())
         if "seed" in data:
-            if isinstance(data["seed"], bool) or not isinstance(data["seed"], int):
-                p.add("seed", f"must be an integer, got {data['seed']!r}")
+            if isinstance(data["seed"], bool) or not isinstance(data["seed"], int) or not 0 <= data["seed"] < 2 ** 32:
+                p.add("seed", f"must be an integer from 0 to 2**32 - 1, got {short(data['seed'])}")
             else:
                 run["seed"] = data["seed"]
         if "executor" in data:

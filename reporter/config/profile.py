@@ -22,8 +22,9 @@ import yaml
 from ..errors import ConfigError
 from ..metrics.mui import MODES as MUI_MODES
 from ..registry import did_you_mean, unknown_name
+from ..store.layout import slugify
 from ..tasks import JSONL_SCORERS, TASKS
-from .files import Problems, load_yaml
+from .files import Problems, load_yaml, short
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ class Profile:
 
 
 TASK_KEYS = tuple(f.name for f in dataclasses.fields(TaskConfig))
+#: the longest task name (it names a directory)
+MAX_TASK_NAME = 100
 PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "contamination", "smoke_texts", "models", "notes")
 _SECTIONS: dict[str, Any] = {"mui": MUIConfig, "lpp": LPPConfig, "contamination": ContaminationConfig}
 
@@ -164,12 +167,12 @@ def _int(p: Problems, key: str, v: Any, minimum: int) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        p.add(key, f"must be a {'non-negative' if minimum == 0 else 'positive'} integer, got {v!r}")
+        p.add(key, f"must be a {'non-negative' if minimum == 0 else 'positive'} integer, got {short(v)}")
         return None
     return v
 
 
-def _task(p: Problems, k: str, t: Any, names: set[str], base_dir: Path, recorded: bool) -> TaskConfig | None:
+def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, recorded: bool) -> TaskConfig | None:
     if isinstance(t, str):
         t = {"name": t}
     if not isinstance(t, dict) or "name" not in t:
@@ -180,20 +183,31 @@ def _task(p: Problems, k: str, t: Any, names: set[str], base_dir: Path, recorded
         if key not in TASK_KEYS:
             p.add(f"{k}.{key}", unknown_name("key", str(key), TASK_KEYS, listing="valid keys"))
     name = t["name"]
+    if not isinstance(name, str) or not name.strip():
+        p.add(f"{k}.name", f"must be a non-empty string, got {short(name)}")
+        return None
+    if len(name) > MAX_TASK_NAME:
+        p.add(f"{k}.name", f"is {len(name)} characters long; use at most {MAX_TASK_NAME}")
     if name in names:
         p.add(f"{k}.name", f"duplicate task '{name}'")
-    names.add(name)
+    elif slugify(name) in names.values():  # two names that would share one directory
+        other = next(n for n, s in names.items() if s == slugify(name))
+        p.add(f"{k}.name", f"'{name}' and '{other}' would share the directory '{slugify(name)}'; rename one")
+    names[name] = slugify(name)
+    for key in ("path", "prompt_field", "answer_field", "choices_field", "scorer", "instruction"):
+        if key in t and not isinstance(t[key], str):
+            p.add(f"{k}.{key}", f"must be a string, got {short(t[key])}")
     values = {key: t[key] for key in TASK_KEYS if key in t}
     if t.get("type") == "jsonl":
         for req in ("path", "prompt_field", "answer_field", "scorer"):
             if req not in t:
                 p.add(f"{k}.{req}", "is required for a jsonl task")
         if t.get("scorer") not in (None, *JSONL_SCORERS):
-            p.add(f"{k}.scorer", f"{t['scorer']!r} is not valid; use one of {', '.join(JSONL_SCORERS)}")
-        if "path" in t and not Path(t["path"]).is_absolute():
+            p.add(f"{k}.scorer", f"{short(t['scorer'])} is not valid; use one of {', '.join(JSONL_SCORERS)}")
+        if isinstance(t.get("path"), str) and not Path(t["path"]).is_absolute():
             values["path"] = str((base_dir / t["path"]).resolve())
     elif "type" in t:
-        p.add(f"{k}.type", f"{t['type']!r} is not valid; the only task type is jsonl (omit it for built-in tasks)")
+        p.add(f"{k}.type", f"{short(t['type'])} is not valid; the only task type is jsonl (omit it for built-in tasks)")
     elif name not in TASKS and not recorded:
         p.add(f"{k}.name", unknown_name("task", name, TASKS))
     for key in ("limit", "shots", "max_new_tokens"):
@@ -226,18 +240,23 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
     for k in data:
         if k not in PROFILE_KEYS:
             p.add(str(k), unknown_name("key", str(k), PROFILE_KEYS, listing="valid keys"))
+    for key in ("name", "description"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            p.add(key, f"must be a string, got {short(data[key])}")
+    if data.get("models") is not None and not isinstance(data["models"], list):
+        p.add("models", f"must be a list of models, got {short(data['models'])}")
     raw_tasks = data.get("tasks")
     if not isinstance(raw_tasks, list) or not raw_tasks:
         p.add("tasks", "must be a non-empty list of tasks")
         raw_tasks = []
-    names: set[str] = set()
+    names: dict[str, str] = {}
     tasks = [_task(p, f"tasks[{i}]", t, names, base_dir, recorded) for i, t in enumerate(raw_tasks)]
     mui = _section(p, data, "mui")
     if "mode" in mui and mui["mode"] not in MUI_MODES:
-        p.add("mui.mode", f"{mui['mode']!r} is not valid; use one of {', '.join(MUI_MODES)}")
+        p.add("mui.mode", f"{short(mui['mode'])} is not valid; use one of {', '.join(MUI_MODES)}")
     for key in ("top_ratio", "rho"):
         if key in mui and not (isinstance(mui[key], (int, float)) and 0 < mui[key] <= 1):
-            p.add(f"mui.{key}", f"must be a number in (0, 1], got {mui[key]!r}")
+            p.add(f"mui.{key}", f"must be a number in (0, 1], got {short(mui[key])}")
     cont = _section(p, data, "contamination")
     for key, v in cont.items():
         _int(p, f"contamination.{key}", v, 0)
@@ -247,7 +266,14 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
     for key in ("n_texts", "context", "step", "min_tokens"):
         _int(p, f"lpp.{key}", lpp.get(key), 1)
     if lpp.get("layers", "last") not in ("last", "all"):
-        p.add("lpp.layers", f"{lpp['layers']!r} is not valid; use last or all")
+        p.add("lpp.layers", f"{short(lpp['layers'])} is not valid; use last or all")
+    if "corpus" in lpp and (not isinstance(lpp["corpus"], str) or not lpp["corpus"].strip()):
+        p.add("lpp.corpus", f"must be coqa, lambada, a .txt/.jsonl file or a hub dataset name, got {short(lpp['corpus'])}")
+    for section, value in (("mui", mui), ("lpp", lpp)):
+        if "enabled" in value and not isinstance(value["enabled"], bool):
+            p.add(f"{section}.enabled", f"must be true or false, got {short(value['enabled'])}")
+    if "validate_neurons" in mui and not isinstance(mui["validate_neurons"], bool):
+        p.add("mui.validate_neurons", f"must be true or false, got {short(mui['validate_neurons'])}")
     p.raise_if_any()
     name = data.get("name") or (Path(where).stem if where.endswith((".yaml", ".yml")) else where.split()[-1])
     models = data.get("models")

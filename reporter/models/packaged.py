@@ -5,7 +5,8 @@ The wheels are located with :func:`importlib.util.find_spec` and never imported 
 shipped checksum is verified, and the model is converted once to safetensors in the
 cache (``$XDG_CACHE_HOME/reporter``, default ``~/.cache/reporter``). Every cache entry
 is built in a temporary directory and renamed into place, so an interrupted conversion
-never leaves a half-written entry behind.
+never leaves a half-written entry behind, and carries the sha256 of each of its files: an
+entry that no longer matches (a damaged or edited file) is reported and built again.
 
 >>> sorted(PACKAGED)
 ['gemma-3-270m', 'smollm2-135m-instruct']
@@ -15,11 +16,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata
+import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..errors import UserError
 from ..installed import module_dir
@@ -173,11 +177,64 @@ def assembled_gguf(pm: PackagedModel, workdir: Path) -> tuple[Path, str]:
     return target, pm.gguf_name
 
 
+#: the checksums of a cache entry's files, written when the entry is built
+CHECKSUMS = ".reporter-checksums.json"
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+_verified: set[tuple[str, int, int]] = set()  # (file, size, mtime) already checked in this process
+
+
+def _write_checksums(d: Path) -> None:
+    sums = {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)} for p in sorted(d.iterdir()) if p.is_file()}
+    (d / CHECKSUMS).write_text(json.dumps(sums, indent=1))
+
+
+def cache_problem(d: Path, only: tuple[str, ...] | None = None) -> str | None:
+    """Why the cache entry ``d`` cannot be trusted (a file missing, resized or changed), or None.
+
+    ``only`` limits the check to those files (the tokenizer alone needs no 1 GB hash).
+    """
+    try:
+        sums = json.loads((d / CHECKSUMS).read_text())
+    except (OSError, ValueError):
+        return f"{CHECKSUMS} is missing or damaged"
+    for name, want in sums.items():
+        if only is not None and name not in only:
+            continue
+        p = d / name
+        try:
+            st = p.stat()
+        except OSError:
+            return f"{name} is missing"
+        if st.st_size != want["size"]:
+            return f"{name} has {st.st_size:,} bytes instead of {want['size']:,}"
+        key = (str(p), st.st_size, st.st_mtime_ns)
+        if key not in _verified:
+            if sha256_file(p) != want["sha256"]:
+                return f"{name} does not match its checksum"
+            _verified.add(key)
+    return None
+
+
+def _cached(final: Path, pm: PackagedModel, build: Callable[[Path], None],
+            only: tuple[str, ...] | None = None) -> Path:
+    """``final`` built by ``build`` once; a damaged entry is reported and built again."""
+    if final.is_dir() and (problem := cache_problem(final, only)) is not None:
+        print(f"reporter: the cached conversion of packaged:{pm.name} in {final} is damaged ({problem}); "
+              "rebuilding it", file=sys.stderr)
+        shutil.rmtree(final)
+
+    def build_with_checksums(tmp: Path) -> None:
+        build(tmp)
+        _write_checksums(tmp)
+
+    return atomic_directory(final, build_with_checksums)
+
+
 def tokenizer_dir(pm: PackagedModel) -> Path:
     """Cached HF tokenizer of a packaged model (built from the GGUF metadata on first use)."""
     final = entry_dir(pm) / "tokenizer"
     converted = entry_dir(pm) / "model"
-    if converted.is_dir() and not final.is_dir():
+    if converted.is_dir() and not final.is_dir() and cache_problem(converted, _TOKENIZER_FILES) is None:
         return converted  # the converted checkpoint carries the tokenizer too
 
     def build(tmp: Path) -> None:
@@ -188,7 +245,7 @@ def tokenizer_dir(pm: PackagedModel) -> Path:
             tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=fname)
             tok.save_pretrained(str(tmp))
 
-    return atomic_directory(final, build)
+    return _cached(final, pm, build)
 
 
 def model_dir(pm: PackagedModel) -> Path:
@@ -210,4 +267,4 @@ def model_dir(pm: PackagedModel) -> Path:
             model.save_pretrained(str(tmp))
             AutoTokenizer.from_pretrained(str(path.parent), gguf_file=fname).save_pretrained(str(tmp))
 
-    return atomic_directory(final, build)
+    return _cached(final, pm, build)

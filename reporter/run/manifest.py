@@ -27,6 +27,21 @@ def _git_commit() -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
+def config_hash(resolved: dict[str, Any]) -> str:
+    """A short hash of what decides a run's results: the resolved models and profile.
+
+    Where the files live (the ``profile`` path, the ``output`` directory) is left out, so a run
+    directory can be moved and resumed with its models file.
+
+    >>> config_hash({"config": {"seed": 1, "output": "a"}, "profile": {}}) == \\
+    ...     config_hash({"config": {"seed": 1, "output": "b"}, "profile": {}})
+    True
+    """
+    config = {k: v for k, v in resolved["config"].items() if k not in ("profile", "output")}
+    blob = json.dumps({"config": config, "profile": resolved["profile"]}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:
     """The manifest of a run: versions, machine, seed, resolved configuration and its hash."""
     import torch
@@ -50,5 +65,5 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
         "seed": cfg.seed,
         "config_file": cfg.path,
         "resolved": resolved,
-        "config_hash": hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16],
+        "config_hash": config_hash(resolved),
     }

@@ -8,15 +8,19 @@
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import os
 from pathlib import Path
 from typing import Any
 
 from ..analyse import write_analysis, write_results
+from ..collect.plan import build_task
 from ..config import Profile, RunConfig
 from ..errors import UserError
 from ..store.atomic import read_json, write_json
 from ..store.layout import RunDir, slugify
+from ..store.lock import run_lock
 from .executors import get_executor
 from .manifest import build_manifest
 
@@ -29,8 +33,11 @@ def default_output(cfg: RunConfig) -> Path:
 
 def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | None = None,
         force: bool = False, progress: bool = True, command: list[str] | None = None,
-        executor: str | None = None, address: str | None = None) -> dict[str, Any]:
-    """Run every model of ``cfg`` and return the results dict (also written to results.json).
+        executor: str | None = None, address: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Run every model of ``cfg``; return the results dict (also written to results.json) and the failures.
+
+    A model or task that fails does not stop the others: its failure lines are returned (and
+    recorded in results.json), everything else is saved, and a rerun resumes.
 
     ``executor`` ``local`` (default) runs the models one after another here; ``ray`` makes
     each model a Ray task (see :mod:`reporter.run.executors`). Then the analyse stage runs on
@@ -39,20 +46,54 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
     """
     profile = profile or Profile(name=None)
     rd = RunDir(output or cfg.output or default_output(cfg))
-    rd.root.mkdir(parents=True, exist_ok=True)
-    old = read_json(rd.manifest)
-    manifest = build_manifest(cfg, profile, command)
-    if old and old.get("config_hash") != manifest["config_hash"] and not force:
-        raise UserError(f"{rd.root}: holds a run with a different configuration (config hash "
-                        f"{old.get('config_hash')} vs {manifest['config_hash']}); choose another -o/--output or "
-                        "pass --force")
-    write_json(rd.manifest, manifest)
     run_jobs = get_executor(executor or cfg.executor, address or cfg.address)
-    failures = run_jobs(cfg, str(rd.root.resolve()), profile, force=force, progress=progress)
-    write_results(rd.root)
-    write_analysis(rd.root)
-    res: dict[str, Any] = read_json(rd.results)
+    check_user_data(profile)
+    create_run_dir(rd.root)
+    with run_lock(rd.root):
+        old = read_json(rd.manifest)
+        manifest = build_manifest(cfg, profile, command)
+        if old and old.get("config_hash") != manifest["config_hash"] and not force:
+            raise UserError(f"{rd.root}: holds a run with a different configuration (config hash "
+                            f"{old.get('config_hash')} vs {manifest['config_hash']}); choose another -o/--output or "
+                            "pass --force")
+        write_json(rd.manifest, manifest)
+        failures = run_jobs(cfg, str(rd.root.resolve()), profile, force=force, progress=progress)
+        write_results(rd.root)
+        write_analysis(rd.root)
+        res: dict[str, Any] = read_json(rd.results)
     if failures:
-        raise UserError(failures + [f"{rd.root}: the other models' results are saved; fix the above and rerun to "
-                                    "resume"])
-    return res
+        failures = failures + [f"{rd.root}: the other models' results are saved; fix the above and rerun to resume"]
+    return res, failures
+
+
+def check_user_data(profile: Profile) -> None:
+    """Read every ``type: jsonl`` task's file now, so that its problems stop the run before a model loads."""
+    for t in profile.tasks:
+        if t.type == "jsonl":
+            build_task(t).items()
+
+
+def create_run_dir(root: Path) -> None:
+    """Create the run directory (and its parents) and check that it is writable.
+
+    On failure nothing is left behind: the directories this call made are removed again.
+    """
+    if root.exists() and not root.is_dir():
+        raise UserError(f"{root}: exists and is not a directory; choose another -o/--output")
+    made, parent = [], root
+    while not parent.exists():
+        made.append(parent)
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{root}: cannot be created because {parent} is a file; choose another -o/--output")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        for d in made:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise UserError(f"{root}: the run directory cannot be written ({e.strerror}); choose another "
+                        "-o/--output") from None

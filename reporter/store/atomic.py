@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
+from ..errors import UserError
+
 
 @contextmanager
 def atomic_writer(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
@@ -80,11 +82,29 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
 
 
 def read_json(path: str | os.PathLike[str], default: Any = None) -> Any:
-    """The parsed JSON at ``path``, or ``default`` when the file does not exist."""
+    """The parsed JSON at ``path``, or ``default`` when the file does not exist.
+
+    A damaged file (not JSON, not UTF-8) is a one-line :class:`~reporter.errors.UserError` naming it.
+    """
     try:
-        return json.loads(Path(path).read_text())
+        text = Path(path).read_bytes().decode("utf-8")
+        return json.loads(text)
     except FileNotFoundError:
         return default
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a JSON file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        where = f" at line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
+        reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+        raise UserError(f"{path}: damaged, not valid JSON{where} ({reason})") from None
+
+
+def json_ok(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` exists and holds valid JSON (resume checks a file before trusting it)."""
+    try:
+        return read_json(path) is not None
+    except UserError:
+        return False
 
 
 def atomic_directory(final: Path, build: Callable[[Path], None]) -> Path:

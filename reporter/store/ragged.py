@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -88,6 +89,22 @@ def load_ragged(path: str | os.PathLike[str]) -> RaggedFile:
         for key in sorted(names - consumed):
             dense[key] = z[key]
     return RaggedFile(ids, ragged, dense, meta)
+
+
+def ragged_ok(path: str | os.PathLike[str], n_items: int | None = None) -> bool:
+    """Whether ``path`` reads back whole (every member's checksum holds) with ``n_items`` items.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "a.npz")
+    >>> save_ragged(p, ["a"], {"": [np.array([1])]})
+    >>> ragged_ok(p, 1), ragged_ok(p, 2), ragged_ok(p + ".missing")
+    (True, False, False)
+    """
+    try:
+        f = load_ragged(path)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, json.JSONDecodeError):
+        return False
+    return n_items is None or len(f.item_ids) == n_items
 
 
 def merge_ragged(out_path: str | os.PathLike[str], paths: Sequence[str | os.PathLike[str]], *,

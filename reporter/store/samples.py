@@ -1,7 +1,8 @@
 """``samples.jsonl``: one JSON line per answered item, appended batch by batch.
 
 A kill can tear the last line; reading skips a line that is not valid JSON, so a rerun
-recomputes that item.
+recomputes that item, and appending first cuts a torn tail back to the last whole line, so a
+new record can never be glued onto half an old one.
 
 >>> import tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "samples.jsonl"
@@ -34,9 +35,39 @@ def read_samples(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def append_samples(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Append records as JSON lines in one write, flushed and synced."""
-    blob = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    with open(path, "a") as fh:
+    """Append records as JSON lines in one write, flushed and synced (a torn last line is cut first).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "samples.jsonl"
+    >>> _ = p.write_text('{"id": "a"}\\n{"id": "b", "sc')
+    >>> append_samples(p, [{"id": "c"}]); p.read_text()
+    '{"id": "a"}\\n{"id": "c"}\\n'
+    """
+    blob = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
+    with open(path, "a+b") as fh:
+        _cut_torn_tail(fh)
         fh.write(blob)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _cut_torn_tail(fh: Any) -> None:
+    """Truncate an open file to just after its last newline (nothing to do when it ends with one)."""
+    size = fh.seek(0, os.SEEK_END)
+    if size == 0:
+        return
+    fh.seek(size - 1)
+    if fh.read(1) == b"\n":
+        return
+    pos, chunk = size, 1 << 16
+    while pos > 0:
+        start = max(0, pos - chunk)
+        fh.seek(start)
+        data = fh.read(pos - start)
+        nl = data.rfind(b"\n")
+        if nl >= 0:
+            fh.truncate(start + nl + 1)
+            return
+        pos = start
+    fh.truncate(0)
+

@@ -24,35 +24,70 @@ def jsonl_task(name: str, path: str, prompt_field: str, answer_field: str, score
     p = Path(path).expanduser()
 
     def load() -> list[Item]:
-        if not p.is_file():
-            raise UserError(f"task '{name}': data file {p} does not exist")
-        out = []
-        with open(p) as fh:
-            for ln, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise UserError(f"{p}: line {ln}: not valid JSON ({e.msg})") from None
-                for f_ in (prompt_field, answer_field) + ((choices_field,) if choices_field else ()):
-                    if f_ not in r:
-                        raise UserError(f"{p}: line {ln}: missing field '{f_}'")
-                choices = list(r[choices_field]) if choices_field else None
-                q = mc_question(str(r[prompt_field]), choices) if choices else str(r[prompt_field])
-                ans = str(r[answer_field])
-                if choices and ans not in LETTERS[: len(choices)]:
-                    if ans in choices:
-                        ans = LETTERS[choices.index(ans)]
-                    elif ans.isdigit() and int(ans) < len(choices):
-                        ans = LETTERS[int(ans)]
-                meta = {k: v for k, v in r.items() if k in ("test", "entry_point", "prompt", "test_setup")}
-                out.append(Item(id=str(r.get("id", f"{name}-{ln}")), question=q, answer=ans, choices=choices,
-                                meta=meta))
-        return out
+        return _read_items(name, p, prompt_field, answer_field, choices_field)
 
     default_instr = MC_INSTRUCTION if scorer == "choice" else "Answer the question."
     return Task(name=name, scorer=scorer, load=load, instruction=instruction or default_instr,
                 answer_prefix="Answer:", max_new_tokens=max_new_tokens,
                 base_stop=("\n",) if scorer in ("choice", "exact", "numeric") else ("\n\n",),
                 description=f"user data from {p}", source=str(p))
+
+
+#: a user's data file may be large, but not unbounded
+MAX_BYTES = 512 << 20
+
+
+def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
+                choices_field: str | None) -> list[Item]:
+    """Every item of the file; each problem is one line naming the file and the line."""
+    if p.is_dir():
+        raise UserError(f"task '{name}': {p} is a directory, not a JSON-lines file")
+    if not p.is_file():
+        raise UserError(f"task '{name}': data file {p} does not exist")
+    if p.stat().st_size > MAX_BYTES:
+        raise UserError(f"task '{name}': {p} is larger than {MAX_BYTES >> 20} MiB")
+    out: list[Item] = []
+    seen: set[str] = set()
+    with open(p, "rb") as fh:
+        for ln, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(f"{p}: line {ln}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save it as UTF-8") from None
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{p}: line {ln}: not valid JSON ({e.msg})") from None
+            if not isinstance(r, dict):
+                raise UserError(f"{p}: line {ln}: expected a JSON object with the fields {prompt_field!r} and "
+                                f"{answer_field!r}, got {type(r).__name__}")
+            for f_ in (prompt_field, answer_field) + ((choices_field,) if choices_field else ()):
+                if f_ not in r:
+                    raise UserError(f"{p}: line {ln}: missing field '{f_}'")
+            choices = None
+            if choices_field:
+                if not isinstance(r[choices_field], list) or not 2 <= len(r[choices_field]) <= len(LETTERS):
+                    raise UserError(f"{p}: line {ln}: field '{choices_field}' must be a list of 2 to {len(LETTERS)} "
+                                    "options")
+                choices = [str(c) for c in r[choices_field]]
+            q = mc_question(str(r[prompt_field]), choices) if choices else str(r[prompt_field])
+            ans = str(r[answer_field])
+            if choices and ans not in LETTERS[: len(choices)]:
+                if ans in choices:
+                    ans = LETTERS[choices.index(ans)]
+                elif ans.isdigit() and int(ans) < len(choices):
+                    ans = LETTERS[int(ans)]
+                else:
+                    raise UserError(f"{p}: line {ln}: answer {ans[:40]!r} is neither an option, its letter nor its "
+                                    "index")
+            iid = str(r.get("id", f"{name}-{ln}"))
+            if iid in seen:
+                raise UserError(f"{p}: line {ln}: duplicate id {iid[:40]!r}")
+            seen.add(iid)
+            meta = {k: v for k, v in r.items() if k in ("test", "entry_point", "prompt", "test_setup")}
+            out.append(Item(id=iid, question=q, answer=ans, choices=choices, meta=meta))
+    if not out:
+        raise UserError(f"task '{name}': {p} has no items")
+    return out

@@ -111,8 +111,8 @@ class CollectorPlugin:
         """Merge the batches' artifacts; return the fields this plugin adds to ``summary.json``."""
         return {}
 
-    def task_done(self, task_dir: Path) -> bool:
-        """Whether the task's final artifact of this plugin exists."""
+    def task_done(self, task_dir: Path, n_items: int) -> bool:
+        """Whether the task's final artifact of this plugin exists, whole, for ``n_items`` items."""
         return True
 
     # -- model scope

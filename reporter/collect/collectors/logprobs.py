@@ -37,6 +37,7 @@ from ...instrument.batch import PassBatch, left_pad
 from ...instrument.hooked_pass import hooked_pass
 from ...store.layout import LOGPROBS, REFERENCE_LOGPROBS
 from ...store.logprobs import load_logprobs, merge_logprobs, save_logprobs
+from ...store.ragged import ragged_ok
 from ...tasks.sources import lambada_texts
 from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
 
@@ -198,14 +199,14 @@ class LogProbsPlugin(CollectorPlugin):
         merge_logprobs(task.task_dir / LOGPROBS, task.parts(self.name))
         return {}
 
-    def task_done(self, task_dir: Path) -> bool:
-        """Whether ``logprobs.npz`` exists."""
-        return (task_dir / LOGPROBS).is_file()
+    def task_done(self, task_dir: Path, n_items: int) -> bool:
+        """Whether ``logprobs.npz`` reads back whole with every item."""
+        return ragged_ok(task_dir / LOGPROBS, n_items)
 
     def run_model(self, lm: Any, profile: Profile, model_dir: Path) -> None:
         """Log-probs of ``contamination.reference_texts`` packaged LAMBADA passages."""
         collect_reference_logprobs(lm, model_dir / REFERENCE_LOGPROBS, n=profile.contamination.reference_texts)
 
     def model_done(self, profile: Profile, model_dir: Path) -> bool:
-        """Whether ``reference_logprobs.npz`` exists."""
-        return (model_dir / REFERENCE_LOGPROBS).is_file()
+        """Whether ``reference_logprobs.npz`` reads back whole."""
+        return ragged_ok(model_dir / REFERENCE_LOGPROBS)

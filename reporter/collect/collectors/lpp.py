@@ -65,7 +65,7 @@ from ...metrics.spectra import (
     robust_pr_er,
     variance_shares,
 )
-from ...store.atomic import write_json
+from ...store.atomic import json_ok, write_json
 from ...store.layout import LPP
 from ...tasks.corpora import lpp_corpus
 from .base import CollectorPlugin, register_collector
@@ -321,5 +321,5 @@ class LPPPlugin(CollectorPlugin):
         write_json(model_dir / LPP, run_lpp(lm, profile.lpp))
 
     def model_done(self, profile: Profile, model_dir: Path) -> bool:
-        """Whether ``lpp.json`` exists."""
-        return (model_dir / LPP).is_file()
+        """Whether ``lpp.json`` reads back whole."""
+        return json_ok(model_dir / LPP)

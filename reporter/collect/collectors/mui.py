@@ -85,6 +85,7 @@ from ...metrics.mui import MODES, k_per_layer, per_layer_utilization, utilizatio
 from ...models.adapters import Adapter, get_adapter
 from ...store.layout import NEURONS
 from ...store.neurons import load_neuron_sets, merge_neuron_sets, save_neuron_sets
+from ...store.ragged import ragged_ok
 from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
 
 __all__ = ["MUICollector", "MUIPlugin", "key_neurons"]
@@ -406,9 +407,9 @@ class MUIPlugin(CollectorPlugin):
                 "mui_settings": {"mode": m.mode, "top_ratio": m.top_ratio, "rho": m.rho,
                                  "n_samples": len(task.plan.items), "n_layers": L, "d_ff": F}}
 
-    def task_done(self, task_dir: Path) -> bool:
-        """Whether ``neurons.npz`` exists."""
-        return (task_dir / NEURONS).is_file()
+    def task_done(self, task_dir: Path, n_items: int) -> bool:
+        """Whether ``neurons.npz`` reads back whole with one set per item."""
+        return ragged_ok(task_dir / NEURONS, n_items)
 
     @staticmethod
     def _meta(task: TaskContext) -> dict[str, Any]:

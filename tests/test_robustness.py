@@ -1,0 +1,349 @@
+"""Hostile and careless input, damaged artifacts, interrupted and concurrent runs: every case is a
+clear one-line error with exit code 2, or a run that recovers by itself; nothing escapes the run
+directory. (The sandbox's own cases are in tests/test_sandbox.py.)"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from reporter.cli import main
+from reporter.store.lock import run_lock
+
+from .conftest import tiny_lm
+
+DATA = Path(__file__).parent / "data"
+TINY = "{layers: 2, hidden: 64, intermediate: 96, heads: 4}"
+PROFILE = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 2, reference_texts: 2}\n"
+           "tasks:\n  - {name: arc_easy, limit: 4, max_new_tokens: 3}\n")
+
+
+def _write(root: Path, profile: str = PROFILE, models: str | None = None, extra: str = "") -> Path:
+    (root / "profile.yaml").write_text(profile)
+    models = models or f"models:\n  - {{name: tiny, source: random:llama, random: {TINY}}}\n"
+    (root / "models.yaml").write_text(f"profile: profile.yaml\n{extra}{models}")
+    return root / "models.yaml"
+
+
+def _run(*args: str):
+    return CliRunner().invoke(main, [*args, "--no-progress"] if args[0] == "run" else list(args))
+
+
+def _one_error(r) -> str:
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error: ")]
+    assert r.exit_code == 2, r.output
+    assert len(lines) == 1 and "Traceback" not in r.output, r.output
+    return lines[0]
+
+
+def _models_section(path: Path) -> dict:
+    res = json.loads(path.read_text())
+    for m in res["models"].values():
+        (m.get("meta") or {}).pop("load_seconds", None)
+    return res["models"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished tiny run (no card) of a local model directory (so every analysis reads its artifacts)."""
+    root = tmp_path_factory.mktemp("finished")
+    lm = tiny_lm("llama")
+    lm.model.save_pretrained(root / "local")
+    lm.tokenizer.save_pretrained(root / "local")
+    _write(root, models=f"models:\n  - {{name: tiny, source: {root / 'local'}, kind: base}}\n")  # copies share it
+    r = _run("run", str(root / "models.yaml"), "-o", str(root / "run"), "--no-render")
+    assert r.exit_code == 0, r.output
+    return root
+
+
+def _copy(finished: Path, tmp_path: Path) -> Path:
+    shutil.copytree(finished, tmp_path / "w")
+    return tmp_path / "w"
+
+
+# --- 1. nothing escapes the run directory ---------------------------------------------------------
+
+def test_a_task_name_cannot_write_outside_the_run_directory(tmp_path):
+    escape = f"../../../../tmp/escape-{uuid.uuid4().hex}"
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"q": f"{i}+1?", "a": str(i + 1)}) + "\n" for i in range(3)))
+    profile = (f"lpp: {{enabled: false}}\nsmoke_texts: 1\ncontamination: {{verbatim_items: 1, reference_texts: 2}}\n"
+               f"tasks:\n  - {{name: '{escape}', type: jsonl, path: d.jsonl, prompt_field: q, answer_field: a, "
+               "scorer: numeric, max_new_tokens: 2, shots: 0}\n")
+    _write(tmp_path, profile)
+    r = _run("run", str(tmp_path / "models.yaml"), "-o", str(tmp_path / "run"), "--no-render")
+    assert r.exit_code == 0, r.output
+    assert not Path("/tmp", escape.rsplit("/", 1)[1]).exists()
+    task_dirs = list((tmp_path / "run" / "models" / "tiny" / "tasks").iterdir())
+    assert [d.name for d in task_dirs] == [f"tmp-{escape.rsplit('/', 1)[1]}"]
+    assert (task_dirs[0] / "summary.json").is_file()
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["models"]["tiny"]["tasks"][escape]["n"] == 3
+
+
+def test_the_readme_random_example_loads(tmp_path):
+    p = _write(tmp_path, models="models:\n  - name: untrained\n    source: random:llama\n    random: {layers: 2, "
+                                "hidden: 64, intermediate: 128, heads: 4, kv_heads: 2, vocab: 49152, seed: 0}\n")
+    from reporter.config import load_config
+    from reporter.models.loading import load_model
+
+    lm = load_model(load_config(p).models[0])
+    assert lm.meta["vocab_size"] == 49152 and lm.meta["random_seed"] == 0
+
+
+# --- 4. silent corruption ---------------------------------------------------------------------
+
+def test_a_damaged_cache_entry_is_detected_and_rebuilt(tmp_path, capsys):
+    from reporter.models.packaged import PACKAGED, _cached, cache_problem
+
+    calls = []
+
+    def build(tmp: Path) -> None:
+        calls.append(1)
+        (tmp / "model.safetensors").write_bytes(np.random.default_rng(0).bytes(3 << 20))
+        (tmp / "tokenizer.json").write_text("{}")
+
+    entry = tmp_path / "model"
+    pm = PACKAGED["smollm2-135m-instruct"]
+    assert _cached(entry, pm, build) == entry and cache_problem(entry) is None and len(calls) == 1
+    _cached(entry, pm, build)
+    assert len(calls) == 1  # intact: used as it is
+    with open(entry / "model.safetensors", "r+b") as fh:  # 1 MiB overwritten in the middle, same size
+        fh.seek(1 << 20)
+        fh.write(b"\0" * (1 << 20))
+    assert cache_problem(entry) == "model.safetensors does not match its checksum"
+    assert cache_problem(entry, ("tokenizer.json",)) is None  # the tokenizer alone is still fine
+    _cached(entry, pm, build)
+    assert len(calls) == 2 and cache_problem(entry) is None and "is damaged" in capsys.readouterr().err
+    (entry / "tokenizer.json").write_text('{"trunc')  # a truncated tokenizer
+    assert "tokenizer.json" in cache_problem(entry)
+
+
+def test_nan_weights_fail_the_model_with_a_clear_message(tmp_path):
+    lm = tiny_lm("llama")
+    with torch.no_grad():
+        lm.model.model.layers[0].mlp.down_proj.weight[0, 0] = float("nan")
+    lm.model.save_pretrained(tmp_path / "broken")
+    lm.tokenizer.save_pretrained(tmp_path / "broken")
+    _write(tmp_path, models="models:\n  - {name: broken, source: ./broken, kind: base}\n"
+                            f"  - {{name: fine, source: random:llama, random: {TINY}}}\n")
+    r = subprocess.run([sys.executable, "-m", "reporter.cli", "run", str(tmp_path / "models.yaml"), "-o",
+                        str(tmp_path / "run"), "--no-progress"], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "error: model 'broken': the model gives NaN or infinite log-probabilities" in r.stderr
+    res = json.loads((tmp_path / "run" / "results.json").read_text(),
+                     parse_constant=lambda c: pytest.fail(f"results.json holds {c}"))  # no NaN reaches the card
+    assert res["models"]["broken"]["status"] == "failed" and res["models"]["fine"]["status"] == "complete"
+    assert "broken failed to evaluate: model &#39;broken&#39;: the model gives NaN" in (tmp_path / "run" / "card.html"
+                                                                                         ).read_text()
+
+
+def test_truncated_samples_and_a_damaged_npz_are_recomputed(finished, tmp_path):
+    w = _copy(finished, tmp_path)
+    tdir = w / "run" / "models" / "tiny" / "tasks" / "arc_easy"
+    lines = (tdir / "samples.jsonl").read_text().splitlines(keepends=True)
+    (tdir / "samples.jsonl").write_text("".join(lines[:2]))  # truncated after the task finished
+    data = (tdir / "neurons.npz").read_bytes()
+    (tdir / "neurons.npz").write_bytes(data[: len(data) // 2])  # torn zip
+    r = _run("analyse", str(w / "run"))  # the analysis survives the damaged file and says so
+    assert r.exit_code == 0, r.output
+    res = json.loads((w / "run" / "results.json").read_text())
+    assert any("neurons.npz is damaged" in n for n in res["analysis"]["notes"])
+    r = _run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render")
+    assert r.exit_code == 0 and "already complete" not in r.output, r.output
+    assert len((tdir / "samples.jsonl").read_text().splitlines()) == 4
+    assert _models_section(w / "run" / "results.json") == _models_section(finished / "run" / "results.json")
+
+
+# --- 5. resume after a torn line ----------------------------------------------------------------
+
+def test_a_torn_last_line_resumes_in_one_rerun_to_the_same_results(finished, tmp_path):
+    w = _copy(finished, tmp_path)
+    tdir = w / "run" / "models" / "tiny" / "tasks" / "arc_easy"
+    for name in ("summary.json", "neurons.npz", "logprobs.npz", "verbatim.json"):
+        (tdir / name).unlink()
+    lines = (tdir / "samples.jsonl").read_text().splitlines(keepends=True)
+    (tdir / "samples.jsonl").write_text(lines[0] + lines[1][:25])  # killed in the middle of a write
+    r = _run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render")
+    assert r.exit_code == 0, r.output
+    assert all(json.loads(line) for line in (tdir / "samples.jsonl").read_text().splitlines())
+    assert _models_section(w / "run" / "results.json") == _models_section(finished / "run" / "results.json")
+
+
+# --- 6. one run per directory ---------------------------------------------------------------------
+
+def test_a_second_run_on_a_directory_in_use_is_refused(finished, tmp_path):
+    w = _copy(finished, tmp_path)
+    with run_lock(w / "run"):
+        line = _one_error(_run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render"))
+    assert f"run directory is in use by pid {os.getpid()}" in line
+    assert _run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render").exit_code == 0
+
+
+# --- 7. no hangs on hostile YAML ---------------------------------------------------------------
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)) + \
+    "models:\n  - {name: m, source: random:llama, dtype: *i}\n"
+
+
+@pytest.mark.parametrize("case", ["bomb", "large", "dev-zero", "profile-bomb"])
+def test_hostile_yaml_fails_fast_with_one_line(case, tmp_path):
+    if case == "bomb":
+        (tmp_path / "m.yaml").write_text(BOMB)
+        target, want = tmp_path / "m.yaml", "YAML aliases (*a) are not supported"
+    elif case == "large":
+        (tmp_path / "m.yaml").write_text("models:\n" + "  - {name: m, source: random:llama}\n" * 1_500_000)
+        target, want = tmp_path / "m.yaml", "too large for a YAML file"
+    elif case == "dev-zero":
+        target, want = Path("/dev/zero"), "is not a regular file"
+    else:
+        (tmp_path / "p.yaml").write_text(BOMB.replace("models:\n  - {name: m, source: random:llama, dtype: *i}\n",
+                                                      "tasks: [{name: arc_easy, limit: *i}]\n"))
+        (tmp_path / "m.yaml").write_text(f"profile: {tmp_path / 'p.yaml'}\nmodels: [{{name: m, source: random:llama}}]\n")
+        target, want = tmp_path / "m.yaml", "YAML aliases"
+    start = time.monotonic()
+    cmd = ["run", str(target), "-o", str(tmp_path / "out")] if case == "profile-bomb" else ["validate", str(target)]
+    r = subprocess.run([sys.executable, "-m", "reporter.cli", *cmd], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - start < 5 + 10  # the interpreter and its imports start in a few seconds
+    assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# --- 8. chart injection -------------------------------------------------------------------------
+
+def test_a_hostile_model_name_leaves_every_chart_rendering(tmp_path):
+    from .test_card import _assert_charts_drawn, _open_in_chromium
+
+    payload = 'x<!--<script>alert(1)</script>&"'
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "run2", run)
+    for name in ("results.json", "manifest.json"):
+        text = (run / name).read_text().replace('"smol"', json.dumps(payload))
+        (run / name).write_text(text)
+    r = _run("render", str(run), "--format", "html")
+    assert r.exit_code == 0, r.output
+    html = (run / "card.html").read_text()
+    assert "<!--<script>" not in html.split('id="chart-specs">', 1)[1].split("</script>", 1)[0]
+    dom, console = _open_in_chromium(run / "card.html", tmp_path / "profile")
+    _assert_charts_drawn(dom, console, {"task_scores", "law_pooled", "mui_layers"})
+    assert "alert(1)" not in console
+
+
+# --- 9. unchecked inputs to render and analyse ------------------------------------------------
+
+@pytest.mark.parametrize("damage, command, want", [
+    ({"schema_version": 99}, "render", "schema_version: '99' is not supported; this reporter reads version 1"),
+    ({"schema_version": "banana"}, "render", "schema_version: 'banana' is not supported"),
+    ("truncate-results", "render", "results.json: damaged, not valid JSON at line"),
+    ("truncate-manifest", "analyse", "manifest.json: damaged, not valid JSON at line"),
+    ("empty-manifest", "analyse", "manifest.json: has no resolved.config.models; it is not the manifest of a run"),
+])
+def test_damaged_run_files_are_one_line_errors(damage, command, want, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "run2", run)
+    if isinstance(damage, dict):
+        res = json.loads((run / "results.json").read_text())
+        (run / "results.json").write_text(json.dumps({**res, **damage}))
+    elif damage == "truncate-results":
+        (run / "results.json").write_text((run / "results.json").read_text()[:500])
+    elif damage == "truncate-manifest":
+        (run / "manifest.json").write_text((run / "manifest.json").read_text()[:300])
+    else:
+        (run / "manifest.json").write_text("{}")
+    line = _one_error(_run(command, str(run)))
+    assert want in line
+    assert not (run / "card.html").exists()
+
+
+# --- 10. bad input is caught before anything loads, and leaves no run directory ---------------------
+
+def _jsonl_profile(path: str, extra: str = "") -> str:
+    return ("lpp: {enabled: false}\ntasks:\n  - {name: mine, type: jsonl, path: " + path
+            + ", prompt_field: q, answer_field: a, scorer: exact" + extra + "}\n")
+
+
+BAD = {
+    "non-utf8 models file": (None, None, "not UTF-8 text"),
+    "output is a file": (PROFILE, "output: {tmp}/taken\n", "exists and is not a directory"),
+    "output under a file": (PROFILE, "output: {tmp}/taken/sub\n", "because"),
+    "task name is a number": ("tasks:\n  - {name: 123}\n", None, "tasks[0].name: must be a non-empty string, got 123"),
+    "task name is a list": ("tasks:\n  - {name: [a, b]}\n", None, "tasks[0].name: must be a non-empty string"),
+    "corpus is a number": ("lpp: {corpus: 42}\ntasks: [arc_easy]\n", None, "lpp.corpus: must be coqa"),
+    "negative seed": (PROFILE, "seed: -1\n", "seed: must be an integer from 0"),
+    "300-character name": (PROFILE, None, "models[0].name: is 300 characters long; use at most 100"),
+    "empty jsonl": (_jsonl_profile("empty.jsonl"), None, "has no items"),
+    "jsonl line not an object": (_jsonl_profile("list.jsonl"), None, "line 1: expected a JSON object"),
+    "options not a list": (_jsonl_profile("opts.jsonl", ", choices_field: options"), None,
+                           "field 'options' must be a list of 2 to 10 options"),
+    "jsonl missing field": (_jsonl_profile("missing.jsonl"), None, "line 1: missing field 'a'"),
+    "jsonl bad JSON": (_jsonl_profile("bad.jsonl"), None, "line 2: not valid JSON"),
+    "jsonl is a directory": (_jsonl_profile("adir"), None, "is a directory, not a JSON-lines file"),
+    "non-utf8 jsonl": (_jsonl_profile("latin1.jsonl"), None, "line 1: not UTF-8 text (byte 0xe9)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_exits_2_with_one_line_and_no_run_directory(case, tmp_path):
+    profile, extra, want = BAD[case]
+    (tmp_path / "taken").write_text("a file")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    (tmp_path / "list.jsonl").write_text("[1, 2]\n")
+    (tmp_path / "opts.jsonl").write_text(json.dumps({"q": "?", "a": "x", "options": 7}) + "\n")
+    (tmp_path / "missing.jsonl").write_text(json.dumps({"q": "?"}) + "\n")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"q": "?", "a": "x"}) + "\n{oops\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"q": "caf\xe9", "a": "x"}\n')
+    name = "n" * 300 if case == "300-character name" else "tiny"
+    p = _write(tmp_path, profile or PROFILE, f"models:\n  - {{name: {name}, source: random:llama, random: {TINY}}}\n",
+               (extra or "").replace("{tmp}", str(tmp_path)))
+    if case == "non-utf8 models file":
+        p.write_bytes(p.read_bytes().replace(b"tiny", b"t\xffny"))
+    out = tmp_path / "out"
+    args = ["run", str(p), "--no-render"] + ([] if extra and "output" in extra else ["-o", str(out)])
+    line = _one_error(_run(*args))
+    assert want in line, line
+    assert not out.exists() and not (tmp_path / "taken" / "sub").exists()
+    assert sorted(x.name for x in tmp_path.iterdir() if x.is_dir()) == ["adir"]  # nothing else was created
+
+
+def test_a_read_only_output_directory_is_one_line_and_left_untouched(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    p = _write(tmp_path)
+    if os.geteuid() == 0:  # root ignores permission bits: a read-only mount in a private mount namespace
+        if not shutil.which("unshare"):
+            pytest.fail("unshare (util-linux) is needed to mount a read-only directory as root")
+        cmd = ["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o ro none {ro} && exec \"$0\" \"$@\"", sys.executable,
+               "-m", "reporter.cli", "run", str(p), "-o", str(ro / "run"), "--no-progress"]
+    else:
+        ro.chmod(0o555)
+        cmd = [sys.executable, "-m", "reporter.cli", "run", str(p), "-o", str(ro / "run"), "--no-progress"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "the run directory cannot be written" in lines[0] and "Read-only file system" in lines[0] or \
+        "Permission denied" in lines[0]
+    assert not (ro / "run").exists()
+
+
+# --- 11. relative paths are relative to the models file ---------------------------------------
+
+def test_a_relative_profile_path_is_relative_to_the_models_file(tmp_path, monkeypatch):
+    (tmp_path / "cfg").mkdir()
+    _write(tmp_path / "cfg")
+    monkeypatch.chdir(tmp_path)  # somewhere else
+    r = _run("validate", str(tmp_path / "cfg" / "models.yaml"))
+    assert r.exit_code == 0, r.output
+    from reporter.config import load_config
+
+    assert load_config(tmp_path / "cfg" / "models.yaml").profile == str(tmp_path / "cfg" / "profile.yaml")
