@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from reporter.scoring.sandbox import run_python
+from reporter.scoring.sandbox import isolation, run_python
 
 ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not ROOT, reason="kernel-level isolation is only set up as root")
@@ -170,20 +170,132 @@ def test_writing_outside_the_working_directory_fails(tmp_path, program):
     keep.write_text("original")
     prelude = f"TARGET, KEEP = {str(target)!r}, {str(keep)!r}\n"
     result = run_hostile(prelude + program, max_seconds=5.0)
-    assert result.status == "failed" and "PermissionError" in result.stderr
+    # the guard refuses (PermissionError); isolated, the host's directories are not even there
+    assert result.status == "failed" and ("PermissionError" in result.stderr or "FileNotFoundError" in result.stderr)
     assert not target.exists() and keep.read_text() == "original"
 
 
 @root_only
-def test_writing_outside_bypassing_the_guard_fails_or_is_removed(tmp_path):
+def test_writing_outside_bypassing_the_guard_fails(tmp_path):
     target = tmp_path / "pwned.txt"
     stray = f"/tmp/reporter-sandbox-escape-{uuid.uuid4().hex}"
-    program = (f"import _io, posix\n_io.FileIO({stray!r}, 'w').write(b'stray')\nposix.mkdir({stray + '.d'!r})\n"
-               f"print('STRAY WRITTEN', flush=True)\n_io.FileIO({str(target)!r}, 'w')\n")
+    program = (f"import _io, posix\ntry:\n    _io.FileIO({stray!r}, 'w').write(b'stray')\n    posix.mkdir({stray + '.d'!r})\n"
+               f"    print('STRAY WRITTEN', flush=True)\nexcept OSError as e:\n    print('STRAY REFUSED', e, flush=True)\n"
+               f"_io.FileIO({str(target)!r}, 'w')\n")
     result = run_hostile(program, max_seconds=5.0)
-    assert result.status == "failed" and "Permission denied" in result.stderr
-    assert "STRAY WRITTEN" in result.stdout  # /tmp is world-writable: allowed, but cleaned up
-    assert not target.exists() and not os.path.exists(stray) and not os.path.exists(stray + ".d")
+    assert result.status == "failed" and not target.exists()
+    assert not os.path.exists(stray) and not os.path.exists(stray + ".d")  # refused, or written and cleaned up
+    if isolation() == "isolated":  # the sandbox's /tmp is its own, read-only; the host's paths do not exist there
+        assert "STRAY REFUSED" in result.stdout and "No such file or directory" in result.stderr
+    else:  # /tmp is world-writable: allowed, but removed afterwards
+        assert "STRAY WRITTEN" in result.stdout and "Permission denied" in result.stderr
+
+
+# --- the kernel boundary (isolated mode, as root) ---------------------------------------------
+
+def test_isolation_is_on_where_ci_runs():
+    assert isolation() == ("isolated" if ROOT else "guarded")
+
+
+@root_only
+def test_a_unix_socket_on_disk_cannot_be_reached(tmp_path):
+    path = tmp_path / "listener.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        os.chmod(path, 0o777)  # anyone may connect
+        server.listen(8)
+        server.setblocking(False)
+        program = (f"import _socket\ns = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)\n"
+                   f"s.connect({str(path)!r})\nprint('CONNECTED')\n")
+        result = run_hostile(program, max_seconds=5.0)
+        assert result.status == "failed" and "CONNECTED" not in result.stdout
+        with pytest.raises(BlockingIOError):  # nothing ever connected
+            server.accept()
+
+
+@root_only
+@pytest.mark.parametrize("which", ["/etc/shadow", "root-only file", "/root"])
+def test_files_of_the_host_cannot_be_read(which, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    secret.chmod(0o600)
+    path = {"/etc/shadow": "/etc/shadow", "root-only file": str(secret), "/root": "/root"}[which]
+    program = (f"import os, _io\np = {path!r}\n"
+               "print('LISTED', os.listdir(p)) if os.path.isdir(p) else print('READ', _io.FileIO(p).read())\n")
+    result = run_hostile(program, max_seconds=5.0)
+    if which == "/root":  # at most the path down to the Python installation, if it lives under /root
+        import sys
+
+        allowed = {p.split("/")[2] for p in {os.path.realpath(sys.base_prefix)} if p.startswith("/root/")}
+        if result.passed:
+            listed = eval(result.stdout.split("LISTED ", 1)[1])  # noqa: S307 - a list literal we printed
+            assert set(listed) <= allowed, listed
+        else:
+            assert "No such file or directory" in result.stderr
+    else:
+        assert result.status == "failed" and "READ" not in result.stdout and "top secret" not in result.stdout
+
+
+@root_only
+def test_no_shell_even_after_reloading_os():
+    program = ("import importlib, os\nimportlib.reload(os)\nimport ctypes\n"
+               "rc = ctypes.CDLL(None).execv(b'/bin/sh', (ctypes.c_char_p * 3)(b'sh', b'-c', None))\n"
+               "print('EXEC FAILED', rc, os.path.exists('/bin/sh'), os.path.exists('/usr/bin'))\n")
+    result = run_hostile(program, max_seconds=5.0)
+    assert "EXEC FAILED -1 False False" in result.stdout, result
+
+
+@root_only
+def test_a_raw_write_outside_via_ctypes_fails(tmp_path):
+    target = tmp_path / "ctypes.txt"
+    program = (f"import ctypes\nfd = ctypes.CDLL(None).open({str(target).encode()!r}, 0o101, 0o644)\n"
+               "print('FD', fd)\n")
+    result = run_hostile(program, max_seconds=5.0)
+    assert "FD -1" in result.stdout and not target.exists(), result
+
+
+ORPHAN = """
+import sys, time
+from reporter.scoring.sandbox import isolation, run_python
+print("READY", flush=True)
+run_python("import time\\ntime.sleep(30)\\nopen('late.txt', 'w').write('still here')", timeout=60)
+"""
+
+
+@root_only
+def test_nothing_survives_when_reporter_is_killed():
+    import signal
+    import subprocess
+    import sys
+
+    before = set(os.listdir("/tmp"))
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout.readline().strip() == "READY"
+    deadline = time.monotonic() + 10
+    sandbox = set()
+    while not sandbox and time.monotonic() < deadline:  # the sandbox's processes, children of the parent
+        time.sleep(0.05)
+        sandbox = {pid for pid, ppid, _, cmd in _processes() if ppid == parent.pid and "sandbox.py" in cmd}
+    assert sandbox, "the sandbox never started"
+    time.sleep(0.5)  # let it build its namespace and start the program
+    family = _descendants(sandbox)
+    assert len(family) >= 3  # the relay, PID 1 of the namespace, the program
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and family & {p[0] for p in _processes()}:
+        time.sleep(0.05)
+    assert not family & {p[0] for p in _processes()}, "a sandbox process outlived reporter"
+    assert not {n for n in set(os.listdir("/tmp")) - before if n.startswith("reporter-sandbox-")}
+
+
+def _descendants(pids):
+    out, grew = set(pids), True
+    while grew:
+        new = {pid for pid, ppid, _, _ in _processes() if ppid in out} - out
+        out |= new
+        grew = bool(new)
+    return out
 
 
 @pytest.fixture
@@ -249,3 +361,20 @@ def test_eight_programs_back_to_back():
         result = run_python(program, timeout=3.0)
         assert time.monotonic() - start < 3.0 + 2.0
         assert result.status == status, (program, result)
+
+
+def test_the_guarded_fallback_runs_and_says_it_is_weaker(monkeypatch, capsys, tmp_path):
+    from reporter.scoring import sandbox
+
+    sandbox.isolation.cache_clear()
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)  # as on a machine where reporter is not root
+    try:
+        assert sandbox.isolation() == "guarded"
+        assert "generated code runs without a filesystem boundary here (reporter does not run as root)" in \
+            capsys.readouterr().err
+        assert run_python(GOOD).passed
+        target = tmp_path / "pwned.txt"
+        result = run_python(f"open({str(target)!r}, 'w').write('x')")
+        assert result.status == "failed" and "PermissionError" in result.stderr and not target.exists()
+    finally:
+        sandbox.isolation.cache_clear()
