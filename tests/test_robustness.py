@@ -214,7 +214,7 @@ def test_hostile_yaml_fails_fast_with_one_line(case, tmp_path):
     start = time.monotonic()
     cmd = ["run", str(target), "-o", str(tmp_path / "out")] if case == "profile-bomb" else ["validate", str(target)]
     r = subprocess.run([sys.executable, "-m", "reporter.cli", *cmd], capture_output=True, text=True, timeout=60)
-    assert time.monotonic() - start < 5 + 10  # the interpreter and its imports start in a few seconds
+    assert time.monotonic() - start < 5  # the whole command, interpreter start included
     assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "out").exists()
 
