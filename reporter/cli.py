@@ -139,15 +139,17 @@ def render(run_dir, formats):
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def validate(file):
-    """Check a models YAML file without loading anything."""
-    from .config import load_config
+    """Check a models YAML file, and the profile it names, without loading any model."""
+    from .config import load_config, load_profile
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
 
     try:
         cfg = load_config(file)
+        prof = load_profile(cfg.profile)
     except UserError as e:
         _fail(e)
-    click.echo(f"{file}: OK ({len(cfg.models)} model{'s' if len(cfg.models) != 1 else ''})")
+    click.echo(f"{file}: OK ({len(cfg.models)} model{'s' if len(cfg.models) != 1 else ''}, profile "
+               f"{prof.name or cfg.profile}, {len(prof.tasks)} task{'s' if len(prof.tasks) != 1 else ''})")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -104,6 +104,7 @@ class TaskSummary(TypedDict, total=False):
     n: Required[int]
     seed: int
     method: str
+    chance: Fraction
     source: str
     description: str
     mean_response_tokens: float
@@ -237,6 +238,11 @@ class Comparison(TypedDict, total=False):
     n01: int
     n10: int
     method: str
+    p_value: float
+    test: str
+    p_holm: float
+    significant: bool
+    family: int
 
 
 class LPPCorrelation(TypedDict, total=False):
@@ -394,6 +400,18 @@ class CoreSet(TypedDict, total=False):
     coverage: Required[float]
 
 
+class Advice(TypedDict, total=False):
+    """One dataset decision for one model, with its evidence and uncertainty."""
+
+    action: Required[Literal["drop", "keep", "add", "core set"]]
+    task: Required[str]
+    text: Required[str]
+    evidence: Required[str]
+    uncertainty: Required[str]
+    impact: float
+    keep: str
+
+
 class Diversity(TypedDict, total=False):
     """Dataset diversity of one model: overlap, saturation, core sets, advice."""
 
@@ -401,7 +419,118 @@ class Diversity(TypedDict, total=False):
     saturation: dict[str, Saturation]
     marginal_gain: list[Any]
     core_sets: dict[str, CoreSet]
-    recommendations: list[str]
+    advice: list[Advice]
+    withheld: list[str]
+    min_items: int
+
+
+class RankRow(TypedDict, total=False):
+    """One ranked model: its score, rank, 95% rank interval and tier."""
+
+    model: Required[str]
+    score: Required[Fraction]
+    rank: Required[int]
+    rank_low: Required[int]
+    rank_high: Required[int]
+    tier: Required[int]
+
+
+class LeaderDiff(TypedDict, total=False):
+    """A model's paired bootstrap difference (mean over tasks) to a tier leader."""
+
+    leader: Required[str]
+    diff: Required[float]
+    ci_low: Required[float]
+    ci_high: Required[float]
+
+
+class Ranking(TypedDict, total=False):
+    """Rank intervals and tiers from the paired item bootstrap."""
+
+    models: Required[list[RankRow]]
+    tiers: Required[list[list[str]]]
+    leader_diffs: dict[str, LeaderDiff]
+    n_resamples: int
+    seed: int
+    confidence: float
+    tasks: list[str]
+    n_items: dict[str, int]
+    alpha: float
+    method: str
+
+
+class Reference(TypedDict, total=False):
+    """A reference row below the ranked models: an untrained model, or the theoretical chance level."""
+
+    model: str
+    score: Required[Fraction]
+    kind: Required[Literal["chance", "theoretical"]]
+    reason: str
+
+
+class NotRanked(TypedDict, total=False):
+    """A model left out of the ranking, and why."""
+
+    model: Required[str]
+    reason: Required[str]
+
+
+class ChanceTest(TypedDict, total=False):
+    """Whether a model beats a task's chance level (one-sided, α = 0.05)."""
+
+    model: Required[str]
+    task: Required[str]
+    reference: bool
+    chance: Fraction
+    n: int
+    score: Fraction
+    p: float
+    test: str
+    above: bool
+
+
+class Ties(TypedDict, total=False):
+    """The top two ranked models: the benchmark tasks where they are tied after the Holm adjustment."""
+
+    models: Required[list[str]]
+    tied: Required[list[str]]
+    separated: list[str]
+    n_tasks: Required[int]
+
+
+class PowerRow(TypedDict, total=False):
+    """One task's power for the top two models: the smallest detectable difference and the n for 5 points."""
+
+    task: Required[str]
+    n: Required[int]
+    observed_diff: float
+    test: str
+    discordance: float
+    sd_diff: float
+    min_detectable: float
+    n_needed: int
+    underpowered: Required[bool]
+    reason: str
+
+
+class Power(TypedDict, total=False):
+    """Power and sample-size advice for separating the top two ranked models."""
+
+    models: Required[list[str]]
+    alpha: float
+    power: float
+    planned_difference: float
+    per_task: Required[list[PowerRow]]
+    underpowered: list[str]
+    headline: dict[str, Any]
+
+
+class CoreSetExport(TypedDict, total=False):
+    """The core sets written to coreset.json, and how well they reproduce the full tasks."""
+
+    tasks: Required[dict[str, Any]]
+    reproduction: Required[dict[str, Any]]
+    file: str
 
 
 class TrainingPoint(TypedDict, total=False):
@@ -429,8 +558,15 @@ class Analysis(TypedDict, total=False):
 
     law: Law
     fairness: Fairness
+    ranking: Ranking
+    references: list[Reference]
+    not_ranked: list[NotRanked]
+    above_chance: list[ChanceTest]
+    ties: Ties
+    power: Power
     contamination: list[ContaminationRow]
     diversity: dict[str, Diversity]
+    coreset: CoreSetExport
     training: Training
     definitions: dict[str, str]
     notes: list[str]
@@ -450,8 +586,9 @@ class Results(TypedDict, total=False):
 #: the documents of the README's schema section, in reading order
 DOCUMENTS: tuple[Any, ...] = (Results, RunInfo, ModelResult, ModelMeta, Smoke, TaskSummary, MUISettings, Calibration, ARMetrics,
                               Validation, LPPProfile, LPPPrefix, LPPRobust, Comparison, LPPCorrelation, Analysis,
-                              Law, LawFit, NoFit, LawPoint, Excluded, Fairness, FairRow, ContaminationRow, Signal,
-                              Diversity, CoreSet, Training, TrainingPoint)
+                              Law, LawFit, NoFit, LawPoint, Excluded, Fairness, FairRow, Ranking, RankRow, LeaderDiff,
+                              Reference, NotRanked, ChanceTest, Ties, Power, PowerRow, ContaminationRow, Signal,
+                              Diversity, Advice, CoreSet, CoreSetExport, Training, TrainingPoint)
 
 
 # --- shared facts about the documents ------------------------------------------------------------

@@ -204,7 +204,11 @@ def test_diversity_section(run):
         assert all(i.startswith(task) for i in core["items"])
         assert d["saturation"][task]["n_samples"] == N_ITEMS
         assert d["saturation"][task]["total"] == round(core["total"])
-    assert any("items of task arc give 95%" in r for r in d["recommendations"])
+    # advice: at most five decisions, each with its evidence and uncertainty, biggest impact first
+    assert 1 <= len(d["advice"]) <= 5
+    assert all(a["action"] in ("drop", "keep", "add", "core set") and a["evidence"] and a["uncertainty"]
+               for a in d["advice"])
+    assert [a["impact"] for a in d["advice"]] == sorted((a["impact"] for a in d["advice"]), reverse=True)
 
 
 def test_write_analysis_merges_into_results(tmp_path):

@@ -47,7 +47,7 @@ def test_list_and_mapping_forms(tiny_yaml, tmp_path):
     cfg2 = load_config(p2)
     assert (cfg2.seed, cfg2.device, cfg2.output, cfg2.profile) == (7, "cpu", "out", "quick")
     code, out = validate(p2)
-    assert code == 0 and "OK (1 model)" in out
+    assert code == 0 and "OK (1 model, profile quick, 11 tasks)" in out
 
 
 BAD = [

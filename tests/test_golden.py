@@ -181,6 +181,12 @@ def test_results_json_matches_the_golden_copy(golden_run):
     assert llama["meta"]["kind"] == "instruct" and llama["tasks"]["arc_easy"]["shots"] == 0
     assert "calibration" in llama["tasks"]["arc_easy"] and llama["lpp"]["n_texts"] == 4
     assert want["models"]["Qwen base"]["tasks"]["gsm8k"]["shots"] == 1
+    # the leaderboard: trained models ranked with intervals, the untrained model a reference row
+    ranked = [r["model"] for r in want["analysis"]["ranking"]["models"]]
+    assert sorted(ranked) == ["GPT-2 base", "Llama chat", "Qwen base"]
+    assert [r["model"] for r in want["analysis"]["references"] if r["kind"] == "chance"] == ["Untrained"]
+    assert 0.2 <= llama["tasks"]["arc_easy"]["chance"] <= 0.34 and llama["tasks"]["gsm8k"]["chance"] == 0.0
+    assert all("p_holm" in c for c in want["comparisons"])
 
 
 def test_card_text_matches_the_golden_copy(golden_run):

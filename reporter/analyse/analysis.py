@@ -15,7 +15,7 @@ The LPP probes (:func:`reporter.tasks.is_probe`) are never points of the law.
 
 >>> analysis = analyse(run_dir)
 >>> sorted(analysis)[:4]
-['contamination', 'definitions', 'diversity', 'fairness']
+['above_chance', 'contamination', 'coreset', 'definitions']
 """
 from __future__ import annotations
 
@@ -28,22 +28,25 @@ import numpy as np
 from ..metrics.min_k import question_logprobs
 from ..schema import is_untrained
 from ..store.atomic import read_json, write_json
-from ..store.layout import LOGPROBS, NEURONS, REFERENCE_LOGPROBS, VERBATIM, RunDir
+from ..store.layout import CORESET, LOGPROBS, NEURONS, REFERENCE_LOGPROBS, VERBATIM, RunDir
 from ..store.logprobs import load_logprobs
 from ..store.neurons import load_neuron_sets
 from ..store.ragged import ragged_ok
 from ..tasks import is_probe
+from .advice import ADVICE_RULES, advise
 from .contamination import CONTAMINATION_RULE, assess, law_residual_signal, min_k_signal, verbatim_signal
+from .coreset import coreset_document, pooled_core_set, reproduction
 from .diversity import model_diversity
 from .fairness import FAIRNESS_DEFINITION, fairness
 from .law import MIN_POINTS, LawFit, describe_fit, fit_points
+from .leaderboard import PerItem, leaderboard, per_item_scores
 from .numbers import json_ready
 from .results import build_results
 from .training import PHASE_RULE, training_phases
 
 __all__ = ["analyse", "write_analysis", "ANALYSIS_VERSION"]
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 _SETTINGS = ("mode", "top_ratio", "rho", "n_samples")
 
 
@@ -214,10 +217,12 @@ def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
     return rows
 
 
-def _diversity(results: dict, rd: RunDir, seed: int, notes: list[str]) -> dict:
-    out = {}
+def _diversity(results: dict, rd: RunDir, per_item: PerItem, seed: int, n_resamples: int,
+               notes: list[str]) -> tuple[dict, dict | None]:
+    """Per trained model: diversity facts and advice; and the pooled core sets with their reproduction."""
+    out, neurons = {}, {}
     for name, e in (results.get("models") or {}).items():
-        if is_untrained(e):
+        if is_untrained(e) or e.get("status") == "failed":
             continue
         slug = e.get("slug", name)
         sets_by_task, ids_by_task = {}, {}
@@ -236,7 +241,22 @@ def _diversity(results: dict, rd: RunDir, seed: int, notes: list[str]) -> dict:
         for task, c in d["core_sets"].items():
             c["items"] = [ids_by_task[task][i] for i in c.pop("item_indices")]
         out[name] = d
-    return out
+        neurons[name] = {t: (ids_by_task[t], sets_by_task[t]) for t in sets_by_task}
+    tasks = sorted({t for by_task in neurons.values() for t in by_task if not is_probe(t)})
+    core = {}
+    for t in tasks:
+        by_model = {m: by_task[t] for m, by_task in neurons.items() if t in by_task}
+        c = pooled_core_set(by_model)
+        if c["n"]:
+            core[t] = c
+    repro = reproduction({m: per_item.get(m, {}) for m in neurons}, {t: c["items"] for t, c in core.items()},
+                         seed=seed, n_resamples=n_resamples)
+    for name, d in out.items():
+        rows = {t: r["per_model"][name] for t, r in repro["per_task"].items() if name in r["per_model"]}
+        task_sets = {t: s for t, (_, s) in neurons[name].items() if not is_probe(t)}
+        d.update(advise(name, task_sets, seed=seed, core=core, reproduction=rows))
+    coreset = {"tasks": core, "reproduction": repro, "file": CORESET} if core else None
+    return out, coreset
 
 
 def _training(results: dict, law_pts: dict) -> dict | None:
@@ -273,8 +293,8 @@ def _flag_fairness(fair: dict, contamination: list[dict]) -> None:
 def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 2000) -> dict:
     """Compute the ``analysis`` section of results.json from a run directory's artifacts.
 
-    Returns ``{version, law, fairness, contamination, diversity, training, definitions, notes}``
-    (see the README, "analysis"). ``seed`` defaults to the run's seed.
+    Returns ``{version, law, fairness, ranking, references, not_ranked, above_chance, ties, power,
+    contamination, diversity, coreset, training, definitions, notes}`` (see the README, "analysis"). ``seed`` defaults to the run's seed.
 
     >>> {r["severity"] for r in analyse(run_dir)["contamination"]} <= {"none", "weak", "strong"}
     True
@@ -298,12 +318,15 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
                      "not points of the law and not ranked")
     contamination = _contamination(results, rd, fits)
     _flag_fairness(fair, contamination)
+    per_item = per_item_scores(results, rd.root)
+    diversity, coreset = _diversity(results, rd, per_item, seed, n_resamples, notes)
     out = {"version": ANALYSIS_VERSION, "seed": seed, "law": law, "fairness": fair,
+           **leaderboard(results, per_item, seed=seed, n_resamples=n_resamples),
            "contamination": contamination,
-           "diversity": _diversity(results, rd, seed, notes),
+           "diversity": diversity, "coreset": coreset,
            "training": _training(results, law_pts),
            "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE,
-                           "training": PHASE_RULE,
+                           "training": PHASE_RULE, "advice": ADVICE_RULES,
                            "law": "MUI = a + b*ln(P), OLS of MUI on ln P (P, MUI in %), pairs-bootstrap percentile CIs"},
            "notes": notes}
     if not law_pts:
@@ -314,7 +337,8 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
 def write_analysis(run_dir: str | Path, **kwargs) -> dict:
     """Run :func:`analyse` and store it as ``results["analysis"]`` in results.json (atomic write).
 
-    results.json is built from the artifacts first when it is missing. Returns the analysis.
+    results.json is built from the artifacts first when it is missing. Also writes ``coreset.json``
+    (the pooled core set of every benchmark task) when key neurons were measured. Returns the analysis.
 
     >>> write_analysis(run_dir)["fairness"]["available"]
     False
@@ -326,5 +350,9 @@ def write_analysis(run_dir: str | Path, **kwargs) -> dict:
         write_json(rd.results, results)
     analysis = analyse(run_dir, **kwargs)
     results["analysis"] = analysis
+    if analysis.get("coreset"):
+        write_json(rd.coreset, coreset_document(analysis["coreset"]["tasks"], results.get("run") or {}))
+    else:
+        rd.coreset.unlink(missing_ok=True)
     write_json(rd.results, results)
     return analysis

@@ -178,11 +178,11 @@ def _pct(x: float) -> str:
 
 def model_diversity(model: str, sets_by_task: Mapping[str, Sequence[np.ndarray]], *, seed: int = 0,
                     fraction: float = COVERAGE_FRACTION, redundant_at: float = REDUNDANT_AT) -> dict:
-    """Everything above for one model, plus recommendations in plain words.
+    """Everything above for one model (the facts; advice is :func:`reporter.analyse.advice.advise`).
 
     >>> d = model_diversity("m", {"x": [np.array([1, 2, 3])], "y": [np.array([1, 2, 3, 4]), np.array([9])]})
-    >>> d["recommendations"][0]
-    'For m, task x is 100% redundant with y: 100% of the key neurons x activates are also activated by y.'
+    >>> d["overlap"]["redundancy"][0][1], d["core_sets"]["y"]["size"]
+    (1.0, 2)
     """
     unions = task_unions(sets_by_task)
     ov = overlap(unions)
@@ -194,28 +194,8 @@ def model_diversity(model: str, sets_by_task: Mapping[str, Sequence[np.ndarray]]
         core[t]["item_indices"] = c["indices"]
         core[t]["n"] = c["n_samples"]
     gains = marginal_gains(unions) if len(unions) > 1 else []
-    recs = []
-    for i, x in enumerate(ov["tasks"]):
-        for j, y in enumerate(ov["tasks"]):
-            r = ov["redundancy"][i][j]
-            if i != j and ov["sizes"][i] and r >= redundant_at:
-                recs.append(f"For {model}, task {x} is {_pct(r)} redundant with {y}: {_pct(r)} of the key neurons "
-                            f"{x} activates are also activated by {y}.")
-    for t, c in core.items():
-        if c["n_samples"]:
-            recs.append(f"{c['size']} of {c['n_samples']} items of task {t} give {_pct(fraction)} of its key-neuron "
-                        f"coverage for {model} (greedy selection).")
-    if gains:
-        g = gains[0]
-        if g["new_neurons"]:
-            recs.append(f"Task {g['task']} adds the most new coverage for {model}: {g['new_neurons']} key neurons "
-                        f"({_pct(g['share_of_all'])} of all tasks' key neurons) that no other task activates.")
-        zero = [r["task"] for r in gains if r["new_neurons"] == 0 and r["union_size"]]
-        if zero:
-            recs.append(f"For {model}, {', '.join(zero)} add{'s' if len(zero) == 1 else ''} no key neuron that the "
-                        f"other tasks do not already activate.")
     return {"overlap": ov, "saturation": sat, "core_sets": core, "marginal_gain": gains,
-            "recommendations": recs, "fraction": fraction, "redundant_at": redundant_at, "seed": seed,
+            "fraction": fraction, "redundant_at": redundant_at, "seed": seed,
             "definitions": {"redundancy": "red(X, Y) = |U_X ∩ U_Y| / |U_X|, U_X = union of task X's key neurons",
                             "jaccard": "|U_X ∩ U_Y| / |U_X ∪ U_Y|",
                             "core_set": f"greedy maximum coverage until {_pct(fraction)} of U_X is covered",

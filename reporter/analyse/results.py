@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config import Profile
 from ..errors import UserError
-from ..metrics.stats import all_pairs
+from ..metrics.stats import ALPHA, all_pairs, holm
 from ..schema import SCHEMA_VERSION
 from ..store.atomic import read_json, write_json
 from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, slugify
@@ -72,10 +72,27 @@ def build_results(run_dir: str | Path) -> dict[str, Any]:
             "profile": profile.name,
         },
         "models": out_models,
-        "comparisons": [c.to_dict() for c in all_pairs(per_item, seed=manifest.get("seed") or 0)],
+        "comparisons": comparisons(per_item, seed=manifest.get("seed") or 0),
     }
     res["lpp_correlations"] = lpp_correlations(res)
     return res
+
+
+def comparisons(per_item: dict[str, dict[str, dict[str, float]]], *, seed: int) -> list[dict[str, Any]]:
+    """Every paired comparison of the run, with Holm-adjusted p-values over all of them.
+
+    The family is every pair of models on every task they share (benchmarks and probes,
+    untrained references included); ``significant`` means ``p_holm < ALPHA``.
+
+    >>> [(c["model_a"], c["p_holm"], c["significant"]) for c in comparisons(
+    ...     {"m1": {"t": {"q": 1, "r": 1}}, "m2": {"t": {"q": 0, "r": 0}}}, seed=0)]
+    [('m1', 0.5, False)]
+    """
+    rows = [c.to_dict() for c in all_pairs(per_item, seed=seed)]
+    adjusted = holm([c["p_value"] for c in rows])
+    for c, p in zip(rows, adjusted):
+        c.update(p_holm=p, significant=p < ALPHA, family=len(rows))
+    return rows
 
 
 def write_results(run_dir: str | Path) -> dict[str, Any]:

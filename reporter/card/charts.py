@@ -131,25 +131,53 @@ def chart_specs(card: dict[str, Any], names: Iterable[str] | None = None) -> dic
 
 @CHARTS.register("task_scores")
 def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
-    """Grouped bars of each model's score per task with 95% CI error bars."""
+    """Grouped bars of each trained model's score per task with 95% CI error bars; the task's theoretical
+    chance level and each untrained reference model's score as tick marks across the task's group.
+    """
     tasks = card["benchmarks"] + card["probes"]
+    trained = [m for m in card["models"] if not m["reference"]]
     rows = [{"model": m["name"], "task": t, "score": _pct(r["score"]), "lo": _pct(r["ci_low"]),
-             "hi": _pct(r["ci_high"]), "n": r["n"]}
-            for m in card["models"] for t in tasks if (r := m["tasks"].get(t))]
-    if not rows:
+             "hi": _pct(r["ci_high"]), "n": r["n"], "chance": "≈ chance" if r.get("at_chance") else ""}
+            for m in trained for t in tasks if (r := m["tasks"].get(t))]
+    refs = [{"reference": f"untrained: {m['name']}", "task": t, "score": _pct(r["score"]), "n": r["n"]}
+            for m in card["models"] if m["reference"] for t in tasks if (r := m["tasks"].get(t))]
+    chance: dict[str, float] = {}
+    for m in card["models"]:
+        for t in card["benchmarks"]:
+            if (r := m["tasks"].get(t)) and r.get("chance") is not None:
+                chance.setdefault(t, r["chance"])
+    refs += [{"reference": "theoretical chance", "task": t, "score": _pct(c), "n": None} for t, c in chance.items()]
+    if not rows and not refs:
         return None
-    x = alt.X("task:N", sort=tasks, title="Task", axis=alt.Axis(labelAngle=0))
-    off = alt.XOffset("model:N", sort=_charted(card))
+    x = alt.X("task:N", sort=tasks, title="Task", axis=alt.Axis(labelAngle=-30 if len(tasks) > 6 else 0, labelLimit=120))
+    bar_models = [n for n in _charted(card) if n in {m["name"] for m in trained}]
+    off = alt.XOffset("model:N", sort=bar_models)
     tip = [alt.Tooltip("model:N", title="Model"), alt.Tooltip("task:N", title="Task"),
            alt.Tooltip("score:Q", title="Score (%)", format=".1f"), alt.Tooltip("lo:Q", title="CI low (%)", format=".1f"),
-           alt.Tooltip("hi:Q", title="CI high (%)", format=".1f"), alt.Tooltip("n:Q", title="Items")]
-    base = alt.Chart(_data(rows)).encode(x=x, xOffset=off)
-    bars = base.mark_bar().encode(y=alt.Y("score:Q", title="Score (% correct)", scale=alt.Scale(domain=[0, 100])),
-                                  color=alt.Color("model:N", scale=_model_scale(card), title="Model"), tooltip=tip)
-    err = base.mark_rule(color="#222", strokeWidth=1.2).encode(y="lo:Q", y2="hi:Q", tooltip=tip)
-    step = max(6, min(36, 480 // max(1, len(tasks) * len(_charted(card)))))
-    chart = alt.layer(bars, err).properties(width=alt.Step(step), height=240)
-    return _finish(chart, "Score per task", "bars: score; black lines: 95% bootstrap CI")
+           alt.Tooltip("hi:Q", title="CI high (%)", format=".1f"), alt.Tooltip("n:Q", title="Items"),
+           alt.Tooltip("chance:N", title="Chance")]
+    y = alt.Y("score:Q", title="Score (% correct)", scale=alt.Scale(domain=[0, 100]))
+    step = max(6, min(36, 480 // max(1, len(tasks) * max(1, len(bar_models)))))
+    layers = []
+    if rows:
+        base = alt.Chart(_data(rows)).encode(x=x, xOffset=off)
+        layers.append(base.mark_bar().encode(y=y, color=alt.Color("model:N", scale=_model_scale(card, bar_models),
+                                                                   title="Model"), tooltip=tip))
+        layers.append(base.mark_rule(color="#222", strokeWidth=1.2).encode(y="lo:Q", y2="hi:Q", tooltip=tip))
+    if refs:
+        kinds = sorted({r["reference"] for r in refs}, key=lambda k: (k != "theoretical chance", k))
+        colours = ["#d62728" if k == "theoretical chance" else ["#111111", "#7f7f7f", "#8c564b"][i % 3]
+                   for i, k in enumerate(kinds)]
+        layers.append(alt.Chart(_data(refs)).mark_tick(thickness=2.5, size=max(8, step * max(1, len(bar_models)) - 4))
+                      .encode(x=x, y=y, color=alt.Color("reference:N", scale=alt.Scale(domain=kinds, range=colours),
+                                                        title="Reference"),
+                              tooltip=[alt.Tooltip("reference:N", title="Reference"), alt.Tooltip("task:N", title="Task"),
+                                       alt.Tooltip("score:Q", title="Score (%)", format=".1f")]))
+    # a fixed width, not a step: the reference layer has no xOffset, and two layers must not disagree on the step
+    width = step * len(tasks) * max(1, len(bar_models)) / 0.8
+    chart = alt.layer(*layers).resolve_scale(color="independent").properties(width=width, height=240)
+    return _finish(chart, "Score per task", "bars: trained models, black lines: 95% bootstrap CI; "
+                                            "ticks: theoretical chance (red) and untrained reference models")
 
 
 def _law_points(card: dict[str, Any], fit: dict[str, Any] | None = None, task: str | None = None) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from ..schema import SCHEMA_VERSION, Results, TaskSummary, is_untrained, validat
 from ..store.atomic import read_json
 from ..store.layout import RunDir
 from ..tasks import is_probe
+from .format import fmt_about
 
 #: the results.json versions this renderer reads
 SUPPORTED_VERSIONS = (SCHEMA_VERSION,)
@@ -63,8 +64,10 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     card["subtitle"] = f"profile {run.get('profile') or 'unnamed'}, {len(models)} model{'s' * (len(models) != 1)}"
     card["date"] = (run.get("created") or manifest.get("created") or "")[:10]
     _averages(card)
+    card["holm"] = any(c.get("p_holm") is not None for c in card["comparisons"])
     for c in card["comparisons"]:
-        c["significant"] = c["ci_low"] > 0 or c["ci_high"] < 0
+        if c.get("significant") is None:  # results.json from before the Holm adjustment: the bootstrap CI
+            c["significant"] = c["ci_low"] > 0 or c["ci_high"] < 0
     for key, fn in (("neighbours", _neighbours), ("warnings", _warnings), ("summary", _summary),
                     ("limitations", _limitations), ("extra_measurements", extra_measurements)):
         card[key] = fn(card)
@@ -94,10 +97,7 @@ def _averages(card: dict[str, Any]) -> None:
             m["avg_hi"] = min(1.0, m["avg"] + math.sqrt(sum((t["ci_high"] - t["score"]) ** 2 for t in ts)) / k)
             if all(t["mui"] is not None for t in ts):
                 m["avg_mui"] = sum(t["mui"] for t in ts) / k
-    ranked = sorted((m for m in card["models"] if m["avg"] is not None), key=lambda m: -m["avg"])
-    for i, m in enumerate(ranked):
-        m["rank"] = i + 1
-    card["ranked"] = ranked + [m for m in card["models"] if m["avg"] is None]
+    _ranks(card)
     a = card["analysis"] or {}
     fair = {f["model"]: f for f in ((a.get("fairness") or {}).get("per_model") or [])}
     contam = [c for c in a.get("contamination") or [] if c["severity"] != "none"]
@@ -111,6 +111,43 @@ def _averages(card: dict[str, Any]) -> None:
                        + ([("info", "quantised (GGUF)")] if m["meta"].get("source_type") == "packaged" else []))
 
 
+def _ranks(card: dict[str, Any]) -> None:
+    """Ranks, 95% rank intervals and tiers of the trained models (analysis.ranking); untrained models are
+    reference rows below them, never ranked; chance marks on every task cell.
+    """
+    a = card["analysis"] or {}
+    by_name = {m["name"]: m for m in card["models"]}
+    for m in card["models"]:
+        m["rank"] = m["rank_low"] = m["rank_high"] = m["tier"] = None
+        m["tied_with"] = []
+    rk = a.get("ranking")
+    if rk:
+        tiers = {name: tier for tier in rk["tiers"] for name in tier}
+        ranked = []
+        for r in rk["models"]:
+            if (m := by_name.get(r["model"])) is not None:
+                m.update(rank=r["rank"], rank_low=r["rank_low"], rank_high=r["rank_high"], tier=r["tier"],
+                         tied_with=[n for n in tiers.get(m["name"], []) if n != m["name"]])
+                ranked.append(m)
+    else:  # results.json from before analysis.ranking: raw order, trained models only
+        ranked = sorted((m for m in card["models"] if m["avg"] is not None and not m["reference"]),
+                        key=lambda m: -m["avg"])
+        for i, m in enumerate(ranked):
+            m["rank"] = i + 1
+    refs = [m for m in card["models"] if m["reference"] and m not in ranked and m["avg"] is not None]
+    card["ranked"] = ranked + refs + [m for m in card["models"] if m not in ranked and m not in refs]
+    card["theoretical_chance"] = next((r["score"] for r in a.get("references") or [] if r["kind"] == "theoretical"),
+                                      None)
+    card["multi_tier"] = len({m["tier"] for m in ranked}) > 1
+    chance = {(c["model"], c["task"]): c for c in a.get("above_chance") or []}
+    for m in card["models"]:
+        for t, r in m["tasks"].items():
+            c = chance.get((m["name"], t))
+            r["at_chance"] = bool(c and c["above"] is False and not m["reference"])
+            r["chance_p"] = c["p"] if c else None
+        m["at_chance_tasks"] = [t for t in card["benchmarks"] if m["tasks"].get(t, {}).get("at_chance")]
+
+
 def _oriented(c: dict[str, Any], a: str) -> dict[str, Any]:
     """Comparison ``c`` as ``a`` minus the other model."""
     if c["model_a"] == a:
@@ -121,7 +158,7 @@ def _oriented(c: dict[str, Any], a: str) -> dict[str, Any]:
 
 def _neighbours(card: dict[str, Any]) -> list[dict[str, Any]]:
     """Each ranked model against the next one down, task by task: is the higher rank a real difference."""
-    ranked = [m["name"] for m in card["ranked"] if m["avg"] is not None]
+    ranked = [m["name"] for m in card["ranked"] if m["rank"] is not None]
     by_pair: dict[tuple[str, str, str], dict[str, Any]] = {}
     for c in card["comparisons"]:
         by_pair[(c["model_a"], c["model_b"], c["task"])] = by_pair[(c["model_b"], c["model_a"], c["task"])] = c
@@ -178,14 +215,73 @@ def _warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _summary(card: dict[str, Any]) -> dict[str, Any]:
-    """Who wins on raw score (and is the lead significant?), who wins law-adjusted, the top warnings."""
-    ranked = [m for m in card["ranked"] if m["avg"] is not None and not m["reference"]]
+    """Who wins on raw score (and is the lead significant?), the tiers, chance, power, law-adjusted, the top warnings."""
+    ranked = [m for m in card["ranked"] if m["rank"] is not None]
     w, r = (ranked + [None, None])[:2]
     wins = sum(1 for c in card["comparisons"] if r and c["significant"] and c["task"] in card["benchmarks"]
                and {c["model_a"], c["model_b"]} == {w["name"], r["name"]} and _oriented(c, w["name"])["mean_diff"] > 0)
     top = next((m for m in card["models"] if m["fair"] and m["fair"]["rank_adjusted"] == 1), None)
+    a = card["analysis"] or {}
     return {"winner": w, "runner_up": r, "wins": wins, "top_adjusted": top, "n_trained": len(_trained(card)),
+            "tiers": _tier_sentence(ranked, a), "chance": _chance_sentence(card), "power": _power_sentence(a),
             "warnings": card["warnings"][:4]}
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _tier_sentence(ranked: list[dict[str, Any]], a: dict[str, Any]) -> str | None:
+    """"A and B are statistically tied on 8 of 9 tasks" — the tiers of the ranking, in words."""
+    rk = a.get("ranking")
+    if not rk or not ranked:
+        return None
+    if len(ranked) == 1:
+        return f"{ranked[0]['name']} is the only ranked model."
+    interval = {m["name"]: f"{m['rank_low']}–{m['rank_high']}" if m["rank_low"] != m["rank_high"]
+                else str(m["rank_low"]) for m in ranked}
+    tiers = [[n for n in tier if n in interval] for tier in rk["tiers"]]
+    if len(tiers) == 1:
+        text = (f"{_names(tiers[0])} are statistically tied over all benchmark tasks (one tier; rank intervals "
+                f"{', '.join(interval[n] for n in tiers[0])}).")
+    else:
+        text = "Tiers: " + "; ".join(f"{k}. {_names(t)}" + (" (statistically tied)" if len(t) > 1 else "")
+                                     for k, t in enumerate(tiers, 1)) + "."
+    ties = a.get("ties")
+    if ties and ties["n_tasks"]:
+        x, y = ties["models"]
+        text += (f" Task by task, {x} and {y} are statistically tied on {len(ties['tied'])} of {ties['n_tasks']} "
+                 "benchmark tasks (Holm-adjusted paired tests).")
+    return text
+
+
+def _chance_sentence(card: dict[str, Any]) -> str | None:
+    bench = card["benchmarks"]
+    rows = [(m["name"], m["at_chance_tasks"]) for m in _trained(card) if m["at_chance_tasks"]]
+    if not rows:
+        tested = any(c.get("above") is not None for c in (card["analysis"] or {}).get("above_chance") or [])
+        return "Every trained model beats chance on every benchmark task." if tested else None
+
+    def tasks(ts: list[str]) -> str:
+        if len(ts) > len(bench) / 2:
+            rest = [t for t in bench if t not in ts]
+            return f"{len(ts)} of {len(bench)} tasks" + (f" (all but {', '.join(rest)})" if rest else " (all)")
+        return ", ".join(ts)
+    return "Not significantly above chance (one-sided exact binomial test, α = 0.05): " + "; ".join(
+        f"{name} on {tasks(ts)}" for name, ts in rows) + "."
+
+
+def _power_sentence(a: dict[str, Any]) -> str | None:
+    pw = a.get("power")
+    if not pw or not pw.get("headline"):
+        return None
+    h = pw["headline"]
+    x, y = pw["models"]
+    more = len(pw["underpowered"]) - 1
+    return (f"Underpowered: to detect a {100 * pw['planned_difference']:.0f}-point difference between the top two "
+            f"models ({x} and {y}) on {h['task']} with {100 * pw['power']:.0f}% power, about {fmt_about(h['n_needed'])} "
+            f"items are needed; this run used {h['n']}."
+            + (f" {more} other task{'s are' if more != 1 else ' is'} underpowered too (see Methods)." if more > 0 else ""))
 
 
 def _limitations(card: dict[str, Any]) -> list[str]:

@@ -57,6 +57,18 @@ def fmt_p(p: Any) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
 
 
+def fmt_about(n: int) -> str:
+    """``n`` rounded to two significant figures, with thousands separators ("about 1,200").
+
+    >>> fmt_about(1211), fmt_about(157), fmt_about(8)
+    ('1,200', '160', '8')
+    """
+    if n < 100:
+        return str(n)
+    digits = len(str(n)) - 2
+    return f"{round(n, -digits):,}"
+
+
 def pct_or_none(x: Any) -> float | None:
     """A fraction as a percentage rounded for a chart; None when missing."""
     return round(100 * x, 3) if finite(x) else None

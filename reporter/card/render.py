@@ -21,7 +21,7 @@ from ..store.atomic import write_bytes
 from ..store.layout import CARD_HTML, CARD_PDF, MODEL_INDEX_DIR
 from .charts import chart_specs, javascript_bundle, svg_data_uri
 from .data import load_card
-from .format import fmt_num, fmt_p, fmt_pct, fmt_signed
+from .format import fmt_about, fmt_num, fmt_p, fmt_pct, fmt_signed
 from .model_index import model_index
 from .sections import SECTIONS, ordered_sections
 
@@ -89,5 +89,5 @@ def _load(name: str) -> str:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FunctionLoader(_load), autoescape=True, trim_blocks=True,
                              lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(pct=fmt_pct, num=fmt_num, pval=fmt_p, signed=fmt_signed)
+    env.filters.update(pct=fmt_pct, num=fmt_num, pval=fmt_p, signed=fmt_signed, about=fmt_about)
     return env

@@ -58,7 +58,7 @@ def plan_task(lm: Any, config: TaskConfig, seed: int) -> TaskPlan:
     shots = config.shots
     if shots is None:
         shots = 0 if lm.kind == "instruct" else 1
-    items, pool = select_items(task, config.limit, seed, shots)
+    items, pool = select_items(task, config.limit, seed, shots, only=config.items)
     demos = pick_shots(pool, shots, seed)
     prompts = [build_prompt(lm, task, it, demos) for it in items]
     ids = [encode_prompt(lm, p) for p in prompts]

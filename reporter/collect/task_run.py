@@ -33,7 +33,7 @@ from ..instrument.batch import teacher_forced_batch
 from ..instrument.hooked_pass import hooked_pass
 from ..metrics.stats import score_ci
 from ..models.generation import generate
-from ..scoring import get_scorer
+from ..scoring import chance_level, get_scorer
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
@@ -118,7 +118,8 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin]) -> dict[str, A
     ci = score_ci([r["score"] for r in recs], seed=ctx.seed)
     summary: dict[str, Any] = {
         "task": plan.task.name, "scorer": plan.task.scorer, "shots": plan.shots, "limit": len(plan.items),
-        **ci.to_dict(), "source": plan.task.source, "description": plan.task.description,
+        **ci.to_dict(), "chance": chance_level(plan.task.scorer, [it.scorer_item() for it in plan.items]),
+        "source": plan.task.source, "description": plan.task.description,
         "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0}
     for p in plugins:
         summary.update(p.finish_task(ctx, samples))

@@ -12,6 +12,7 @@ the key path and what would be valid.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -24,7 +25,7 @@ from ..metrics.mui import MODES as MUI_MODES
 from ..registry import did_you_mean, unknown_name
 from ..store.layout import slugify
 from ..tasks import JSONL_SCORERS, TASKS
-from .files import Problems, load_yaml, short
+from .files import Problems, load_yaml, read_text, short
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class TaskConfig:
     answer_field: str | None = None
     choices_field: str | None = None
     scorer: str | None = None
+    #: evaluate only these item ids (from ``items: coreset.json`` or a list of ids); ``limit`` still caps them
+    items: tuple[str, ...] | None = None
+    items_from: str | None = None  # the core-set file the ids came from (recorded, never written by hand)
 
     def to_dict(self) -> dict[str, Any]:
         """The keys that were set, as plain data."""
@@ -137,7 +141,9 @@ class Profile:
         raise KeyError(name)
 
 
-TASK_KEYS = tuple(f.name for f in dataclasses.fields(TaskConfig))
+TASK_KEYS = tuple(f.name for f in dataclasses.fields(TaskConfig) if f.name != "items_from")
+#: the largest item-id list a task accepts
+MAX_ITEM_IDS = 100_000
 #: the longest task name (it names a directory)
 MAX_TASK_NAME = 100
 PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "contamination", "smoke_texts", "models", "notes")
@@ -180,7 +186,7 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
         return None
     n0 = len(p.lines)
     for key in t:
-        if key not in TASK_KEYS:
+        if key not in TASK_KEYS and not (recorded and key == "items_from"):
             p.add(f"{k}.{key}", unknown_name("key", str(key), TASK_KEYS, listing="valid keys"))
     name = t["name"]
     if not isinstance(name, str) or not name.strip():
@@ -212,12 +218,51 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
         p.add(f"{k}.name", unknown_name("task", name, TASKS))
     for key in ("limit", "shots", "max_new_tokens"):
         _int(p, f"{k}.{key}", t.get(key), 0 if key == "shots" else 1)
+    if "items" in t:
+        values["items"], values["items_from"] = _items(p, f"{k}.items", t["items"], name, base_dir)
+        if recorded and isinstance(t.get("items_from"), str):
+            values["items_from"] = t["items_from"]
     if "stop" in t:
         if isinstance(t["stop"], list) and all(isinstance(s, str) for s in t["stop"]):
             values["stop"] = tuple(t["stop"])
         else:
             p.add(f"{k}.stop", "must be a list of strings")
     return TaskConfig(**values) if len(p.lines) == n0 else None
+
+
+def _items(p: Problems, key: str, v: Any, task: str, base_dir: Path) -> tuple[tuple[str, ...] | None, str | None]:
+    """``items:`` — a core-set file written by ``reporter run`` (its ids for this task) or a list of item ids."""
+    if isinstance(v, list):
+        if not v or not all(isinstance(i, str) for i in v) or len(v) > MAX_ITEM_IDS:
+            p.add(key, f"must be a non-empty list of item ids (strings, at most {MAX_ITEM_IDS:,}) or the path of a "
+                       f"coreset.json, got {short(v)}")
+            return None, None
+        return tuple(v), None
+    if not isinstance(v, str):
+        p.add(key, f"must be the path of a coreset.json or a list of item ids, got {short(v)}")
+        return None, None
+    path = Path(v) if Path(v).is_absolute() else (base_dir / v).resolve()
+    try:
+        doc = json.loads(read_text(path, "coreset.json"))
+    except ConfigError as e:
+        p.add(key, str(e))
+        return None, None
+    except json.JSONDecodeError as e:
+        p.add(key, f"{path}: not valid JSON (line {e.lineno}); give a coreset.json written by `reporter run`")
+        return None, None
+    tasks = doc.get("tasks") if isinstance(doc, dict) else None
+    if not isinstance(tasks, dict):
+        p.add(key, f"{path}: has no 'tasks' mapping; give a coreset.json written by `reporter run`")
+        return None, None
+    if task not in tasks:
+        p.add(key, f"{path}: has no core set for task '{task}'{did_you_mean(task, list(tasks))}; it has: "
+                   f"{', '.join(sorted(map(str, tasks))[:20]) or 'none'}")
+        return None, None
+    ids = tasks[task].get("items") if isinstance(tasks[task], dict) else None
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        p.add(key, f"{path}: tasks.{task}.items must be a non-empty list of item ids")
+        return None, None
+    return tuple(ids), str(path)
 
 
 def _section(p: Problems, data: Mapping[str, Any], name: str) -> dict[str, Any]:

@@ -16,7 +16,10 @@ import numpy as np
 from scipy import stats
 
 __all__ = ["ScoreCI", "PairedComparison", "score_ci", "paired_comparison",
-           "mcnemar_exact", "all_pairs"]
+           "mcnemar_exact", "wilcoxon_p", "all_pairs", "holm", "above_chance", "ALPHA"]
+
+#: the significance level of every test on the card
+ALPHA = 0.05
 
 BootMethod = Literal["bca", "percentile"]
 # Resamples (and BCa jackknife rows) are drawn in batches of about this many
@@ -56,6 +59,8 @@ class PairedComparison:
     n01: int | None  # a wrong, b right
     n10: int | None  # a right, b wrong
     method: str = ""  # CI method, as in ScoreCI.method
+    p_value: float | None = None  # the paired test's two-sided p-value (McNemar exact, or Wilcoxon)
+    test: str | None = None  # "mcnemar-exact" for 0/1 scores, "wilcoxon" otherwise
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict, e.g. ``{"model_a": "m1", "mean_diff": 0.1, ...}``."""
@@ -137,6 +142,22 @@ def mcnemar_exact(n01: int, n10: int) -> float:
     return float(min(1.0, stats.binomtest(n01, n01 + n10, 0.5).pvalue))
 
 
+def wilcoxon_p(diffs: Sequence[float]) -> float:
+    """Two-sided Wilcoxon signed-rank p-value of paired differences (``scipy.stats.wilcoxon``).
+
+    Zero differences are dropped (Wilcoxon's method); no non-zero difference gives 1.0.
+
+    >>> wilcoxon_p([0.0, 0.0])
+    1.0
+    >>> round(wilcoxon_p([0.5, 0.25, 0.75, 1.0, 0.1, 0.3]), 4)
+    0.0312
+    """
+    d = np.asarray(diffs, dtype=np.float64)
+    if not np.any(d != 0):
+        return 1.0
+    return float(stats.wilcoxon(d, zero_method="wilcox").pvalue)
+
+
 def paired_comparison(model_a: str, scores_a: Mapping[str, float],
                       model_b: str, scores_b: Mapping[str, float], *, task: str,
                       seed: int, confidence: float = 0.95,
@@ -144,8 +165,9 @@ def paired_comparison(model_a: str, scores_a: Mapping[str, float],
     """Compare two models on the item ids they share (sorted for determinism).
 
     The CI is a BCa bootstrap of ``mean(a - b)`` resampling items (pairs kept
-    together). When every shared score is 0 or 1, the exact McNemar test on the
-    discordant pairs is added. Raises ``ValueError`` if no item id is shared.
+    together). The p-value is the exact McNemar test on the discordant pairs when
+    every shared score is 0 or 1, else the Wilcoxon signed-rank test. Raises
+    ``ValueError`` if no item id is shared.
 
     >>> c = paired_comparison("m1", {"q1": 1, "q2": 1, "q3": 0},
     ...                       "m2", {"q1": 0, "q2": 1, "q4": 1}, task="t", seed=0)
@@ -164,8 +186,11 @@ def paired_comparison(model_a: str, scores_a: Mapping[str, float],
         n01 = int(np.sum((a == 0) & (b == 1)))
         n10 = int(np.sum((a == 1) & (b == 0)))
         p = mcnemar_exact(n01, n10)
+        test, p_value = "mcnemar-exact", p
+    else:
+        test, p_value = "wilcoxon", wilcoxon_p(a - b)
     return PairedComparison(model_a, model_b, task, len(ids), ci.score, ci.ci_low,
-                            ci.ci_high, p, n01, n10, ci.method)
+                            ci.ci_high, p, n01, n10, ci.method, p_value, test)
 
 
 def all_pairs(per_model: Mapping[str, Mapping[str, Mapping[str, float]]], *,
@@ -188,4 +213,53 @@ def all_pairs(per_model: Mapping[str, Mapping[str, Mapping[str, float]]], *,
             if items_b is None or not set(items_a) & set(items_b):
                 continue
             out.append(paired_comparison(ma, items_a, mb, items_b, task=task, seed=seed))
+    return out
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (``statsmodels`` ``multipletests(method="holm")``), input order kept.
+
+    The family is every p-value given; "significant" means adjusted p < :data:`ALPHA`.
+
+    >>> holm([0.01, 0.04, 0.03, 0.2])
+    [0.04, 0.09, 0.09, 0.2]
+    >>> holm([])
+    []
+    """
+    if not len(p_values):
+        return []
+    from statsmodels.stats.multitest import multipletests
+    return [float(x) for x in multipletests(np.asarray(p_values, dtype=np.float64), method="holm")[1]]
+
+
+def above_chance(scores: Sequence[float], chance: float | None, *, alpha: float = ALPHA) -> dict:
+    """Whether a model beats a task's chance level significantly (one-sided).
+
+    For 0/1 scores: the exact binomial test of ``k`` correct of ``n`` against ``chance``
+    (``alternative="greater"``). With a varying number of options the mean chance level is used;
+    the binomial is then conservative (a sum of unequal Bernoullis varies less). For other
+    scores: whether the BCa bootstrap 95% CI lies above ``chance``. ``chance`` None: not tested.
+
+    >>> r = above_chance([1, 0, 0, 1, 0, 0, 0, 0], 0.25)
+    >>> r["above"], round(r["p"], 3)
+    (False, 0.633)
+    >>> above_chance([1] * 8, 0.25)["above"]
+    True
+    """
+    x = _as_scores(scores, "scores")
+    out: dict = {"chance": chance, "n": int(x.size), "score": float(x.mean()), "p": None, "test": None,
+                 "above": None}
+    if chance is None:
+        out["test"] = "none: the task has no chance level"
+        return out
+    if np.all((x == 0) | (x == 1)):
+        k = int(x.sum())
+        if chance <= 0:
+            p = 0.0 if k > 0 else 1.0
+        else:
+            p = float(stats.binomtest(k, int(x.size), min(float(chance), 1.0), alternative="greater").pvalue)
+        out.update(p=p, test="binomial-exact-one-sided", above=p < alpha)
+    else:
+        ci = score_ci(x.tolist(), seed=0)
+        out.update(test="bootstrap-ci", above=ci.ci_low > chance)
     return out

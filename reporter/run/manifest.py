@@ -30,15 +30,19 @@ def _git_commit() -> str | None:
 def config_hash(resolved: dict[str, Any]) -> str:
     """A short hash of what decides a run's results: the resolved models and profile.
 
-    Where the files live (the ``profile`` path, the ``output`` directory) is left out, so a run
-    directory can be moved and resumed with its models file.
+    Where the files live (the ``profile`` path, the ``output`` directory, a task's core-set
+    file) is left out, so a run directory can be moved and resumed with its models file.
 
     >>> config_hash({"config": {"seed": 1, "output": "a"}, "profile": {}}) == \\
     ...     config_hash({"config": {"seed": 1, "output": "b"}, "profile": {}})
     True
     """
     config = {k: v for k, v in resolved["config"].items() if k not in ("profile", "output")}
-    blob = json.dumps({"config": config, "profile": resolved["profile"]}, sort_keys=True, default=str)
+    profile = dict(resolved["profile"])
+    if isinstance(profile.get("tasks"), list):  # the item ids count, not the core-set file they came from
+        profile["tasks"] = [{k: v for k, v in t.items() if k != "items_from"} if isinstance(t, dict) else t
+                            for t in profile["tasks"]]
+    blob = json.dumps({"config": config, "profile": profile}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

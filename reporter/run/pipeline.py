@@ -67,10 +67,18 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
 
 
 def check_user_data(profile: Profile) -> None:
-    """Read every ``type: jsonl`` task's file now, so that its problems stop the run before a model loads."""
+    """Read every ``type: jsonl`` task's file, and check every ``items:`` core set against its task,
+    now, so that their problems stop the run before a model loads.
+    """
     for t in profile.tasks:
-        if t.type == "jsonl":
-            build_task(t).items()
+        if t.type == "jsonl" or t.items is not None:
+            task = build_task(t)
+            known = {i.id for i in task.items()}
+            if t.items is not None and not set(t.items) <= known:
+                missing = sorted(set(t.items) - known)
+                raise UserError(f"task '{t.name}': items: {len(missing)} of its {len(t.items)} item ids are not items "
+                                f"of the task (first: {missing[0]!r}); was {t.items_from or 'the list'} written for "
+                                "this task?")
 
 
 def create_run_dir(root: Path) -> None:

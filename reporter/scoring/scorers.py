@@ -16,7 +16,7 @@ import re
 import signal
 import string
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..registry import Registry
 
@@ -32,6 +32,32 @@ def register_scorer(name: str) -> Callable[[Scorer], Scorer]:
     True
     """
     return SCORERS.register(name)
+
+
+#: a scorer's chance level from its scorer items: the expected score of answering at random
+#: (a scorer not listed has none: partial-credit and probe scorers)
+CHANCE: dict[str, Callable[[Sequence[dict[str, Any]]], float]] = {
+    "choice": lambda items: sum(1 / len(it["choices"]) for it in items) / len(items),
+    "bool": lambda items: 0.5,
+    "exact": lambda items: 0.0, "numeric": lambda items: 0.0, "math": lambda items: 0.0, "code": lambda items: 0.0,
+}
+
+
+def chance_level(scorer: str, items: Sequence[dict[str, Any]]) -> float | None:
+    """The chance level of a task: 1/#options (mean over items) for multiple choice, 1/2 for yes/no,
+    0 for generative answers; None for partial-credit scorers or no items.
+
+    >>> chance_level("choice", [{"choices": ["a", "b", "c", "d"]}, {"choices": ["a", "b"]}])
+    0.375
+    >>> chance_level("numeric", [{}]), chance_level("f1", [{}])
+    (0.0, None)
+    """
+    rule = CHANCE.get(scorer)
+    if rule is None or not items:
+        return None
+    if scorer == "choice" and not all(it.get("choices") for it in items):
+        return None
+    return float(rule(items))
 
 
 def get_scorer(name: str) -> Scorer:

@@ -5,6 +5,7 @@ resumes from them, and results.json can always be rebuilt from them::
 
     manifest.json                            versions, device, seed, resolved config + profile, hash
     results.json                             the machine-readable result (reporter.schema.Results)
+    coreset.json                             per task, the item ids of the pooled key-neuron core set
     card.html, card.pdf, model-index/        the rendered card
     models/<slug>/model.json                 metadata of the loaded model ("meta" in results.json)
     models/<slug>/<name>.json                every other JSON document of a model (smoke.json, lpp.json,
@@ -30,6 +31,7 @@ from pathlib import Path
 
 MANIFEST = "manifest.json"
 RESULTS = "results.json"
+CORESET = "coreset.json"
 CARD_HTML = "card.html"
 CARD_PDF = "card.pdf"
 MODEL_INDEX_DIR = "model-index"
@@ -74,6 +76,11 @@ class RunDir:
     def results(self) -> Path:
         """``results.json``."""
         return self.root / RESULTS
+
+    @property
+    def coreset(self) -> Path:
+        """``coreset.json``."""
+        return self.root / CORESET
 
     def model_dir(self, model: str) -> Path:
         """``models/<slug>`` of a model name (or of a slug: slugs are their own slug)."""

@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..errors import UserError
 from ..registry import Registry
 
 #: option labels of multiple-choice items, in order
@@ -118,11 +119,15 @@ def mc_question(stem: str, options: list[str]) -> str:
     return "\n".join(lines)
 
 
-def select_items(task: Task, limit: int | None, seed: int, shots: int) -> tuple[list[Item], list[Item]]:
+def select_items(task: Task, limit: int | None, seed: int, shots: int,
+                 only: Sequence[str] | None = None) -> tuple[list[Item], list[Item]]:
     """The evaluated items (first ``limit`` after a seeded shuffle) and the few-shot pool.
 
     Few-shot examples never come from the evaluated items: a task with a separate split
     uses it; otherwise ``shots`` items are held out of the shuffled set before evaluation.
+    ``only`` (a core set's item ids) keeps just those items, in the shuffled order, before
+    ``limit``; the few-shot pool is the one the full task would use, so with the same seed
+    every prompt is the one the full run built.
 
     >>> t = Task("t", "exact", "", "", load=lambda: [Item(str(i), "q", "a") for i in range(10)])
     >>> ev, pool = select_items(t, 3, seed=0, shots=1)
@@ -135,15 +140,29 @@ def select_items(task: Task, limit: int | None, seed: int, shots: int) -> tuple[
     shuffled = [items[i] for i in order]
     if task.fewshot_pool is not None:
         pool = task.fewshot_pool()
-        evaluated = shuffled if limit is None else shuffled[:limit]
+        evaluated = _only(shuffled, only, task.name)
+        evaluated = evaluated if limit is None else evaluated[:limit]
         ids = {i.id for i in evaluated}
         pool = [p for p in pool if p.id not in ids]
     else:
         held = shuffled[len(shuffled) - shots:] if shots else []
-        rest = shuffled[: len(shuffled) - shots] if shots else shuffled
+        rest = _only(shuffled[: len(shuffled) - shots] if shots else shuffled, only, task.name)
         evaluated = rest if limit is None else rest[:limit]
         pool = held
     return evaluated, pool
+
+
+def _only(items: list[Item], only: Sequence[str] | None, task: str) -> list[Item]:
+    if only is None:
+        return items
+    wanted = set(only)
+    kept = [i for i in items if i.id in wanted]
+    if len(kept) < len(wanted):
+        missing = sorted(wanted - {i.id for i in kept})
+        raise UserError(f"task '{task}': {len(missing)} of the {len(wanted)} item ids of 'items' are not among its "
+                        f"evaluable items (first: {missing[0]!r}); was the core set written for this task and seed, "
+                        "with the same shots?")
+    return kept
 
 
 def pick_shots(pool: list[Item], shots: int, seed: int) -> list[Item]:

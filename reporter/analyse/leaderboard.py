@@ -1,0 +1,169 @@
+"""The leaderboard's statistics: who is ranked, rank intervals and tiers, chance, ties, power.
+
+* Ranked: trained models (not untrained references, not failed) that finished every benchmark
+  task (LPP probes are not benchmarks). Their score is the mean of the task scores; rank
+  intervals and tiers come from the paired item bootstrap of :mod:`reporter.metrics.ranking`
+  on the items every ranked model answered.
+* References: untrained models, shown below the ranked models as "reference: chance" rows with
+  their score, never with a rank.
+* Chance: each (model, benchmark task) is tested against the task's chance level
+  (:func:`reporter.metrics.stats.above_chance`, one-sided, α = 0.05, not adjusted).
+* Ties: for the top two ranked models, on how many benchmark tasks their paired difference is
+  not significant after the Holm adjustment of results.json's comparisons.
+* Power: for the top two ranked models, per benchmark task, the smallest difference the run
+  could detect and the items needed for a 5-point difference (:mod:`reporter.metrics.power`).
+
+>>> from reporter.analyse.results import build_results
+>>> res = build_results(run_dir)
+>>> sorted(leaderboard(res, per_item_scores(res, run_dir), seed=0, n_resamples=200))
+['above_chance', 'not_ranked', 'power', 'ranking', 'references', 'ties']
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..metrics.power import (
+    POWER,
+    min_detectable_mcnemar,
+    n_needed_mcnemar,
+    ttest_min_detectable,
+    ttest_n_needed,
+)
+from ..metrics.ranking import bootstrap_ranks
+from ..metrics.stats import ALPHA, above_chance
+from ..schema import is_untrained
+from ..store.layout import SAMPLES, RunDir
+from ..store.samples import read_samples
+from ..tasks import is_probe
+
+__all__ = ["leaderboard", "per_item_scores", "PLANNED_DIFFERENCE", "FALLBACK_CHANCE"]
+
+#: the difference (a fraction) the sample-size advice plans for: 5 percentage points
+PLANNED_DIFFERENCE = 0.05
+#: chance levels by scorer for runs whose summaries predate the ``chance`` field (multiple choice
+#: needs the option counts, so it has none here)
+FALLBACK_CHANCE = {"bool": 0.5, "exact": 0.0, "numeric": 0.0, "math": 0.0, "code": 0.0}
+
+PerItem = dict[str, dict[str, dict[str, float]]]  # {model: {task: {item id: score}}}
+
+
+def per_item_scores(results: dict[str, Any], run_dir: str | Path) -> PerItem:
+    """Per-item scores of every model and finished task, from ``samples.jsonl``."""
+    rd = RunDir(run_dir)
+    out: PerItem = {}
+    for name, e in (results.get("models") or {}).items():
+        for task in e.get("tasks") or {}:
+            samples = read_samples(rd.task_dir(e.get("slug", name), task) / SAMPLES)
+            out.setdefault(name, {})[task] = {r["id"]: float(r["score"]) for r in samples.values()}
+    return out
+
+
+def _chance(summary: dict[str, Any]) -> float | None:
+    if "chance" in summary:
+        c = summary["chance"]
+        return float(c) if isinstance(c, (int, float)) else None
+    return FALLBACK_CHANCE.get(str(summary.get("scorer")))
+
+
+def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resamples: int = 2000) -> dict[str, Any]:
+    """The ``ranking``, ``references``, ``not_ranked``, ``above_chance``, ``ties`` and ``power`` of a run."""
+    models = results.get("models") or {}
+    usable = {n: e for n, e in models.items() if e.get("status") != "failed"}
+    benchmarks = sorted({t for e in usable.values() for t in (e.get("tasks") or {}) if not is_probe(t)})
+    chance = {}
+    for t in benchmarks:
+        levels = {_chance(e["tasks"][t]) for e in usable.values() if t in (e.get("tasks") or {})}
+        chance[t] = levels.pop() if len(levels) == 1 else None
+    ranked, not_ranked, references = [], [], []
+    for name, e in models.items():
+        missing = [t for t in benchmarks if t not in (e.get("tasks") or {}) or name not in per_item
+                   or not per_item[name].get(t)]
+        if e.get("status") == "failed":
+            not_ranked.append({"model": name, "reason": "failed to evaluate"})
+        elif missing:
+            not_ranked.append({"model": name, "reason": f"did not finish {', '.join(missing)}"})
+        elif is_untrained(e):
+            references.append(name)
+        else:
+            ranked.append(name)
+    out: dict[str, Any] = {"ranking": None, "references": [], "not_ranked": not_ranked, "above_chance": [],
+                           "ties": None, "power": None}
+    if ranked and benchmarks:
+        common = {t: sorted(set.intersection(*(set(per_item[m][t]) for m in ranked))) for t in benchmarks}
+        tasks = [t for t in benchmarks if common[t]]
+        scores = {t: {m: np.array([per_item[m][t][i] for i in common[t]]) for m in ranked} for t in tasks}
+        out["ranking"] = {**bootstrap_ranks(scores, seed=seed, n_resamples=n_resamples), "alpha": ALPHA,
+                          "method": "paired item bootstrap over the items every ranked model answered; tasks fixed"}
+    for name in references:
+        s = float(np.mean([models[name]["tasks"][t]["score"] for t in benchmarks]))
+        out["references"].append({"model": name, "score": s, "kind": "chance",
+                                  "reason": "untrained reference: what chance looks like; never ranked"})
+    theoretical = [chance[t] for t in benchmarks]
+    known = [c for c in theoretical if c is not None]
+    if benchmarks and len(known) == len(theoretical):
+        out["references"].append({"model": None, "score": float(np.mean(known)), "kind": "theoretical",
+                                  "reason": "theoretical chance: 1/#options for multiple choice, 1/2 for yes/no, "
+                                            "0 for generative tasks, averaged over the benchmark tasks"})
+    for name in ranked + references:
+        for t in benchmarks:
+            if t in (models[name].get("tasks") or {}) and per_item.get(name, {}).get(t):
+                row = above_chance(list(per_item[name][t].values()), chance[t])
+                out["above_chance"].append({"model": name, "task": t, "reference": name in references, **row})
+    if len(ranked) >= 2 and out["ranking"]:
+        a, b = (r["model"] for r in out["ranking"]["models"][:2])
+        out["ties"] = _ties(a, b, benchmarks, results.get("comparisons") or [])
+        out["power"] = _power(a, b, benchmarks, per_item)
+    return out
+
+
+def _significant(c: dict[str, Any]) -> bool:
+    if "significant" in c:
+        return bool(c["significant"])
+    return bool(c["ci_low"] > 0 or c["ci_high"] < 0)  # results.json from before the Holm adjustment
+
+
+def _ties(a: str, b: str, benchmarks: list[str], comparisons: list[dict[str, Any]]) -> dict[str, Any]:
+    cells = [c for c in comparisons if {c["model_a"], c["model_b"]} == {a, b} and c["task"] in benchmarks]
+    tied = sorted(c["task"] for c in cells if not _significant(c))
+    return {"models": [a, b], "tied": tied, "n_tasks": len(cells),
+            "separated": sorted(c["task"] for c in cells if _significant(c))}
+
+
+def _power(a: str, b: str, benchmarks: list[str], per_item: PerItem) -> dict[str, Any]:
+    """Per task: smallest detectable difference at this n, and the n for a 5-point difference."""
+    rows = []
+    for t in benchmarks:
+        ids = sorted(set(per_item[a][t]) & set(per_item[b][t]))
+        if not ids:
+            continue
+        x = np.array([per_item[a][t][i] for i in ids])
+        y = np.array([per_item[b][t][i] for i in ids])
+        n = len(ids)
+        row: dict[str, Any] = {"task": t, "n": n, "observed_diff": float(x.mean() - y.mean())}
+        if np.all((x == 0) | (x == 1)) and np.all((y == 0) | (y == 1)):
+            psi = float(np.mean(x != y))
+            row.update(test="mcnemar-exact (exact power)", discordance=psi)
+            if psi > 0:
+                row.update(min_detectable=min_detectable_mcnemar(n, psi),
+                           n_needed=n_needed_mcnemar(max(psi, PLANNED_DIFFERENCE), PLANNED_DIFFERENCE))
+            else:
+                row.update(min_detectable=None, n_needed=None,
+                           reason="the two models never disagreed on these items: no discordance to plan from")
+        else:
+            d = x - y
+            sd = float(np.std(d, ddof=1)) if n > 1 else 0.0
+            row.update(test="paired t (statsmodels TTestPower)", sd_diff=sd,
+                       min_detectable=ttest_min_detectable(n, sd), n_needed=ttest_n_needed(sd, PLANNED_DIFFERENCE))
+            if not sd > 0:
+                row["reason"] = "the paired differences do not vary: no spread to plan from"
+        row["underpowered"] = row["n_needed"] is None or n < row["n_needed"]
+        rows.append(row)
+    under = [r for r in rows if r["underpowered"]]
+    known = [r for r in under if r["n_needed"] is not None]
+    headline = max(known, key=lambda r: (r["n"], -r["n_needed"])) if known else None
+    return {"models": [a, b], "alpha": ALPHA, "power": POWER, "planned_difference": PLANNED_DIFFERENCE,
+            "per_task": rows, "underpowered": [r["task"] for r in under],
+            "headline": None if headline is None else {k: headline[k] for k in ("task", "n", "n_needed")}}

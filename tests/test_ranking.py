@@ -1,0 +1,246 @@
+"""Rank intervals and tiers, the Holm adjustment, power and sample size, chance levels.
+
+Each figure is checked against an obviously-correct reference written here: plain-loop
+bootstrap ranks, a hand-written Holm step-down (and statsmodels), Monte-Carlo power.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from reporter.analyse.leaderboard import leaderboard
+from reporter.analyse.results import comparisons
+from reporter.metrics.power import (
+    mcnemar_power,
+    min_detectable_mcnemar,
+    n_needed_mcnemar,
+    ttest_min_detectable,
+    ttest_n_needed,
+)
+from reporter.metrics.ranking import bootstrap_ranks
+from reporter.metrics.stats import above_chance, holm, mcnemar_exact
+from reporter.scoring import chance_level
+
+# --- rank intervals --------------------------------------------------------------------------------
+
+
+def slow_bootstrap_ranks(scores, seed, n_resamples, confidence=0.95):
+    """Plain loops: per task, per resample, draw the items (rng.integers(0, n, n)), sum per model."""
+    rng = np.random.default_rng(seed)
+    tasks = list(scores)
+    models = list(scores[tasks[0]])
+    agg = [[0.0] * len(models) for _ in range(n_resamples)]
+    for t in tasks:
+        n = len(scores[t][models[0]])
+        for b in range(n_resamples):
+            idx = rng.integers(0, n, n)
+            for j, m in enumerate(models):
+                total = 0.0
+                for i in idx:
+                    total += float(scores[t][m][i])
+                agg[b][j] += total / n / len(tasks)
+    intervals = {}
+    for j, m in enumerate(models):
+        ranks = sorted(1 + sum(1 for k in range(len(models)) if agg[b][k] > agg[b][j] + 1e-12)
+                       for b in range(n_resamples))
+        tail = (1 - confidence) / 2
+        intervals[m] = (ranks[math.floor(tail * n_resamples)], ranks[math.ceil((1 - tail) * n_resamples) - 1])
+    diffs = {(x, y): sorted(agg[b][models.index(x)] - agg[b][models.index(y)] for b in range(n_resamples))
+             for x in models for y in models if x != y}
+    return intervals, diffs
+
+
+def _suite(rng, accuracies, n_items):
+    """Per task, per model: 0/1 scores with the given accuracy (a shared item difficulty)."""
+    out = {}
+    for t, n in n_items.items():
+        difficulty = rng.uniform(-1, 1, n)
+        out[t] = {m: (rng.uniform(0, 1, n) + 0.3 * difficulty < p).astype(float) for m, p in accuracies.items()}
+    return out
+
+
+def test_rank_intervals_equal_the_slow_reference_bootstrap():
+    rng = np.random.default_rng(3)
+    scores = _suite(rng, {"a": 0.7, "b": 0.62, "c": 0.6, "d": 0.2}, {"t1": 25, "t2": 12, "t3": 40})
+    got = bootstrap_ranks(scores, seed=11, n_resamples=300)
+    intervals, diffs = slow_bootstrap_ranks(scores, seed=11, n_resamples=300)
+    for row in got["models"]:
+        assert (row["rank_low"], row["rank_high"]) == intervals[row["model"]], row["model"]
+    # tiers: each member's 95% interval of the difference to its tier's leader contains 0
+    for tier in got["tiers"]:
+        lead = tier[0]
+        for m in tier[1:]:
+            d = diffs[(lead, m)]
+            assert d[math.floor(0.025 * 300)] <= 0
+    leaders = [t[0] for t in got["tiers"]]
+    for i, lead in enumerate(leaders[1:], 1):  # a later leader is significantly below every earlier one
+        assert diffs[(leaders[i - 1], lead)][math.floor(0.025 * 300)] > 0
+    # the clearly worse model is alone at the bottom; the point ranks follow the mean scores
+    assert got["tiers"][-1] == ["d"] and got["models"][-1]["rank_low"] == 4
+    assert [r["model"] for r in got["models"]] == sorted("abcd", key=lambda m: -np.mean(
+        [scores[t][m].mean() for t in scores]))
+
+
+def test_identical_models_are_tied_and_a_clear_gap_is_not():
+    rng = np.random.default_rng(0)
+    x = (rng.uniform(size=200) < 0.5).astype(float)
+    scores = {"t": {"twin-1": x, "twin-2": x.copy(), "far-below": np.zeros(200)}}
+    r = bootstrap_ranks(scores, seed=0, n_resamples=200)
+    assert r["tiers"] == [["twin-1", "twin-2"], ["far-below"]]
+    rows = {m["model"]: m for m in r["models"]}
+    assert rows["twin-1"]["rank"] == rows["twin-2"]["rank"] == 1  # identical every resample: shared rank
+    assert (rows["far-below"]["rank_low"], rows["far-below"]["rank_high"]) == (3, 3)
+
+
+def test_the_bootstrap_is_paired():
+    """Two models that differ on 3 of 60 items, always in one direction: unpaired resampling could not
+    separate them; the paired bootstrap always ranks them in the same order."""
+    rng = np.random.default_rng(1)
+    a = (rng.uniform(size=60) < 0.5).astype(float)
+    b = a.copy()
+    flip = np.flatnonzero(a == 1)[:3]
+    b[flip] = 0
+    r = bootstrap_ranks({"t": {"a": a, "b": b}}, seed=0, n_resamples=400)
+    rows = {m["model"]: m for m in r["models"]}
+    assert rows["a"]["rank_high"] == 1 and rows["b"]["rank_low"] == 1  # b can tie (flips not drawn), never lead
+    assert rows["b"]["rank_high"] == 2
+
+
+# --- Holm -----------------------------------------------------------------------------------------
+
+
+def slow_holm(p):
+    """Holm's step-down, by hand: sort ascending, multiply the k-th smallest by (m - k), running max, cap at 1."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    out, running = [0.0] * m, 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (m - k) * p[i]))
+        out[i] = running
+    return out
+
+
+def test_holm_equals_statsmodels_and_the_hand_written_step_down():
+    rng = np.random.default_rng(0)
+    for m in (1, 2, 7, 40):
+        p = list(rng.uniform(0, 0.2, m) ** 2)
+        got = holm(p)
+        assert got == pytest.approx(list(multipletests(p, method="holm")[1]), abs=1e-15)
+        assert got == pytest.approx(slow_holm(p), abs=1e-15)
+
+
+def test_comparisons_carry_holm_adjusted_p_values_and_adjusted_significance():
+    rng = np.random.default_rng(5)
+    per_item = {m: {t: {f"{t}-{i}": float(rng.uniform() < acc) for i in range(40)} for t in ("x", "y", "z")}
+                for m, acc in (("good", 0.9), ("mid", 0.6), ("bad", 0.1))}
+    per_item["mid"]["z"] = {k: rng.uniform() for k in per_item["mid"]["z"]}  # partial credit: Wilcoxon
+    rows = comparisons(per_item, seed=0)
+    assert len(rows) == 9 and all(r["family"] == 9 for r in rows)
+    raw = [r["p_value"] for r in rows]
+    assert [r["p_holm"] for r in rows] == pytest.approx(list(multipletests(raw, method="holm")[1]))
+    assert all(r["significant"] == (r["p_holm"] < 0.05) for r in rows)
+    for r in rows:
+        if r["test"] == "mcnemar-exact":
+            assert r["p_value"] == mcnemar_exact(r["n01"], r["n10"])
+        else:
+            assert r["model_b"] == "mid" or r["model_a"] == "mid"
+            assert r["task"] == "z" and r["mcnemar_p"] is None
+    # a difference significant on its own can lose significance after the adjustment: adjusted is never smaller
+    assert all(r["p_holm"] >= r["p_value"] for r in rows)
+    assert any(r["significant"] for r in rows) and not all(r["significant"] for r in rows)
+
+
+# --- power ------------------------------------------------------------------------------------------
+
+
+def simulated_mcnemar_power(n, psi, delta, sims, seed=0):
+    """Draw n paired items (a right/b wrong, a wrong/b right, agree) and run the exact McNemar test."""
+    rng = np.random.default_rng(seed)
+    p10, p01 = (psi + delta) / 2, (psi - delta) / 2
+    counts = rng.multinomial(n, [p10, p01, 1 - psi], size=sims)
+    return float(np.mean([mcnemar_exact(n01, n10) <= 0.05 for n10, n01, _ in counts]))
+
+
+@pytest.mark.parametrize("n, psi, delta", [(60, 0.4, 0.2), (200, 0.3, 0.1), (31, 0.5, 0.3)])
+def test_exact_mcnemar_power_matches_a_simulation(n, psi, delta):
+    sims = 4000
+    sim = simulated_mcnemar_power(n, psi, delta, sims)
+    exact = mcnemar_power(n, psi, delta)
+    assert abs(sim - exact) < 3.5 * math.sqrt(exact * (1 - exact) / sims) + 1e-3
+
+
+def test_min_detectable_difference_and_needed_n_reach_80_percent_in_simulation():
+    n, psi = 150, 0.35
+    d = min_detectable_mcnemar(n, psi)
+    assert 0 < d < psi
+    sims = 4000
+    se = math.sqrt(0.8 * 0.2 / sims)
+    assert abs(simulated_mcnemar_power(n, psi, d, sims, seed=1) - 0.8) < 3.5 * se + 0.01
+    assert simulated_mcnemar_power(n, psi, 0.6 * d, sims, seed=2) < 0.7  # a smaller difference is missed more often
+    need = n_needed_mcnemar(psi=0.4, delta=0.1)
+    assert simulated_mcnemar_power(need, 0.4, 0.1, sims, seed=3) > 0.8 - 3.5 * se
+    assert mcnemar_power(need // 2, 0.4, 0.1) < 0.6
+    # Connor's normal approximation is in the same place
+    za, zb = stats.norm.ppf(0.975), stats.norm.ppf(0.8)
+    connor = (za * math.sqrt(0.4) + zb * math.sqrt(0.4 - 0.01)) ** 2 / 0.01
+    assert 0.9 * connor < need < 1.15 * connor
+    assert min_detectable_mcnemar(8, 0.25) is None  # 8 items: nothing is detectable
+
+
+def test_t_test_power_matches_a_simulation():
+    sd, delta = 0.3, 0.05
+    need = ttest_n_needed(sd, delta)
+    rng = np.random.default_rng(0)
+    sims = 3000
+    hits = [stats.ttest_1samp(rng.normal(delta, sd, need), 0).pvalue < 0.05 for _ in range(sims)]
+    assert abs(np.mean(hits) - 0.8) < 3.5 * math.sqrt(0.16 / sims) + 0.01
+    d = ttest_min_detectable(need, sd)
+    assert d == pytest.approx(delta, rel=0.02)
+
+
+# --- chance -------------------------------------------------------------------------------------------
+
+
+def test_chance_levels_and_the_one_sided_test():
+    assert chance_level("choice", [{"choices": list("abcd")}] * 3 + [{"choices": list("ab")}]) == pytest.approx(
+        (3 * 0.25 + 0.5) / 4)
+    assert chance_level("bool", [{}]) == 0.5 and chance_level("code", [{}]) == 0.0
+    assert chance_level("char_f1", [{}]) is None
+    # 4 of 8 on four options: p = P(X >= 4), X ~ Binomial(8, 1/4), by hand
+    p = sum(math.comb(8, k) * 0.25 ** k * 0.75 ** (8 - k) for k in range(4, 9))
+    r = above_chance([1, 1, 1, 1, 0, 0, 0, 0], 0.25)
+    assert r["p"] == pytest.approx(p) and r["above"] is False
+    assert above_chance([1] * 7 + [0], 0.25)["above"] is True
+    assert above_chance([0, 0, 0], 0.0)["above"] is False and above_chance([0, 1, 0], 0.0)["above"] is True
+    assert above_chance([0.5, 0.7], None)["above"] is None
+
+
+def test_leaderboard_never_ranks_the_untrained_reference_and_marks_chance():
+    rng = np.random.default_rng(2)
+
+    def task(acc, n=40):
+        return {f"q{i}": float(rng.uniform() < acc) for i in range(n)}
+    per_item = {"strong": {"mc": task(0.9)}, "weak": {"mc": task(0.3)}, "untrained": {"mc": task(0.3)}}
+    results = {"models": {
+        "strong": {"source": "./s", "status": "complete", "tasks": {"mc": {"score": 0.9, "chance": 0.25}}},
+        "weak": {"source": "./w", "status": "complete", "tasks": {"mc": {"score": 0.3, "chance": 0.25}}},
+        "untrained": {"source": "random:llama", "status": "complete", "tasks": {"mc": {"score": 0.3, "chance": 0.25}}},
+        "broken": {"source": "./b", "status": "failed", "tasks": {}}},
+        "comparisons": comparisons(per_item, seed=0)}
+    for m in per_item:
+        results["models"][m]["tasks"]["mc"]["score"] = float(np.mean(list(per_item[m]["mc"].values())))
+    lb = leaderboard(results, per_item, seed=0, n_resamples=300)
+    assert [r["model"] for r in lb["ranking"]["models"]] == ["strong", "weak"]
+    assert [r["model"] for r in lb["references"] if r["kind"] == "chance"] == ["untrained"]
+    assert {"model": "broken", "reason": "failed to evaluate"} in lb["not_ranked"]
+    chance = {(c["model"], c["task"]): c for c in lb["above_chance"]}
+    assert chance[("strong", "mc")]["above"] is True
+    k = int(sum(per_item["weak"]["mc"].values()))
+    assert chance[("weak", "mc")]["above"] is bool(stats.binomtest(k, 40, 0.25, alternative="greater").pvalue < 0.05)
+    assert chance[("weak", "mc")]["above"] is False  # 10 of 40 on four options is chance
+    assert lb["ties"]["models"] == ["strong", "weak"] and lb["ties"]["tied"] == []
+    assert lb["power"]["per_task"][0]["n"] == 40
