@@ -52,6 +52,7 @@ Scalar = Union[str, float]
 class MUISettings(TypedDict, total=False):
     """How a task's MUI was measured; MUI is only comparable when these agree."""
 
+    definition: str
     mode: str
     top_ratio: float
     rho: float
@@ -158,6 +159,7 @@ class LPPProfile(TypedDict, total=False):
     n_texts: int
     context: int
     step: int
+    short_texts: str
 
 
 # --- results.json ----------------------------------------------------------------------------------

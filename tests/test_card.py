@@ -289,6 +289,8 @@ def test_summary_names_winners_and_warnings(full):
             "Runner-up Qwen2.5-0.5B-Instruct scores 36.8%; the lead is significant on 4 of 4 tasks (paired 95% "
             "bootstrap CI).") in visible  # results.json from before the Holm adjustment
     assert "Law-adjusted, Qwen2.5-1.5B-Instruct ranks first: law-adjusted score" in visible
+    # results recorded before MUI definitions were named say which one their numbers use
+    assert "Definition in this run: contribution (recorded before definitions were named)" in re.sub(r"\s+", " ", visible)
     card = build_card(*_load("full"))
     s = card["summary"]
     assert (s["winner"]["name"], s["runner_up"]["name"], s["wins"]) == ("Qwen2.5-1.5B-Instruct", "Qwen2.5-0.5B-Instruct", 4)

@@ -170,6 +170,7 @@ def test_the_card_shows_ranks_references_advice_and_reproduction(runs):
     tau = a["coreset"]["reproduction"]["overall"]["kendall"]
     assert tau["tau"] is not None or tau["reason"] in text  # three trained models: τ, or why there is none
     assert "Power and sample size" in text and "Holm" in text
+    assert "Definition in this run: paper — the activation is σ(W_gate x)" in text
     # every trained model that is not above chance somewhere is marked in the per-task table
     marks = sum(1 for c in a["above_chance"] if c["above"] is False and not c["reference"])
     assert text.count("≈c") >= marks

@@ -176,16 +176,18 @@ def test_batched_padded_equals_one_text_at_a_time(lm, texts):
     kw = dict(context=48, step=12, min_tokens=20)
     lens = [min(48, len(lm.tokenizer(t)["input_ids"])) for t in short]
     assert len(set(lens)) > 1 and min(lens) >= 20
-    a = profile(lm.model, lm.tokenizer, short, batch_size=5, **kw)
-    b = profile(lm.model, lm.tokenizer, short, batch_size=1, **kw)
-    assert a["n_texts"] == b["n_texts"] == len(short)
-    for pa, pb in zip(a["per_prefix"], b["per_prefix"]):
-        assert pa["n_texts"] == pb["n_texts"] and pa["n_tokens"] == pb["n_tokens"]
-        for k in ("entropy", "pr", "er", "pr_raw", "er_raw", "robust_pr", "robust_er"):
-            assert pa[k] == pytest.approx(pb[k], rel=1e-4), k
-    # a text shorter than a prefix adds its tokens to H but no entropy there
-    last = a["per_prefix"][-1]
-    assert last["n_texts"] == sum(n >= 48 for n in lens) and last["n_tokens"] == sum(lens)
+    for rule in ("official", "exclude"):
+        a = profile(lm.model, lm.tokenizer, short, batch_size=5, short_texts=rule, **kw)
+        b = profile(lm.model, lm.tokenizer, short, batch_size=1, short_texts=rule, **kw)
+        assert a["n_texts"] == b["n_texts"] == len(short)
+        for pa, pb in zip(a["per_prefix"], b["per_prefix"]):
+            assert pa["n_texts"] == pb["n_texts"] and pa["n_tokens"] == pb["n_tokens"]
+            for k in ("entropy", "pr", "er", "pr_raw", "er_raw", "robust_pr", "robust_er"):
+                assert pa[k] == pytest.approx(pb[k], rel=1e-4), k
+        # a text shorter than a prefix adds its tokens to H; its entropy counts there only under "official"
+        last = a["per_prefix"][-1]
+        assert last["n_tokens"] == sum(lens)
+        assert last["n_texts"] == (len(lens) if rule == "official" else sum(n >= 48 for n in lens))
 
 
 def test_collector_in_a_left_padded_shared_pass_matches_profile(lm, texts):

@@ -109,17 +109,31 @@ def _module_matrix(mod: torch.nn.Module, n_in: int) -> np.ndarray:
         return (m64(eye) - m64(torch.zeros(1, n_in, dtype=torch.float64))).numpy().T.copy()
 
 
-def reference_scores(model, batch: PassBatch, align: str = "next"):
-    """Per sample: list of (value_score, value_activation, layer, t, neuron) over scored positions."""
+GATED = ("llama", "gemma3")
+
+
+def reference_scores(model, batch: PassBatch, align: str = "next", definition: str = "paper"):
+    """Per sample: list of (value_score, value_activation, layer, t, neuron) over scored positions.
+
+    Activations: ``contribution`` — the down projection's input; ``paper`` — for a gated MLP,
+    act(gate_proj(x)) recomputed from the MLP's input x with the MLP's own gate_proj and act_fn (in
+    the model's dtype, so the same numbers as the forward), for a plain MLP the down input.
+    """
     ad = get_adapter(model)
     acts = [None] * ad.n_layers
+    mlp_in = [None] * ad.n_layers
     am = batch.attention_mask
     pos_ids = (am.long().cumsum(-1) - 1).clamp(min=0)
     with HookSet() as hs:
         for l in range(ad.n_layers):
             hs.on_input(ad.down_proj(l), lambda x, l=l: acts.__setitem__(l, x.detach().to(torch.float64).numpy()))
+            hs.on_input(ad.layers[l].mlp, lambda x, l=l: mlp_in.__setitem__(l, x.detach()))
         with torch.no_grad():
             model(input_ids=batch.input_ids, attention_mask=am, position_ids=pos_ids, use_cache=False)
+    if definition == "paper" and hasattr(ad.layers[0].mlp, "gate_proj"):
+        with torch.no_grad():
+            acts = [ad.layers[l].mlp.act_fn(ad.layers[l].mlp.gate_proj(mlp_in[l])).to(torch.float64).numpy()
+                    for l in range(ad.n_layers)]
     w_down = [_module_matrix(ad.down_proj(l), ad.d_ff) for l in range(ad.n_layers)]  # [d, F]
     w_u = _module_matrix(model.get_output_embeddings(), ad.d_model)  # [V, d]
     ids, amn, rm = batch.input_ids.numpy(), am.numpy(), batch.response_mask.numpy()
@@ -174,19 +188,20 @@ def assert_sets_equal(got, want, what=""):
 
 # --- exactness against the reference --------------------------------------------------------
 
+@pytest.mark.parametrize("definition", ["paper", "contribution"])
 @pytest.mark.parametrize("side", ["left", "right"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_matches_float64_reference_every_mode(models, arch, side, monkeypatch):
+def test_matches_float64_reference_every_mode(models, arch, side, definition, monkeypatch):
     model = models[arch]
     batch = make_batch(side)
-    ref = reference_scores(model, batch)
+    ref = reference_scores(model, batch, definition=definition)
     for mode, top_ratio, rho in [("score", 0.05, 0.9), ("score", 0.001, 0.9), ("activation", 0.05, 0.9),
                                  ("topscore", 0.001, 0.9), ("topscore", 0.001, 0.5), ("global_topk", 0.05, 0.9)]:
         want = [reference_select(e, mode, top_ratio, rho, L, F) for e in ref]
         for dedup in (0.0, 1.0):  # never / always project the distinct next tokens only
             monkeypatch.setattr(mui, "_DEDUP_MAX_FRACTION", dedup)
-            got = run_key_neurons(model, batch, top_ratio=top_ratio, mode=mode, rho=rho)
-            assert_sets_equal(got, want, f"{arch}/{side}/{mode}/{top_ratio}/{rho}/dedup={dedup}")
+            got = run_key_neurons(model, batch, top_ratio=top_ratio, mode=mode, rho=rho, definition=definition)
+            assert_sets_equal(got, want, f"{arch}/{side}/{definition}/{mode}/{top_ratio}/{rho}/dedup={dedup}")
     # the prompt-only sample has no scored position -> empty set; the others are non-empty
     assert got[3].size == 0 and all(s.size for j, s in enumerate(got) if j != 3)
 

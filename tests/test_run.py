@@ -47,7 +47,7 @@ def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
     t = res["models"]["Tiny Llama"]["tasks"]["arc_easy"]
     assert t["n"] == 3 and 0 <= t["ci_low"] <= t["score"] <= t["ci_high"] <= 1 and t["shots"] == 1
     assert 0 < t["mui"] <= 100 and len(t["mui_per_layer"]) == 2
-    assert t["mui_settings"] == {"mode": "score", "top_ratio": 0.001, "rho": 0.9, "n_samples": 3, "n_layers": 2, "d_ff": 96}
+    assert t["mui_settings"] == {"definition": "paper", "mode": "score", "top_ratio": 0.001, "rho": 0.9, "n_samples": 3, "n_layers": 2, "d_ff": 96}
     # an untrained model writes no option letter: its answer is the letter it gives most probability
     samples = [json.loads(l) for l in (out / "models" / "Tiny-Llama" / "tasks" / "arc_easy" / "samples.jsonl").open()]
     for smp in samples:

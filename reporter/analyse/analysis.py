@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..metrics.min_k import question_logprobs
+from ..metrics.mui import LEGACY_DEFINITION
 from ..schema import is_untrained
 from ..store.atomic import read_json, write_json
 from ..store.layout import CORESET, LOGPROBS, NEURONS, REFERENCE_LOGPROBS, VERBATIM, RunDir
@@ -47,7 +48,7 @@ from .training import PHASE_RULE, training_phases
 __all__ = ["analyse", "write_analysis", "ANALYSIS_VERSION"]
 
 ANALYSIS_VERSION = 2
-_SETTINGS = ("mode", "top_ratio", "rho", "n_samples")
+_SETTINGS = ("definition", "mode", "top_ratio", "rho", "n_samples")
 
 
 def _finite(v: Any) -> bool:
@@ -80,6 +81,29 @@ def _points(results: dict[str, Any]) -> tuple[Points, Points, list[dict[str, Any
             left_out.append({"model": name, "task": None,
                              "reason": "untrained baseline: a reference row, never a point of the law"})
     return law, base, left_out
+
+
+def _one_definition(law: Points, left_out: list[dict[str, Any]]) -> None:
+    """Keep the law points of one MUI definition (the most common; runs recorded before definitions
+    were named used ``contribution``): a law fit never mixes definitions.
+    """
+    def definition(p: dict[str, Any]) -> str:
+        return p["settings"].get("definition") or LEGACY_DEFINITION
+    counts: dict[str, int] = {}
+    for ts in law.values():
+        for p in ts.values():
+            counts[definition(p)] = counts.get(definition(p), 0) + 1
+    if len(counts) < 2:
+        return
+    keep = max(sorted(counts), key=lambda d: (counts[d], d == "paper"))
+    for model in list(law):
+        for task, p in list(law[model].items()):
+            if definition(p) != keep:
+                left_out.append({"model": model, "task": task, "reason": f"MUI definition '{definition(p)}' differs "
+                                 f"from the run's '{keep}': a law fit never mixes definitions"})
+                del law[model][task]
+        if not law[model]:
+            del law[model]
 
 
 def _averages(by_model: dict[str, dict[str, dict]]) -> tuple[list[dict], list[str], list[str]]:
@@ -306,6 +330,7 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
     seed = int(seed if seed is not None else ((results.get("run") or {}).get("seed") or 0))
     notes: list[str] = []
     law_pts, base_pts, left_out = _points(results)
+    _one_definition(law_pts, left_out)
     law, fits, avg = _law(law_pts, seed, n_resamples)
     law["left_out"] = left_out
     base_rows: list[dict[str, Any]] = [{"label": m, "model": m, "P": float(np.mean([p["P"] for p in ts.values()])),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaError, UserError
+from ..metrics.mui import DEFINITION_TEXT, LEGACY_DEFINITION
 from ..schema import SCHEMA_VERSION, Results, TaskSummary, is_untrained, validate
 from ..store.atomic import read_json
 from ..store.layout import RunDir
@@ -64,6 +65,9 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     card["subtitle"] = f"profile {run.get('profile') or 'unnamed'}, {len(models)} model{'s' * (len(models) != 1)}"
     card["date"] = (run.get("created") or manifest.get("created") or "")[:10]
     _averages(card)
+    card["mui_definitions"] = mui_definitions(card)
+    card["lpp_short_texts"] = sorted({str((m.get("lpp") or {}).get("short_texts") or "exclude") for m in models
+                                      if m.get("lpp")})
     card["holm"] = any(c.get("p_holm") is not None for c in card["comparisons"])
     for c in card["comparisons"]:
         if c.get("significant") is None:  # results.json from before the Holm adjustment: the bootstrap CI
@@ -146,6 +150,24 @@ def _ranks(card: dict[str, Any]) -> None:
             r["at_chance"] = bool(c and c["above"] is False and not m["reference"])
             r["chance_p"] = c["p"] if c else None
         m["at_chance_tasks"] = [t for t in card["benchmarks"] if m["tasks"].get(t, {}).get("at_chance")]
+
+
+def mui_definitions(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """The MUI definitions the run's numbers use, each with its one-sentence description.
+
+    Runs recorded before definitions were named used ``contribution``.
+
+    >>> [d["name"] for d in mui_definitions({"models": [{"tasks": {"t": {"mui_settings": {"definition": "paper"}}}}]})]
+    ['paper']
+    """
+    names = set()
+    for m in card["models"]:
+        for t in m["tasks"].values():
+            if (ms := t.get("mui_settings")):
+                names.add(ms.get("definition") or LEGACY_DEFINITION)
+    recorded = any((t.get("mui_settings") or {}).get("definition") for m in card["models"] for t in m["tasks"].values())
+    return [{"name": n, "text": DEFINITION_TEXT.get(n, ""), "legacy": n == LEGACY_DEFINITION and not recorded}
+            for n in sorted(names)]
 
 
 def _oriented(c: dict[str, Any], a: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import yaml
 
 from ..errors import ConfigError
+from ..metrics.mui import DEFINITIONS as MUI_DEFINITIONS
 from ..metrics.mui import MODES as MUI_MODES
 from ..registry import did_you_mean, unknown_name
 from ..store.layout import slugify
@@ -67,6 +68,8 @@ class MUIConfig:
     mode: str = "score"
     rho: float = 0.9
     validate_neurons: bool = False
+    #: which activation and alignment define MUI: paper | contribution | mui-eval (reporter.metrics.mui.DEFINITIONS)
+    definition: str = "paper"
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,13 @@ class LPPConfig:
     step: int | None = None
     layers: str = "last"
     min_tokens: int = 128
+    #: a text shorter than a prefix m: "official" scores it at m with its last token's entropy (the
+    #: official LPP code), "exclude" leaves it out of the average at m
+    short_texts: str = "official"
+
+
+#: the values of ``lpp.short_texts``
+SHORT_TEXTS = ("official", "exclude")
 
 
 @dataclass(frozen=True)
@@ -299,6 +309,8 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
     mui = _section(p, data, "mui")
     if "mode" in mui and mui["mode"] not in MUI_MODES:
         p.add("mui.mode", f"{short(mui['mode'])} is not valid; use one of {', '.join(MUI_MODES)}")
+    if "definition" in mui and mui["definition"] not in MUI_DEFINITIONS:
+        p.add("mui.definition", unknown_name("definition", str(mui["definition"]), MUI_DEFINITIONS))
     for key in ("top_ratio", "rho"):
         if key in mui and not (isinstance(mui[key], (int, float)) and 0 < mui[key] <= 1):
             p.add(f"mui.{key}", f"must be a number in (0, 1], got {short(mui[key])}")
@@ -312,6 +324,8 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
         _int(p, f"lpp.{key}", lpp.get(key), 1)
     if lpp.get("layers", "last") not in ("last", "all"):
         p.add("lpp.layers", f"{short(lpp['layers'])} is not valid; use last or all")
+    if lpp.get("short_texts", "official") not in SHORT_TEXTS:
+        p.add("lpp.short_texts", f"{short(lpp['short_texts'])} is not valid; use official or exclude")
     if "corpus" in lpp and (not isinstance(lpp["corpus"], str) or not lpp["corpus"].strip()):
         p.add("lpp.corpus", f"must be coqa, lambada, a .txt/.jsonl file or a hub dataset name, got {short(lpp['corpus'])}")
     for section, value in (("mui", mui), ("lpp", lpp)):

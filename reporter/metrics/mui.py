@@ -16,6 +16,22 @@ import numpy as np
 
 #: the ways key neurons are chosen (see reporter.collect.collectors.mui)
 MODES = ("score", "activation", "topscore", "global_topk")
+#: the named MUI definitions: which activation, which alignment, which arithmetic (reporter.collect.collectors.mui)
+DEFINITIONS = ("paper", "contribution", "mui-eval")
+#: one sentence per definition for the card and the README
+DEFINITION_TEXT = {
+    "paper": "the activation is σ(W_gate x), the output of the MLP's activation function (the plain activation for "
+             "non-gated MLPs), as the paper writes it and its authors' code hooks; position t is scored against the "
+             "next token y_{t+1}, the paper's formula (the authors' code scores it against token t).",
+    "contribution": "the activation is σ(W_gate x) ⊙ (W_up x), the input of the down projection — the true coefficient "
+                    "of the neuron's write vector, reporter's own choice; next-token alignment as in the paper.",
+    "mui-eval": "the authors' MUI-Eval scoring as written, defects included: the activation-function output in half "
+                "precision, position t scored against token t, W_downᵀW_U cast to half precision, the unembedding "
+                "cut to the tokenizer's vocab_size, the top 2000 per layer kept, then k = int(top_ratio · d_ff) "
+                "(0 when d_ff < 1/top_ratio) — for reproducing published numbers.",
+}
+#: what runs recorded before definitions were named used
+LEGACY_DEFINITION = "contribution"
 
 
 def k_per_layer(top_ratio: float, d_ff: int, n_layers: int = 1) -> int:
@@ -27,6 +43,16 @@ def k_per_layer(top_ratio: float, d_ff: int, n_layers: int = 1) -> int:
     (14, 1, 29)
     """
     return max(1, int(math.floor(top_ratio * d_ff * n_layers + 1e-9)))
+
+
+def k_mui_eval(top_ratio: float, d_ff: int, n_layers: int = 1) -> int:
+    """MUI-Eval's k: ``int(top_ratio * d_ff)`` (times ``n_layers`` for "global_topk"), which is 0 when
+    ``d_ff < 1 / top_ratio`` — the authors' code then keeps no neuron at all; copied deliberately.
+
+    >>> k_mui_eval(0.001, 14336), k_mui_eval(0.001, 1536), k_mui_eval(0.001, 96)
+    (14, 1, 0)
+    """
+    return int(top_ratio * d_ff * n_layers)
 
 
 def union(neuron_sets: Sequence[np.ndarray], n_layers: int, d_ff: int) -> np.ndarray:

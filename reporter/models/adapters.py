@@ -2,7 +2,8 @@
 
 An adapter answers, for a loaded Hugging Face causal LM: the decoder layers; per layer
 the MLP's down/output projection (whose INPUT is the neuron activation vector of width
-d_ff); whether the MLP is gated; the final norm; the unembedding matrix. Adapters are
+d_ff) and its activation-function module (whose OUTPUT is σ(W_gate x) in a gated MLP);
+whether the MLP is gated; the final norm; the unembedding matrix. Adapters are
 registered by ``config.model_type`` in the :data:`ADAPTERS` registry with :func:`register_adapter`.
 
 >>> from transformers import LlamaConfig, LlamaForCausalLM
@@ -39,6 +40,7 @@ class AdapterSpec:
     down_proj: str  # path inside one layer
     final_norm: tuple[str, ...]
     gated: bool
+    act: str = "mlp.act_fn"  # path inside one layer of the activation-function module (its OUTPUT is sigma(.))
     conv1d: bool = False  # GPT-2's Conv1D stores weight as [in, out]
 
 
@@ -77,6 +79,16 @@ class Adapter:
     def down_proj(self, layer_idx: int) -> nn.Module:
         """The module whose input is layer ``layer_idx``'s neuron activation vector."""
         return _get(self._layers[layer_idx], self.spec.down_proj)
+
+    def act_module(self, layer_idx: int) -> nn.Module:
+        """The activation-function module of layer ``layer_idx``: its output is σ(W_gate x) in a gated MLP
+        (the paper's neuron activation), the neuron activation itself in a plain one.
+        """
+        mod = _get(self._layers[layer_idx], self.spec.act)
+        if not isinstance(mod, nn.Module):
+            raise UserError(f"model type '{self.model_type}': the MLP activation at {self.spec.act} is not a module, "
+                            "so it cannot be hooked; use mui.definition: contribution")
+        return mod
 
     def down_weight(self, layer_idx: int) -> torch.Tensor:
         """W_down as [d_model, d_ff] (column i = neuron i's write vector)."""
@@ -120,14 +132,15 @@ def register_adapter(spec: AdapterSpec) -> AdapterSpec:
 
 _LLAMA_LIKE = dict(layers=("model.layers", "model.language_model.layers"), down_proj="mlp.down_proj",
                    final_norm=("model.norm", "model.language_model.norm"), gated=True)
-register_adapter(AdapterSpec(families=("llama", "mistral", "qwen2", "qwen3", "phi3"), **_LLAMA_LIKE))
+register_adapter(AdapterSpec(families=("llama", "mistral", "qwen2", "qwen3"), **_LLAMA_LIKE))
+register_adapter(AdapterSpec(families=("phi3",), **{**_LLAMA_LIKE, "act": "mlp.activation_fn"}))
 register_adapter(AdapterSpec(families=("gemma", "gemma2", "gemma3", "gemma3_text"), **_LLAMA_LIKE))
 register_adapter(AdapterSpec(families=("gpt2",), layers=("transformer.h",), down_proj="mlp.c_proj",
-                             final_norm=("transformer.ln_f",), gated=False, conv1d=True))
+                             final_norm=("transformer.ln_f",), gated=False, act="mlp.act", conv1d=True))
 register_adapter(AdapterSpec(families=("gpt_neox",), layers=("gpt_neox.layers",), down_proj="mlp.dense_4h_to_h",
-                             final_norm=("gpt_neox.final_layer_norm",), gated=False))
+                             final_norm=("gpt_neox.final_layer_norm",), gated=False, act="mlp.act"))
 register_adapter(AdapterSpec(families=("opt",), layers=("model.decoder.layers",), down_proj="fc2",
-                             final_norm=("model.decoder.final_layer_norm",), gated=False))
+                             final_norm=("model.decoder.final_layer_norm",), gated=False, act="activation_fn"))
 
 
 def supported_families() -> list[str]:

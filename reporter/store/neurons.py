@@ -22,7 +22,7 @@ from .ragged import load_ragged, merge_ragged, save_ragged
 
 FORMAT = "reporter.neuron_sets/1"
 #: meta keys that must agree for two neuron-set files to be merged
-COMPARABLE = ("format", "model", "revision", "dtype", "n_layers", "d_ff", "top_ratio", "mode", "rho")
+COMPARABLE = ("format", "model", "revision", "dtype", "n_layers", "d_ff", "definition", "top_ratio", "mode", "rho")
 
 PathLike = str | os.PathLike[str]
 

@@ -24,8 +24,10 @@ Design decisions (documented here once):
   values. Prefix m uses the hidden states at positions 0..m-1 and the logits at m-1.
 * *Texts.* Texts with fewer than ``min_tokens`` tokens (default 128, as the official code)
   are skipped, the rest cut to ``context`` tokens (default 200). A text shorter than a
-  prefix m contributes all its tokens to H_m but no entropy at m (EF_m averages over the
-  texts that reach m; ``per_prefix[i]["n_texts"]`` says how many).
+  prefix m contributes all its tokens to H_m; its entropy at m is, with
+  ``short_texts="official"`` (default), the entropy at its own last token, as the official
+  code does, and with ``"exclude"`` nothing (EF_m then averages over the texts that reach m;
+  ``per_prefix[i]["n_texts"]`` says how many texts each EF_m averages).
 * *Spectrum.* :mod:`reporter.metrics.spectra` (float64 covariance eigenvalues on the device).
 * *Normalisation.* PR and ER are divided by min(N, d) (the spec); raw values are reported
   too, as the max over m (``pr_raw``/``er_raw``), with the m where each maximum occurs.
@@ -116,9 +118,12 @@ class LPPCollector:
 
     def __init__(self, context: int = LPPConfig.context, step: int | None = None, *,
                  schedule: Sequence[int] | None = None, layers: str = "last", min_tokens: int = 1,
-                 n_clip: int = 5, n_sigma: float = 3.0) -> None:
+                 n_clip: int = 5, n_sigma: float = 3.0, short_texts: str = "official") -> None:
         if layers not in ("last", "all"):
             raise ValueError("layers must be 'last' or 'all'")
+        if short_texts not in ("official", "exclude"):
+            raise ValueError("short_texts must be 'official' or 'exclude'")
+        self.short_texts = short_texts
         self.context = int(context)
         self.schedule = sorted({int(m) for m in schedule}) if schedule else prefix_schedule(self.context, step)
         if self.schedule[0] < 1 or self.schedule[-1] > self.context:
@@ -147,7 +152,7 @@ class LPPCollector:
         self.n_texts += kept
         self._lengths += length[keep].clamp(max=self.context).tolist()
         tid = (keep.long().cumsum(0) - 1 + first)[:, None].expand_as(pos)
-        self._cur = {"valid": valid, "pos": pos, "tid": tid}
+        self._cur = {"valid": valid, "pos": pos, "tid": tid, "length": length.clamp(max=self.context)[:, None]}
         if kept == 0:
             return
 
@@ -175,14 +180,19 @@ class LPPCollector:
         cur, self._cur = self._cur, {}
         if not cur:
             return
-        valid, pos, tid = (cur[k].to(logits.device) for k in ("valid", "pos", "tid"))
+        valid, pos, tid, length = (cur[k].to(logits.device) for k in ("valid", "pos", "tid", "length"))
         sched = torch.tensor(self.schedule, device=logits.device)
         at = valid & torch.isin(pos + 1, sched)
-        if not bool(at.any()):
-            return
-        ent = entropy(logits[at])
-        rec = torch.stack([tid[at].double(), (pos[at] + 1).double(), ent.double()], dim=1)
-        self._ent.append(rec.cpu())
+        if bool(at.any()):
+            ent = entropy(logits[at])
+            self._ent.append(torch.stack([tid[at].double(), (pos[at] + 1).double(), ent.double()], dim=1).cpu())
+        if self.short_texts == "official":  # a text shorter than m counts at m with its last token's entropy
+            last = valid & (pos == length - 1) & (length < self.schedule[-1])
+            if bool(last.any()):
+                ent = entropy(logits[last]).double().cpu()
+                for t, n, e in zip(tid[last].tolist(), length.expand_as(pos)[last].tolist(), ent.tolist()):
+                    extra = [m for m in self.schedule if m > n]
+                    self._ent.append(torch.tensor([[t, m, e] for m in extra], dtype=torch.float64))
 
     # -- results
     def hidden_states(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -230,7 +240,7 @@ class LPPCollector:
             "per_prefix": per_prefix,
             "n_texts": self.n_texts, "n_tokens": int(H.shape[0]), "d_model": int(H.shape[1]) if H.ndim == 2 else 0,
             "context": self.context, "step": self.step, "schedule": list(self.schedule),
-            "min_tokens": self.min_tokens, "hidden": "final_norm_output",
+            "min_tokens": self.min_tokens, "hidden": "final_norm_output", "short_texts": self.short_texts,
         }
         if self.layers == "all":
             out["per_layer"] = [{"layer": li, **c.metrics()} for li, c in enumerate(self._layer_cov)]
@@ -248,7 +258,8 @@ def _encode(tokenizer: Any, texts: Iterable[str], min_tokens: int, context: int)
 
 def latent_profile(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str], *, context: int = LPPConfig.context,
                    step: int | None = None, layers: str = "last", min_tokens: int = LPPConfig.min_tokens,
-                   batch_size: int = 8, schedule: Sequence[int] | None = None, adapter: Any = None) -> dict[str, Any]:
+                   batch_size: int = 8, schedule: Sequence[int] | None = None, adapter: Any = None,
+                   short_texts: str = LPPConfig.short_texts) -> dict[str, Any]:
     """The LPP latent signature of ``model`` on ``texts``: one forward pass per batch gives every prefix.
 
     Texts with fewer than ``min_tokens`` tokens are skipped, the rest cut to ``context``
@@ -275,7 +286,7 @@ def latent_profile(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
     if not seqs:
         raise UserError(f"LPP: none of the {len(texts)} texts has at least {min_tokens} tokens")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
-    col = LPPCollector(context, step, schedule=schedule, layers=layers, min_tokens=1)
+    col = LPPCollector(context, step, schedule=schedule, layers=layers, min_tokens=1, short_texts=short_texts)
     dev = input_device(model)
     for i in range(0, len(seqs), batch_size):
         chunk = seqs[i:i + batch_size]
@@ -300,7 +311,8 @@ def run_lpp(lm: Any, settings: LPPConfig, *, batch_size: int | None = None) -> d
     texts = lpp_corpus(settings.n_texts, settings.min_tokens, tokenizer=lm.tokenizer, corpus=settings.corpus)
     bs = batch_size or getattr(lm.spec, "max_batch_size", None) or 8
     out = latent_profile(lm.model, lm.tokenizer, texts, context=settings.context, step=settings.step,
-                         layers=settings.layers, min_tokens=settings.min_tokens, batch_size=bs, adapter=lm.adapter)
+                         layers=settings.layers, min_tokens=settings.min_tokens, batch_size=bs, adapter=lm.adapter,
+                         short_texts=settings.short_texts)
     out.update(corpus=settings.corpus, n_texts_requested=settings.n_texts, dtype=str(lm.dtype).replace("torch.", ""))
     return out
 

@@ -1,11 +1,26 @@
 """MUI, the Model Utilization Index (Cao et al., arXiv 2504.07440): key neurons found inside one forward pass.
 
-Definitions. For layer l, position t and FFN neuron i:
+Definitions (``mui.definition`` of the profile; a run uses one, recorded in ``mui_settings``):
 
-* activation ``a[l,t,i]`` = the i-th entry of the INPUT of the MLP's down/output projection;
+``"paper"`` (default)
+    activation ``a[l,t,i]`` = the OUTPUT of the MLP's activation function, σ(W_gate x) in a
+    gated MLP (Llama, Qwen, Mistral, Gemma, Phi-3) and the plain activation in a non-gated
+    one (GPT-2, NeoX, OPT) — the paper's σ(W_in x) read literally, and what the authors' code
+    hooks (``mlp.act_fn``). Next-token alignment (below).
+``"contribution"``
+    ``a[l,t,i]`` = the INPUT of the down projection, σ(W_gate x) ⊙ (W_up x) in a gated MLP:
+    the true coefficient of the neuron's write vector ``W_down[:, i]`` in the MLP's output,
+    so ``s`` below is exactly the neuron's direct logit contribution. reporter's own choice
+    (the only one before definitions were named); identical to ``paper`` for non-gated MLPs.
+``"mui-eval"``
+    the authors' MUI-Eval scoring as written, defects included:
+    :mod:`reporter.collect.collectors.mui_eval`.
+
+For ``paper`` and ``contribution``, at layer l, position t, FFN neuron i:
+
 * score ``s[l,t,i] = a[l,t,i] * <W_down[l][:, i], W_U[y_{t+1}]>`` — position t is scored
   against the NEXT token y_{t+1}, the token its output predicts (the public reference code
-  scores against token t: an off-by-one this module does not reproduce);
+  scores against token t: an off-by-one these two definitions do not reproduce);
 * only positions t whose next token t+1 is a (non-padding) response token count.
 
 Key neurons of one sample, per ``mode``:
@@ -37,8 +52,9 @@ How it is computed (:class:`MUICollector`): once per batch, the scored positions
 gathered into a padded [B, R] layout (R = most scored positions of any sample) and the
 unembedding rows of their next tokens ``W_U[y_{t+1}]`` ([B*R, d]) are gathered ONCE and
 reused by every layer (deduplicated when responses repeat tokens: each distinct next token
-is projected once and the rows are gathered back). In each layer's down-projection input
-hook: gather the activation rows [B*R, d_ff], one matmul ``W_U[y] @ W_down``
+is projected once and the rows are gathered back). In each layer's activation hook (the
+activation function's output, or the down projection's input): gather the activation rows
+[B*R, d_ff], one matmul ``W_U[y] @ W_down``
 ([B*R, d] @ [d, d_ff]), multiply, fill the
 padding rows with -inf and take a batched ``topk`` over the flattened [B, R*d_ff] scores — no
 [d_ff x vocab] matrix, no per-token loop, nothing of size tokens x d_ff x layers. Only the
@@ -81,14 +97,15 @@ from ...config import Profile
 from ...instrument.batch import PassBatch
 from ...instrument.hooked_pass import hooked_pass
 from ...instrument.hooks import HookSet
-from ...metrics.mui import MODES, k_per_layer, per_layer_utilization, utilization
+from ...metrics.mui import DEFINITIONS, MODES, k_per_layer, per_layer_utilization, utilization
 from ...models.adapters import Adapter, get_adapter
 from ...store.layout import NEURONS
 from ...store.neurons import load_neuron_sets, merge_neuron_sets, save_neuron_sets
 from ...store.ragged import ragged_ok
 from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
+from .mui_eval import MUIEvalCollector
 
-__all__ = ["MUICollector", "MUIPlugin", "key_neurons"]
+__all__ = ["MUICollector", "MUIEvalCollector", "MUIPlugin", "key_neurons", "make_collector"]
 
 _DEDUP_MAX_FRACTION = 0.9  # project distinct next tokens once when they are <= this share of the slots
 _TOPSCORE_REFINE = 32  # neurons recomputed exactly near the threshold / at the top (topscore)
@@ -150,7 +167,12 @@ class MUICollector:
     [True, True, True]
     """
 
-    def __init__(self, top_ratio: float = 0.001, mode: str = "score", rho: float = 0.9, *, refine: bool = True):
+    def __init__(self, top_ratio: float = 0.001, mode: str = "score", rho: float = 0.9, *, refine: bool = True,
+                 definition: str = "paper"):
+        if definition not in ("paper", "contribution"):
+            raise ValueError(f"MUICollector computes the 'paper' and 'contribution' definitions, not {definition!r} "
+                             "(use make_collector)")
+        self.definition = definition
         if mode not in MODES:
             raise ValueError(f"MUI mode '{mode}' is not valid; use one of {', '.join(MODES)}")
         if not 0 < top_ratio <= 1:
@@ -196,7 +218,10 @@ class MUICollector:
         st.rows, st.targets = rows, targets
         self._adapter = adapter
         for l in range(L):
-            hooks.on_input(adapter.down_proj(l), self._make_hook(l))
+            if self.definition == "paper" and adapter.gated:  # σ(W_gate x): the activation function's output
+                hooks.on_output(adapter.act_module(l), self._make_hook(l))
+            else:  # the down projection's input (= the activation's output in a non-gated MLP)
+                hooks.on_input(adapter.down_proj(l), self._make_hook(l))
 
     def after_forward(self, batch: PassBatch, logits: torch.Tensor) -> None:
         """Move the batch's chosen neuron ids to the host, one set per sample."""
@@ -208,7 +233,7 @@ class MUICollector:
             self._results.extend(np.empty(0, dtype=np.int64) for _ in range(st.B))
             return
         if st.layers_seen != L:
-            raise RuntimeError(f"MUI: {st.layers_seen} of {L} down-projection hooks fired; "
+            raise RuntimeError(f"MUI: {st.layers_seen} of {L} activation hooks fired; "
                                "the adapter does not match this model's forward")
         has = st.has_resp.cpu().numpy()
         if self.mode == "topscore":
@@ -269,7 +294,7 @@ class MUICollector:
             W = self._adapter.down_weight(layer)  # [d, F]
             d = self._on_device(st, x.device, W.dtype)
             if x.numel() != B * st.T * F:
-                raise RuntimeError(f"MUI: layer {layer} down-projection input has shape {tuple(x.shape)}, "
+                raise RuntimeError(f"MUI: layer {layer} activation has shape {tuple(x.shape)}, "
                                    f"expected [{B}, {st.T}, {F}]")
             a = x.reshape(B * st.T, F).index_select(0, d.rows)  # [B*R, F] scored rows only
             if self.mode == "activation":
@@ -342,13 +367,28 @@ class MUICollector:
         st.picked.append(keep)
 
 
+def make_collector(definition: str = "paper", top_ratio: float = 0.001, mode: str = "score", rho: float = 0.9, *,
+                   vocab_size: int | None = None) -> MUICollector | MUIEvalCollector:
+    """The collector of a named MUI definition (``vocab_size``: the tokenizer's, used by ``mui-eval`` only).
+
+    >>> type(make_collector("mui-eval")).__name__, make_collector("contribution").definition
+    ('MUIEvalCollector', 'contribution')
+    """
+    if definition not in DEFINITIONS:
+        raise ValueError(f"MUI definition {definition!r} is not valid; use one of {', '.join(DEFINITIONS)}")
+    if definition == "mui-eval":
+        return MUIEvalCollector(top_ratio=top_ratio, mode=mode, rho=rho, vocab_size=vocab_size)
+    return MUICollector(top_ratio=top_ratio, mode=mode, rho=rho, definition=definition)
+
+
 def key_neurons(model: torch.nn.Module, input_ids: Any, attention_mask: Any, response_mask: Any, *,
-                top_ratio: float = 0.001, mode: str = "score", rho: float = 0.9) -> list[np.ndarray]:
+                top_ratio: float = 0.001, mode: str = "score", rho: float = 0.9, definition: str = "paper",
+                vocab_size: int | None = None) -> list[np.ndarray]:
     """Key-neuron set of every sample: one sorted int64 array of flat ids ``layer * d_ff + i``.
 
     ``input_ids``/``attention_mask``/``response_mask`` are [B, T] (left or right padded); the
     response mask is True on the teacher-forced response tokens. One hooked forward pass.
-    Modes, ties and precision: see the module docstring.
+    Definitions, modes, ties and precision: see the module docstring.
 
     >>> import torch
     >>> from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
@@ -362,7 +402,7 @@ def key_neurons(model: torch.nn.Module, input_ids: Any, attention_mask: Any, res
     0
     """
     adapter = get_adapter(model)
-    c = MUICollector(top_ratio=top_ratio, mode=mode, rho=rho)
+    c = make_collector(definition, top_ratio, mode, rho, vocab_size=vocab_size)
     hooked_pass(model, adapter, PassBatch(torch.as_tensor(input_ids), torch.as_tensor(attention_mask),
                                           torch.as_tensor(response_mask).bool()), [c])
     return c.results()
@@ -379,10 +419,11 @@ class MUIPlugin(CollectorPlugin):
         """On unless the profile says ``mui: {enabled: false}``."""
         return profile.mui.enabled
 
-    def for_batch(self, batch: BatchContext) -> MUICollector:
-        """A fresh :class:`MUICollector` with the profile's settings."""
+    def for_batch(self, batch: BatchContext) -> MUICollector | MUIEvalCollector:
+        """A fresh collector of the profile's definition, with its settings."""
         m = batch.task.profile.mui
-        return MUICollector(top_ratio=m.top_ratio, mode=m.mode, rho=m.rho)
+        return make_collector(m.definition, m.top_ratio, m.mode, m.rho,
+                              vocab_size=getattr(batch.task.lm.tokenizer, "vocab_size", None))
 
     def save_batch(self, collector: Any, batch: BatchContext) -> None:
         """The batch's key-neuron sets, with the settings that make them comparable."""
@@ -404,7 +445,7 @@ class MUIPlugin(CollectorPlugin):
         m = task.profile.mui
         return {"mui": 100.0 * utilization(ordered, L, F),
                 "mui_per_layer": [100.0 * v for v in per_layer_utilization(ordered, L, F)],
-                "mui_settings": {"mode": m.mode, "top_ratio": m.top_ratio, "rho": m.rho,
+                "mui_settings": {"definition": m.definition, "mode": m.mode, "top_ratio": m.top_ratio, "rho": m.rho,
                                  "n_samples": len(task.plan.items), "n_layers": L, "d_ff": F}}
 
     def task_done(self, task_dir: Path, n_items: int) -> bool:
@@ -415,4 +456,5 @@ class MUIPlugin(CollectorPlugin):
     def _meta(task: TaskContext) -> dict[str, Any]:
         lm, m = task.lm, task.profile.mui
         return {"model": lm.spec.name, "n_layers": lm.adapter.n_layers, "d_ff": lm.adapter.d_ff,
-                "top_ratio": m.top_ratio, "mode": m.mode, "rho": m.rho, "dtype": str(lm.dtype).replace("torch.", "")}
+                "definition": m.definition, "top_ratio": m.top_ratio, "mode": m.mode, "rho": m.rho,
+                "dtype": str(lm.dtype).replace("torch.", "")}
