@@ -1,7 +1,8 @@
-"""Command-line interface: ``reporter run``, ``analyse``, ``render`` and ``validate``.
+"""Command-line interface: ``reporter run``, ``analyse``, ``render``, ``compare`` and ``validate``.
 
-Bad input is one line per problem on stderr and exit code 2, never a traceback. ``analyse`` and
-``render`` never import torch, so a card can be re-rendered on a machine without it.
+Bad input is one line per problem on stderr and exit code 2, never a traceback. Progress goes to
+stderr and the final summary to stdout, so output can be piped (``reporter compare A B > notes.md``).
+``analyse``, ``render`` and ``compare`` never import torch, so they run on a machine without it.
 """
 from __future__ import annotations
 
@@ -24,7 +25,15 @@ def _fail(e: UserError) -> NoReturn:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="reporter")
 def main() -> None:
-    """Compare LLMs by benchmarks and by what happens inside them; write a model card."""
+    """Compare LLMs by benchmarks and by what happens inside them; write a model card.
+
+    \b
+    Example (offline, the packaged SmolLM2 and Gemma-3 models and an untrained baseline):
+      reporter run --profile quick -o reports/demo
+      open reports/demo/card.html        # also card.pdf, card.md
+
+    Each command has its own example: reporter COMMAND --help.
+    """
 
 
 @main.command()
@@ -40,7 +49,15 @@ def main() -> None:
 @click.option("--address", help="Ray cluster address (with --executor ray), e.g. auto or ray://head:10001.")
 @click.option("--no-render", is_flag=True, help="Skip the model card (results.json only).")
 def run(file, output, profile, force, device, seed, no_progress, executor, address, no_render):
-    """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list)."""
+    """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list).
+
+    Writes results.json and the model card (card.html, card.pdf, card.md) into the run directory;
+    rerunning the same command resumes where an interrupted run stopped.
+
+    \b
+    Example:
+      reporter run models.yaml --profile standard -o reports/v2
+    """
     from .config import default_config, load_config, load_profile, parse_config
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
     from .run.pipeline import default_output
@@ -77,7 +94,7 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
     click.echo(_summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:
-        click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf") if k in files))
+        click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf", "md") if k in files))
     if failures:
         _fail(UserError(failures))
 
@@ -105,7 +122,12 @@ def _summary(res: dict[str, Any]) -> str:
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 def analyse(run_dir):
-    """Rebuild results.json and its analysis (law, fairness, contamination, diversity) from RUN_DIR's artifacts."""
+    """Rebuild results.json and its analysis (law, fairness, contamination, diversity) from RUN_DIR's artifacts.
+
+    \b
+    Example:
+      reporter analyse reports/v2 && reporter render reports/v2
+    """
     from .analyse import write_analysis, write_results
     from .store.atomic import read_json
     from .store.layout import RunDir
@@ -122,24 +144,86 @@ def analyse(run_dir):
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--format", "formats", default="html,pdf", show_default=True,
-              help="Comma-separated output formats: html, pdf.")
-def render(run_dir, formats):
-    """Re-render the model card of RUN_DIR from results.json and the artifacts (no model needed)."""
+@click.option("--format", "formats", default="html,pdf,md", show_default=True,
+              help="Comma-separated output formats: html, pdf, md (card.md), hf (a Hugging Face README, with --model).")
+@click.option("--model", help="With --format hf: the model (name or slug) whose README.md to write.")
+@click.option("--section", help="With --format md: print only this section of card.md to stdout (title, summary, "
+                                "leaderboard, tasks, warnings, law, methods) and write nothing.")
+def render(run_dir, formats, model, section):
+    """Re-render the model card of RUN_DIR from results.json and the artifacts (no model needed).
+
+    \b
+    Examples:
+      reporter render reports/v2 --format md                        # card.md + card_files/*.png
+      reporter render reports/v2 --format md --section leaderboard  # paste into a document
+      reporter render reports/v2 --format hf --model SmolLM2-135M-Instruct   # hf/<model>/README.md
+    """
     from .card.render import render as render_card
 
+    wanted = tuple(f.strip() for f in formats.split(",") if f.strip())
     try:
-        files = render_card(run_dir, formats=tuple(f.strip() for f in formats.split(",") if f.strip()))
+        if section is not None:
+            from .card.data import load_card
+            from .card.markdown import markdown_card
+
+            if wanted != ("md",):
+                raise UserError(f"--section prints one section of card.md: use it with --format md (not {formats})")
+            text = markdown_card(load_card(run_dir), section=section)
+        else:
+            files = render_card(run_dir, formats=wanted, model=model)
     except UserError as e:
         _fail(e)
+    if section is not None:
+        click.echo(text, nl=False)
+        return
     for key, path in files.items():
         click.echo(f"{key}: {path}")
 
 
 @main.command()
+@click.argument("base_run", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("new_run", type=click.Path(file_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write compare.{md,html,pdf,json} (default: NEW_RUN/compare).")
+@click.option("--pair", "pairs", multiple=True, metavar="OLD=NEW",
+              help="Pair a base-run model with a new-run model (repeatable; default: pair models by name).")
+@click.option("--no-mui", is_flag=True, help="Compare scores only, even when the runs' MUI settings differ.")
+@click.option("--shared-only", is_flag=True,
+              help="Compare the items both runs answered when the item sets differ (MUI is then not compared).")
+def compare(base_run, new_run, output, pairs, no_mui, shared_only):
+    """Release notes: what changed from BASE_RUN to NEW_RUN, per model and task, with paired tests.
+
+    Prints compare.md to stdout (the file list goes to stderr) and writes compare.md, .html,
+    .pdf and .json. Significant regressions come first, then improvements, then no change.
+
+    \b
+    Examples:
+      reporter compare reports/v1 reports/v2 > notes.md
+      reporter compare reports/v1 reports/v2 --pair "MyModel v1=MyModel v2" -o release/compare
+    """
+    from .analyse.compare import compare_runs, parse_pairs
+    from .card.compare import write_compare
+    from .store.layout import COMPARE_DIR
+
+    try:
+        doc = compare_runs(base_run, new_run, pairs=parse_pairs(pairs), mui=not no_mui, shared_only=shared_only)
+        files = write_compare(doc, output or Path(new_run) / COMPARE_DIR)
+    except UserError as e:
+        _fail(e)
+    click.echo(files["md"].read_text(encoding="utf-8"), nl=False)
+    for key, path in files.items():
+        click.echo(f"{key}: {path}", err=True)
+
+
+@main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def validate(file):
-    """Check a models YAML file, and the profile it names, without loading any model."""
+    """Check a models YAML file, and the profile it names, without loading any model.
+
+    \b
+    Example:
+      reporter validate models.yaml     # models.yaml: OK (3 models, profile quick, 4 tasks)
+    """
     from .config import load_config, load_profile
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
 

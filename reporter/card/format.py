@@ -57,6 +57,16 @@ def fmt_p(p: Any) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
 
 
+def fmt_p_is(p: Any) -> str:
+    """A p-value with its relation, for running text.
+
+    >>> fmt_p_is(0.0004), fmt_p_is(0.03)
+    ('p < 0.001', 'p = 0.03')
+    """
+    text = fmt_p(p)
+    return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+
+
 def fmt_about(n: int) -> str:
     """``n`` rounded to two significant figures, with thousands separators ("about 1,200").
 

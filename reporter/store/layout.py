@@ -7,6 +7,8 @@ resumes from them, and results.json can always be rebuilt from them::
     results.json                             the machine-readable result (reporter.schema.Results)
     coreset.json                             per task, the item ids of the pooled key-neuron core set
     card.html, card.pdf, model-index/        the rendered card
+    card.md, card_files/*.png                the card as Markdown, with its charts
+    hf/<slug>/README.md                      a Hugging Face model card for one model (render --format hf)
     models/<slug>/model.json                 metadata of the loaded model ("meta" in results.json)
     models/<slug>/<name>.json                every other JSON document of a model (smoke.json, lpp.json,
                                              a plugin collector's own) is results.json's models.<name>.<name>
@@ -34,6 +36,10 @@ RESULTS = "results.json"
 CORESET = "coreset.json"
 CARD_HTML = "card.html"
 CARD_PDF = "card.pdf"
+CARD_MD = "card.md"
+CARD_FILES = "card_files"
+HF_DIR = "hf"
+COMPARE_DIR = "compare"
 MODEL_INDEX_DIR = "model-index"
 
 MODEL_META = "model.json"

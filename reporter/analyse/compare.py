@@ -1,0 +1,236 @@
+"""Before/after: what changed between two runs (``reporter compare BASE NEW``).
+
+Models are paired by name (or explicitly, ``pairs=[("old", "new")]``), tasks by name and items by
+id. Per paired model and task, on the items both runs answered:
+
+- the score delta ``new − base`` with a paired BCa bootstrap CI over items and the paired test
+  of the run's pairwise table (exact McNemar for 0/1 scores, Wilcoxon otherwise), Holm-adjusted
+  over every test of the comparison; ``status`` is ``regression`` / ``improvement`` only when
+  the adjusted p-value is below :data:`~reporter.metrics.stats.ALPHA`;
+- the MUI delta, only when both runs recorded the same MUI settings and sample count;
+- the contamination status change (``new``, ``cleared``, ``changed`` or ``unchanged``);
+
+and per paired model the LPP signature deltas (descriptive: LPP is one measurement on a fixed
+corpus, so it has no test). Comparisons that cannot be paired are refused with one line
+(:class:`~reporter.errors.UserError`, exit code 2): different item sets (unless
+``shared_only``), or MUI recorded under different settings (unless ``mui=False``).
+
+>>> doc = compare_runs(run_dir, run_dir)  # a run against itself: nothing changed
+>>> sorted({r["status"] for r in doc["rows"]}), doc["family"]
+(['no significant change'], 6)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..errors import UserError
+from ..metrics.mui import LEGACY_DEFINITION
+from ..metrics.stats import ALPHA, holm, paired_comparison
+from ..schema import is_untrained
+from ..store.atomic import read_json
+from ..store.layout import SAMPLES, RunDir, slugify
+from ..store.samples import read_samples
+
+__all__ = ["COMPARE_VERSION", "LPP_KEYS", "compare_runs", "parse_pairs"]
+
+COMPARE_VERSION = 1
+#: the LPP signature's numbers that a comparison reports, with their card names
+LPP_KEYS = {"entropy_floor": "entropy floor", "participation_ratio": "participation ratio",
+            "effective_rank": "effective rank"}
+_FIRES = ("weak", "strong")
+
+
+def parse_pairs(specs: Iterable[str]) -> list[tuple[str, str]]:
+    """``--pair OLD=NEW`` options as (base model, new model) pairs.
+
+    >>> parse_pairs(["SmolLM2 v1=SmolLM2 v2"])
+    [('SmolLM2 v1', 'SmolLM2 v2')]
+    """
+    out = []
+    for spec in specs:
+        old, sep, new = spec.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise UserError(f"--pair '{spec}': expected OLD=NEW, a model name of the base run, '=', one of the new run")
+        out.append((old.strip(), new.strip()))
+    return out
+
+
+def _load(run_dir: Path, role: str) -> dict[str, Any]:
+    rd = RunDir(run_dir)
+    if not rd.manifest.is_file():
+        raise UserError(f"{run_dir}: not a run directory (no manifest.json); {role} must be a `reporter run` output")
+    res = read_json(rd.results)
+    if not isinstance(res, dict) or not isinstance(res.get("models"), dict):
+        raise UserError(f"{rd.results}: missing or unreadable; run `reporter analyse {run_dir}` first")
+    if not isinstance(res.get("analysis"), dict):
+        raise UserError(f"{rd.results}: has no analysis section; run `reporter analyse {run_dir}` first")
+    return {"dir": run_dir, "rd": rd, "results": res, "manifest": read_json(rd.manifest) or {}}
+
+
+def _pairs(base: dict[str, Any], new: dict[str, Any], explicit: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    bm, nm = list(base["results"]["models"]), list(new["results"]["models"])
+    if explicit:
+        for old, nw in explicit:
+            if old not in bm:
+                raise UserError(f"--pair {old}={nw}: '{old}' is not a model of the base run; it has: {', '.join(bm)}")
+            if nw not in nm:
+                raise UserError(f"--pair {old}={nw}: '{nw}' is not a model of the new run; it has: {', '.join(nm)}")
+        return list(explicit)
+    pairs = [(m, m) for m in bm if m in nm]
+    if not pairs:
+        raise UserError(f"no model name is in both runs (base: {', '.join(bm)}; new: {', '.join(nm)}); "
+                        "pair them with --pair OLD=NEW")
+    return pairs
+
+
+def _items(run: dict[str, Any], model: str, task: str) -> dict[str, float]:
+    slug = run["results"]["models"][model].get("slug") or slugify(model)
+    return {r["id"]: float(r["score"]) for r in read_samples(run["rd"].task_dir(slug, task) / SAMPLES).values()}
+
+
+def _mui_settings(entry: dict[str, Any]) -> dict[str, Any] | None:
+    s = entry.get("mui_settings")
+    if entry.get("mui") is None or not isinstance(s, dict):
+        return None
+    return {**s, "definition": s.get("definition") or LEGACY_DEFINITION}
+
+
+def _who(old: str, new: str) -> str:
+    return old if old == new else f"{old} → {new}"
+
+
+def _describe(s: dict[str, Any], keys: Iterable[str]) -> str:
+    return ", ".join(f"{k} {s.get(k)}" for k in keys)
+
+
+def _severity(run: dict[str, Any], model: str, task: str) -> str | None:
+    for row in run["results"]["analysis"].get("contamination") or []:
+        if row.get("model") == model and row.get("task") == task:
+            return str(row.get("severity")) if row.get("measured", True) else None
+    return None
+
+
+def _contamination_change(before: str | None, after: str | None) -> str:
+    if before is None or after is None:
+        return "not measured"
+    if before not in _FIRES and after in _FIRES:
+        return "new"
+    if before in _FIRES and after not in _FIRES:
+        return "cleared"
+    return "unchanged" if before == after else "changed"
+
+
+def _lpp(base: dict[str, Any], new: dict[str, Any], old: str, nw: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"base_model": old, "new_model": nw}
+    settings = [((r["manifest"].get("resolved") or {}).get("profile") or {}).get("lpp") for r in (base, new)]
+    lpp = [r["results"]["models"][m].get("lpp") for r, m in ((base, old), (new, nw))]
+    if not all(isinstance(x, dict) for x in lpp):
+        return {**row, "compared": False, "reason": "LPP was not measured in " +
+                ("either run" if lpp[0] is lpp[1] is None else "the base run" if lpp[0] is None else "the new run")}
+    if settings[0] != settings[1]:
+        return {**row, "compared": False, "reason": "the runs used different LPP settings (corpus, texts or context)"}
+    metrics = {}
+    for key in LPP_KEYS:
+        b, n = lpp[0].get(key), lpp[1].get(key)
+        if isinstance(b, (int, float)) and isinstance(n, (int, float)):
+            metrics[key] = {"base": b, "new": n, "delta": n - b}
+    return {**row, "compared": True, "metrics": metrics}
+
+
+def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[tuple[str, str]] = (),
+                 mui: bool = True, shared_only: bool = False) -> dict[str, Any]:
+    """The comparison document (``compare.json``) of two analysed run directories; see the module doc."""
+    base, new = _load(Path(base_dir), "BASE_RUN"), _load(Path(new_dir), "NEW_RUN")
+    paired = _pairs(base, new, pairs)
+    seed = int(base["results"]["run"].get("seed") or 0)
+    rows: list[dict[str, Any]] = []
+    tasks_only: dict[str, set[str]] = {"base": set(), "new": set()}
+    notes: list[str] = []
+    work = []
+    for old, nw in paired:
+        b_tasks = base["results"]["models"][old].get("tasks") or {}
+        n_tasks = new["results"]["models"][nw].get("tasks") or {}
+        tasks_only["base"] |= set(b_tasks) - set(n_tasks)
+        tasks_only["new"] |= set(n_tasks) - set(b_tasks)
+        for task in [t for t in b_tasks if t in n_tasks]:
+            bi, ni = _items(base, old, task), _items(new, nw, task)
+            shared = sorted(set(bi) & set(ni))
+            if set(bi) != set(ni) and not (shared_only and shared):
+                raise UserError(
+                    f"{task} of {_who(old, nw)}: the runs answered different items ({len(bi)} in base, {len(ni)} "
+                    f"in new, {len(shared)} shared), so no paired test is possible; rerun with the same task "
+                    "settings (limit, seed)" + (" or pass --shared-only to compare the shared items" if shared else ""))
+            work.append((old, nw, task, b_tasks[task], n_tasks[task], bi, ni))
+    same_items = all(set(bi) == set(ni) for *_, bi, ni in work)
+    mui_compared = mui and same_items
+    for old, nw, task, b_entry, n_entry, bi, ni in work:
+        ms = [_mui_settings(b_entry), _mui_settings(n_entry)]
+        if mui_compared and ms[0] and ms[1] and ms[0] != ms[1]:
+            keys = [k for k in sorted(set(ms[0]) | set(ms[1])) if ms[0].get(k) != ms[1].get(k)]
+            raise UserError(f"{task} of {_who(old, nw)}: MUI is not comparable, the runs recorded different MUI "
+                            f"settings (base: {_describe(ms[0], keys)}; new: {_describe(ms[1], keys)}); rerun with "
+                            "the same mui settings and limit, or pass --no-mui to compare scores only")
+        shared = sorted(set(bi) & set(ni))
+        c = paired_comparison(nw, ni, old, bi, task=task, seed=seed)
+        b_sev, n_sev = _severity(base, old, task), _severity(new, nw, task)
+        row = {"base_model": old, "new_model": nw, "task": task, "n": c.n,
+               "base_score": sum(bi[i] for i in shared) / len(shared),
+               "new_score": sum(ni[i] for i in shared) / len(shared),
+               "delta": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "ci_method": c.method,
+               "test": c.test, "p_value": c.p_value, "n_regressed": c.n01, "n_improved": c.n10,
+               "reference": is_untrained(base["results"]["models"][old]),
+               "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}}
+        if mui_compared and ms[0] and ms[1]:
+            row["mui"] = {"base": b_entry["mui"], "new": n_entry["mui"], "delta": n_entry["mui"] - b_entry["mui"],
+                          "definition": ms[1]["definition"], "n_samples": ms[1].get("n_samples")}
+        rows.append(row)
+    if not rows:
+        raise UserError("the paired models share no task; nothing to compare")
+    adjusted = holm([r["p_value"] for r in rows])
+    for r, p in zip(rows, adjusted):
+        significant = p < ALPHA
+        r.update(p_holm=p, significant=significant,
+                 status=("regression" if r["delta"] < 0 else "improvement") if significant else "no significant change")
+    if not mui:
+        notes.append("MUI was not compared (--no-mui).")
+    elif not mui_compared:
+        notes.append("MUI was not compared: the item sets differ, and MUI grows with the items it is measured on.")
+    elif not any("mui" in r for r in rows):
+        notes.append("MUI was not compared: it was not measured in both runs.")
+    for role, ts in tasks_only.items():
+        if ts:
+            notes.append(f"Only in the {role} run, not compared: {', '.join(sorted(ts))}.")
+    paired_names = ({o for o, _ in paired}, {n for _, n in paired})
+    unpaired = {"base": [m for m in base["results"]["models"] if m not in paired_names[0]],
+                "new": [m for m in new["results"]["models"] if m not in paired_names[1]]}
+    for role, names in unpaired.items():
+        if names:
+            notes.append(f"Models only in the {role} run, not compared: {', '.join(names)}.")
+    return {
+        "version": COMPARE_VERSION,
+        "alpha": ALPHA,
+        "family": len(rows),
+        "base": _run_info(base),
+        "new": _run_info(new),
+        "pairs": [{"base": o, "new": n} for o, n in paired],
+        "unpaired": unpaired,
+        "rows": _ordered(rows),
+        "lpp": [_lpp(base, new, o, n) for o, n in paired],
+        "notes": notes,
+    }
+
+
+def _run_info(run: dict[str, Any]) -> dict[str, Any]:
+    info = run["results"]["run"]
+    return {"dir": str(run["dir"]), "name": Path(run["dir"]).resolve().name, "created": info.get("created"), "config_hash": info.get("config_hash"),
+            "profile": info.get("profile"), "reporter_version": info.get("reporter_version"),
+            "seed": info.get("seed")}
+
+
+def _ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Significant regressions first (largest drop first), then improvements (largest first), then the rest."""
+    rank = {"regression": 0, "improvement": 1, "no significant change": 2}
+    return sorted(rows, key=lambda r: (rank[r["status"]], r["delta"] if r["status"] == "regression"
+                                       else -r["delta"] if r["status"] == "improvement" else 0,
+                                       r["new_model"], r["task"]))

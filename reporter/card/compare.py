@@ -1,0 +1,146 @@
+"""Release notes from a comparison (:func:`reporter.analyse.compare.compare_runs`): Markdown, HTML, PDF.
+
+``write_compare(doc, out_dir)`` writes ``compare.json``, ``compare.md`` (with its chart as
+``compare_files/deltas.png``), ``compare.html`` and ``compare.pdf``. Every page lists
+significant regressions first, then significant improvements, then what did not change
+significantly; the chart shows every task's delta with its CI, one panel per paired model.
+
+>>> import tempfile
+>>> from reporter.analyse.compare import compare_runs
+>>> paths = write_compare(compare_runs(run_dir, run_dir), tempfile.mkdtemp())
+>>> sorted(paths), paths["md"].read_text().splitlines()[0]
+(['html', 'json', 'md', 'pdf'], '# What changed from run to run')
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import altair as alt
+
+from ..analyse.compare import LPP_KEYS
+from ..analyse.numbers import json_ready
+from ..store.atomic import write_bytes, write_json
+from .assets import asset, load_template
+from .charts import PALETTE, _data, _finish, svg_data_uri, vl_version
+from .format import fmt_signed
+from .markdown import _environment, md_escape
+
+__all__ = ["COMPARE_FILES", "compare_chart", "compare_markdown", "write_compare"]
+
+#: the folder of compare.md's chart image, beside it
+COMPARE_FILES = "compare_files"
+_ALT = "Score change per task (new minus base, percentage points) with 95% paired bootstrap CIs, one panel per model"
+_STATUS_COLOURS = {"regression": PALETTE[3], "improvement": PALETTE[2], "no significant change": "#999999"}
+
+
+def compare_chart(doc: dict[str, Any]) -> dict[str, Any]:
+    """The Vega-Lite spec of the per-task deltas with CIs, one panel per paired model."""
+    rows = [{"model": _pair_label(r), "task": r["task"], "delta": round(100 * r["delta"], 3),
+             "lo": round(100 * r["ci_low"], 3), "hi": round(100 * r["ci_high"], 3), "status": r["status"],
+             "p": r["p_holm"]} for r in doc["rows"]]
+    tasks = sorted({r["task"] for r in rows})
+    y = alt.Y("task:N", sort=tasks, title=None)
+    colour = alt.Color("status:N", title="Holm-adjusted", scale=alt.Scale(domain=list(_STATUS_COLOURS),
+                                                                         range=list(_STATUS_COLOURS.values())))
+    base = alt.Chart().encode(y=y)
+    lo = min([-10.0] + [r["lo"] for r in rows if r["lo"] is not None])
+    hi = max([10.0] + [r["hi"] for r in rows if r["hi"] is not None])
+    x = alt.X("lo:Q", title="Δ score, pp (new − base)", scale=alt.Scale(domain=[lo, hi], nice=True))
+    bars = base.mark_rule(strokeWidth=2).encode(x=x, x2="hi:Q", color=colour)
+    points = base.mark_point(filled=True, size=60).encode(
+        x="delta:Q", color=colour, tooltip=["model:N", "task:N", "delta:Q", "lo:Q", "hi:Q", "p:Q", "status:N"])
+    zero = alt.Chart().mark_rule(color="#444", strokeDash=[3, 3]).encode(x=alt.datum(0))
+    height = max(60, 20 * len(tasks))
+    several = len(doc["pairs"]) > 1
+    layered = alt.layer(zero, bars, points, data=_data(rows)).properties(width=230 if several else 420, height=height)
+    chart = layered.facet(facet=alt.Facet("model:N", title=None, sort=[_pair_label({"base_model": p["base"], "new_model": p["new"]})
+                                                            for p in doc["pairs"]]), columns=2) if several else layered
+    return _finish(chart, "Score change per task", "new − base, pp, with 95% paired bootstrap CI")
+
+
+def _pair_label(r: dict[str, Any]) -> str:
+    old, new = r.get("base_model"), r.get("new_model")
+    return str(new) if old == new else f"{old} → {new}"
+
+
+def _context(doc: dict[str, Any], escape: bool) -> dict[str, Any]:
+    rows = doc["rows"]
+    esc = md_escape if escape else str
+    several = len(doc["pairs"]) > 1
+
+    def model(r: dict[str, Any]) -> str:
+        return esc(_pair_label(r))
+
+    def who(r: dict[str, Any]) -> str:
+        if not several:
+            return ""
+        return f"**{model(r)}**: " if escape else f"{model(r)}: "
+
+    mui_rows = [r for r in rows if r.get("mui")]
+    mui_lines = []
+    for pair in doc["pairs"]:
+        mine = [r for r in mui_rows if (r["base_model"], r["new_model"]) == (pair["base"], pair["new"])]
+        if mine:
+            b = sum(r["mui"]["base"] for r in mine) / len(mine)
+            n = sum(r["mui"]["new"] for r in mine) / len(mine)
+            s = sum(r["delta"] for r in mine) / len(mine)
+            effort = "more" if n > b else "less" if n < b else "the same"
+            mui_lines.append(f"{_pair_label(mine[0])}: mean MUI over {len(mine)} tasks {b:.3f}% → {n:.3f}% "
+                             f"({100 * (n - b) / b:+.0f}% relative, {effort} effort) for a mean score change of "
+                             f"{fmt_signed(s)} pp" if b else f"{_pair_label(mine[0])}: MUI {b:.3f}% → {n:.3f}%")
+    return {"doc": doc, "model": model, "who": who, "lpp_names": LPP_KEYS,
+            "pair_name": lambda lp: esc(lp["new_model"] if lp["base_model"] == lp["new_model"]
+                                        else f"{lp['base_model']} → {lp['new_model']}"),
+            "regressions": [r for r in rows if r["status"] == "regression"],
+            "improvements": [r for r in rows if r["status"] == "improvement"],
+            "unchanged": [r for r in rows if r["status"] == "no significant change"],
+            "mui_rows": mui_rows, "mui_lines": mui_lines,
+            "contamination": [r for r in rows if r["contamination"]["change"] in ("new", "cleared", "changed")],
+            "steady": sum(r["contamination"]["change"] == "unchanged" for r in rows),
+            "unmeasured": sum(r["contamination"]["change"] == "not measured" for r in rows)}
+
+
+def compare_markdown(doc: dict[str, Any], chart_path: str | None = None) -> str:
+    """compare.md's text (GitHub-flavoured Markdown); ``chart_path`` links the chart image when given."""
+    import re
+
+    import jinja2
+
+    env = _environment(jinja2.FunctionLoader(load_template))
+    chart = {"path": chart_path, "alt": _ALT} if chart_path else None
+    text = env.get_template("compare.md.j2").render(**_context(doc, escape=True), chart=chart)
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def write_compare(doc: dict[str, Any], out_dir: str | Path,
+                  formats: Sequence[str] = ("json", "md", "html", "pdf")) -> dict[str, Path]:
+    """Write the comparison's files into ``out_dir``; returns their paths by format."""
+    import vl_convert
+
+    from .render import _environment as html_environment
+
+    root = Path(out_dir)
+    out: dict[str, Path] = {}
+    spec = compare_chart(doc)
+    if "json" in formats:
+        write_json(root / "compare.json", json_ready(doc))
+        out["json"] = root / "compare.json"
+    if "md" in formats:
+        png = vl_convert.vegalite_to_png(spec, vl_version=vl_version(), scale=2)
+        write_bytes(root / COMPARE_FILES / "deltas.png", png)
+        out["md"] = write_bytes(root / "compare.md",
+                                compare_markdown(doc, f"{COMPARE_FILES}/deltas.png").encode())
+    pages = [f for f in ("html", "pdf") if f in formats]
+    if pages:
+        page = html_environment().get_template("compare.html.j2")
+        context = {**_context(doc, escape=False), "css": asset("card.css"),
+                   "chart": {"uri": svg_data_uri(spec), "alt": _ALT}}
+        if "html" in formats:
+            out["html"] = write_bytes(root / "compare.html", page.render(**context, mode="html").encode())
+        if "pdf" in formats:
+            import weasyprint
+
+            html = page.render(**context, mode="pdf")
+            out["pdf"] = write_bytes(root / "compare.pdf", weasyprint.HTML(string=html).write_pdf())
+    return out

@@ -1,0 +1,175 @@
+"""`reporter compare`: before/after release notes on real runs of a tiny local model.
+
+The positive control is built for real: the "release" model answers a multiple-choice task whose
+gold answers are the base model's own answers (so the base scores 100 %), and the new release is
+the same model with one MLP's weights scaled, which changes many of its answers. ``compare`` must
+report that task as a significant regression, and gsm8k (0 % for both, untouched) as unchanged.
+The refusals are real runs too: one on fewer items, one with other MUI settings.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from reporter.analyse.compare import compare_runs
+from reporter.cli import main
+from reporter.errors import UserError
+from reporter.metrics.stats import holm, mcnemar_exact
+from reporter.store.samples import read_samples
+from tests.test_golden import _save_local_model
+
+N_ITEMS = 40
+PROFILE = """\
+name: release
+mui: {{top_ratio: {top_ratio}, mode: score}}
+lpp: {{enabled: false}}
+contamination: {{verbatim_items: 0, reference_texts: 4}}
+smoke_texts: 2
+tasks:
+  - {{name: mine, type: jsonl, path: mine.jsonl, prompt_field: q, answer_field: a, choices_field: options,
+      scorer: choice, shots: 0, max_new_tokens: 2, limit: {limit}}}
+  - {{name: gsm8k, limit: 3, shots: 0, max_new_tokens: 6}}
+"""
+
+
+def _run(root: Path, out: str, model_dir: str, *, top_ratio: float = 0.01, limit: int = N_ITEMS) -> Path:
+    (root / f"{out}.profile.yaml").write_text(PROFILE.format(top_ratio=top_ratio, limit=limit))
+    (root / f"{out}.yaml").write_text(f"profile: {out}.profile.yaml\nseed: 5\n"
+                                      f"models:\n  - {{name: Release, source: ./{model_dir}}}\n")
+    r = CliRunner().invoke(main, ["run", str(root / f"{out}.yaml"), "-o", str(root / out), "--no-progress",
+                                  "--no-render"])
+    assert r.exit_code == 0, r.output
+    return root / out
+
+
+def _items(answers: list[str] | None = None) -> str:
+    words = ["red", "blue", "green", "black", "white", "grey", "pink", "gold"]
+    lines = []
+    for i in range(N_ITEMS):
+        opts = [words[(i + k) % len(words)] + f" {i}" for k in range(4)]
+        lines.append(json.dumps({"id": f"q{i}", "q": f"Which colour is item {i}?", "options": opts,
+                                 "a": answers[i] if answers else "A"}))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    _save_local_model(root / "v1", "llama", 1)
+    model = __import__("transformers").AutoModelForCausalLM.from_pretrained(root / "v1")
+    with torch.no_grad():  # the damaged release: one MLP's output scaled
+        model.model.layers[1].mlp.down_proj.weight.mul_(4.0)
+    model.save_pretrained(root / "v2")
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (root / "v1" / f).exists():
+            (root / "v2" / f).write_bytes((root / "v1" / f).read_bytes())
+    # the base model's own answers become the gold answers (its run with other MUI settings is kept)
+    (root / "mine.jsonl").write_text(_items())
+    probe = _run(root, "other-mui", "v1", top_ratio=0.02)
+    got = read_samples(probe / "models/Release/tasks/mine/samples.jsonl")
+    answers = [got[f"q{i}"]["extracted"] for i in range(N_ITEMS)]
+    (root / "mine.jsonl").write_text(_items(answers))
+    return {"root": root, "base": _run(root, "base", "v1"), "new": _run(root, "new", "v2"),
+            "fewer": _run(root, "fewer", "v1", limit=30), "other_mui": probe}
+
+
+def _row(doc: dict, task: str) -> dict:
+    return next(r for r in doc["rows"] if r["task"] == task)
+
+
+def test_damaged_release_is_a_significant_regression(runs):
+    doc = compare_runs(runs["base"], runs["new"])
+    mine, gsm = _row(doc, "mine"), _row(doc, "gsm8k")
+    assert mine["base_score"] == 1.0 and mine["n"] == N_ITEMS  # gold = the base model's answers
+    assert mine["status"] == "regression" and mine["significant"]
+    # the numbers, against a plain recomputation from the two runs' samples
+    base = read_samples(runs["base"] / "models/Release/tasks/mine/samples.jsonl")
+    new = read_samples(runs["new"] / "models/Release/tasks/mine/samples.jsonl")
+    lost = sum(base[i]["score"] == 1 and new[i]["score"] == 0 for i in base)
+    gained = sum(base[i]["score"] == 0 and new[i]["score"] == 1 for i in base)
+    assert (mine["n_regressed"], mine["n_improved"]) == (lost, gained) and lost >= 10
+    assert mine["delta"] == pytest.approx(sum(new[i]["score"] - base[i]["score"] for i in base) / N_ITEMS)
+    assert mine["ci_low"] <= mine["delta"] <= mine["ci_high"] < 0
+    p_gsm = mcnemar_exact(0, 0)
+    assert mine["p_holm"] == pytest.approx(holm([mcnemar_exact(lost, gained), p_gsm])[0])
+    assert gsm["status"] == "no significant change" and gsm["delta"] == 0 and gsm["p_holm"] == 1.0
+    assert doc["rows"][0] is mine  # regressions first
+    assert mine["mui"]["n_samples"] == N_ITEMS and mine["mui"]["delta"] == pytest.approx(
+        mine["mui"]["new"] - mine["mui"]["base"])
+
+
+def test_cli_writes_release_notes_and_pipes_markdown(runs, tmp_path):
+    r = CliRunner().invoke(main, ["compare", str(runs["base"]), str(runs["new"]), "-o", str(tmp_path / "c")])
+    assert r.exit_code == 0, r.output
+    notes = r.stdout
+    assert notes == (tmp_path / "c" / "compare.md").read_text()  # stdout is the Markdown, file list on stderr
+    assert "compare.pdf" in r.stderr and "compare.pdf" not in notes
+    regressions = notes.split("## Significant regressions")[1].split("## Significant improvements")[0]
+    doc = json.loads((tmp_path / "c" / "compare.json").read_text())
+    m = doc["rows"][0]
+    pp = [f"{100 * m[k]:.1f}".replace("-", "−") for k in ("delta", "ci_low", "ci_high")]
+    p = "p < 0.001" if m["p_holm"] < 0.001 else f"p = {m['p_holm']:.3f}"
+    assert f"- mine {pp[0]} pp [{pp[1]}, {pp[2]}], {p} (100.0% → " in regressions
+    unchanged = notes.split("## No significant change")[1].split("## Effort (MUI)")[0]
+    assert "| gsm8k |" in unchanged and "mine" not in unchanged
+    assert (tmp_path / "c" / "compare_files" / "deltas.png").read_bytes()[:4] == b"\x89PNG"
+    assert [r_["task"] for r_ in doc["rows"]] == ["mine", "gsm8k"]
+    html = (tmp_path / "c" / "compare.html").read_text()
+    assert "regression" in html and "<script" not in html
+    assert (tmp_path / "c" / "compare.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_default_output_is_inside_the_new_run(runs):
+    r = CliRunner().invoke(main, ["compare", str(runs["base"]), str(runs["base"])])
+    assert r.exit_code == 0, r.output
+    assert (runs["base"] / "compare" / "compare.md").is_file()
+    assert "## Significant regressions\n\n- none" in r.stdout
+
+
+def test_different_items_are_refused_in_one_line(runs):
+    r = CliRunner().invoke(main, ["compare", str(runs["fewer"]), str(runs["base"])])
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.output
+    assert "mine of Release: the runs answered different items (30 in base, 40 in new, 30 shared)" in lines[0]
+    # comparing only the shared items is an explicit choice, and then MUI is not compared
+    doc = compare_runs(runs["fewer"], runs["base"], shared_only=True)
+    assert _row(doc, "mine")["n"] == 30 and "mui" not in _row(doc, "mine")
+    assert any("MUI was not compared" in n for n in doc["notes"])
+
+
+def test_different_mui_settings_are_refused_in_one_line(runs):
+    r = CliRunner().invoke(main, ["compare", str(runs["other_mui"]), str(runs["base"])])
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "MUI is not comparable" in lines[0] and "top_ratio 0.02" in lines[0]
+    assert "top_ratio 0.01" in lines[0] and "--no-mui" in lines[0]
+    doc = compare_runs(runs["other_mui"], runs["base"], mui=False)  # scores only
+    assert all("mui" not in r_ for r_ in doc["rows"])
+
+
+def test_pairs_by_explicit_names_and_refuses_unknown_ones(runs):
+    with pytest.raises(UserError, match="'Nope' is not a model of the new run"):
+        compare_runs(runs["base"], runs["new"], pairs=[("Release", "Nope")])
+    doc = compare_runs(runs["base"], runs["new"], pairs=[("Release", "Release")])
+    assert doc["pairs"] == [{"base": "Release", "new": "Release"}]
+    r = CliRunner().invoke(main, ["compare", str(runs["base"]), str(runs["new"]), "--pair", "Release"])
+    assert r.exit_code == 2 and "expected OLD=NEW" in r.stderr
+
+
+def test_not_a_run_directory(tmp_path):
+    r = CliRunner().invoke(main, ["compare", str(tmp_path), str(tmp_path)])
+    assert r.exit_code == 2 and "not a run directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["analyse"], ["render"], ["compare"], ["validate"]])
+def test_every_help_has_a_worked_example(command):
+    r = CliRunner().invoke(main, [*command, "--help"])
+    assert r.exit_code == 0
+    example = r.stdout.split("Example")[1]  # "Example:" or "Examples:", then an indented command line
+    assert re.search(r"^\s+reporter \w+ ", example, re.M), r.stdout

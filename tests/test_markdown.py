@@ -1,0 +1,156 @@
+"""card.md and the Hugging Face README: real Markdown parsers read them back.
+
+card.md goes through markdown-it-py (CommonMark with GFM tables) and the leaderboard table in
+the resulting HTML must hold each model's mean score, recomputed here from results.json with a
+plain loop. The README of one model must parse with huggingface_hub's ``ModelCard`` (offline) and
+give back that model's scores.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reporter.card.render import render
+from reporter.cli import main
+
+DATA = Path(__file__).parent / "data"
+PROBES = {"spc", "ar"}
+
+
+class _Tables(HTMLParser):
+    """Every <table> of an HTML page as rows of cell texts, with the heading before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[str, list[list[str]]]] = []
+        self.heading, self._in_h, self._cell = "", False, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("h1", "h2", "h3"):
+            self._in_h, self.heading = True, ""
+        elif tag == "table":
+            self.tables.append((self.heading, []))
+        elif tag == "tr":
+            self.tables[-1][1].append([])
+        elif tag in ("td", "th"):
+            self._cell = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("h1", "h2", "h3"):
+            self._in_h = False
+        elif tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][1][-1].append(self._cell.strip())
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._in_h:
+            self.heading += data
+        if self._cell is not None:
+            self._cell += data
+
+
+def _gfm(text: str) -> dict[str, list[list[str]]]:
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(text)
+    p = _Tables()
+    p.feed(html)
+    return {heading: rows for heading, rows in p.tables}
+
+
+def _means(results: dict) -> dict[str, float]:
+    """Each complete model's plain mean over the benchmark tasks (the leaderboard's score)."""
+    bench = sorted({t for m in results["models"].values() for t in m.get("tasks", {})} - PROBES)
+    out = {}
+    for name, m in results["models"].items():
+        scores = [m["tasks"][t]["score"] for t in bench if t in m.get("tasks", {})]
+        if len(scores) == len(bench):
+            total = 0.0
+            for s in scores:
+                total += s
+            out[name] = total / len(scores)
+    return out
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    root = tmp_path_factory.mktemp("md") / "run"
+    shutil.copytree(DATA / "full", root)
+    return root, render(root, formats=("md",))
+
+
+def test_card_md_is_gfm_with_the_leaderboard_numbers(full):
+    root, paths = full
+    assert set(paths) >= {"md"} and not (root / "card.html").exists()
+    text = paths["md"].read_text()
+    tables = _gfm(text)
+    board = tables["Leaderboard"]
+    assert board[0][:4] == ["Rank (95% interval)", "Tier", "Model", "Score % [≈95% CI]"]
+    rows = {r[2].replace("\\", ""): r for r in board[1:]}
+    results = json.loads((root / "results.json").read_text())
+    means = _means(results)
+    assert means and set(means) <= set(rows)
+    for name, mean in means.items():
+        assert rows[name][3].split(" [")[0] == f"{100 * mean:.1f}", name
+    ranked = [r for r in board[1:] if re.match(r"\d", r[0])]
+    assert [int(r[0].split()[0]) for r in ranked] == sorted(int(r[0].split()[0]) for r in ranked)
+    assert any(r[0] == "reference: chance" for r in board[1:])  # untrained: never ranked
+    # the per-task table: one row per benchmark task, every model's score with its CI
+    tasks = tables["Per-task scores"]
+    arc = next(r for r in tasks[1:] if r[0].replace("\\", "") == "arc_challenge")
+    qwen = results["models"]["Qwen2.5-1.5B-Instruct"]["tasks"]["arc_challenge"]
+    col = [h.replace("\\", "") for h in tasks[0]].index("Qwen2.5-1.5B-Instruct")
+    assert arc[col].startswith(f"{100 * qwen['score']:.1f} [{100 * qwen['ci_low']:.1f}, {100 * qwen['ci_high']:.1f}]")
+    # the charts: PNG files beside it, linked relatively with alt text
+    links = re.findall(r"!\[([^\]]+)\]\(([^)]+)\)", text)
+    assert links and all(alt and not src.startswith(("/", "http")) for alt, src in links)
+    assert all((root / src).read_bytes()[:4] == b"\x89PNG" for _, src in links)
+    assert "card.html" in text and "](card.html" not in text  # a pointer, not a link
+    assert len(text.splitlines()) < 150
+
+
+def test_card_md_sections_print_alone():
+    r = CliRunner().invoke(main, ["render", str(DATA / "full"), "--format", "md", "--section", "leaderboard"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("## Leaderboard") and "## Per-task scores" not in r.stdout
+    bad = CliRunner().invoke(main, ["render", str(DATA / "full"), "--format", "md", "--section", "nope"])
+    assert bad.exit_code == 2 and "unknown card section 'nope'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    bad = CliRunner().invoke(main, ["render", str(DATA / "full"), "--section", "summary"])
+    assert bad.exit_code == 2 and "use it with --format md" in bad.stderr
+
+
+def test_hf_readme_parses_with_huggingface_hub_and_gives_the_scores(tmp_path):
+    from huggingface_hub import ModelCard
+    from huggingface_hub.repocard_data import model_index_to_eval_results
+
+    shutil.copytree(DATA / "full", tmp_path / "run")
+    r = CliRunner().invoke(main, ["render", str(tmp_path / "run"), "--format", "hf",
+                                  "--model", "Qwen2.5-1.5B-Instruct"])
+    assert r.exit_code == 0, r.output
+    readme = tmp_path / "run" / "hf" / "Qwen2.5-1.5B-Instruct" / "README.md"
+    card = ModelCard.load(readme)  # a local path: no network
+    name, evals = model_index_to_eval_results(card.data.to_dict()["model-index"])
+    assert name == "Qwen2.5-1.5B-Instruct"
+    tasks = json.loads((tmp_path / "run" / "results.json").read_text())["models"][name]["tasks"]
+    got = {(e.dataset_type, e.dataset_config, e.metric_type): e.metric_value for e in evals}
+    assert got[("allenai/ai2_arc", "ARC-Challenge", "accuracy")] == pytest.approx(100 * tasks["arc_challenge"]["score"])
+    assert got[("openai/gsm8k", "main", "exact_match")] == pytest.approx(100 * tasks["gsm8k"]["score"])
+    assert card.text.lstrip().startswith("# Qwen2.5-1.5B-Instruct")
+    assert f"{100 * tasks['mmlu']['score']:.1f} [" in card.text
+    bad = CliRunner().invoke(main, ["render", str(tmp_path / "run"), "--format", "hf"])
+    assert bad.exit_code == 2 and "--model NAME" in bad.stderr
+    bad = CliRunner().invoke(main, ["render", str(tmp_path / "run"), "--format", "hf", "--model", "Nope"])
+    assert bad.exit_code == 2 and "is not a model of this run" in bad.stderr
+
+
+def test_a_run_writes_card_md_by_default():
+    from reporter.card.render import DEFAULT_FORMATS
+
+    assert "md" in DEFAULT_FORMATS
