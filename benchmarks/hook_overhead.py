@@ -18,9 +18,15 @@ Peak memory, per variant, in one extra untimed pass:
   arena makes it lag and it cannot separate the pass from the rest of the process.
   ``peak_extra_mb_*`` is the in-pass part alone (activations, logits, collector work).
 
+With ``--sae-features N`` two more variants run: ``sae`` (one random N-feature SAE on the
+residual stream after the middle layer, :class:`reporter.collect.collectors.sae.SAECollector`)
+and ``score+sae`` (neuron MUI and feature MUI in the same pass); ``ratio_sae_over_score`` is
+the cost of adding the SAE to the neuron-only pass.
+
 Usage::
 
     python benchmarks/hook_overhead.py --shape smollm2-135m --device cpu --json
+    python benchmarks/hook_overhead.py --shape smollm2-135m --modes score --sae-features 16384 --json
     python benchmarks/hook_overhead.py --shape llama-3.1-8b --device cuda --dtype bfloat16 --json
 """
 from __future__ import annotations
@@ -94,12 +100,30 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+_SAE: list = []  # the benchmark's random SAE (built once in main)
+
+
+def random_sae(d_model: int, n_features: int, layer: int, device: str):
+    """A random ReLU SAE of ``n_features`` features on ``layer``'s output (weights as SAELens keeps them: fp32)."""
+    from reporter.models.sae import SAE
+
+    g = torch.Generator().manual_seed(2)
+    W = torch.randn(d_model, n_features, generator=g) / d_model ** 0.5
+    return SAE("random", layer, "resid_post", "standard", W, torch.full((n_features,), -0.5), torch.zeros(d_model),
+               None, True, "").to(device)
+
+
 def _collectors(variant: str, top_ratio: float):
     """``plain``; a MUI mode; ``score+lpp`` (MUI score + the LPP signature collector over the
     whole sequence); ``full`` (score + LPP + token log-probs: everything the run's pass feeds).
     """
     if variant == "plain":
         return []
+    if variant in ("sae", "score+sae"):
+        from reporter.collect.collectors.sae import SAECollector
+
+        cols = [SAECollector(_SAE, rho=0.9)]
+        return cols + ([MUICollector(top_ratio=top_ratio, mode="score")] if variant == "score+sae" else [])
     if variant in ("score+lpp", "full"):
         from reporter.collect.collectors.logprobs import TokenLogProbCollector
         from reporter.collect.collectors.lpp import LPPCollector
@@ -135,8 +159,19 @@ def _resident_bytes(model, batch: PassBatch) -> int:
     return total
 
 
+def _sae_bytes() -> int:
+    """The SAE's own tensors: resident like weights, counted only for the variants that use it."""
+    return sum(t.numel() * t.element_size() for s in _SAE for t in (s.W_enc, s.b_enc, s.b_dec, s.threshold)
+               if t is not None)
+
+
 def peak_memory(model, adapter, batch, variant, top_ratio, device) -> tuple[int, int]:
-    """(peak bytes including what is resident before the pass, peak bytes allocated by the pass)."""
+    """(peak bytes including what is resident before the pass, peak bytes allocated by the pass).
+
+    The SAE's weights count as resident for the ``sae`` variants only (on cuda they are allocated
+    for the whole benchmark, so they are subtracted from the other variants).
+    """
+    uses_sae = "sae" in variant
     gc.collect()
     if device == "cuda":
         torch.cuda.synchronize()
@@ -147,7 +182,7 @@ def peak_memory(model, adapter, batch, variant, top_ratio, device) -> tuple[int,
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
         del logits
-        return peak, peak - base
+        return peak - (0 if uses_sae else _sae_bytes()), peak - base
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -160,7 +195,7 @@ def peak_memory(model, adapter, batch, variant, top_ratio, device) -> tuple[int,
     for e in events:
         cur += e.nbytes()
         extra = max(extra, cur)
-    return _resident_bytes(model, batch) + extra, extra
+    return _resident_bytes(model, batch) + (_sae_bytes() if uses_sae else 0) + extra, extra
 
 
 def machine_info(device: str) -> dict:
@@ -198,6 +233,8 @@ def main(argv=None) -> int:
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     ap.add_argument("--extras", default="", help="comma-separated extra variants: score+lpp, full "
                     "(LPP's cost is reported as ratio_lpp_over_score)")
+    ap.add_argument("--sae-features", type=int, default=0,
+                    help="add the variants sae and score+sae with one random SAE of this many features")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: all CPUs)")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory passes")
     ap.add_argument("--json", action="store_true", help="print one JSON object only")
@@ -210,12 +247,16 @@ def main(argv=None) -> int:
     dtype = getattr(torch, args.dtype or ("bfloat16" if args.device == "cuda" else "float32"))
     modes = [m for m in args.modes.split(",") if m] + [e for e in args.extras.split(",") if e]
     _SEQ[0] = args.seq
+    if args.sae_features:
+        modes += ["sae", "score+sae"]
     variants = ["plain"] + modes
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else print
 
     t0 = time.perf_counter()
     model = build_model(args.shape, args.device, dtype)
     adapter = get_adapter(model)
+    if args.sae_features:
+        _SAE[:] = [random_sae(adapter.d_model, args.sae_features, adapter.n_layers // 2, args.device)]
     batch = make_batch(model.config.vocab_size, args.batch, args.seq, args.response, args.device)
     log(f"model {args.shape} ({sum(p.numel() for p in model.parameters()) / 1e6:.0f}M params, {dtype}) "
         f"built in {time.perf_counter() - t0:.1f}s on {args.device}, threads={torch.get_num_threads()}")
@@ -244,6 +285,10 @@ def main(argv=None) -> int:
     if "score+lpp" in modes and "score" in modes:  # issue target: LPP adds at most 10% to the hooked pass
         res["ratio_lpp_over_score"] = round(med["score+lpp"] / med["score"], 4)
         res["min_ratio_lpp_over_score"] = round(min(times["score+lpp"]) / min(times["score"]), 4)
+    if "score+sae" in modes and "score" in modes:  # issue target: the SAE adds at most 5% to the neuron-only pass
+        res["sae_features"] = args.sae_features
+        res["ratio_sae_over_score"] = round(med["score+sae"] / med["score"], 4)
+        res["min_ratio_sae_over_score"] = round(min(times["score+sae"]) / min(times["score"]), 4)
     for m in modes:  # least-disturbed run: robust to other processes on a shared machine
         res[f"min_ratio_{m}"] = round(min(times[m]) / min(times["plain"]), 4)
     res["times_ms"] = {v: [round(t, 2) for t in ts] for v, ts in times.items()}

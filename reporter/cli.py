@@ -224,12 +224,13 @@ def validate(file):
     Example:
       reporter validate models.yaml     # models.yaml: OK (3 models, profile quick, 4 tasks)
     """
-    from .config import load_config, load_profile
+    from .config import check_sae, load_config, load_profile
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
 
     try:
         cfg = load_config(file)
         prof = load_profile(cfg.profile)
+        check_sae(cfg, prof)
     except UserError as e:
         _fail(e)
     click.echo(f"{file}: OK ({len(cfg.models)} model{'s' if len(cfg.models) != 1 else ''}, profile "

@@ -61,6 +61,35 @@ class MUISettings(TypedDict, total=False):
     d_ff: int
 
 
+class SAEInfo(TypedDict, total=False):
+    """One SAE of a run: where it reads and what it is (two runs' feature MUI compare only when these agree)."""
+
+    layer: int
+    hook: str
+    d_sae: int
+    d_in: int
+    architecture: str
+    source: str
+    sha256: str
+
+
+class SAESettings(TypedDict, total=False):
+    """How a task's MUI over SAE features was measured."""
+
+    rho: float
+    n_samples: int
+    saes: list[SAEInfo]
+
+
+class TopFeature(TypedDict, total=False):
+    """A feature key to many samples of a task: SAE layer, hook point, feature id, share of samples."""
+
+    layer: int
+    hook: str
+    feature: int
+    share: Fraction
+
+
 class Calibration(TypedDict, total=False):
     """Calibration of the option probabilities of a multiple-choice task."""
 
@@ -112,6 +141,10 @@ class TaskSummary(TypedDict, total=False):
     mui: float
     mui_per_layer: list[float]
     mui_settings: MUISettings
+    mui_sae: float
+    mui_sae_per_layer: list[float]
+    mui_sae_settings: SAESettings
+    sae_top_features: list[TopFeature]
     answer_from_logprob_share: Fraction
     calibration: Calibration
     ar: ARMetrics
@@ -567,6 +600,7 @@ class Analysis(TypedDict, total=False):
     ties: Ties
     power: Power
     contamination: list[ContaminationRow]
+    law_sae: Law
     diversity: dict[str, Diversity]
     coreset: CoreSetExport
     training: Training
@@ -586,7 +620,8 @@ class Results(TypedDict, total=False):
 
 
 #: the documents of the README's schema section, in reading order
-DOCUMENTS: tuple[Any, ...] = (Results, RunInfo, ModelResult, ModelMeta, Smoke, TaskSummary, MUISettings, Calibration, ARMetrics,
+DOCUMENTS: tuple[Any, ...] = (Results, RunInfo, ModelResult, ModelMeta, Smoke, TaskSummary, MUISettings, SAESettings,
+                              SAEInfo, TopFeature, Calibration, ARMetrics,
                               Validation, LPPProfile, LPPPrefix, LPPRobust, Comparison, LPPCorrelation, Analysis,
                               Law, LawFit, NoFit, LawPoint, Excluded, Fairness, FairRow, Ranking, RankRow, LeaderDiff,
                               Reference, NotRanked, ChanceTest, Ties, Power, PowerRow, ContaminationRow, Signal,

@@ -29,7 +29,7 @@ from ..metrics.min_k import question_logprobs
 from ..metrics.mui import LEGACY_DEFINITION
 from ..schema import is_untrained
 from ..store.atomic import read_json, write_json
-from ..store.layout import CORESET, LOGPROBS, NEURONS, REFERENCE_LOGPROBS, VERBATIM, RunDir
+from ..store.layout import CORESET, FEATURES, LOGPROBS, NEURONS, REFERENCE_LOGPROBS, VERBATIM, RunDir
 from ..store.logprobs import load_logprobs
 from ..store.neurons import load_neuron_sets
 from ..store.ragged import ragged_ok
@@ -58,8 +58,12 @@ def _finite(v: Any) -> bool:
 Points = dict[str, dict[str, dict[str, Any]]]  # {model: {task: point}}
 
 
-def _points(results: dict[str, Any]) -> tuple[Points, Points, list[dict[str, Any]]]:
-    """{model: {task: point}} for law models and for baselines, plus rows left out and why."""
+def _points(results: dict[str, Any], key: str = "mui", settings_key: str = "mui_settings",
+            settings: Sequence[str] = _SETTINGS) -> tuple[Points, Points, list[dict[str, Any]]]:
+    """{model: {task: point}} for law models and for baselines, plus rows left out and why.
+
+    ``key`` is the effort measure: ``mui`` (neurons) or ``mui_sae`` (SAE features).
+    """
     law: Points = {}
     base: Points = {}
     left_out: list[dict[str, Any]] = []
@@ -71,12 +75,13 @@ def _points(results: dict[str, Any]) -> tuple[Points, Points, list[dict[str, Any
             if not _finite(s.get("score")):
                 left_out.append({"model": name, "task": task, "reason": "no score"})
                 continue
-            if not _finite(s.get("mui")):
-                left_out.append({"model": name, "task": task, "reason": "no MUI measured (mui disabled?)"})
+            if not _finite(s.get(key)):
+                left_out.append({"model": name, "task": task, "reason": "no MUI measured (mui disabled?)" if key == "mui"
+                                 else "no MUI over SAE features measured (mui.unit is not sae or both)"})
                 continue
             target.setdefault(name, {})[task] = {"label": name, "model": name, "task": task,
-                                                 "P": 100.0 * float(s["score"]), "MUI": float(s["mui"]),
-                                                 "settings": {k: (s.get("mui_settings") or {}).get(k) for k in _SETTINGS}}
+                                                 "P": 100.0 * float(s["score"]), "MUI": float(s[key]),
+                                                 "settings": {k: (s.get(settings_key) or {}).get(k) for k in settings}}
         if target is base:
             left_out.append({"model": name, "task": None,
                              "reason": "untrained baseline: a reference row, never a point of the law"})
@@ -252,6 +257,8 @@ def _diversity(results: dict, rd: RunDir, per_item: PerItem, seed: int, n_resamp
         sets_by_task, ids_by_task = {}, {}
         for task in sorted(e.get("tasks") or {}):
             path = rd.task_dir(slug, task) / NEURONS
+            if not path.is_file() and (rd.task_dir(slug, task) / FEATURES).is_file():  # mui.unit: sae
+                path = rd.task_dir(slug, task) / FEATURES
             if path.is_file() and not ragged_ok(path):
                 notes.append(f"{name} / {task}: {path.name} is damaged; diversity leaves the task out "
                              "(rerun `reporter run` to recompute it)")
@@ -343,11 +350,18 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
                      "not points of the law and not ranked")
     contamination = _contamination(results, rd, fits)
     _flag_fairness(fair, contamination)
+    law_sae = None
+    if any(_finite(s.get("mui_sae")) for e in (results.get("models") or {}).values()
+           for s in (e.get("tasks") or {}).values()):
+        sae_pts, _, sae_left = _points(results, "mui_sae", "mui_sae_settings", ("rho", "n_samples"))
+        law_sae = _law(sae_pts, seed, n_resamples)[0]
+        law_sae["left_out"] = sae_left
     per_item = per_item_scores(results, rd.root)
     diversity, coreset = _diversity(results, rd, per_item, seed, n_resamples, notes)
     out = {"version": ANALYSIS_VERSION, "seed": seed, "law": law, "fairness": fair,
            **leaderboard(results, per_item, seed=seed, n_resamples=n_resamples),
            "contamination": contamination,
+           **({"law_sae": law_sae} if law_sae is not None else {}),  # only when a model counted SAE features
            "diversity": diversity, "coreset": coreset,
            "training": _training(results, law_pts),
            "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE,

@@ -93,7 +93,9 @@ def _averages(card: dict[str, Any]) -> None:
     for m in card["models"]:
         ts = [m["tasks"][t] for t in bench if t in m["tasks"]]
         m["complete"] = bool(bench) and len(ts) == len(bench)
-        m["avg"] = m["avg_lo"] = m["avg_hi"] = m["avg_mui"] = None
+        m["avg"] = m["avg_lo"] = m["avg_hi"] = m["avg_mui"] = m["avg_mui_sae"] = None
+        m["sae_tasks"] = [t for t in bench if (m["tasks"].get(t) or {}).get("mui_sae") is not None]
+        m["sae_settings"] = m["tasks"][m["sae_tasks"][0]]["mui_sae_settings"] if m["sae_tasks"] else None
         if m["complete"]:
             k = len(ts)
             m["avg"] = sum(t["score"] for t in ts) / k
@@ -101,6 +103,8 @@ def _averages(card: dict[str, Any]) -> None:
             m["avg_hi"] = min(1.0, m["avg"] + math.sqrt(sum((t["ci_high"] - t["score"]) ** 2 for t in ts)) / k)
             if all(t["mui"] is not None for t in ts):
                 m["avg_mui"] = sum(t["mui"] for t in ts) / k
+            if all(t.get("mui_sae") is not None for t in ts):
+                m["avg_mui_sae"] = sum(t["mui_sae"] for t in ts) / k
     _ranks(card)
     a = card["analysis"] or {}
     fair = {f["model"]: f for f in ((a.get("fairness") or {}).get("per_model") or [])}

@@ -93,6 +93,8 @@ for _s in (
     Section("law", "Utility Law", "law.j2", charts=("law_pooled", "law_per_task"), order=40),
     Section("mui", "MUI per-layer profile", "mui.j2", nav="MUI profile", charts=("mui_layers",), order=50,
             needs=("models.*.tasks.*.mui_per_layer",), missing="Per-layer MUI: not measured in this run."),
+    Section("sae", "MUI over SAE features", "sae.j2", nav="SAE features", order=55,
+            needs=("models.*.tasks.*.mui_sae",), missing=None),
     Section("lpp", "LPP signature", "lpp.j2", nav="LPP", charts=("lpp_entropy", "lpp_pr_er"), order=60),
     Section("contamination", "Contamination", "contamination.j2", order=70, needs=("analysis.contamination",),
             missing="Contamination checks: not run in this run."),

@@ -75,6 +75,8 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
     (mdir / ERROR).unlink(missing_ok=True)
     try:
         lm = load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype, run_seed=cfg.seed)
+        for plugin in enabled_collectors(profile):  # e.g. an SAE that does not fit this model: fail before any work
+            plugin.check_model(lm, profile)
     except UserError as e:
         write_json(mdir / ERROR, {"error": str(e)})
         log(f"{spec.name}: FAILED: {e}")

@@ -5,6 +5,8 @@ and render stages can read a run's configuration on a machine without torch.
 """
 from .models import ModelSpec, RunConfig, default_config, load_config, parse_config
 from .profile import ContaminationConfig, LPPConfig, MUIConfig, Profile, TaskConfig, builtin_profiles, load_profile
+from .sae import SAEConfig, check_sae
 
 __all__ = ["ModelSpec", "RunConfig", "default_config", "load_config", "parse_config", "Profile", "TaskConfig",
-           "MUIConfig", "LPPConfig", "ContaminationConfig", "load_profile", "builtin_profiles"]
+           "MUIConfig", "LPPConfig", "ContaminationConfig", "load_profile", "builtin_profiles",
+           "SAEConfig", "check_sae"]

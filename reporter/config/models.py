@@ -25,6 +25,7 @@ from ..errors import ConfigError
 from ..registry import Registry, unknown_name
 from ..store.layout import slugify
 from .files import Problems, load_yaml, short, type_name
+from .sae import SAEConfig, parse_sae
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 KINDS = ("base", "instruct")
@@ -61,6 +62,8 @@ class ModelSpec:
     num_gpus: float | None = None
     num_cpus: float = 1
     generation_backend: str = "transformers"
+    #: this model's SAEs for MUI over features (replaces the profile's ``mui.sae``)
+    sae: SAEConfig | None = None
 
     @property
     def source_type(self) -> str:
@@ -268,6 +271,8 @@ def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True
                 else:
                     ok[rk] = rv
             spec["random"] = ok
+    if "sae" in m and m["sae"] is not None:
+        spec["sae"] = parse_sae(p, f"{k}.sae", m["sae"], base_dir)
     if spec.get("generation_backend") == "vllm" and str(m.get("source", "")).startswith("random:"):
         p.add(f"{k}.generation_backend", "vllm cannot load a random:ARCH model; use transformers")
     if len(p.lines) > n0:

@@ -27,6 +27,7 @@ from ..registry import did_you_mean, unknown_name
 from ..store.layout import slugify
 from ..tasks import JSONL_SCORERS, TASKS
 from .files import Problems, load_yaml, read_text, short
+from .sae import MUI_UNITS, SAEConfig, parse_sae
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,10 @@ class MUIConfig:
     validate_neurons: bool = False
     #: which activation and alignment define MUI: paper | contribution | mui-eval (reporter.metrics.mui.DEFINITIONS)
     definition: str = "paper"
+    #: what MUI counts: neurons (FFN neurons), sae (SAE features) or both, in the same pass
+    unit: str = "neurons"
+    #: the SAEs of ``unit: sae``/``both`` (a model's own ``sae:`` in the models YAML replaces it)
+    sae: SAEConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -311,6 +316,10 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
         p.add("mui.mode", f"{short(mui['mode'])} is not valid; use one of {', '.join(MUI_MODES)}")
     if "definition" in mui and mui["definition"] not in MUI_DEFINITIONS:
         p.add("mui.definition", unknown_name("definition", str(mui["definition"]), MUI_DEFINITIONS))
+    if "unit" in mui and mui["unit"] not in MUI_UNITS:
+        p.add("mui.unit", f"{short(mui['unit'])} is not valid; use one of {', '.join(MUI_UNITS)}")
+    if mui.get("sae") is not None:
+        mui["sae"] = parse_sae(p, "mui.sae", mui["sae"], base_dir, recorded=recorded)
     for key in ("top_ratio", "rho"):
         if key in mui and not (isinstance(mui[key], (int, float)) and 0 < mui[key] <= 1):
             p.add(f"mui.{key}", f"must be a number in (0, 1], got {short(mui[key])}")

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..analyse import write_analysis, write_results
 from ..collect.plan import build_task
-from ..config import Profile, RunConfig
+from ..config import Profile, RunConfig, check_sae
 from ..errors import UserError
 from ..store.atomic import read_json, write_json
 from ..store.layout import RunDir, slugify
@@ -48,6 +48,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
     rd = RunDir(output or cfg.output or default_output(cfg))
     run_jobs = get_executor(executor or cfg.executor, address or cfg.address)
     check_user_data(profile)
+    check_sae(cfg, profile)
     create_run_dir(rd.root)
     with run_lock(rd.root):
         old = read_json(rd.manifest)

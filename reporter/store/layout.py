@@ -18,6 +18,7 @@ resumes from them, and results.json can always be rebuilt from them::
     models/<slug>/tasks/<task>/parts/        per-batch collector artifacts while the task runs
     models/<slug>/tasks/<task>/summary.json  the task's entry in results.json, written last
     models/<slug>/tasks/<task>/neurons.npz, logprobs.npz, verbatim.json, validation.json
+    models/<slug>/tasks/<task>/features.npz  key SAE features per item (mui.unit sae or both)
 
 Every name that becomes a path component (model names, task names) goes through
 :func:`slugify`, so no name can point outside the run directory.
@@ -52,6 +53,7 @@ SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
 PARTS = "parts"
 NEURONS = "neurons.npz"
+FEATURES = "features.npz"
 LOGPROBS = "logprobs.npz"
 VERBATIM = "verbatim.json"
 VALIDATION = "validation.json"

@@ -19,7 +19,7 @@ The task runner, the resume logic and results assembly need no edit for a new pl
 loop over :data:`COLLECTORS`, and results assembly reads what the plugins wrote.
 
 >>> [c for c in COLLECTORS]
-['mui', 'logprobs', 'calibration', 'lpp']
+['mui', 'logprobs', 'calibration', 'lpp', 'sae']
 """
 from __future__ import annotations
 
@@ -94,6 +94,9 @@ class CollectorPlugin:
     def enabled(self, profile: Profile) -> bool:
         """Whether ``profile`` turns this collector on."""
         return True
+
+    def check_model(self, lm: Any, profile: Profile) -> None:
+        """Raise a one-line :class:`~reporter.errors.UserError` when this plugin cannot measure the loaded model."""
 
     # -- task scope
     def for_batch(self, batch: BatchContext) -> Collector | None:

@@ -87,7 +87,6 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -100,9 +99,8 @@ from ...instrument.hooks import HookSet
 from ...metrics.mui import DEFINITIONS, MODES, k_per_layer, per_layer_utilization, utilization
 from ...models.adapters import Adapter, get_adapter
 from ...store.layout import NEURONS
-from ...store.neurons import load_neuron_sets, merge_neuron_sets, save_neuron_sets
-from ...store.ragged import ragged_ok
-from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
+from .base import BatchContext, TaskContext, register_collector
+from .keysets import KeySetPlugin
 from .mui_eval import MUIEvalCollector
 
 __all__ = ["MUICollector", "MUIEvalCollector", "MUIPlugin", "key_neurons", "make_collector"]
@@ -409,15 +407,16 @@ def key_neurons(model: torch.nn.Module, input_ids: Any, attention_mask: Any, res
 
 
 @register_collector
-class MUIPlugin(CollectorPlugin):
+class MUIPlugin(KeySetPlugin):
     """Key-neuron sets of every item (``neurons.npz``) and the task's MUI, overall and per layer."""
 
     name = "mui"
     label = "MUI"
+    artifact = NEURONS
 
     def enabled(self, profile: Profile) -> bool:
-        """On unless the profile says ``mui: {enabled: false}``."""
-        return profile.mui.enabled
+        """On unless the profile says ``mui: {enabled: false}`` or counts SAE features only (``unit: sae``)."""
+        return profile.mui.enabled and profile.mui.unit in ("neurons", "both")
 
     def for_batch(self, batch: BatchContext) -> MUICollector | MUIEvalCollector:
         """A fresh collector of the profile's definition, with its settings."""
@@ -425,22 +424,9 @@ class MUIPlugin(CollectorPlugin):
         return make_collector(m.definition, m.top_ratio, m.mode, m.rho,
                               vocab_size=getattr(batch.task.lm.tokenizer, "vocab_size", None))
 
-    def save_batch(self, collector: Any, batch: BatchContext) -> None:
-        """The batch's key-neuron sets, with the settings that make them comparable."""
-        save_neuron_sets(batch.task.part_path(self.name, batch.index), batch.item_ids, collector.results(),
-                         self._meta(batch.task))
-
-    def batch_done(self, task: TaskContext, batch: int) -> bool:
-        """Whether the batch's part exists."""
-        return task.part_path(self.name, batch).is_file()
-
     def finish_task(self, task: TaskContext, samples: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """Merge the parts into ``neurons.npz``; MUI of the union over the task's items, in percent."""
-        path = task.task_dir / NEURONS
-        merge_neuron_sets(path, task.parts(self.name))
-        ids, sets, _ = load_neuron_sets(path)
-        by_id = dict(zip(ids, sets))
-        ordered = [by_id[it.id] for it in task.plan.items]
+        ordered = self.merged_sets(task)
         L, F = task.lm.adapter.n_layers, task.lm.adapter.d_ff
         m = task.profile.mui
         return {"mui": 100.0 * utilization(ordered, L, F),
@@ -448,12 +434,7 @@ class MUIPlugin(CollectorPlugin):
                 "mui_settings": {"definition": m.definition, "mode": m.mode, "top_ratio": m.top_ratio, "rho": m.rho,
                                  "n_samples": len(task.plan.items), "n_layers": L, "d_ff": F}}
 
-    def task_done(self, task_dir: Path, n_items: int) -> bool:
-        """Whether ``neurons.npz`` reads back whole with one set per item."""
-        return ragged_ok(task_dir / NEURONS, n_items)
-
-    @staticmethod
-    def _meta(task: TaskContext) -> dict[str, Any]:
+    def _meta(self, task: TaskContext) -> dict[str, Any]:
         lm, m = task.lm, task.profile.mui
         return {"model": lm.spec.name, "n_layers": lm.adapter.n_layers, "d_ff": lm.adapter.d_ff,
                 "definition": m.definition, "top_ratio": m.top_ratio, "mode": m.mode, "rho": m.rho,
