@@ -32,13 +32,14 @@ contamination: {{verbatim_items: 0, reference_texts: 4}}
 smoke_texts: 2
 tasks:
   - {{name: mine, type: jsonl, path: mine.jsonl, prompt_field: q, answer_field: a, choices_field: options,
-      scorer: choice, shots: 0, max_new_tokens: 2, limit: {limit}}}
+      scorer: choice, shots: 0, max_new_tokens: {tokens}, limit: {limit}}}
   - {{name: gsm8k, limit: 3, shots: 0, max_new_tokens: 6}}
 """
 
 
-def _run(root: Path, out: str, model_dir: str, *, top_ratio: float = 0.01, limit: int = N_ITEMS) -> Path:
-    (root / f"{out}.profile.yaml").write_text(PROFILE.format(top_ratio=top_ratio, limit=limit))
+def _run(root: Path, out: str, model_dir: str, *, top_ratio: float = 0.01, limit: int = N_ITEMS,
+         tokens: int = 2) -> Path:
+    (root / f"{out}.profile.yaml").write_text(PROFILE.format(top_ratio=top_ratio, limit=limit, tokens=tokens))
     (root / f"{out}.yaml").write_text(f"profile: {out}.profile.yaml\nseed: 5\n"
                                       f"models:\n  - {{name: Release, source: ./{model_dir}}}\n")
     r = CliRunner().invoke(main, ["run", str(root / f"{out}.yaml"), "-o", str(root / out), "--no-progress",
@@ -75,7 +76,8 @@ def runs(tmp_path_factory):
     answers = [got[f"q{i}"]["extracted"] for i in range(N_ITEMS)]
     (root / "mine.jsonl").write_text(_items(answers))
     return {"root": root, "base": _run(root, "base", "v1"), "new": _run(root, "new", "v2"),
-            "fewer": _run(root, "fewer", "v1", limit=30), "other_mui": probe}
+            "fewer": _run(root, "fewer", "v1", limit=30), "other_mui": probe,
+            "longer": _run(root, "longer", "v1", tokens=3)}
 
 
 def _row(doc: dict, task: str) -> dict:
@@ -151,6 +153,14 @@ def test_different_mui_settings_are_refused_in_one_line(runs):
     assert "top_ratio 0.01" in lines[0] and "--no-mui" in lines[0]
     doc = compare_runs(runs["other_mui"], runs["base"], mui=False)  # scores only
     assert all("mui" not in r_ for r_ in doc["rows"])
+
+
+def test_changed_task_settings_are_named_in_the_notes(runs):
+    doc = compare_runs(runs["base"], runs["longer"])
+    assert any(n.startswith("Task mine: its settings differ between the runs (max_new_tokens 2 → 3)")
+               for n in doc["notes"])
+    assert not any("gsm8k" in n for n in doc["notes"])  # unchanged task: no note
+    assert not any("settings differ" in n for n in compare_runs(runs["base"], runs["new"])["notes"])
 
 
 def test_pairs_by_explicit_names_and_refuses_unknown_ones(runs):

@@ -121,6 +121,15 @@ def _contamination_change(before: str | None, after: str | None) -> str:
     return "unchanged" if before == after else "changed"
 
 
+_IGNORED_TASK_KEYS = ("name", "items", "items_from", "path")  # ids are compared item by item; paths move
+
+
+def _task_settings(run: dict[str, Any], task: str) -> dict[str, Any]:
+    tasks = ((run["manifest"].get("resolved") or {}).get("profile") or {}).get("tasks") or []
+    entry = next((t for t in tasks if isinstance(t, dict) and t.get("name") == task), {})
+    return {k: v for k, v in entry.items() if k not in _IGNORED_TASK_KEYS}
+
+
 def _lpp(base: dict[str, Any], new: dict[str, Any], old: str, nw: str) -> dict[str, Any]:
     row: dict[str, Any] = {"base_model": old, "new_model": nw}
     settings = [((r["manifest"].get("resolved") or {}).get("profile") or {}).get("lpp") for r in (base, new)]
@@ -162,6 +171,13 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
                     f"in new, {len(shared)} shared), so no paired test is possible; rerun with the same task "
                     "settings (limit, seed)" + (" or pass --shared-only to compare the shared items" if shared else ""))
             work.append((old, nw, task, b_tasks[task], n_tasks[task], bi, ni))
+    for task in sorted({w[2] for w in work}):
+        b_set, n_set = _task_settings(base, task), _task_settings(new, task)
+        if b_set != n_set:
+            changed = [k for k in sorted(set(b_set) | set(n_set)) if b_set.get(k) != n_set.get(k)]
+            notes.append(f"Task {task}: its settings differ between the runs ("
+                         + "; ".join(f"{k} {b_set.get(k, 'default')} → {n_set.get(k, 'default')}" for k in changed)
+                         + "): a score change on it may come from the settings, not only from the model.")
     same_items = all(set(bi) == set(ni) for *_, bi, ni in work)
     mui_compared = mui and same_items
     for old, nw, task, b_entry, n_entry, bi, ni in work:
