@@ -13,6 +13,24 @@ import torch
 
 
 @dataclass
+class ScoredSlots:
+    """The scored positions of a batch in a padded [B, R] slot layout (R = most positions of any sample).
+
+    Slot ``b * R + r`` holds sample b's r-th scored position; ``rows`` is its row in the flattened
+    [B*T, ...] activations, ``valid`` is False on padding slots, and ``bb``/``tt``/``slot`` list
+    the real slots (sample, position, slot index).
+    """
+
+    R: int
+    counts: torch.Tensor  # [B] scored positions per sample
+    rows: torch.Tensor  # [B*R] long
+    valid: torch.Tensor  # [B*R] bool
+    bb: torch.Tensor
+    tt: torch.Tensor
+    slot: torch.Tensor
+
+
+@dataclass
 class PassBatch:
     """One batch of teacher-forced sequences.
 
@@ -44,6 +62,30 @@ class PassBatch:
         am = self.attention_mask.bool()
         nxt = self.response_mask.bool()[:, 1:] & am[:, 1:] & am[:, :-1]
         return torch.cat([nxt, torch.zeros_like(nxt[:, :1])], dim=1)
+
+    def scored_slots(self) -> ScoredSlots:
+        """:meth:`scored_positions` gathered into the padded slot layout collectors share.
+
+        One host sync (R), before the forward pass.
+
+        >>> b = PassBatch(torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.long),
+        ...               torch.tensor([[False, False, True, True], [False, False, False, True]]))
+        >>> s = b.scored_slots(); s.R, s.rows.tolist(), s.valid.tolist()
+        (2, [1, 2, 6, 0], [True, True, True, False])
+        """
+        pos = self.scored_positions()
+        B, T = pos.shape
+        counts = pos.sum(1)
+        R = int(counts.max().item()) if B else 0
+        dev = pos.device
+        rank = pos.long().cumsum(1) - 1
+        bb, tt = pos.nonzero(as_tuple=True)
+        slot = bb * R + rank[bb, tt]
+        rows = torch.zeros(B * R, dtype=torch.long, device=dev)
+        rows[slot] = bb * T + tt
+        valid = torch.zeros(B * R, dtype=torch.bool, device=dev)
+        valid[slot] = True
+        return ScoredSlots(R, counts, rows, valid, bb, tt, slot)
 
 
 def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str

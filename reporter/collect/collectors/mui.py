@@ -188,26 +188,18 @@ class MUICollector:
         """Gather the scored positions once and hook every layer's down-projection input."""
         L, F = adapter.n_layers, adapter.d_ff
         self.n_layers, self.d_ff = L, F
-        pos = batch.scored_positions()  # [B, T]
-        B, T = pos.shape
-        counts = pos.sum(1)
-        R = int(counts.max().item()) if B else 0  # one host sync per batch, before the forward
-        dev = pos.device
-        st = _BatchState(B=B, R=R, T=T, has_resp=counts > 0, rows=torch.empty(0, dtype=torch.long, device=dev),
+        sl = batch.scored_slots()  # one host sync per batch, before the forward
+        B, T = batch.input_ids.shape
+        R, dev = sl.R, sl.rows.device
+        st = _BatchState(B=B, R=R, T=T, has_resp=sl.counts > 0, rows=torch.empty(0, dtype=torch.long, device=dev),
                          pad_rows=None, targets=torch.empty(0, dtype=torch.long, device=dev))
         self._st = st
         if R == 0:
             return
-        rank = pos.long().cumsum(1) - 1
-        bb, tt = pos.nonzero(as_tuple=True)
-        slot = bb * R + rank[bb, tt]
-        rows = torch.zeros(B * R, dtype=torch.long, device=dev)
-        rows[slot] = bb * T + tt
+        rows = sl.rows
         targets = torch.zeros(B * R, dtype=torch.long, device=dev)
-        targets[slot] = batch.input_ids[bb, tt + 1]
-        valid = torch.zeros(B * R, dtype=torch.bool, device=dev)
-        valid[slot] = True
-        st.pad_rows = None if bool(valid.all()) else ~valid
+        targets[sl.slot] = batch.input_ids[sl.bb, sl.tt + 1]
+        st.pad_rows = None if bool(sl.valid.all()) else ~sl.valid
         if self.mode != "activation":
             # responses repeat tokens: project each distinct next token once per layer
             uniq, inv = torch.unique(targets, return_inverse=True)

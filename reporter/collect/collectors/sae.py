@@ -102,23 +102,13 @@ class SAECollector:
 
     def attach(self, hooks: HookSet, adapter: Any, batch: PassBatch) -> None:
         """Gather the scored positions once; hook each SAE's module."""
-        pos = batch.scored_positions()
-        B, T = pos.shape
-        counts = pos.sum(1)
-        R = int(counts.max().item()) if B else 0  # one host sync per batch, before the forward
-        dev = pos.device
-        st = _State(B=B, R=R, T=T, rows=torch.zeros(B * R, dtype=torch.long, device=dev), pad=None, has=counts > 0,
-                    keep=[None] * len(self.saes))
+        sl = batch.scored_slots()  # one host sync per batch, before the forward
+        B, T = batch.input_ids.shape
+        st = _State(B=B, R=sl.R, T=T, rows=sl.rows, pad=None, has=sl.counts > 0, keep=[None] * len(self.saes))
         self._st = st
-        if R == 0:
+        if sl.R == 0:
             return
-        rank = pos.long().cumsum(1) - 1
-        bb, tt = pos.nonzero(as_tuple=True)
-        slot = bb * R + rank[bb, tt]
-        st.rows[slot] = bb * T + tt
-        valid = torch.zeros(B * R, dtype=torch.bool, device=dev)
-        valid[slot] = True
-        st.pad = None if bool(valid.all()) else ~valid.view(B, R)
+        st.pad = None if bool(sl.valid.all()) else ~sl.valid.view(B, sl.R)
         for i, sae in enumerate(self.saes):
             module, where = hook_module(adapter, sae)
             fn = self._make_hook(i)
