@@ -18,6 +18,8 @@ corpus, so it has no test). Comparisons that cannot be paired are refused with o
 >>> doc = compare_runs(run_dir, run_dir)  # a run against itself: nothing changed
 >>> sorted({r["status"] for r in doc["rows"]}), doc["family"]
 (['no significant change'], 6)
+>>> doc["lpp"][0]["compared"], doc["lpp"][0]["metrics"]["entropy_floor"]["delta"]
+(True, 0.0)
 """
 from __future__ import annotations
 
@@ -112,6 +114,12 @@ def _severity(run: dict[str, Any], model: str, task: str) -> str | None:
 
 
 def _contamination_change(before: str | None, after: str | None) -> str:
+    """How a task's contamination verdict moved from the base run to the new one.
+
+    >>> [_contamination_change(*p) for p in [("none", "weak"), ("strong", "none"), ("weak", "strong"),
+    ...                                      ("weak", "weak"), (None, "weak")]]
+    ['new', 'cleared', 'changed', 'unchanged', 'not measured']
+    """
     if before is None or after is None:
         return "not measured"
     if before not in _FIRES and after in _FIRES:
