@@ -141,7 +141,7 @@ def test_different_items_are_refused_in_one_line(runs):
     assert "mine of Release: the runs answered different items (30 in base, 40 in new, 30 shared)" in lines[0]
     # comparing only the shared items is an explicit choice, and then MUI is not compared
     doc = compare_runs(runs["fewer"], runs["base"], shared_only=True)
-    assert _row(doc, "mine")["n"] == 30 and "mui" not in _row(doc, "mine")
+    assert _row(doc, "mine")["n"] == 30 and _row(doc, "mine")["mui"] is None
     assert any("MUI was not compared" in n for n in doc["notes"])
 
 
@@ -152,7 +152,11 @@ def test_different_mui_settings_are_refused_in_one_line(runs):
     assert len(lines) == 1 and "MUI is not comparable" in lines[0] and "top_ratio 0.02" in lines[0]
     assert "top_ratio 0.01" in lines[0] and "--no-mui" in lines[0]
     doc = compare_runs(runs["other_mui"], runs["base"], mui=False)  # scores only
-    assert all("mui" not in r_ for r_ in doc["rows"])
+    assert all(r_["mui"] is None for r_ in doc["rows"])
+    r = CliRunner().invoke(main, ["compare", str(runs["other_mui"]), str(runs["base"]), "--no-mui", "-o",
+                                  str(runs["root"] / "no-mui")])
+    assert r.exit_code == 0, r.output
+    assert "## Effort (MUI)\n\n- not compared" in r.stdout and "MUI was not compared (--no-mui)." in r.stdout
 
 
 def test_changed_task_settings_are_named_in_the_notes(runs):

@@ -146,7 +146,10 @@ def _lpp(base: dict[str, Any], new: dict[str, Any], old: str, nw: str) -> dict[s
         return {**row, "compared": False, "reason": "LPP was not measured in " +
                 ("either run" if lpp[0] is lpp[1] is None else "the base run" if lpp[0] is None else "the new run")}
     if settings[0] != settings[1]:
-        return {**row, "compared": False, "reason": "the runs used different LPP settings (corpus, texts or context)"}
+        b, n = settings[0] or {}, settings[1] or {}
+        keys = [k for k in sorted(set(b) | set(n)) if b.get(k) != n.get(k)]
+        return {**row, "compared": False, "reason": "the runs used different LPP settings (" + "; ".join(
+            f"{k} {b.get(k, 'unset')} → {n.get(k, 'unset')}" for k in keys) + ")"}
     metrics = {}
     for key in LPP_KEYS:
         b, n = lpp[0].get(key), lpp[1].get(key)
@@ -203,7 +206,7 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
                "new_score": sum(ni[i] for i in shared) / len(shared),
                "delta": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "ci_method": c.method,
                "test": c.test, "p_value": c.p_value, "n_regressed": c.n01, "n_improved": c.n10,
-               "reference": is_untrained(base["results"]["models"][old]),
+               "reference": is_untrained(base["results"]["models"][old]), "mui": None,
                "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}}
         if mui_compared and ms[0] and ms[1]:
             row["mui"] = {"base": b_entry["mui"], "new": n_entry["mui"], "delta": n_entry["mui"] - b_entry["mui"],
