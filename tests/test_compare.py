@@ -176,6 +176,24 @@ def test_pairs_by_explicit_names_and_refuses_unknown_ones(runs):
     assert r.exit_code == 2 and "expected OLD=NEW" in r.stderr
 
 
+def test_a_release_that_fails_to_load_is_named_not_hidden(runs):
+    root = runs["root"]
+    broken = root / "v-broken"
+    broken.mkdir(exist_ok=True)
+    (broken / "config.json").write_text((root / "v2" / "config.json").read_text())
+    (broken / "model.safetensors").write_bytes(b"not weights")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (broken / f).write_bytes((root / "v1" / f).read_bytes())
+    (root / "broken.yaml").write_text("profile: base.profile.yaml\nseed: 5\nmodels:\n  - {name: Release, source: ./v-broken}\n")
+    r = CliRunner().invoke(main, ["run", str(root / "broken.yaml"), "-o", str(root / "broken"), "--no-progress",
+                                  "--no-render"])
+    assert r.exit_code == 2
+    r = CliRunner().invoke(main, ["compare", str(runs["base"]), str(root / "broken")])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "share no task; nothing to compare (Release failed in the new run: model 'Release': cannot load" in r.stderr
+    assert "its files look damaged (SafetensorError" in r.stderr
+
+
 def test_not_a_run_directory(tmp_path):
     r = CliRunner().invoke(main, ["compare", str(tmp_path), str(tmp_path)])
     assert r.exit_code == 2 and "not a run directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1

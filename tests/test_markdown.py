@@ -154,3 +154,36 @@ def test_a_run_writes_card_md_by_default():
     from reporter.card.render import DEFAULT_FORMATS
 
     assert "md" in DEFAULT_FORMATS
+
+
+def test_every_section_prints_alone_and_dotted_task_names_render():
+    from reporter.card.data import build_card
+    from reporter.card.markdown import MD_SECTIONS, markdown_card
+
+    for section in MD_SECTIONS:  # each block renders on its own (the summary needs the macros)
+        r = CliRunner().invoke(main, ["render", str(DATA / "full"), "--format", "md", "--section", section])
+        assert r.exit_code == 0, (section, r.output)
+    res = json.loads((DATA / "full" / "results.json").read_text())
+    manifest = json.loads((DATA / "full" / "manifest.json").read_text())
+    for m in res["models"].values():  # a task name with dots (names like gsm8k-v1.1 are valid)
+        if "gsm8k" in m["tasks"]:
+            m["tasks"]["gsm8k-v1.1"] = {**m["tasks"].pop("gsm8k"), "chance": 0.0}
+    for t in manifest["resolved"]["profile"]["tasks"]:
+        if t["name"] == "gsm8k":
+            t["name"] = "gsm8k-v1.1"
+    res.pop("analysis")
+    res["analysis"] = None
+    text = markdown_card(build_card(res, manifest))
+    row = next(r for r in _gfm(text)["Per-task scores"] if r[0].replace("\\", "") == "gsm8k-v1.1")
+    assert row[1] == "0.0"  # its chance level, found although the name has a dot
+
+
+def test_hf_warnings_name_the_model_not_a_longer_name():
+    from reporter.card.data import load_card
+    from reporter.card.markdown import hf_readme
+
+    card = load_card(DATA / "full")
+    card["warnings"] = [("high", "gpt2-large failed to load"), ("medium", "gpt2 is quantised")]
+    card["models"][0]["name"] = "gpt2"
+    text = hf_readme(card, "gpt2")
+    assert "gpt2 is quantised" in text and "gpt2-large failed" not in text

@@ -26,6 +26,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+from scipy import stats
+
 from ..errors import UserError
 from ..metrics.mui import LEGACY_DEFINITION
 from ..metrics.stats import ALPHA, holm, paired_comparison
@@ -91,11 +94,22 @@ def _items(run: dict[str, Any], model: str, task: str) -> dict[str, float]:
     return {r["id"]: float(r["score"]) for r in read_samples(run["rd"].task_dir(slug, task) / SAMPLES).values()}
 
 
+#: what must agree for two MUI values to be compared (not n_layers/d_ff: they describe the model, and a release
+#: may change it)
+MUI_COMPARABLE = ("definition", "mode", "top_ratio", "rho", "n_samples")
+
+
 def _mui_settings(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The MUI settings that must agree (runs recorded before definitions were named used ``contribution``).
+
+    >>> _mui_settings({"mui": 0.4, "mui_settings": {"mode": "score", "top_ratio": 0.001, "rho": 0.9,
+    ...                                             "n_samples": 8, "n_layers": 30, "d_ff": 1536}})
+    {'definition': 'contribution', 'mode': 'score', 'top_ratio': 0.001, 'rho': 0.9, 'n_samples': 8}
+    """
     s = entry.get("mui_settings")
     if entry.get("mui") is None or not isinstance(s, dict):
         return None
-    return {**s, "definition": s.get("definition") or LEGACY_DEFINITION}
+    return {**{k: s.get(k) for k in MUI_COMPARABLE}, "definition": s.get("definition") or LEGACY_DEFINITION}
 
 
 def _who(old: str, new: str) -> str:
@@ -163,7 +177,7 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
     """The comparison document (``compare.json``) of two analysed run directories; see the module doc."""
     base, new = _load(Path(base_dir), "BASE_RUN"), _load(Path(new_dir), "NEW_RUN")
     paired = _pairs(base, new, pairs)
-    seed = int(base["results"]["run"].get("seed") or 0)
+    seed = int((base["results"].get("run") or {}).get("seed") or 0)
     rows: list[dict[str, Any]] = []
     tasks_only: dict[str, set[str]] = {"base": set(), "new": set()}
     notes: list[str] = []
@@ -181,6 +195,10 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
                     f"{task} of {_who(old, nw)}: the runs answered different items ({len(bi)} in base, {len(ni)} "
                     f"in new, {len(shared)} shared), so no paired test is possible; rerun with the same task "
                     "settings (limit, seed)" + (" or pass --shared-only to compare the shared items" if shared else ""))
+            if not shared:
+                raise UserError(f"{task} of {_who(old, nw)}: no answered item in "
+                                f"{'either run' if not bi and not ni else 'the base run' if not bi else 'the new run'} "
+                                "(its samples.jsonl is missing or empty); rerun `reporter run` on that run directory")
             work.append((old, nw, task, b_tasks[task], n_tasks[task], bi, ni))
     for task in sorted({w[2] for w in work}):
         b_set, n_set = _task_settings(base, task), _task_settings(new, task)
@@ -211,19 +229,27 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
         if mui_compared and ms[0] and ms[1]:
             row["mui"] = {"base": b_entry["mui"], "new": n_entry["mui"], "delta": n_entry["mui"] - b_entry["mui"],
                           "definition": ms[1]["definition"], "n_samples": ms[1].get("n_samples")}
+        row["_diffs"] = np.array([ni[i] - bi[i] for i in shared], dtype=np.float64)
         rows.append(row)
+    failures = [f"{name} failed in the {role} run: {str(entry.get('error') or 'see its error.json')[:200]}"
+                for o, n in paired for role, run, name in (("base", base, o), ("new", new, n))
+                if (entry := run["results"]["models"][name]).get("status") == "failed"]
     if not rows:
-        raise UserError("the paired models share no task; nothing to compare")
+        raise UserError("the paired models share no task; nothing to compare"
+                        + (f" ({'; '.join(failures)})" if failures else ""))
     adjusted = holm([r["p_value"] for r in rows])
     for r, p in zip(rows, adjusted):
-        significant = p < ALPHA
+        direction = _direction(r)
+        significant = p < ALPHA and direction != 0
         r.update(p_holm=p, significant=significant,
-                 status=("regression" if r["delta"] < 0 else "improvement") if significant else "no significant change")
+                 status=("regression" if direction < 0 else "improvement") if significant else "no significant change")
+    for r in rows:
+        r.pop("_diffs", None)
     if not mui:
         notes.append("MUI was not compared (--no-mui).")
     elif not mui_compared:
         notes.append("MUI was not compared: the item sets differ, and MUI grows with the items it is measured on.")
-    elif not any("mui" in r for r in rows):
+    elif not any(r["mui"] is not None for r in rows):
         notes.append("MUI was not compared: it was not measured in both runs.")
     for role, ts in tasks_only.items():
         if ts:
@@ -242,14 +268,33 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
         "new": _run_info(new),
         "pairs": [{"base": o, "new": n} for o, n in paired],
         "unpaired": unpaired,
+        "failures": failures,
         "rows": _ordered(rows),
         "lpp": [_lpp(base, new, o, n) for o, n in paired],
         "notes": notes,
     }
 
 
+def _direction(row: dict[str, Any]) -> int:
+    """The sign of the change the paired test detected: the discordant counts for McNemar, the signed-rank
+    sums for Wilcoxon (rank-based, so it can disagree with the mean; then the row is not called a change).
+
+    >>> _direction({"test": "wilcoxon", "delta": 0.031, "_diffs": np.array([-0.05] * 12 + [1.0])})
+    0
+    >>> _direction({"test": "mcnemar-exact", "delta": -0.1, "n_regressed": 5, "n_improved": 1})
+    -1
+    """
+    if row["test"] == "mcnemar-exact":
+        sign = int(np.sign((row["n_improved"] or 0) - (row["n_regressed"] or 0)))
+    else:
+        d = row["_diffs"][row["_diffs"] != 0]
+        ranks = stats.rankdata(np.abs(d))
+        sign = int(np.sign(ranks[d > 0].sum() - ranks[d < 0].sum()))
+    return sign if sign == int(np.sign(row["delta"])) else 0
+
+
 def _run_info(run: dict[str, Any]) -> dict[str, Any]:
-    info = run["results"]["run"]
+    info = run["results"].get("run") or {}
     return {"dir": str(run["dir"]), "name": Path(run["dir"]).resolve().name, "created": info.get("created"), "config_hash": info.get("config_hash"),
             "profile": info.get("profile"), "reporter_version": info.get("reporter_version"),
             "seed": info.get("seed")}

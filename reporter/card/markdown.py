@@ -66,7 +66,7 @@ def markdown_card(card: dict[str, Any], charts: Sequence[tuple[str, str, str]] =
                   section: str | None = None) -> str:
     """card.md's text (or one of its :data:`MD_SECTIONS`); ``charts`` = [(name, relative path, alt text)]."""
     tmpl = _template("card.md.j2")
-    context = {"card": card, "charts": list(charts)}
+    context = {"card": card, "charts": list(charts), "chance": _chance(card)}
     if section is None:
         text = tmpl.render(**context)
     elif section not in MD_SECTIONS:
@@ -74,6 +74,16 @@ def markdown_card(card: dict[str, Any], charts: Sequence[tuple[str, str, str]] =
     else:
         text = "".join(tmpl.blocks[section](tmpl.new_context(context)))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+
+
+def _chance(card: dict[str, Any]) -> dict[str, float]:
+    """Each task's chance level (the first model that recorded one); task names may contain dots."""
+    out: dict[str, float] = {}
+    for m in card["models"]:
+        for t, r in m["tasks"].items():
+            if isinstance(r.get("chance"), (int, float)) and t not in out:
+                out[t] = float(r["chance"])
+    return out
 
 
 def write_markdown_charts(card: dict[str, Any], root: Path) -> list[tuple[str, str, str]]:
@@ -107,7 +117,8 @@ def hf_readme(card: dict[str, Any], model: str) -> str:
     if doc is None:
         raise UserError(f"model '{m['name']}' has no benchmark result in this run; there is nothing to publish")
     front = yaml.safe_dump({"tags": ["reporter", "evaluation"], **doc}, sort_keys=False, allow_unicode=True)
-    warnings = [(level, text) for level, text in card["warnings"] if m["name"] in text]
+    mine = re.compile(rf"(?<![\w.-]){re.escape(m['name'])}(?![\w.-])")  # gpt2 is not gpt2-large
+    warnings = [(level, text) for level, text in card["warnings"] if mine.search(text)]
     notes = [text for _, text in m["badges"] if not text.startswith("contamination")]
     body = _template("hf_readme.md.j2").render(card=card, m=m, warnings=warnings, notes=notes)
     return f"---\n{front}---\n\n" + re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"

@@ -21,6 +21,9 @@ carry its own ``sae:`` block, which replaces the profile's for that model.
 >>> _ = parse_sae(p, "mui.sae", {"path": "nowhere.npz", "layers": [1]}, Path("/tmp"))
 >>> p.lines[0]
 "profile.yaml: mui.sae.path: SAE file '/tmp/nowhere.npz' does not exist"
+>>> _ = parse_sae(p, "mui.sae", {"release": "r", "id": "layer_{layer}/width_16k"}, Path("."))
+>>> p.lines[-1]
+'profile.yaml: mui.sae.layers: is required when path or id contains {layer}: list the layers, e.g. layers: [12]'
 """
 from __future__ import annotations
 
@@ -76,6 +79,8 @@ def parse_sae(p: Problems, key: str, v: Any, base_dir: Path, *, recorded: bool =
         layers = []
     elif len(set(layers)) != len(layers):
         p.add(f"{key}.layers", f"lists a layer twice: {layers}")
+    if not layers and any("{layer}" in str(v.get(k) or "") for k in ("path", "id")):
+        p.add(f"{key}.layers", "is required when path or id contains {layer}: list the layers, e.g. layers: [12]")
     if v.get("hook") is not None and v["hook"] not in SAE_HOOKS:
         p.add(f"{key}.hook", f"{short(v['hook'])} is not valid; use one of {', '.join(SAE_HOOKS)}")
     rho = v.get("rho", 0.9)

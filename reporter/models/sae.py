@@ -184,9 +184,12 @@ def load_sae_file(path: str | Path, *, layer: int | None = None, hook: str | Non
     if norm != "none":
         raise UserError(f"{cfg_path}: normalize_activations '{norm}' is not supported; reporter applies SAEs "
                         "trained on raw activations (normalize_activations: none)")
-    from safetensors.numpy import load_file
+    from safetensors.torch import load_file
 
-    arrays = load_file(str(weights))
+    try:  # torch's loader reads bf16/fp16 files too; the weights are kept as float32
+        arrays = {k: v.float().numpy() for k, v in load_file(str(weights)).items()}
+    except Exception as e:  # a damaged or foreign file: one line, never a traceback
+        raise UserError(f"{weights}: cannot be read as safetensors ({e.__class__.__name__})") from None
     sae = _build(str(p), arrays, layer=cfg_layer, hook=cfg_hook, architecture=str(cfg.get("architecture", "standard")),
                  apply_b_dec=bool(cfg.get("apply_b_dec_to_input", True)), sha=_sha(weights))
     if "d_in" in cfg and int(cfg["d_in"]) != sae.d_in or "d_sae" in cfg and int(cfg["d_sae"]) != sae.d_sae:
@@ -212,10 +215,16 @@ def _from_hub(release: str, sae_id: str, layer: int | None, hook: str | None) ->
     cfg_layer, cfg_hook = _parse_hook_name(str(name), f"sae {release}/{sae_id}")
     if layer is not None and layer != cfg_layer:
         raise UserError(f"sae {release}/{sae_id}: trained on layer {cfg_layer} ({name}), not layer {layer}")
+    if hook is not None and hook != cfg_hook:
+        raise UserError(f"sae {release}/{sae_id}: trained on {cfg_hook} ({name}), not {hook}")
+    norm = getattr(cfg, "normalize_activations", None) or "none"
+    if norm != "none":
+        raise UserError(f"sae {release}/{sae_id}: normalize_activations '{norm}' is not supported; reporter applies "
+                        "SAEs trained on raw activations")
     arrays = {k: v.detach().float().cpu().numpy() for k, v in sae.state_dict().items()}
     arch = sae.cfg.architecture() if callable(getattr(sae.cfg, "architecture", None)) else getattr(
         sae.cfg, "architecture", "standard")
-    return _build(f"{release}/{sae_id}", arrays, layer=cfg_layer, hook=hook or cfg_hook, architecture=str(arch),
+    return _build(f"{release}/{sae_id}", arrays, layer=cfg_layer, hook=cfg_hook, architecture=str(arch),
                   apply_b_dec=bool(getattr(sae.cfg, "apply_b_dec_to_input", True)),
                   sha=hashlib.sha256(f"{release}/{sae_id}".encode()).hexdigest())
 
@@ -251,6 +260,9 @@ def hook_module(adapter: Any, sae: SAE) -> tuple[nn.Module, str]:
         return layer, "output"
     if sae.hook == "resid_pre":
         return layer, "input"
+    post = getattr(layer, "post_feedforward_layernorm", None)
+    if isinstance(post, nn.Module):  # Gemma 2/3: the MLP's output as it joins the residual stream (hook_mlp_out)
+        return post, "output"
     mlp_path = adapter.spec.down_proj.rsplit(".", 1)[0]
     mod = layer
     for part in mlp_path.split("."):
