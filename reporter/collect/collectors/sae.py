@@ -255,9 +255,15 @@ class SAEPlugin(KeySetPlugin):
         if key not in self._cache:
             self._cache.clear()
             self._cache[key] = load_saes(cfg)
+        out = []
         for s in self._cache[key]:
-            hook_module(lm.adapter, s)  # the one-line errors: layer missing, widths differ
-        return self._cache[key]
+            module, _ = hook_module(lm.adapter, s)  # the one-line errors: layer missing, widths differ
+            device = next(module.parameters(), next(lm.model.parameters())).device
+            if s.W_enc.device != device:  # once per model, not once per batch
+                s = s.to(device)
+            out.append(s)
+        self._cache[key] = out
+        return out
 
     def for_batch(self, batch: BatchContext) -> SAECollector:
         """A fresh collector over this model's SAEs."""
