@@ -44,7 +44,7 @@ test: venv system-deps
 
 # Static checks (part of `make test`): style and docstrings, types, the import-layer contracts.
 lint:
-	$(BIN)/ruff check reporter tests benchmarks conftest.py
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -1,0 +1,1 @@
+"""The built-in evaluation profiles (YAML), shipped as ``reporter.profile_files``."""

@@ -150,10 +150,11 @@ def test_hf_readme_parses_with_huggingface_hub_and_gives_the_scores(tmp_path):
     assert bad.exit_code == 2 and "is not a model of this run" in bad.stderr
 
 
-def test_a_run_writes_card_md_by_default():
-    from reporter.card.render import DEFAULT_FORMATS
-
-    assert "md" in DEFAULT_FORMATS
+def test_render_writes_card_md_by_default(tmp_path):
+    shutil.copytree(DATA / "run2", tmp_path / "run")
+    paths = render(tmp_path / "run")  # what `reporter run` calls after a run
+    assert {"html", "pdf", "md"} <= set(paths)
+    assert (tmp_path / "run" / "card.md").read_text().startswith("# Model card:")
 
 
 def test_every_section_prints_alone_and_dotted_task_names_render():

@@ -244,6 +244,7 @@ def test_run_reports_feature_and_neuron_mui_from_one_pass(sae_run):
 def test_card_shows_feature_mui_and_top_features(sae_run):
     root, res = sae_run
     html = (root / "run" / "card.html").read_text()
+    assert (root / "run" / "card.md").is_file()  # `reporter run` writes the Markdown card too
     assert "MUI over SAE features" in html and "blocks.1.hook_resid_post" in html
     f = res["models"]["M"]["tasks"]["arc_easy"]["sae_top_features"][0]["feature"]
     assert f"#{f}" in html

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from importlib.resources import files
 
+import jinja2
+
+from .format import fmt_about, fmt_num, fmt_p, fmt_p_is, fmt_pct, fmt_signed, md_escape
 from .sections import SECTIONS
 
-__all__ = ["asset", "load_template"]
+__all__ = ["asset", "load_template", "html_environment", "markdown_environment"]
+
+_FILTERS = dict(pct=fmt_pct, num=fmt_num, pval=fmt_p, p_is=fmt_p_is, signed=fmt_signed, about=fmt_about)
 
 
 def asset(name: str) -> str:
@@ -25,3 +30,19 @@ def load_template(name: str) -> str:
             raise AssertionError(f"template {name}: the section has no inline source")
         return source
     return asset(name)
+
+
+def html_environment() -> jinja2.Environment:
+    """The Jinja environment of the HTML/PDF pages (card, compare): autoescaped, strict, the number filters."""
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(load_template), autoescape=True, trim_blocks=True,
+                             lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters.update(_FILTERS)
+    return env
+
+
+def markdown_environment() -> jinja2.Environment:
+    """The Jinja environment of the Markdown pages (card.md, HF README, compare.md): ``md`` escapes text."""
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(load_template), autoescape=False, trim_blocks=True,
+                             lstrip_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters.update(_FILTERS, md=md_escape)
+    return env

@@ -21,10 +21,9 @@ import altair as alt
 from ..analyse.compare import LPP_KEYS
 from ..analyse.numbers import json_ready
 from ..store.atomic import write_bytes, write_json
-from .assets import asset, load_template
+from .assets import asset, html_environment, markdown_environment
 from .charts import PALETTE, _data, _finish, svg_data_uri, vl_version
-from .format import fmt_signed
-from .markdown import _environment, md_escape
+from .format import fmt_signed, md_escape
 
 __all__ = ["COMPARE_FILES", "compare_chart", "compare_markdown", "write_compare"]
 
@@ -105,9 +104,8 @@ def compare_markdown(doc: dict[str, Any], chart_path: str | None = None) -> str:
     """compare.md's text (GitHub-flavoured Markdown); ``chart_path`` links the chart image when given."""
     import re
 
-    import jinja2
 
-    env = _environment(jinja2.FunctionLoader(load_template))
+    env = markdown_environment()
     chart = {"path": chart_path, "alt": _ALT} if chart_path else None
     text = env.get_template("compare.md.j2").render(**_context(doc, escape=True), chart=chart)
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
@@ -117,8 +115,6 @@ def write_compare(doc: dict[str, Any], out_dir: str | Path,
                   formats: Sequence[str] = ("json", "md", "html", "pdf")) -> dict[str, Path]:
     """Write the comparison's files into ``out_dir``; returns their paths by format."""
     import vl_convert
-
-    from .render import _environment as html_environment
 
     root = Path(out_dir)
     out: dict[str, Path] = {}

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 
@@ -87,3 +88,15 @@ def pct_or_none(x: Any) -> float | None:
 def num_or_none(x: Any) -> Any:
     """``x`` when it is a finite number, else None."""
     return x if finite(x) else None
+
+
+def md_escape(text: Any) -> str:
+    """Text safe in Markdown table cells and paragraphs: Markdown punctuation escaped, ``<``/``>`` as
+    entities (no raw HTML), line breaks as spaces.
+
+    >>> md_escape("a|b *c* <d>")
+    'a\\\\|b \\\\*c\\\\* &lt;d&gt;'
+    """
+    s = " ".join(str(text).split())
+    s = re.sub(r"([\\`*_\[\]|#])", r"\\\1", s)
+    return s.replace("<", "&lt;").replace(">", "&gt;")

@@ -28,8 +28,8 @@ import yaml
 
 from ..errors import UserError
 from ..store.layout import CARD_FILES as CHARTS_DIR
-from .assets import load_template
-from .format import fmt_about, fmt_num, fmt_p, fmt_p_is, fmt_pct, fmt_signed
+from .assets import markdown_environment
+from .format import md_escape
 from .model_index import model_index
 
 __all__ = ["MD_SECTIONS", "CHARTS_DIR", "md_escape", "markdown_card", "hf_readme"]
@@ -41,25 +41,8 @@ MD_CHARTS = {"task_scores": "Score per task and model with 95% confidence interv
                             "untrained reference"}
 
 
-def md_escape(text: Any) -> str:
-    """Text safe in Markdown table cells and paragraphs: Markdown punctuation escaped, ``<``/``>`` as
-    entities (no raw HTML), line breaks as spaces.
-    """
-    s = " ".join(str(text).split())
-    s = re.sub(r"([\\`*_\[\]|#])", r"\\\1", s)
-    return s.replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
-    env = jinja2.Environment(loader=loader, autoescape=False, trim_blocks=True, lstrip_blocks=True,
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    env.filters.update(pct=fmt_pct, num=fmt_num, pval=fmt_p, p_is=fmt_p_is, signed=fmt_signed, about=fmt_about,
-                       md=md_escape)
-    return env
-
-
 def _template(name: str) -> jinja2.Template:
-    return _environment(jinja2.FunctionLoader(load_template)).get_template(name)
+    return markdown_environment().get_template(name)
 
 
 def markdown_card(card: dict[str, Any], charts: Sequence[tuple[str, str, str]] = (),

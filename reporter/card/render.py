@@ -12,16 +12,14 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-import jinja2
 import yaml
 
 from ..errors import UserError
 from ..store.atomic import write_bytes
 from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, HF_DIR, MODEL_INDEX_DIR, slugify
-from .assets import asset, load_template
+from .assets import asset, html_environment
 from .charts import chart_specs, javascript_bundle, svg_data_uri
 from .data import load_card
-from .format import fmt_about, fmt_num, fmt_p, fmt_p_is, fmt_pct, fmt_signed
 from .model_index import model_index
 from .sections import ordered_sections
 
@@ -48,7 +46,7 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
     card = load_card(root)
     sections = [(s, s.missing_line(card)) for s in ordered_sections()]
     specs = chart_specs(card, [c for s, line in sections if line is None for c in s.charts])
-    page = _environment().get_template("card.html.j2")
+    page = html_environment().get_template("card.html.j2")
     out: dict[str, Path] = {}
     if "html" in formats:
         data = {k: {x: v for x, v in s.items() if x != "$schema"} for k, s in specs.items()}  # no URL at all
@@ -86,10 +84,3 @@ def script_json(data: object) -> str:
     '{"name": "x\\\\u003c!--\\\\u003cscript\\\\u003e\\\\u003c/script\\\\u003e\\\\u0026"}'
     """
     return json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FunctionLoader(load_template), autoescape=True, trim_blocks=True,
-                             lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(pct=fmt_pct, num=fmt_num, pval=fmt_p, p_is=fmt_p_is, signed=fmt_signed, about=fmt_about)
-    return env

@@ -77,9 +77,9 @@ def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str) 
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"model '{spec.name}': cannot load {what} '{spec.source}': {first}") from None
+    except (MemoryError, torch.OutOfMemoryError):
+        raise
     except Exception as e:  # damaged weight files (safetensors' SafetensorError, torch's UnpicklingError …)
-        if isinstance(e, (KeyboardInterrupt, MemoryError)) or type(e).__module__.startswith("torch.cuda"):
-            raise
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
         raise UserError(f"model '{spec.name}': cannot load {what} '{spec.source}': its files look damaged "
                         f"({type(e).__name__}: {first})") from None

@@ -40,7 +40,7 @@ from torch import nn
 
 from ..errors import UserError
 
-__all__ = ["HOOKS", "ARCHITECTURES", "SAE", "load_sae_file", "load_saes", "hook_module", "encode"]
+__all__ = ["HOOKS", "ARCHITECTURES", "SAE", "load_sae_file", "load_saes", "hook_module", "encode", "activate"]
 
 #: the hook points an SAE can read (TransformerLens names, without the ``blocks.L.hook_`` prefix)
 HOOKS = ("resid_post", "resid_pre", "mlp_out")
@@ -105,9 +105,20 @@ def encode(sae: SAE, x: torch.Tensor, features: slice | None = None, dtype: torc
     W = sae.W_enc[:, sl].to(dt)
     if sae.apply_b_dec_to_input:
         x = x - sae.b_dec.to(dt)
-    pre = x.to(dt) @ W + sae.b_enc[sl].to(dt)
+    return activate(sae, x.to(dt) @ W + sae.b_enc[sl].to(dt), sl)
+
+
+def activate(sae: SAE, pre: torch.Tensor, features: Any = slice(None)) -> torch.Tensor:
+    """The SAE's activation on pre-activations ``pre`` [..., n] of ``features`` (a slice or an index tensor).
+
+    >>> import torch
+    >>> s = SAE("x", 0, "resid_post", "jumprelu", torch.eye(2), torch.zeros(2), torch.zeros(2),
+    ...         torch.tensor([0.5, 0.5]), False, "")
+    >>> activate(s, torch.tensor([[0.4, 0.6]])).tolist()
+    [[0.0, 0.6000000238418579]]
+    """
     if sae.architecture == "jumprelu":
-        return pre * (pre > sae.threshold[sl].to(dt))
+        return pre * (pre > sae.threshold.to(pre.dtype)[features])
     return torch.relu(pre)
 
 

@@ -6,6 +6,7 @@ artifact once the task is done and returns the sets in item order.
 """
 from __future__ import annotations
 
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,9 +25,9 @@ class KeySetPlugin(CollectorPlugin):
     #: the task artifact the merged sets are written to
     artifact: ClassVar[str] = ""
 
+    @abstractmethod
     def _meta(self, task: TaskContext) -> dict[str, Any]:
         """What makes two files of sets comparable (checked when parts are merged)."""
-        raise NotImplementedError
 
     def save_batch(self, collector: Any, batch: BatchContext) -> None:
         """The batch's sets, with the settings that make them comparable."""

@@ -48,7 +48,7 @@ from ...config import Profile
 from ...errors import UserError
 from ...instrument.batch import PassBatch
 from ...instrument.hooks import HookSet
-from ...models.sae import SAE, encode, hook_module, load_saes
+from ...models.sae import SAE, activate, encode, hook_module, load_saes
 from ...store.layout import FEATURES
 from .base import BatchContext, TaskContext, register_collector
 from .keysets import KeySetPlugin
@@ -181,7 +181,7 @@ class SAECollector:
         W = sae.W_enc.t().index_select(0, cand.reshape(-1)).view(*cand.shape, -1).to(xd)  # [B, 2r, d]
         x = a.to(xd) - (sae.b_dec.to(xd) if sae.apply_b_dec_to_input else 0)
         pre = torch.einsum("brd,bcd->brc", x, W) + sae.b_enc.to(xd)[cand][:, None, :]
-        f = pre * (pre > sae.threshold.to(xd)[cand][:, None, :]) if sae.architecture == "jumprelu" else pre.relu()
+        f = activate(sae, pre, cand[:, None, :])
         if pad is not None:
             f = f.masked_fill(pad, float("-inf"))
         ex = f.amax(1)  # [B, 2r] exact best activation of each candidate
