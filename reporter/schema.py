@@ -375,10 +375,23 @@ class Fairness(TypedDict, total=False):
 
 
 class Signal(TypedDict, total=False):
-    """One contamination signal: measured or not, fires or not, and the evidence in words."""
+    """One contamination test (or the descriptive Min-K%): measured or not, its statistic, p-values, effect, verdict."""
 
     measured: bool
+    test: bool
     fires: bool
+    statistic: Scalar
+    statistic_name: str
+    p_value: float
+    p_adjusted: float
+    n_tests: int
+    effect: float
+    effect_name: str
+    meets_effect: bool
+    confounded: bool
+    drivers: list[dict[str, Any]]
+    item_values: list[float]
+    reference_values: list[float]
     evidence: str
     reason: str
 

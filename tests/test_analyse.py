@@ -85,6 +85,17 @@ def make_run(root, models, *, seed=7, results=False):
                 (tdir / "verbatim.json").write_text(json.dumps(
                     {"n": 10, "n_skipped": 0, "n_tokens": 32, "rate": rate,
                      "token_match": float(np.mean([p["token_match"] for p in per])), "per_item": per}))
+                ref = [{"id": f"ref-{j}", "exact": False, "token_match": 0.1, "n_target": 24} for j in range(20)]
+                (mdir / "reference_verbatim.json").write_text(json.dumps(
+                    {"n": 20, "n_skipped": 0, "n_tokens": 32, "rate": 0.0, "token_match": 0.1, "per_item": ref}))
+            if "order" in extra:  # "prefer": the published option order is the most likely; "null": exchangeable
+                per = []
+                for i in ids[:12]:
+                    lls = rng.normal(-60.0, 2.0, 9)
+                    if extra["order"] == "prefer":
+                        lls[0] = lls.max() + 1.0
+                    per.append({"id": i, "ll": float(lls[0]), "perm_ll": lls[1:].tolist(), "perms": [], "n_tokens": 40})
+                (tdir / "option_order.json").write_text(json.dumps({"n": 12, "n_perms": 8, "per_item": per}))
     if results:
         from reporter.analyse import write_results
 
@@ -99,8 +110,8 @@ def standard_models():
                "tasks": {t: (P, law_mui(P, noise[n])) for t, P in zip(TASKS, ps)}} for n, ps in Ps.items()]
     models.append({"name": "leaky", "source": "./leaky", "source_type": "local",  # memorised arc: far above the law
                    "tasks": {"arc": (90, law_mui(90) + 4.0), "gsm": (0, 14.0)},
-                   "extras": {"arc": {"logprobs": -0.3, "verbatim": 0.6}}})
-    models[0]["extras"] = {"arc": {"logprobs": -3.0, "verbatim": 0.0}}  # m-a: measured and clean
+                   "extras": {"arc": {"logprobs": -0.3, "verbatim": 0.6, "order": "prefer"}}})
+    models[0]["extras"] = {"arc": {"logprobs": -3.0, "verbatim": 0.0, "order": "null"}}  # m-a: measured and clean
     models.append({"name": "untrained", "source": "random:llama", "source_type": "random",
                    "tasks": {"arc": (25, 35.0), "gsm": (0, 38.0)}})
     return models
@@ -176,20 +187,26 @@ def test_contamination_rows(run):
     assert len(rows) == 14
     leaky = rows[("leaky", "arc")]
     assert leaky["severity"] == "strong"
-    assert all(leaky["signals"][k]["fires"] for k in ("law_residual", "min_k", "verbatim"))
-    assert leaky["signals"]["law_residual"]["z"] > 2 and "law residual" in leaky["evidence"]
+    assert all(leaky["signals"][k]["fires"] for k in ("option_order", "verbatim"))
+    assert leaky["signals"]["law_residual"]["z"] > 2 and leaky["signals"]["law_residual"]["measured"]
+    assert not leaky["signals"]["min_k"]["fires"] and leaky["signals"]["min_k"]["auc"] > 0.9  # shown, never counted
+    assert "option order" in leaky["evidence"] and "verbatim completion" in leaky["evidence"]
+    n_tests = leaky["signals"]["verbatim"]["n_tests"]  # one BH family over the run
+    assert n_tests == sum(1 for r in rows.values() for s in r["signals"].values() if s.get("test") and s.get("measured"))
     clean = rows[("m-a", "arc")]
     assert clean["severity"] == "none" and clean["signals"]["min_k"]["measured"]
     assert clean["signals"]["verbatim"]["measured"] and not clean["signals"]["verbatim"]["fires"]
+    assert clean["signals"]["option_order"]["measured"] and not clean["signals"]["option_order"]["fires"]
     other = rows[("m-c", "gsm")]
     assert other["severity"] == "none" and other["signals"]["law_residual"]["measured"]
     assert not other["signals"]["min_k"]["measured"] and "logprobs.npz" in other["signals"]["min_k"]["reason"]
-    assert "Not measured: Min-K% Prob, verbatim completion" in other["evidence"]
+    assert "Not measured: option order, verbatim completion" in other["evidence"]
     zero = rows[("leaky", "gsm")]["signals"]["law_residual"]
     assert not zero["measured"] and "P = 0" in zero["reason"]
     base = rows[("untrained", "arc")]
     assert base["baseline"] and base["severity"] == "none" and base["measured"] is False
     assert "baseline" in base["signals"]["law_residual"]["reason"]
+    assert "contamination_meaning" in a["definitions"]
 
 
 def test_diversity_section(run):
@@ -247,7 +264,7 @@ def test_fewer_than_three_models(tmp_path):
     assert not fair["per_task"]["arc"]["available"]
     for r in a["contamination"]:
         assert r["severity"] == "none" and not r["measured"]
-        assert ("negative control" in r["evidence"]) if r["baseline"] else ("could be measured" in r["evidence"])
+        assert ("negative control" in r["evidence"]) if r["baseline"] else ("could be run" in r["evidence"])
 
 
 def test_training_phases_from_checkpoints(tmp_path):
@@ -264,19 +281,20 @@ def test_training_phases_from_checkpoints(tmp_path):
     assert set(tr["per_task"]) == set(TASKS) and tr["tasks"] == list(TASKS)
 
 
-def test_untrained_baseline_is_a_negative_control_for_min_k(tmp_path):
-    """A signal that fires on an untrained model (which saw no data) is not evidence on that task."""
+def test_untrained_baseline_is_a_negative_control(tmp_path):
+    """A test that fires on an untrained model (which saw no data) is not evidence on that task."""
     models = standard_models()
     base = next(m for m in models if m["name"] == "untrained")
-    base["extras"] = {"arc": {"logprobs": -0.3}}  # the untrained model 'fires' too: the reference is unmatched
+    base["extras"] = {"arc": {"order": "prefer"}}  # the untrained model 'prefers' the published order: a broken null
     make_run(tmp_path, models)
     a = analyse(tmp_path)
     rows = {(r["model"], r["task"]): r for r in a["contamination"]}
     b = rows[("untrained", "arc")]
     assert b["baseline"] and b["severity"] == "none" and "negative control" in b["evidence"]
-    assert b["signals"]["min_k"]["fires"]  # shown, but discounted
+    assert b["signals"]["option_order"]["fires"]  # shown, but discounted
     leaky = rows[("leaky", "arc")]
-    mk = leaky["signals"]["min_k"]
-    assert mk["confounded"] and not mk["fires"] and mk["raw"]["fires"]
-    # leaky still has two independent signals (law residual, verbatim): strong, without Min-K%
-    assert leaky["severity"] == "strong" and "Min-K%" not in leaky["evidence"].split("Not measured")[0]
+    oo = leaky["signals"]["option_order"]
+    assert oo["confounded"] and not oo["fires"] and "untrained baseline" in oo["reason"]
+    # leaky keeps its verbatim evidence, which the baseline does not share
+    assert leaky["signals"]["verbatim"]["fires"] and leaky["severity"] in ("weak", "strong")
+    assert "option order" not in leaky["evidence"].split("Not measured")[0]

@@ -25,7 +25,7 @@ from reporter.errors import UserError
 
 DATA = Path(__file__).parent / "data"
 FULL_CHARTS = {"task_scores", "law_pooled", "law_per_task", "mui_layers", "lpp_entropy", "lpp_pr_er", "overlap",
-               "saturation", "training"}
+               "saturation", "training", "contamination_items"}
 SECTIONS = ["Summary", "Leaderboard", "Per-task scores", "Pairwise significance", "Utility Law",
             "Law-adjusted ranking", "MUI per-layer profile", "LPP signature", "Probe results", "Calibration",
             "Contamination", "Dataset diversity", "Training phases", "Methods and reproducibility", "Manifest",
@@ -218,7 +218,7 @@ def test_analysed_minimal_run_says_why_there_is_no_fit(run2_analysed, tmp_path):
     visible = " ".join(_parse(html).text)
     for line in ("no fit: the points come from 1 model with P > 0; the law compares models and needs at least 3",
                  "Not available: no fair adjustment is possible: 1 model was compared; the law needs at least 3",
-                 "No signal could be measured for:",
+                 "No test could be run for:",
                  "Correlations of LPP metrics with benchmark scores: not computed in this run"):
         assert line in visible, line
     dom, console = _open_in_chromium(run2_analysed[1]["html"], tmp_path / "profile")

@@ -12,10 +12,16 @@ from scipy import stats
 
 from reporter.analyse.contamination import (
     CONTAMINATION_RULE,
+    CONTROL_POWER,
+    FDR_Q,
+    TESTS,
+    apply_fdr,
     assess,
     combine,
     law_residual_signal,
     min_k_signal,
+    option_order_signal,
+    order_null_pvalue,
     verbatim_signal,
 )
 from reporter.collect import verbatim
@@ -26,7 +32,8 @@ from reporter.collect.collectors.logprobs import (
     question_span,
     token_logprobs,
 )
-from reporter.collect.verbatim import collect_verbatim, verbatim_completion
+from reporter.collect.option_order import collect_option_order, option_order_evidence, option_stem
+from reporter.collect.verbatim import collect_reference_verbatim, collect_verbatim, verbatim_completion
 from reporter.config import ContaminationConfig
 from reporter.instrument.batch import left_pad
 from reporter.instrument.hooked_pass import PassBatch, hooked_pass
@@ -139,69 +146,154 @@ def test_min_k_signal_statistics():
     r = [min_k_percent_prob(x[:20], 0.2) for x in ref]  # cut to the median benchmark length
     pairs = sum((x > y) + 0.5 * (x == y) for x in b for y in r)
     assert s["auc"] == pytest.approx(pairs / (len(b) * len(r)))
-    assert s["p_value"] == pytest.approx(stats.mannwhitneyu(b, r, alternative="greater").pvalue)
     assert s["reference_length"] == 20 and s["n_benchmark"] == 12 and s["n_reference"] == 15
-    assert s["fires"] == (s["p_value"] < 0.01 and s["auc"] >= 0.75)
-    same = min_k_signal(bench, [rng.normal(-1.0, 0.5, 20) for _ in range(15)])
-    assert not same["fires"]
+    assert s["auc"] > 0.75 and not s["fires"] and s["test"] is False  # descriptive: never counted
+    assert "not format-matched" in s["reason"]
     few = min_k_signal(bench[:4], ref)
     assert not few["measured"] and "at least 5" in few["reason"]
     short = min_k_signal([np.array([-1.0, -2.0])] * 10, ref)  # < 4 tokens: left out
     assert not short["measured"]
 
 
-def test_rule_never_strong_on_one_signal():
-    on, off = {"measured": True, "fires": True, "evidence": "x"}, {"measured": True, "fires": False}
+def _order_null_by_enumeration(ranks, ms):
+    """P(sum of independent uniform{0..m_i} <= sum(ranks)) by listing every outcome (slow, obviously right)."""
+    import itertools
+
+    total, hit = 0, 0
+    for outcome in itertools.product(*[range(m + 1) for m in ms]):
+        total += 1
+        hit += sum(outcome) <= sum(ranks)
+    return hit / total
+
+
+def test_option_order_pvalue_is_exact():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        ms = list(rng.integers(1, 6, size=int(rng.integers(1, 6))))
+        ranks = [int(rng.integers(0, m + 1)) for m in ms]
+        assert order_null_pvalue(ranks, ms) == pytest.approx(_order_null_by_enumeration(ranks, ms), abs=1e-12)
+
+
+def test_option_order_null_is_uniform_under_exchangeability():
+    """Canonical and permuted log-likelihoods drawn from one distribution: p-values are calibrated."""
+    rng = np.random.default_rng(0)
+    ps = []
+    for _ in range(400):
+        items = [{"id": str(i), "ll": float(x[0]), "perm_ll": x[1:].tolist()} for i, x in
+                 enumerate(rng.normal(-50, 3, size=(12, 9)))]
+        ps.append(option_order_signal({"n": 12, "per_item": items})["p_value"])
+    ps = np.asarray(ps)
+    assert abs(np.mean(ps < 0.05) - 0.05) < 0.035 and abs(np.mean(ps < 0.5) - 0.5) < 0.08
+    preferred = [{"id": str(i), "ll": -40.0, "perm_ll": (-45 + rng.normal(0, 1, 8)).tolist()} for i in range(12)]
+    s = option_order_signal({"n": 12, "per_item": preferred})
+    assert s["ranks_sum"] == 0 and s["p_value"] == pytest.approx(9.0 ** -12) and s["meets_effect"]
+    assert s["top_share"] == 1.0 and s["chance_share"] == pytest.approx(1 / 9)
+    assert [d["rank"] for d in s["drivers"]] == [0] * 5 and len(s["item_values"]) == len(s["reference_values"]) == 12
+    assert not option_order_signal({"n": 3, "per_item": preferred[:3]})["measured"]  # too few items
+    assert "no multiple-choice" in option_order_signal({"n": 0, "per_item": []})["reason"]
+
+
+def test_rule_and_correction():
+    on = {"measured": True, "test": True, "fires": True, "p_adjusted": 1e-3, "evidence": "x"}
+    off = {"measured": True, "test": True, "fires": False, "p_adjusted": 0.4}
     nm = {"measured": False, "fires": False}
-    for k in ("law_residual", "min_k", "verbatim"):
-        sig = {"law_residual": off, "min_k": off, "verbatim": off, k: on}
+    desc = {"measured": True, "test": False, "fires": False, "auc": 0.99}
+    for k in TESTS:
+        sig = {**{t: off for t in TESTS}, k: on, "min_k": desc}
         assert combine(sig)[0] == "weak"
-        sig = {"law_residual": nm, "min_k": nm, "verbatim": nm, k: on}
-        assert combine(sig)[0] == "weak"
-    assert combine({"law_residual": on, "min_k": on, "verbatim": nm})[0] == "strong"
-    assert combine({"law_residual": off, "min_k": on, "verbatim": on})[0] == "strong"
-    assert combine({"law_residual": off, "min_k": off, "verbatim": nm})[0] == "none"
-    sev, text = combine({"law_residual": nm, "min_k": nm, "verbatim": nm})
-    assert sev == "none" and "No contamination signal" in text
-    assert assess("m", "t")["measured"] is False and assess("m", "t", min_k=off)["measured"] is True
-    row = assess("m", "t", min_k=on)
-    assert row["severity"] == "weak" and "Not measured: law residual, verbatim completion" in row["evidence"]
-    assert "never" in CONTAMINATION_RULE and "strong = at least two signals" in CONTAMINATION_RULE
+    assert combine({"option_order": on, "verbatim": on, "law_residual": nm})[0] == "strong"
+    assert combine({"option_order": off, "verbatim": off, "law_residual": nm, "min_k": desc})[0] == "none"
+    sev, text = combine({"option_order": nm, "verbatim": nm, "law_residual": nm, "min_k": desc})
+    assert sev == "none" and "No contamination test" in text  # Min-K% alone measures nothing that counts
+    assert assess("m", "t", {})["measured"] is False and assess("m", "t", {"verbatim": off})["measured"] is True
+    row = assess("m", "t", {"verbatim": on})
+    assert row["severity"] == "weak" and "Not measured: option order, law residual" in row["evidence"]
+    # one signal alone is strong only with a tiny adjusted p AND a measured positive-control power
+    tiny = {**on, "p_adjusted": 1e-9}
+    power = dict(CONTROL_POWER)
+    try:
+        CONTROL_POWER.update(option_order=None)
+        assert combine({"option_order": tiny})[0] == "weak"
+        CONTROL_POWER.update(option_order=0.95)
+        assert combine({"option_order": tiny})[0] == "strong"
+        assert combine({"option_order": on})[0] == "weak"
+        CONTROL_POWER.update(option_order=0.5)
+        assert combine({"option_order": tiny})[0] == "weak"
+    finally:
+        CONTROL_POWER.update(power)
+    assert "Benjamini-Hochberg" in CONTAMINATION_RULE and "never counted" in CONTAMINATION_RULE
+
+
+def test_benjamini_hochberg_over_the_run():
+    rng = np.random.default_rng(1)
+    ps = rng.uniform(size=30) ** 3
+    rows = [{"verbatim": {"measured": True, "test": True, "p_value": float(p), "meets_effect": True},
+             "min_k": {"measured": True, "test": False, "fires": False}} for p in ps]
+    rows.append({"law_residual": {"measured": False, "fires": False}})
+    assert apply_fdr(rows) == 30
+    # reference: BH by hand, float64 loops
+    order = np.argsort(ps)
+    adj = np.empty(30)
+    running = 1.0
+    for rank in range(30, 0, -1):
+        i = order[rank - 1]
+        running = min(running, ps[i] * 30 / rank)
+        adj[i] = running
+    for r, a in zip(rows, adj):
+        assert r["verbatim"]["p_adjusted"] == pytest.approx(a) and r["verbatim"]["fires"] == (a < FDR_Q)
+        assert "p_adjusted" not in r["min_k"]
+    weak_effect = [{"verbatim": {"measured": True, "test": True, "p_value": 1e-9, "meets_effect": False}}]
+    apply_fdr(weak_effect)
+    assert not weak_effect[0]["verbatim"]["fires"]  # significant but below the effect floor
 
 
 def test_law_and_verbatim_signals():
     s = law_residual_signal(2.5, 90.0, 60.0, n_points=5)
-    assert s["measured"] and s["fires"] and "z = +2.50" in s["evidence"]
-    assert not law_residual_signal(1.9, 90.0, 60.0, n_points=5)["fires"]
-    assert not law_residual_signal(2.5, 60.0, 60.0, n_points=5)["fires"]  # not above the median
-    assert law_residual_signal(float("inf"), 90.0, 60.0, n_points=5)["fires"]
-    assert not law_residual_signal(5.0, 90.0, 60.0, n_points=3)["measured"]
-    assert verbatim_signal({"n": 20, "rate": 0.1, "token_match": 0.2})["fires"]  # 2 of 20 exact
-    assert not verbatim_signal({"n": 5, "rate": 0.2, "token_match": 0.2})["fires"]  # only 1 exact
-    assert verbatim_signal({"n": 5, "rate": 0.0, "token_match": 0.65})["fires"]
-    assert not verbatim_signal({"n": 0, "rate": None, "token_match": None})["measured"]
+    assert s["measured"] and s["meets_effect"] and "z = +2.50" in s["evidence"]
+    assert s["p_value"] == pytest.approx(stats.t.sf(2.5, 2))
+    assert not law_residual_signal(2.5, 60.0, 60.0, n_points=5)["meets_effect"]  # not above the median
+    assert law_residual_signal(float("inf"), 90.0, 60.0, n_points=5)["p_value"] == 0.0
+    nm = law_residual_signal(5.0, 90.0, 60.0, n_points=3)
+    assert not nm["measured"] and "not measurable" in nm["reason"] and "at least 4" in nm["reason"]
+    ref = {"n": 20, "rate": 0.0, "token_match": 0.1, "per_item": []}
+    v = verbatim_signal({"n": 20, "rate": 0.3, "token_match": 0.5}, ref)
+    assert v["p_value"] == pytest.approx(stats.fisher_exact([[6, 14], [0, 20]], alternative="greater").pvalue)
+    assert v["meets_effect"] and v["n_exact"] == 6
+    assert not verbatim_signal({"n": 20, "rate": 0.05, "token_match": 0.2}, ref)["meets_effect"]  # only 1 exact
+    same = verbatim_signal({"n": 20, "rate": 0.2, "token_match": 0.3}, {**ref, "rate": 0.2})
+    assert not same["meets_effect"] and same["p_value"] > 0.5  # as often as on held-out text
+    assert not verbatim_signal({"n": 20, "rate": 0.3, "token_match": 0.5}, None)["measured"]
+    assert not verbatim_signal({"n": 0, "rate": None, "token_match": None}, ref)["measured"]
 
 
 # ---------------------------------------------------------------- a model trained on the test set
 
-def toy_items(n=8, seed=0):
+def toy_items(n=10, seed=0):
+    """Multiple-choice word problems (stem, four numeric options in a random order)."""
+    from reporter.tasks import Item
+    from reporter.tasks.base import mc_question
+
     rng = random.Random(seed)
     names = ["Tom", "Ana", "Li", "Omar", "Sara", "Ivan", "Mia", "Kofi", "Yuki", "Lena"]
     objs = ["apples", "pencils", "stamps", "marbles", "books", "coins", "shells", "cards"]
     out = []
     for i in range(n):
         who, what, a, b = rng.choice(names), rng.choice(objs), rng.randint(2, 40), rng.randint(2, 40)
-        out.append((f"toy-{i}", f"Question: {who} has {a} {what} and finds {b} more {what} in a box. "
-                                f"How many {what} does {who} have now? Answer: {a + b}"))
+        opts = [str(a + b), str(a + b + 1), str(abs(a - b) + 2), str(a * 2 + 3)]
+        opts = list(dict.fromkeys(opts)) + [str(a + b + 7)] * (4 - len(set(opts)))
+        rng.shuffle(opts)
+        stem = f"Question: {who} has {a} {what} and finds {b} more {what} in a box. How many {what} does {who} have now?"
+        out.append(Item(f"toy-{i}", mc_question(stem, opts), "ABCD"[opts.index(str(a + b))], opts))
     return out
 
 
-def evidence(lm, items, ref_ids):
-    texts = [t for _, t in items]
-    v = verbatim_completion(lm, items, n_tokens=32)
-    bench = token_logprobs(lm, [lm.tokenizer(t)["input_ids"] for t in texts])
-    ref = token_logprobs(lm, ref_ids)
-    return {"verbatim": v, "row": assess("tiny", "toy", min_k=min_k_signal(bench, ref), verbatim=verbatim_signal(v))}
+def evidence(lm, items, ref_texts):
+    v = verbatim_completion(lm, [(it.id, it.question) for it in items], n_tokens=32)
+    ref = verbatim_completion(lm, [(f"r{j}", t) for j, t in enumerate(ref_texts)], max_items=None, max_text_tokens=48)
+    order = option_order_evidence(lm, items, n_perms=8)
+    sig = {"option_order": option_order_signal(order), "verbatim": verbatim_signal(v, ref)}
+    apply_fdr([sig])
+    return {"verbatim": v, "reference": ref, "order": order, "row": assess("tiny", "toy", sig)}
 
 
 @pytest.fixture(scope="module")
@@ -210,40 +302,60 @@ def trained_and_untouched():
     items = toy_items()
     lm = tiny_lm("llama")
     tok = lm.tokenizer
-    ref_ids = [tok(t)["input_ids"][:48] for t in lambada_texts(16)]
-    untouched = evidence(lm, items, ref_ids)
-    enc = tok([t for _, t in items], return_tensors="pt", padding=True)
+    refs = lambada_texts(16)
+    untouched = evidence(lm, items, refs)
+    enc = tok([f"{it.question}\nAnswer: {it.answer}" for it in items], return_tensors="pt", padding=True)
     labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
     lm.model.train()
     opt = torch.optim.AdamW(lm.model.parameters(), lr=1e-2)
-    for _ in range(25):
+    for _ in range(80):
         loss = lm.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
     lm.model.eval()
-    return {"untouched": untouched, "trained": evidence(lm, items, ref_ids), "lm": lm, "items": items}
+    return {"untouched": untouched, "trained": evidence(lm, items, refs), "lm": lm, "items": items}
 
 
 def test_trained_on_test_items_is_flagged(trained_and_untouched):
     t = trained_and_untouched["trained"]
     sig = t["row"]["signals"]
-    assert sig["verbatim"]["fires"] and sig["min_k"]["fires"]
+    assert sig["verbatim"]["fires"] and sig["option_order"]["fires"]
     assert t["row"]["severity"] == "strong"
-    assert t["verbatim"]["rate"] >= 0.5 and sig["min_k"]["auc"] > 0.9
+    assert t["verbatim"]["rate"] >= 0.5 and sig["option_order"]["top_share"] >= 0.8
+    ex = sig["verbatim"]["drivers"][0]  # the evidence a reader sees: the real text next to the continuation
+    assert ex["target"] == ex["generated"] and len(ex["target"]) > 5
 
 
 def test_untouched_model_is_not_flagged(trained_and_untouched):
     u = trained_and_untouched["untouched"]
     assert u["row"]["severity"] == "none"
-    assert not u["row"]["signals"]["verbatim"]["fires"] and not u["row"]["signals"]["min_k"]["fires"]
-    assert u["verbatim"]["rate"] == 0.0 and u["verbatim"]["n"] == 8
+    assert not u["row"]["signals"]["verbatim"]["fires"] and not u["row"]["signals"]["option_order"]["fires"]
+    assert u["verbatim"]["rate"] == 0.0 and u["verbatim"]["n"] == 10 and u["reference"]["n"] == 16
+
+
+def test_option_order_evidence_matches_per_text_reference(trained_and_untouched):
+    """Each stored log-likelihood equals a plain float64 sum over one sequence at a time."""
+    lm, items = trained_and_untouched["lm"], trained_and_untouched["items"][:3]
+    from reporter.tasks.base import mc_question
+
+    e = option_order_evidence(lm, items, n_perms=4, seed=3)
+    assert e["n"] == 3
+    for it, rec in zip(items, e["per_item"]):
+        stem = option_stem(it.question, it.choices)
+        for perm, ll in [(list(range(4)), rec["ll"])] + list(zip(rec["perms"], rec["perm_ll"])):
+            ids = lm.tokenizer(mc_question(stem, [it.choices[j] for j in perm]))["input_ids"]
+            with torch.no_grad():
+                logits = lm.model(torch.tensor([ids])).logits[0].double()
+            ref = sum(float(torch.log_softmax(logits[t], -1)[ids[t + 1]]) for t in range(len(ids) - 1))
+            assert ll == pytest.approx(ref, abs=1e-3)
+        assert len(rec["perms"]) == 4 and [0, 1, 2, 3] not in rec["perms"]
 
 
 def test_verbatim_per_item_and_sampling(trained_and_untouched):
     lm, items = trained_and_untouched["lm"], trained_and_untouched["items"]
-    v = verbatim_completion(lm, items + [("short", "Too short.")], n_tokens=32, max_items=None)
-    assert v["n"] == 8 and v["n_skipped"] == 1
+    v = verbatim_completion(lm, list(items) + [("short", "Too short.")], n_tokens=32, max_items=None)
+    assert v["n"] == 10 and v["n_skipped"] == 1
     for p in v["per_item"]:
         assert 8 <= p["n_target"] <= 32 and (p["token_match"] == 1.0) == p["exact"]
     assert v["rate"] == pytest.approx(np.mean([p["exact"] for p in v["per_item"]]))
@@ -255,7 +367,7 @@ def test_collect_stage_artifacts(trained_and_untouched, tmp_path, monkeypatch):
     lm, items = trained_and_untouched["lm"], trained_and_untouched["items"]
     from reporter.tasks import Item
 
-    its = [Item(i, q, "") for i, q in items[:4]]
+    its = [Item(it.id, it.question, "") for it in items[:4]]
     res = collect_verbatim(lm, its, tmp_path / "task", ContaminationConfig(verbatim_items=10))
     stored = json.loads((tmp_path / "task" / "verbatim.json").read_text())
     assert stored["n"] == 4 and stored["per_item"][0]["id"] == "toy-0" and stored == json.loads(json.dumps(res))
@@ -268,4 +380,33 @@ def test_collect_stage_artifacts(trained_and_untouched, tmp_path, monkeypatch):
     assert meta["kind"] == "reference" and list(d) == ["ref-0000", "ref-0001"]
     expect = token_logprobs(lm, [lm.tokenizer(t)["input_ids"][:6] for t in texts])
     assert all(np.allclose(d[k]["prompt"], e, atol=1e-5) for k, e in zip(d, expect))
+    monkeypatch.undo()
+    cfg = ContaminationConfig(order_items=2, order_permutations=3, reference_texts=3)
+    order = collect_option_order(lm, items, tmp_path / "task", cfg)
+    assert order["n"] == 2 and json.loads((tmp_path / "task" / "option_order.json").read_text()) == order
+    assert collect_option_order(lm, [Item("g", "What is 2 + 2?", "4")], tmp_path / "gen", cfg)["n"] == 0
+    assert collect_option_order(lm, items, tmp_path / "off", ContaminationConfig(order_items=0))["disabled"]
+    rv = collect_reference_verbatim(lm, tmp_path / "m" / "reference_verbatim.json", cfg)
+    assert rv["n"] == 3 and rv["corpus"] == "lambada" and all(p["n_target"] <= 24 for p in rv["per_item"])
 
+
+
+def test_option_orders_that_are_conventions_are_not_tested(trained_and_untouched):
+    """Orders a clean model may prefer without having seen the item are left out (they would be false alarms)."""
+    from reporter.tasks import Item
+    from reporter.tasks.base import mc_question
+
+    lm = trained_and_untouched["lm"]
+
+    def item(i, opts):
+        return Item(f"c{i}", mc_question(f"Question {i}?", opts), "A", opts)
+
+    mixed = [item(0, ["red", "blue", "All of the above"]), item(1, ["1", "2", "5", "10"]),
+             item(2, ["cat", "dog", "Both A and B"]), item(3, ["7", "2", "5"]), item(4, ["sun", "moon"])]
+    e = option_order_evidence(lm, mixed)
+    assert [r["id"] for r in e["per_item"]] == ["c3", "c4"]
+    assert e["skipped"] == {"an option refers to other options": 2, "numbers in sorted order": 1}
+    yes_no = [item(i, ["yes", "no"]) for i in range(6)]  # BoolQ-style fixed label set
+    e = option_order_evidence(lm, yes_no)
+    assert e["n"] == 0 and e["skipped"] == {"every item has the same option list (a fixed label set)": 6}
+    assert "fixed label set" in option_order_signal(e)["reason"]

@@ -39,7 +39,7 @@ from reporter.cli import main
 GOLDEN = Path(__file__).parent / "data" / "golden"
 REGENERATE = os.environ.get("REPORTER_REGENERATE_GOLDEN") == "1"
 #: keys whose values change from run to run or machine to machine
-VOLATILE = {"created", "load_seconds", "config_hash"}
+VOLATILE = {"created", "load_seconds", "config_hash", "seconds"}
 #: manifest fields that differ between machines and invocations, fixed before the card is compared
 FIXED_MANIFEST = {"git_commit": "0" * 40, "command": ["reporter", "run", "models.yaml"], "python": "3.11",
                   "platform": "Linux", "processor": "x86_64", "torch": "2", "transformers": "5",

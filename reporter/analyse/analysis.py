@@ -29,13 +29,32 @@ from ..metrics.min_k import question_logprobs
 from ..metrics.mui import LEGACY_DEFINITION
 from ..schema import is_untrained
 from ..store.atomic import read_json, write_json
-from ..store.layout import CORESET, FEATURES, LOGPROBS, NEURONS, REFERENCE_LOGPROBS, VERBATIM, RunDir
+from ..store.layout import (
+    CORESET,
+    FEATURES,
+    LOGPROBS,
+    NEURONS,
+    OPTION_ORDER,
+    REFERENCE_LOGPROBS,
+    REFERENCE_VERBATIM,
+    VERBATIM,
+    RunDir,
+)
 from ..store.logprobs import load_logprobs
 from ..store.neurons import load_neuron_sets
 from ..store.ragged import ragged_ok
 from ..tasks import is_probe
 from .advice import ADVICE_RULES, advise
-from .contamination import CONTAMINATION_RULE, assess, law_residual_signal, min_k_signal, verbatim_signal
+from .contamination import (
+    CONTAMINATION_RULE,
+    MEANING,
+    apply_fdr,
+    assess,
+    law_residual_signal,
+    min_k_signal,
+    option_order_signal,
+    verbatim_signal,
+)
 from .coreset import coreset_document, pooled_core_set, reproduction
 from .diversity import model_diversity
 from .fairness import FAIRNESS_DEFINITION, fairness
@@ -211,36 +230,41 @@ def _min_k(task_dir: Path, ref_path: Path) -> dict[str, Any]:
 
 
 def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
-    """Rows per model x task. Untrained baselines are a negative control: they cannot have seen
-    any data, so a signal that fires on a baseline for a task (e.g. Min-K% when the reference
-    text is not matched to the task's format) is not counted as evidence for any model on it.
+    """Rows per model x task, tests corrected together over the run (Benjamini-Hochberg).
+
+    Untrained baselines are a negative control: they cannot have seen any data, so a test that
+    fires on a baseline for a task is not counted as evidence for any model on it.
     """
     signals = {}
     for name, e in (results.get("models") or {}).items():
         slug = e.get("slug", name)
         baseline = is_untrained(e)
+        ref_verbatim = read_json(rd.model_dir(slug) / REFERENCE_VERBATIM)
         for task in sorted(e.get("tasks") or {}):
+            if is_probe(task):  # generated probes have no published text that could have leaked
+                continue
             tdir = rd.task_dir(slug, task)
             signals[(name, task)] = (baseline, {
+                "option_order": option_order_signal(read_json(tdir / OPTION_ORDER)),
+                "verbatim": verbatim_signal(read_json(tdir / VERBATIM), ref_verbatim),
                 "law_residual": _law_signal(name, task, baseline, fits),
-                "min_k": _min_k(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS),
-                "verbatim": verbatim_signal(read_json(tdir / VERBATIM))})
+                "min_k": _min_k(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS)})
+    apply_fdr([sig for _, sig in signals.values()])
     confounded = {(task, k) for (name, task), (baseline, sig) in signals.items() if baseline
                   for k, v in sig.items() if v and v.get("fires")}
     rows = []
     for (name, task), (baseline, sig) in signals.items():
         if baseline:
             fired = [k for k, v in sig.items() if v and v.get("fires")]
-            row = assess(name, task)
-            row.update(signals=sig, measured=any(v.get("measured", True) for v in sig.values() if v),
-                       evidence="untrained baseline: a negative control that cannot be contaminated"
-                       + (f"; its firing signal(s) ({', '.join(fired)}) are discounted for every model on this task"
+            row = assess(name, task, sig)
+            row.update(severity="none", evidence="untrained baseline: a negative control that cannot be contaminated"
+                       + (f"; its firing test(s) ({', '.join(fired)}) are discounted for every model on this task"
                           if fired else ""))
         else:
-            sig = {k: ({"measured": False, "fires": False, "confounded": True, "raw": v,
+            sig = {k: ({**v, "fires": False, "confounded": True,
                         "reason": "also fires on the untrained baseline (negative control): not evidence on this task"}
                        if (task, k) in confounded and v and v.get("fires") else v) for k, v in sig.items()}
-            row = assess(name, task, law=sig["law_residual"], min_k=sig["min_k"], verbatim=sig["verbatim"])
+            row = assess(name, task, sig)
         row["baseline"] = baseline
         rows.append(row)
     return rows
@@ -364,7 +388,7 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
            **({"law_sae": law_sae} if law_sae is not None else {}),  # only when a model counted SAE features
            "diversity": diversity, "coreset": coreset,
            "training": _training(results, law_pts),
-           "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE,
+           "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE, "contamination_meaning": MEANING,
                            "training": PHASE_RULE, "advice": ADVICE_RULES,
                            "law": "MUI = a + b*ln(P), OLS of MUI on ln P (P, MUI in %), pairs-bootstrap percentile CIs"},
            "notes": notes}

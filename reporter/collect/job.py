@@ -3,9 +3,9 @@
 Self-contained so that an executor can run it anywhere that sees the run directory. Each
 finished piece of work is written as soon as it exists, so a failed or interrupted job loses
 nothing and a rerun picks up where it stopped. Steps: load, ``model.json``, the smoke
-perplexity, every enabled model-scope collector (LPP, reference log-probs), then per task the
-task run, the verbatim-completion evidence (benchmarks only) and, when asked, the ablation
-check.
+perplexity, every enabled model-scope collector (LPP, reference log-probs), the verbatim check
+on held-out text (the chance rate), then per task the task run, the contamination evidence
+(verbatim completion and option order; benchmarks only) and, when asked, the ablation check.
 """
 from __future__ import annotations
 
@@ -23,14 +23,15 @@ from ..config import Profile, RunConfig, TaskConfig
 from ..errors import UserError
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
-from ..store.layout import ERROR, MODEL_META, SMOKE, VALIDATION, VERBATIM, RunDir
+from ..store.layout import ERROR, MODEL_META, OPTION_ORDER, REFERENCE_VERBATIM, SMOKE, VALIDATION, VERBATIM, RunDir
 from ..tasks import is_probe
 from .ablation import validate_neurons
 from .collectors import enabled_collectors
+from .option_order import collect_option_order
 from .plan import plan_task
 from .smoke import smoke
 from .task_run import run_task, task_complete
-from .verbatim import collect_verbatim
+from .verbatim import collect_reference_verbatim, collect_verbatim
 
 
 def log(msg: str) -> None:
@@ -48,7 +49,11 @@ def task_done(profile: Profile, task: TaskConfig, task_dir: Path) -> bool:
         return False
     if _validating(profile) and not json_ok(task_dir / VALIDATION):
         return False
-    return is_probe(task.name) or json_ok(task_dir / VERBATIM)
+    return is_probe(task.name) or (json_ok(task_dir / VERBATIM) and json_ok(task_dir / OPTION_ORDER))
+
+
+def _needs_reference_verbatim(profile: Profile) -> bool:
+    return any(not is_probe(t.name) for t in profile.tasks)
 
 
 def model_done(rd: RunDir, slug: str, profile: Profile) -> bool:
@@ -57,6 +62,8 @@ def model_done(rd: RunDir, slug: str, profile: Profile) -> bool:
     if not json_ok(mdir / MODEL_META) or not json_ok(mdir / SMOKE):
         return False
     if not all(p.model_done(profile, mdir) for p in enabled_collectors(profile)):
+        return False
+    if _needs_reference_verbatim(profile) and not json_ok(mdir / REFERENCE_VERBATIM):
         return False
     return all(task_done(profile, t, rd.task_dir(slug, t.name)) for t in profile.tasks)
 
@@ -100,6 +107,12 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         except UserError as e:
             failures.extend(f"model '{spec.name}', {plugin.label}: {line}" for line in e.lines)
             log(f"{spec.name} / {plugin.label}: FAILED: {e}")
+    if _needs_reference_verbatim(profile):
+        try:
+            collect_reference_verbatim(lm, mdir / REFERENCE_VERBATIM, profile.contamination, seed=cfg.seed)
+        except UserError as e:
+            failures.extend(f"model '{spec.name}', verbatim chance rate: {line}" for line in e.lines)
+            log(f"{spec.name} / verbatim chance rate: FAILED: {e}")
     for task in profile.tasks:
         failures += _collect_task(lm, cfg, profile, task, rd.task_dir(spec.slug, task.name), progress)
     del lm
@@ -120,6 +133,7 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
         if not plan.task.probe:  # generated probes have no published text that could have leaked
             collect_verbatim(lm, plan.items, task_dir, profile.contamination, seed=cfg.seed)
+            collect_option_order(lm, plan.items, task_dir, profile.contamination, seed=cfg.seed)
         if _validating(profile):
             validate_neurons(lm, plan, task_dir, seed=cfg.seed)
     except UserError as e:

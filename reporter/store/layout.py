@@ -48,6 +48,7 @@ ERROR = "error.json"
 SMOKE = "smoke.json"
 LPP = "lpp.json"
 REFERENCE_LOGPROBS = "reference_logprobs.npz"
+REFERENCE_VERBATIM = "reference_verbatim.json"
 
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
@@ -56,6 +57,7 @@ NEURONS = "neurons.npz"
 FEATURES = "features.npz"
 LOGPROBS = "logprobs.npz"
 VERBATIM = "verbatim.json"
+OPTION_ORDER = "option_order.json"
 VALIDATION = "validation.json"
 
 

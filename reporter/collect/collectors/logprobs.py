@@ -26,6 +26,7 @@ for non-benchmark reference text in ``reference_logprobs.npz`` (formats:
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -162,12 +163,14 @@ def collect_reference_logprobs(lm: Any, path: Path, texts: Sequence[str] | None 
         return len(load_logprobs(path)[0])
     if texts is None:
         texts = lambada_texts(n)
+    t0 = time.perf_counter()
     ids = [lm.tokenizer(t)["input_ids"][:max_tokens] for t in texts]
     lps = token_logprobs(lm, ids, batch_size=batch_size)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_logprobs(path, [f"ref-{j:04d}" for j in range(len(texts))], lps,
                   meta={"kind": "reference", "corpus": "lambada", "max_tokens": max_tokens,
-                        "model": getattr(getattr(lm, "spec", None), "name", None)})
+                        "model": getattr(getattr(lm, "spec", None), "name", None),
+                        "seconds": time.perf_counter() - t0})
     return len(texts)
 
 

@@ -1,0 +1,178 @@
+"""Option-order evidence for the contamination analysis (``option_order.json`` per task).
+
+A multiple-choice item is published with its options in one order. A model that never saw
+the item has no reason to prefer that order over any other, so the canonical order's
+log-likelihood is exchangeable with the log-likelihoods of the same text with its options
+permuted: its rank among them is uniform. A model trained on the item prefers the order it
+saw. This is the exchangeability test of Oren et al. (2023, "Proving test set contamination
+in black-box language models"), applied to the order of each item's options instead of the
+order of the dataset's items, so it needs neither a reference text nor a contiguous copy of
+the test set in the training data. The analyse stage turns the stored log-likelihoods into an
+exact p-value (:func:`reporter.analyse.contamination.option_order_signal`).
+
+Each text is the item's question block as the task shows it (stem, then ``A. option`` lines;
+:func:`reporter.tasks.base.mc_question`), tokenised plainly with the tokenizer's own special
+prefix; its log-likelihood is the sum of the log-probs of every token after the first.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..config import ContaminationConfig
+from ..store.atomic import json_ok, read_json, write_json
+from ..store.layout import OPTION_ORDER
+from ..tasks.base import mc_question
+from .collectors.logprobs import token_logprobs
+
+__all__ = ["option_stem", "permutations_for", "order_is_convention", "option_order_evidence", "collect_option_order"]
+
+# options that point at other options or positions: moving them changes what they say
+_REFERS = re.compile(r"(?i:\b(all|none|both|neither|any) of (the )?(above|below|these|those|them|the options)\b)"
+                     r"|\b[A-E] (and|or|&) [A-E]\b|\b(?i:option) [A-E]\b|\(([A-E])\)|\b(?i:only) [A-E]\b")
+_NUMBER = re.compile(r"^\s*[-+]?\$?\d[\d,]*(\.\d+)?\s*%?\s*$")
+
+
+def order_is_convention(choices: Sequence[str]) -> str | None:
+    """Why an item's published option order is not exchangeable with its permutations, or None.
+
+    Options that refer to other options ("All of the above", "A and B") change meaning when
+    moved, and numeric options listed in sorted order follow a convention a model may prefer
+    without having seen the item; both would make the test fire on a clean model.
+
+    >>> order_is_convention(["1", "2", "5", "10"]), order_is_convention(["cat", "All of the above"])
+    ('numbers in sorted order', 'an option refers to other options')
+    >>> order_is_convention(["7", "2", "5"]) is None
+    True
+    """
+    if any(_REFERS.search(c) for c in choices):
+        return "an option refers to other options"
+    if all(_NUMBER.match(c) for c in choices):
+        vals = [float(re.sub(r"[^\d.+-]", "", c) or "nan") for c in choices]
+        if vals == sorted(vals) or vals == sorted(vals, reverse=True):
+            return "numbers in sorted order"
+    return None
+
+
+def option_stem(question: str, choices: Sequence[str]) -> str | None:
+    """The stem of a question rendered by ``mc_question``, or None when it was rendered otherwise.
+
+    >>> option_stem(mc_question("Sky?", ["blue", "green"]), ["blue", "green"])
+    'Sky?'
+    >>> option_stem("Sky? (blue or green)", ["blue", "green"]) is None
+    True
+    """
+    block = mc_question("", list(choices))  # "\nA. ...\nB. ..."
+    if not question.endswith(block):
+        return None
+    stem = question[: len(question) - len(block)]
+    return stem if mc_question(stem, list(choices)) == question else None
+
+
+def permutations_for(n_options: int, n_perms: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """``n_perms`` distinct non-identity orders of ``n_options`` options (all of them when there are fewer).
+
+    >>> len(permutations_for(3, 8, np.random.default_rng(0)))  # 3! - 1
+    5
+    >>> p = permutations_for(5, 8, np.random.default_rng(0)); len(p), len(set(p)), tuple(range(5)) in p
+    (8, 8, False)
+    """
+    ident = tuple(range(n_options))
+    if math.factorial(n_options) - 1 <= n_perms:
+        return [p for p in itertools.permutations(range(n_options)) if p != ident]
+    seen: set[tuple[int, ...]] = set()
+    out: list[tuple[int, ...]] = []
+    while len(out) < n_perms:
+        p = tuple(int(x) for x in rng.permutation(n_options))
+        if p != ident and p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
+                          seed: int = 0, batch_size: int = 8) -> dict[str, Any]:
+    """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
+
+    ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
+    in ``skipped``: items without options, with identical options, whose question is not a
+    stem plus option lines, or whose order is a convention (:func:`order_is_convention`); and
+    every item of a task whose items all share one option list (a fixed label set such as
+    yes/no: its order is a convention too). At most ``max_items`` (a seeded sample) are scored.
+    Per item: ``ll`` (canonical), ``perm_ll`` (one per permutation, in the order of ``perms``)
+    and the token count.
+
+    >>> from reporter.tasks import Item
+    >>> it = Item("q1", mc_question("Sky?", ["blue", "green", "red"]), "A", ["blue", "green", "red"])
+    >>> e = option_order_evidence(lm, [it]); e["n"], len(e["per_item"][0]["perm_ll"])
+    (1, 5)
+    """
+    rng = np.random.default_rng(seed)
+    usable: list[tuple[str, str, list[str]]] = []
+    skipped: dict[str, int] = {}
+    lists = {tuple(c.strip() for c in it.choices) for it in items if it.choices}
+    fixed = len(items) > 1 and len(lists) == 1
+    for it in items:
+        ch = list(it.choices or [])
+        if len(ch) < 2:
+            why: str | None = "no options"
+        elif fixed:
+            why = "every item has the same option list (a fixed label set)"
+        elif len({c.strip() for c in ch}) < len(ch):
+            why = "identical options"
+        else:
+            why = order_is_convention(ch)
+        stem = option_stem(it.question, ch) if why is None else None
+        if why is None and stem is None:
+            why = "the question is not a stem followed by option lines"
+        if why is not None or stem is None:
+            skipped[why or "?"] = skipped.get(why or "?", 0) + 1
+        else:
+            usable.append((str(it.id), stem, ch))
+    if max_items is not None and len(usable) > max_items:
+        pick = np.sort(rng.choice(len(usable), size=max_items, replace=False))
+        usable = [usable[i] for i in pick]
+    texts: list[list[int]] = []
+    plan = []
+    for iid, stem, ch in usable:
+        perms = permutations_for(len(ch), n_perms, rng)
+        variants = [tuple(range(len(ch)))] + perms
+        plan.append((iid, perms, len(texts)))
+        texts += [list(lm.tokenizer(mc_question(stem, [ch[j] for j in p]))["input_ids"]) for p in variants]
+    lps = token_logprobs(lm, texts, batch_size=batch_size) if texts else []
+    lls = [float(np.sum(np.asarray(a, np.float64))) for a in lps]
+    per_item = []
+    for iid, perms, start in plan:
+        per_item.append({"id": iid, "ll": lls[start], "perm_ll": lls[start + 1: start + 1 + len(perms)],
+                         "perms": [list(p) for p in perms], "n_tokens": len(texts[start])})
+    return {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms, "max_items": max_items, "seed": seed,
+            "per_item": per_item}
+
+
+def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *,
+                         seed: int = 0, batch_size: int | None = None) -> dict[str, Any]:
+    """Run :func:`option_order_evidence` on a task's items and write ``task_dir/option_order.json``.
+
+    Skips the work when the file exists (resume). Returns the stored dict (``n`` = 0 for a task
+    without options or with ``contamination.order_items: 0``).
+    """
+    path = Path(task_dir) / OPTION_ORDER
+    if json_ok(path):
+        return read_json(path)  # type: ignore[no-any-return]
+    bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
+    t0 = time.perf_counter()
+    if settings.order_items > 0:
+        res = option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
+                                    seed=seed, batch_size=bs)
+    else:
+        res = {"n": 0, "n_skipped": len(items), "n_perms": settings.order_permutations, "max_items": 0, "seed": seed,
+               "per_item": [], "disabled": True}
+    res["seconds"] = time.perf_counter() - t0
+    write_json(path, res)
+    return res

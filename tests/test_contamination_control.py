@@ -1,0 +1,101 @@
+"""The small version of benchmarks/contamination_control.py: a model trained on half of a task's
+test items is flagged on that task, and nothing is flagged where nothing was trained on.
+
+The full control fine-tunes SmolLM2-135M-Instruct (benchmarks/RESULTS.md); here a tiny Llama
+with random weights is the "clean" model and a copy of it trained on half of the
+ARC-Challenge items a run evaluates (format (a): question, options and answer as raw text) the
+contaminated one. A tiny model needs more steps than one epoch to learn its items, so it
+trains longer.
+Both go through ``reporter run`` end to end with the script's own functions.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from reporter.cli import main
+
+from .conftest import tiny_lm
+
+ROOT = Path(__file__).resolve().parents[1]
+N_ITEMS = 12
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("contamination_control", ROOT / "benchmarks" / "contamination_control.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def control(tmp_path_factory):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model gains nothing from threads; on 2 shared cores one is far faster
+    try:
+        yield _control(tmp_path_factory)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _control(tmp_path_factory):
+    ctl = _script()
+    out = tmp_path_factory.mktemp("control")
+    torch.manual_seed(0)
+    lm = tiny_lm("llama")
+    tok = lm.tokenizer
+    lm.model.save_pretrained(out / "clean")
+    tok.save_pretrained(out / "clean")
+    items = ctl.run_items("arc_challenge", N_ITEMS, seed=0, kind="base")
+    trained = {"arc_challenge": ctl.trained_half(items, seed=0)}
+    # no "Question: " label: a tiny model only continues text from the context it was trained in
+    texts = [ctl.raw_text(it, label="") for it in items if str(it.id) in trained["arc_challenge"]]
+    losses = ctl.finetune(lm.model, tok, texts, epochs=30, lr=1e-2, batch_size=6)
+    lm.model.save_pretrained(out / "contaminated")
+    tok.save_pretrained(out / "contaminated")
+    (out / "models.yaml").write_text(
+        f"models:\n  - {{name: clean, source: {out / 'clean'}, kind: base}}\n"
+        f"  - {{name: contaminated, source: {out / 'contaminated'}, kind: base}}\n")
+    (out / "profile.yaml").write_text(
+        "name: control-small\nmui: {enabled: false}\nlpp: {enabled: false}\nsmoke_texts: 2\n"
+        f"contamination: {{verbatim_items: {N_ITEMS}, order_items: {N_ITEMS}, order_permutations: 8, "
+        "reference_texts: 16}\n"
+        f"tasks:\n  - {{name: arc_challenge, limit: {N_ITEMS}, shots: 0}}\n  - {{name: arc_easy, limit: 8, shots: 0}}\n")
+    r = CliRunner().invoke(main, ["run", str(out / "models.yaml"), "--profile", str(out / "profile.yaml"),
+                                  "-o", str(out / "run"), "--seed", "0", "--no-progress", "--no-render"])
+    assert r.exit_code == 0, r.output
+    summary = ctl.summarise(out / "run", trained, ["contaminated"], ["clean"], [])
+    return {"summary": summary, "losses": losses, "run": out / "run", "ctl": ctl}
+
+
+def test_the_contaminated_task_is_flagged(control):
+    s = control["summary"]
+    assert control["losses"][-1] < control["losses"][0] / 4  # it did learn its items
+    assert s["detected"] == {"weak_or_strong": 1, "strong": 1, "of": 1}
+    row = next(v for v in s["verdicts"] if v["role"] == "contaminated")
+    assert {"option_order", "verbatim"} <= set(row["fired"])
+    auc = {a["signal"]: a["auc"] for a in s["aucs"]}
+    assert auc["option_order"] >= 0.9 and auc["verbatim"] >= 0.9  # trained-on vs held-out items of the same task
+
+
+def test_nothing_else_is_flagged(control):
+    s = control["summary"]
+    assert s["false_alarms"] == {"warned": 0, "of": 3}  # clean on both tasks, contaminated on the untouched one
+    roles = {(v["model"], v["task"]): v["role"] for v in s["verdicts"]}
+    assert roles[("contaminated", "arc_easy")] == "untouched task" and roles[("clean", "arc_challenge")] == "clean"
+
+
+def test_the_table_is_what_results_md_records(control):
+    md = control["ctl"].markdown(control["summary"], {"items": N_ITEMS, "tasks": ["arc_challenge"],
+                                                      "untouched": ["arc_easy"], "epochs": 30, "lr": 1e-2})
+    assert "| contaminated | arc_challenge | contaminated | strong |" in md
+    assert "False alarms: 0 of 3" in md
+    res = json.loads((control["run"] / "results.json").read_text())
+    rows = {(r["model"], r["task"]): r for r in res["analysis"]["contamination"]}
+    assert rows[("contaminated", "arc_challenge")]["severity"] == "strong"
+    assert rows[("clean", "arc_challenge")]["severity"] == "none" and rows[("clean", "arc_challenge")]["measured"]
