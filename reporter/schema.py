@@ -617,7 +617,7 @@ class Analysis(TypedDict, total=False):
     diversity: dict[str, Diversity]
     coreset: CoreSetExport
     training: Training
-    definitions: dict[str, str]
+    definitions: dict[str, Union[str, dict[str, Any]]]
     notes: list[str]
 
 

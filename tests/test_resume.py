@@ -22,7 +22,7 @@ def _setup(tmp_path):
     prof = tmp_path / "profile.yaml"
     prof.write_text(f"""
 lpp: {{n_texts: 3, context: 40, min_tokens: 40}}
-contamination: {{verbatim_items: 2, reference_texts: 4}}
+contamination: {{verbatim_items: 2, reference_texts: 4, untrained: true}}
 smoke_texts: 2
 tasks:
   - {{name: arith, type: jsonl, path: {data}, prompt_field: question, answer_field: answer, scorer: numeric,

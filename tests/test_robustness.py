@@ -24,7 +24,7 @@ from .conftest import tiny_lm
 
 DATA = Path(__file__).parent / "data"
 TINY = "{layers: 2, hidden: 64, intermediate: 96, heads: 4}"
-PROFILE = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 2, reference_texts: 2}\n"
+PROFILE = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 2, reference_texts: 2, untrained: true}\n"
            "tasks:\n  - {name: arc_easy, limit: 4, max_new_tokens: 3}\n")
 
 

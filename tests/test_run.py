@@ -20,7 +20,7 @@ models:
 """
 
 
-PROFILE = ("lpp: {n_texts: 4, context: 40, min_tokens: 40}\n"
+PROFILE = ("lpp: {n_texts: 4, context: 40, min_tokens: 40}\ncontamination: {untrained: true}\n"
            "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 4}\n")
 
 
@@ -65,7 +65,7 @@ def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
     assert (out / "card.html").stat().st_size > 100_000 and (out / "card.pdf").read_bytes()[:4] == b"%PDF"
     assert (out / "model-index" / "Tiny-Llama.yaml").is_file()
     tdir = out / "models" / "Tiny-Llama" / "tasks" / "arc_easy"
-    for f in ("samples.jsonl", "neurons.npz", "logprobs.npz", "verbatim.json", "summary.json"):
+    for f in ("samples.jsonl", "neurons.npz", "logprobs.npz", "verbatim.json", "option_order.json", "summary.json"):
         assert (tdir / f).is_file(), f
     assert (out / "models" / "Tiny-Llama" / "reference_logprobs.npz").is_file()
     an = res["analysis"]  # two untrained models: reference rows only, never points of the law

@@ -47,6 +47,7 @@ from ..tasks import is_probe
 from .advice import ADVICE_RULES, advise
 from .contamination import (
     CONTAMINATION_RULE,
+    CONTROL_POWER,
     MEANING,
     apply_fdr,
     assess,
@@ -259,7 +260,9 @@ def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
             row = assess(name, task, sig)
             row.update(severity="none", evidence="untrained baseline: a negative control that cannot be contaminated"
                        + (f"; its firing test(s) ({', '.join(fired)}) are discounted for every model on this task"
-                          if fired else ""))
+                          if fired else "" if row["measured"] else
+                          " (no evidence is collected for untrained models: with no knowledge of language their "
+                          "option orders and continuations are chance by construction)"))
         else:
             sig = {k: ({**v, "fires": False, "confounded": True,
                         "reason": "also fires on the untrained baseline (negative control): not evidence on this task"}
@@ -389,6 +392,7 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
            "diversity": diversity, "coreset": coreset,
            "training": _training(results, law_pts),
            "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE, "contamination_meaning": MEANING,
+                           "contamination_power": dict(CONTROL_POWER),
                            "training": PHASE_RULE, "advice": ADVICE_RULES,
                            "law": "MUI = a + b*ln(P), OLS of MUI on ln P (P, MUI in %), pairs-bootstrap percentile CIs"},
            "notes": notes}

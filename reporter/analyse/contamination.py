@@ -60,10 +60,12 @@ TESTS = ("option_order", "verbatim", "law_residual")
 FDR_Q = 0.01  # Benjamini-Hochberg level over every test of a run
 STRONG_P = 1e-6
 STRONG_POWER = 0.9
-#: share of contaminated (model, task) cases of the positive control where the signal fired
-#: (benchmarks/contamination_control.py; the table is in benchmarks/RESULTS.md). None = never
-#: measured on a contaminated model (the law residual needs >= 4 models on a task).
-CONTROL_POWER: dict[str, float | None] = {"option_order": None, "verbatim": None, "law_residual": None}
+#: share of contaminated (model, task) pairs of the positive control where the test fired
+#: (benchmarks/contamination_control.py, 2026-11-30: SmolLM2-135M-Instruct fine-tuned 3 epochs on
+#: half of 60 ARC-Challenge and 60 GSM8K items, two formats; table in benchmarks/RESULTS.md):
+#: option order 2 of 2 (ARC; it does not apply to GSM8K), verbatim 0 of 4. None = never measured
+#: on a contaminated model (the law residual needs >= 4 trained models on a task).
+CONTROL_POWER: dict[str, float | None] = {"option_order": 1.0, "verbatim": 0.0, "law_residual": None}
 
 LAW_Z = 2.0  # kept for the card's wording of where a point lies; the decision uses the p-value
 LAW_MIN_POINTS = 4  # a leave-one-out residual needs the law fitted on >= 3 other points

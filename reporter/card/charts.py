@@ -454,20 +454,25 @@ def _contamination_items(card: dict[str, Any]) -> dict[str, Any] | None:
     if not rows:
         return None
     models = [m for m in _charted(card) if any(r["model"] == m for r in rows)]
-    chart = alt.Chart(_data(rows)).mark_point(size=28, opacity=0.7).encode(
-        x=alt.X("value:Q", title="Statistic per item (right: more like a memorised item)"),
-        y=alt.Y("kind:N", title="Items", sort=["benchmark item", "reference"]),
-        yOffset=alt.YOffset("jitter:Q"),
-        color=alt.Color("model:N", scale=_model_scale(card, models), title="Model"),
-        fill=alt.condition(alt.datum.kind == "benchmark item", alt.Color("model:N", scale=_model_scale(card, models),
-                                                                         legend=None), alt.value("transparent")),
-        tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("task:N", title="Task"),
-                 alt.Tooltip("test:N", title="Test"), alt.Tooltip("value:Q", title="Value", format=".3f")],
-    ).transform_calculate(jitter="random()").properties(width=170, height=70).facet(
-        row=alt.Row("test:N", title=None, sort=list(_CONTAMINATION_STATS.values()), header=alt.Header(labelAngle=0,
-                                                                                                     labelAlign="left")),
-        column=alt.Column("model:N", title=None, sort=models),
-    ).resolve_scale(x="independent")
+    scale = _model_scale(card, models)
+    panels = []
+    for label in _CONTAMINATION_STATS.values():
+        sub = [r for r in rows if r["test"] == label]
+        if not sub:
+            continue
+        shown = [m for m in models if any(r["model"] == m for r in sub)]
+        panels.append(alt.Chart(_data(sub)).mark_point(size=28, opacity=0.7).encode(
+            x=alt.X("value:Q", title=label),
+            y=alt.Y("kind:N", title="Items", sort=["benchmark item", "reference"]),
+            yOffset=alt.YOffset("jitter:Q"),
+            color=alt.Color("model:N", scale=scale, title="Model"),
+            fill=alt.condition(alt.datum.kind == "benchmark item", alt.Color("model:N", scale=scale, legend=None),
+                               alt.value("transparent")),
+            tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("task:N", title="Task"),
+                     alt.Tooltip("test:N", title="Test"), alt.Tooltip("value:Q", title="Value", format=".3f")],
+        ).transform_calculate(jitter="random()").properties(width=170, height=60).facet(
+            column=alt.Column("model:N", title=None, sort=shown)).resolve_scale(x="independent"))
+    chart = alt.vconcat(*panels)
     return _finish(chart, "Contamination evidence per item",
                    "each benchmark item (filled) against the same statistic without contamination (hollow); "
                    "further right = more like a memorised item")

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..config import Profile, RunConfig, TaskConfig
+from ..config import ModelSpec, Profile, RunConfig, TaskConfig
 from ..errors import UserError
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
@@ -43,29 +43,39 @@ def _validating(profile: Profile) -> bool:
     return profile.mui.validate_neurons and profile.mui.enabled
 
 
-def task_done(profile: Profile, task: TaskConfig, task_dir: Path) -> bool:
+def task_done(profile: Profile, task: TaskConfig, task_dir: Path, evidence: bool = True) -> bool:
     """Whether every artifact of one task of one model exists (summary, collectors, evidence, ablation)."""
     if not task_complete(profile, task_dir):
         return False
     if _validating(profile) and not json_ok(task_dir / VALIDATION):
         return False
-    return is_probe(task.name) or (json_ok(task_dir / VERBATIM) and json_ok(task_dir / OPTION_ORDER))
+    return not evidence or is_probe(task.name) or (json_ok(task_dir / VERBATIM) and json_ok(task_dir / OPTION_ORDER))
+
+
+def wants_evidence(spec: ModelSpec, profile: Profile) -> bool:
+    """Whether a model gets contamination evidence: not an untrained (``random:``) baseline,
+    unless ``contamination.untrained`` asks for it.
+
+    An untrained model cannot have seen any data, and with no knowledge of language its option
+    orders and continuations are chance by construction: evidence on it would only cost time.
+    """
+    return spec.source_type != "random" or profile.contamination.untrained
 
 
 def _needs_reference_verbatim(profile: Profile) -> bool:
     return any(not is_probe(t.name) for t in profile.tasks)
 
 
-def model_done(rd: RunDir, slug: str, profile: Profile) -> bool:
+def model_done(rd: RunDir, slug: str, profile: Profile, evidence: bool = True) -> bool:
     """Whether every artifact of one model exists."""
     mdir = rd.model_dir(slug)
     if not json_ok(mdir / MODEL_META) or not json_ok(mdir / SMOKE):
         return False
     if not all(p.model_done(profile, mdir) for p in enabled_collectors(profile)):
         return False
-    if _needs_reference_verbatim(profile) and not json_ok(mdir / REFERENCE_VERBATIM):
+    if evidence and _needs_reference_verbatim(profile) and not json_ok(mdir / REFERENCE_VERBATIM):
         return False
-    return all(task_done(profile, t, rd.task_dir(slug, t.name)) for t in profile.tasks)
+    return all(task_done(profile, t, rd.task_dir(slug, t.name), evidence) for t in profile.tasks)
 
 
 def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool = False,
@@ -76,7 +86,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
     mdir = rd.model_dir(spec.slug)
     if force and mdir.exists():
         shutil.rmtree(mdir)
-    elif model_done(rd, spec.slug, profile):
+    elif model_done(rd, spec.slug, profile, wants_evidence(spec, profile)):
         log(f"{spec.name}: already complete in {mdir}, skipping")
         return []
     (mdir / ERROR).unlink(missing_ok=True)
@@ -107,7 +117,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         except UserError as e:
             failures.extend(f"model '{spec.name}', {plugin.label}: {line}" for line in e.lines)
             log(f"{spec.name} / {plugin.label}: FAILED: {e}")
-    if _needs_reference_verbatim(profile):
+    if wants_evidence(spec, profile) and _needs_reference_verbatim(profile):
         try:
             collect_reference_verbatim(lm, mdir / REFERENCE_VERBATIM, profile.contamination, seed=cfg.seed)
         except UserError as e:
@@ -126,12 +136,13 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
                   progress: bool) -> list[str]:
     """One task: run it, then its contamination evidence and ablation check; the plan is built once."""
     name = lm.spec.name
-    if task_done(profile, task, task_dir):
+    evidence = wants_evidence(lm.spec, profile)
+    if task_done(profile, task, task_dir, evidence):
         return []
     try:
         plan = plan_task(lm, task, cfg.seed)
         summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
-        if not plan.task.probe:  # generated probes have no published text that could have leaked
+        if evidence and not plan.task.probe:  # generated probes have no published text that could have leaked
             collect_verbatim(lm, plan.items, task_dir, profile.contamination, seed=cfg.seed)
             collect_option_order(lm, plan.items, task_dir, profile.contamination, seed=cfg.seed)
         if _validating(profile):

@@ -107,6 +107,7 @@ class ContaminationConfig:
     reference_texts: int = 64  # held-out texts: the Min-K% reference and the verbatim chance rate
     order_items: int = 32  # multiple-choice items scored in permuted option orders, per task (0: off)
     order_permutations: int = 8  # other option orders scored per item (all of them when there are fewer)
+    untrained: bool = False  # also collect it for untrained (random:) baselines: chance by construction
 
 
 @dataclass(frozen=True)
@@ -327,7 +328,11 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
             p.add(f"mui.{key}", f"must be a number in (0, 1], got {short(mui[key])}")
     cont = _section(p, data, "contamination")
     for key, v in cont.items():
-        _int(p, f"contamination.{key}", v, 1 if key == "order_permutations" else 0)
+        if key == "untrained":
+            if not isinstance(v, bool):
+                p.add("contamination.untrained", f"must be true or false, got {short(v)}")
+        else:
+            _int(p, f"contamination.{key}", v, 1 if key == "order_permutations" else 0)
     smoke_texts = data.get("smoke_texts", 16)
     _int(p, "smoke_texts", smoke_texts, 1)
     lpp = _section(p, data, "lpp")
