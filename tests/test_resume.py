@@ -47,6 +47,7 @@ def _run(models, out, **kw):
 def _stable(res):
     for m in res["models"].values():
         m["meta"].pop("load_seconds", None)
+        (m.get("reference_verbatim") or {}).pop("seconds", None)  # evidence records its own wall time
     res.pop("run")
     return res
 
