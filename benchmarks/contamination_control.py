@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import yaml
 
 SIGNALS = ("option_order", "verbatim", "min_k")
@@ -131,45 +130,24 @@ def auc(pos: Sequence[float], neg: Sequence[float]) -> float | None:
     return float(mannwhitneyu(pos, neg).statistic) / (len(pos) * len(neg))
 
 
-def item_statistics(task_dir: Path) -> dict[str, dict[str, float]]:
-    """Per signal, each item's statistic (higher = more contaminated-looking), read from a task's artifacts."""
-    from reporter.analyse.contamination import MINK_K, _zscore
-    from reporter.metrics.min_k import min_k_percent_prob, question_logprobs
-    from reporter.store.logprobs import load_logprobs
-
-    out: dict[str, dict[str, float]] = {k: {} for k in SIGNALS}
-    oo = task_dir / "option_order.json"
-    if oo.is_file():
-        for it in json.loads(oo.read_text())["per_item"]:
-            allv = np.concatenate([[it["ll"]], np.asarray(it["perm_ll"], np.float64)])
-            out["option_order"][it["id"]] = _zscore(allv[0], allv[1:])
-    vb = task_dir / "verbatim.json"
-    if vb.is_file():
-        for it in json.loads(vb.read_text())["per_item"]:
-            out["verbatim"][it["id"]] = float(it["token_match"])
-    lp = task_dir / "logprobs.npz"
-    if lp.is_file():
-        d, _ = load_logprobs(lp)
-        for iid, v in d.items():
-            q = question_logprobs(v["prompt"], v["question_span"])
-            if len(q) >= 4:
-                out["min_k"][iid] = float(min_k_percent_prob(np.asarray(q, np.float64), MINK_K))
-    return out
+def item_statistics(row: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per signal, each item's statistic (higher = more contaminated-looking), as the analysis stored it
+    in a results.json contamination row (``item_ids`` / ``item_values`` of each signal).
+    """
+    sig = row.get("signals") or {}
+    return {k: dict(zip((sig.get(k) or {}).get("item_ids") or [], (sig.get(k) or {}).get("item_values") or []))
+            for k in SIGNALS}
 
 
 def summarise(run_dir: Path, trained: dict[str, set[str]], contaminated: Sequence[str], clean: Sequence[str],
               baseline: Sequence[str]) -> dict[str, Any]:
     """Item-level AUCs, verdicts and false-alarm rates from a finished run directory."""
-    from reporter.store.layout import RunDir
-
     res = json.loads((run_dir / "results.json").read_text())
     rows = {(r["model"], r["task"]): r for r in res["analysis"]["contamination"]}
-    rd = RunDir(run_dir)
-    slugs = {name: e.get("slug", name) for name, e in res["models"].items()}
     aucs = []
     for m in contaminated:
         for task, ids in trained.items():
-            stats = item_statistics(rd.task_dir(slugs[m], task))
+            stats = item_statistics(rows[(m, task)])
             for sig in SIGNALS:
                 vals = stats[sig]
                 pos = [v for k, v in vals.items() if k in ids]

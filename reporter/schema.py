@@ -390,6 +390,7 @@ class Signal(TypedDict, total=False):
     meets_effect: bool
     confounded: bool
     drivers: list[dict[str, Any]]
+    item_ids: list[str]
     item_values: list[float]
     reference_values: list[float]
     evidence: str

@@ -90,7 +90,7 @@ def test_nothing_else_is_flagged(control):
     assert roles[("contaminated", "arc_easy")] == "untouched task" and roles[("clean", "arc_challenge")] == "clean"
 
 
-def test_the_table_is_what_results_md_records(control):
+def test_the_markdown_table_and_results_json_agree(control):
     md = control["ctl"].markdown(control["summary"], {"items": N_ITEMS, "tasks": ["arc_challenge"],
                                                       "untouched": ["arc_easy"], "epochs": 30, "lr": 1e-2})
     assert "| contaminated | arc_challenge | contaminated | strong |" in md

@@ -225,7 +225,7 @@ def _min_k(task_dir: Path, ref_path: Path) -> dict[str, Any]:
     bench, _ = load_logprobs(lp_path)
     ref, _ = load_logprobs(ref_path)
     q = [question_logprobs(v["prompt"], v["question_span"]) for v in bench.values()]
-    out = min_k_signal(q, [v["prompt"] for v in ref.values()])
+    out = min_k_signal(q, [v["prompt"] for v in ref.values()], ids=list(bench))
     out["question_spans_known"] = sum(v["question_span"] is not None for v in bench.values())
     return out
 

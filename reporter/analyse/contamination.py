@@ -51,7 +51,7 @@ from ..config import ContaminationConfig
 from ..metrics.min_k import min_k_percent_prob
 from .numbers import finite_or_none as _f
 
-__all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "LAW_Z", "MINK_K",
+__all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
            "law_residual_signal", "min_k_signal", "verbatim_signal", "option_order_signal", "order_null_pvalue",
            "apply_fdr", "combine", "assess", "MEANING"]
 
@@ -67,7 +67,6 @@ STRONG_POWER = 0.9
 #: on a contaminated model (the law residual needs >= 4 trained models on a task).
 CONTROL_POWER: dict[str, float | None] = {"option_order": 1.0, "verbatim": 0.0, "law_residual": None}
 
-LAW_Z = 2.0  # kept for the card's wording of where a point lies; the decision uses the p-value
 LAW_MIN_POINTS = 4  # a leave-one-out residual needs the law fitted on >= 3 other points
 MINK_K = 0.2
 MIN_ITEMS = 5  # per side, for Min-K% and for the option-order test
@@ -209,7 +208,8 @@ def option_order_signal(order: Mapping[str, Any] | None) -> dict[str, Any]:
             "p_value": p, "effect": top - chance, "effect_name": "share of items whose published order is the most "
                                                                   "likely, minus chance",
             "meets_effect": bool(top - chance >= ORDER_MIN_EXCESS), "n": len(items), "top_share": top,
-            "chance_share": chance, "item_values": bench, "reference_values": ref, "drivers": drivers,
+            "chance_share": chance, "item_ids": [str(it["id"]) for it in items], "item_values": bench,
+            "reference_values": ref, "drivers": drivers,
             "evidence": f"the published option order is the most likely of {int(np.median(m)) + 1} orders for "
                         f"{int(np.sum(r == 0))} of {len(items)} items (chance {chance:.0%}); summed rank {int(r.sum())} "
                         f"vs {np.sum(m) / 2:.0f} expected"}
@@ -243,7 +243,7 @@ def verbatim_signal(v: Mapping[str, Any] | None, reference: Mapping[str, Any] | 
             "meets_effect": bool(k >= VERBATIM_MIN_EXACT and r - rr >= VERBATIM_MIN_EXCESS),
             "n": n, "rate": r, "n_exact": k, "token_match": float(v.get("token_match") or 0.0),
             "reference_n": nr, "reference_rate": rr,
-            "item_values": [float(x["token_match"]) for x in per],
+            "item_ids": [str(x["id"]) for x in per], "item_values": [float(x["token_match"]) for x in per],
             "reference_values": [float(x["token_match"]) for x in reference.get("per_item") or []],
             "drivers": drivers,
             "evidence": f"{k} of {n} questions continued verbatim from their first half (the next up to "
@@ -252,19 +252,21 @@ def verbatim_signal(v: Mapping[str, Any] | None, reference: Mapping[str, Any] | 
 
 # ----------------------------------------------------------------------------- Min-K% (descriptive)
 
-def _min_k_scores(arrays: Sequence[np.ndarray], k: float, length: int | None = None) -> np.ndarray:
-    out = []
-    for a in arrays:
+def _min_k_scores(arrays: Sequence[np.ndarray], k: float, length: int | None = None) -> tuple[np.ndarray, list[int]]:
+    """Min-K% of each text with at least MIN_TOKENS tokens, and the indices of the texts kept."""
+    out, kept = [], []
+    for j, a in enumerate(arrays):
         a = np.asarray(a, np.float64).ravel()
         if length is not None:
             a = a[:length]
         if a.size >= MIN_TOKENS:
             out.append(min_k_percent_prob(a, k))
-    return np.asarray(out, np.float64)
+            kept.append(j)
+    return np.asarray(out, np.float64), kept
 
 
 def min_k_signal(benchmark: Sequence[np.ndarray], reference: Sequence[np.ndarray], *, k: float = MINK_K,
-                 match_length: bool = True) -> dict[str, Any]:
+                 match_length: bool = True, ids: Sequence[str] | None = None) -> dict[str, Any]:
     """Min-K% Prob of benchmark questions vs reference texts: shown on the card, never counted.
 
     With ``match_length`` each reference text is cut to the median benchmark length (Min-K%
@@ -277,7 +279,7 @@ def min_k_signal(benchmark: Sequence[np.ndarray], reference: Sequence[np.ndarray
     """
     lens = [np.asarray(a).size for a in benchmark]
     length = int(np.median(lens)) if (match_length and lens) else None
-    b, r = _min_k_scores(benchmark, k), _min_k_scores(reference, k, length)
+    (b, kept), (r, _) = _min_k_scores(benchmark, k), _min_k_scores(reference, k, length)
     if b.size < MIN_ITEMS or r.size < MIN_ITEMS:
         return _not_measured(f"{b.size} benchmark and {r.size} reference texts with >= {MIN_TOKENS} tokens; "
                              f"the comparison needs at least {MIN_ITEMS} of each")
@@ -286,6 +288,7 @@ def min_k_signal(benchmark: Sequence[np.ndarray], reference: Sequence[np.ndarray
     return {"measured": True, "test": False, "fires": False, "k": k, "n_benchmark": int(b.size),
             "n_reference": int(r.size), "benchmark_median": float(np.median(b)), "reference_median": float(np.median(r)),
             "reference_length": length, "auc": auc, "item_values": b.tolist(), "reference_values": r.tolist(),
+            "item_ids": [str(ids[j]) if ids is not None else str(j) for j in kept],
             "reason": "descriptive only: the reference (LAMBADA prose) is not format-matched",
             "evidence": f"Min-K% Prob (k={k:g}) median {np.median(b):.2f} on questions vs {np.median(r):.2f} on "
                         f"reference prose (AUC {auc:.2f}; not a test)"}
