@@ -138,6 +138,7 @@ class TaskSummary(TypedDict, total=False):
     source: str
     description: str
     mean_response_tokens: float
+    collection: str
     mui: float
     mui_per_layer: list[float]
     mui_settings: MUISettings

@@ -335,7 +335,9 @@ def test_untouched_model_is_not_flagged(trained_and_untouched):
 
 
 def test_option_order_evidence_matches_per_text_reference(trained_and_untouched):
-    """Each stored log-likelihood equals a plain float64 sum over one sequence at a time."""
+    """Each stored log-likelihood equals a plain float64 sum, one sequence at a time, over the tokens
+    after the prefix all orders share; the differences between orders (all the test uses) equal
+    those of the whole texts' log-likelihoods."""
     lm, items = trained_and_untouched["lm"], trained_and_untouched["items"][:3]
     from reporter.tasks.base import mc_question
 
@@ -343,12 +345,19 @@ def test_option_order_evidence_matches_per_text_reference(trained_and_untouched)
     assert e["n"] == 3
     for it, rec in zip(items, e["per_item"]):
         stem = option_stem(it.question, it.choices)
-        for perm, ll in [(list(range(4)), rec["ll"])] + list(zip(rec["perms"], rec["perm_ll"])):
-            ids = lm.tokenizer(mc_question(stem, [it.choices[j] for j in perm]))["input_ids"]
+        variants = [list(range(4))] + rec["perms"]
+        enc = [lm.tokenizer(mc_question(stem, [it.choices[j] for j in perm]))["input_ids"] for perm in variants]
+        shared = next(j for j in range(min(map(len, enc))) if len({tuple(x[:j + 1]) for x in enc}) > 1)
+        assert rec["scored_from"] == shared > 5  # the stem's tokens are not scored
+        full = []
+        for ids, ll in zip(enc, [rec["ll"]] + rec["perm_ll"]):
             with torch.no_grad():
                 logits = lm.model(torch.tensor([ids])).logits[0].double()
-            ref = sum(float(torch.log_softmax(logits[t], -1)[ids[t + 1]]) for t in range(len(ids) - 1))
-            assert ll == pytest.approx(ref, abs=1e-3)
+            lp = [float(torch.log_softmax(logits[t], -1)[ids[t + 1]]) for t in range(len(ids) - 1)]
+            assert ll == pytest.approx(sum(lp[shared - 1:]), abs=1e-3)
+            full.append(sum(lp))
+        for j, ll in enumerate(rec["perm_ll"]):
+            assert rec["ll"] - ll == pytest.approx(full[0] - full[j + 1], abs=2e-3)
         assert len(rec["perms"]) == 4 and [0, 1, 2, 3] not in rec["perms"]
 
 

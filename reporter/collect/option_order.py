@@ -12,7 +12,10 @@ exact p-value (:func:`reporter.analyse.contamination.option_order_signal`).
 
 Each text is the item's question block as the task shows it (stem, then ``A. option`` lines;
 :func:`reporter.tasks.base.mc_question`), tokenised plainly with the tokenizer's own special
-prefix; its log-likelihood is the sum of the log-probs of every token after the first.
+prefix. Its log-likelihood is the sum of the log-probs of its tokens after the prefix that all
+orders of the item share (``scored_from``: the stem's tokens have the same log-probs in every
+order, so they would add the same constant to every variant and cannot change a rank or a
+margin); the LM head runs on the positions of the option block alone.
 """
 from __future__ import annotations
 
@@ -105,8 +108,8 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     stem plus option lines, or whose order is a convention (:func:`order_is_convention`); and
     every item of a task whose items all share one option list (a fixed label set such as
     yes/no: its order is a convention too). At most ``max_items`` (a seeded sample) are scored.
-    Per item: ``ll`` (canonical), ``perm_ll`` (one per permutation, in the order of ``perms``)
-    and the token count.
+    Per item: ``ll`` (canonical), ``perm_ll`` (one per permutation, in the order of ``perms``),
+    both summed from token ``scored_from`` (the variants' shared prefix) on, and the token count.
 
     >>> from reporter.tasks import Item
     >>> it = Item("q1", mc_question("Sky?", ["blue", "green", "red"]), "A", ["blue", "green", "red"])
@@ -139,20 +142,38 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
         pick = np.sort(rng.choice(len(usable), size=max_items, replace=False))
         usable = [usable[i] for i in pick]
     texts: list[list[int]] = []
+    starts: list[int] = []
     plan = []
     for iid, stem, ch in usable:
         perms = permutations_for(len(ch), n_perms, rng)
         variants = [tuple(range(len(ch)))] + perms
         plan.append((iid, perms, len(texts)))
-        texts += [list(lm.tokenizer(mc_question(stem, [ch[j] for j in p]))["input_ids"]) for p in variants]
-    lps = token_logprobs(lm, texts, batch_size=batch_size) if texts else []
+        enc = [list(lm.tokenizer(mc_question(stem, [ch[j] for j in p]))["input_ids"]) for p in variants]
+        shared = _common_prefix(enc)
+        texts += enc
+        starts += [max(1, shared)] * len(enc)
+    lps = token_logprobs(lm, texts, batch_size=batch_size, starts=starts) if texts else []
     lls = [float(np.sum(np.asarray(a, np.float64))) for a in lps]
     per_item = []
     for iid, perms, start in plan:
         per_item.append({"id": iid, "ll": lls[start], "perm_ll": lls[start + 1: start + 1 + len(perms)],
-                         "perms": [list(p) for p in perms], "n_tokens": len(texts[start])})
+                         "perms": [list(p) for p in perms], "n_tokens": len(texts[start]),
+                         "scored_from": starts[start]})
     return {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms, "max_items": max_items, "seed": seed,
             "per_item": per_item}
+
+
+def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
+    """Length of the token prefix every sequence shares.
+
+    >>> _common_prefix([[1, 2, 3], [1, 2, 4], [1, 5]])
+    1
+    """
+    n = min(len(s) for s in seqs)
+    for j in range(n):
+        if any(s[j] != seqs[0][j] for s in seqs[1:]):
+            return j
+    return n
 
 
 def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *,

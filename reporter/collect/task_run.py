@@ -32,7 +32,7 @@ from ..errors import UserError
 from ..instrument.batch import teacher_forced_batch
 from ..instrument.hooked_pass import hooked_pass
 from ..metrics.stats import score_ci
-from ..models.generation import generate
+from ..models.generation import fusable_generation, generate, generate_collecting
 from ..scoring import chance_level, get_scorer
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import SAMPLES, SUMMARY
@@ -56,16 +56,20 @@ def task_complete(profile: Profile, task_dir: Path) -> bool:
 
 
 def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task_dir: Path, *, seed: int,
-             progress: bool = True) -> dict[str, Any]:
-    """Evaluate ``lm`` on one planned task, resuming from ``task_dir``; returns the summary."""
+             progress: bool = True, plugins: list[CollectorPlugin] | None = None) -> dict[str, Any]:
+    """Evaluate ``lm`` on one planned task, resuming from ``task_dir``; returns the summary.
+
+    ``plugins``: the collectors to run (default: every one ``profile`` enables; ``[]`` gives
+    generation and scoring alone, the benchmark's "collectors off").
+    """
     task_dir.mkdir(parents=True, exist_ok=True)
     summary_path = task_dir / SUMMARY
-    if task_complete(profile, task_dir):
+    if plugins is None and task_complete(profile, task_dir):
         return read_json(summary_path)  # type: ignore[no-any-return]
     summary_path.unlink(missing_ok=True)  # a collector's final artifact is missing: recompute it
     ctx = TaskContext(lm=lm, profile=profile, config=config, plan=plan, task_dir=task_dir, seed=seed)
     ctx.parts_dir.mkdir(exist_ok=True)
-    plugins = enabled_collectors(profile)
+    plugins = enabled_collectors(profile) if plugins is None else plugins
     scorer = get_scorer(plan.task.scorer)
     samples_path = task_dir / SAMPLES
     done = read_samples(samples_path)
@@ -77,21 +81,55 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
             if any(items[i].id not in done for i in idx) or not all(p.batch_done(ctx, b) for p in plugins)]
     bar = tqdm(total=len(items), initial=len(items) - sum(len(i) for _, i in todo), disable=not progress,
                desc=f"{lm.spec.name}: {plan.task.name}", leave=False)
+    fused = collection_path(lm, profile, plugins) == "fused"
     for b, idx in todo:
-        gens = generate(lm, [ids[i] for i in idx], max_new_tokens=plan.task.max_new_tokens, stop=plan.stop,
-                        batch_size=len(idx))
-        batch = BatchContext(task=ctx, index=b, positions=idx, generations=gens)
-        for i, g in zip(idx, gens):
+        batch = BatchContext(task=ctx, index=b, positions=idx, generations=[])
+        if fused:  # the collectors ride the generation's own forward passes
+            riders = [(p, p.for_generation(batch)) for p in plugins]
+            try:
+                batch.generations = generate_collecting(
+                    lm, [ids[i] for i in idx], max_new_tokens=plan.task.max_new_tokens, stop=plan.stop,
+                    collectors=[c for _, c in riders if c is not None])
+            except FloatingPointError:
+                raise UserError(_nan_message(lm, plan)) from None
+        else:
+            batch.generations = generate(lm, [ids[i] for i in idx], max_new_tokens=plan.task.max_new_tokens,
+                                         stop=plan.stop, batch_size=len(idx))
+        for i, g in zip(idx, batch.generations):
             extracted, score = scorer(g.text, items[i].scorer_item())
             batch.records.append({"id": items[i].id, "prompt": plan.prompts[i], "response": g.text,
                                   "extracted": extracted, "gold": items[i].answer, "score": float(score),
                                   "prompt_tokens": len(g.prompt_ids), "response_tokens": len(g.response_ids),
                                   "stopped_by": g.stopped_by, "batch": b})
-        _collect(lm, batch, plugins)
+        if fused:
+            for p, c in riders:
+                p.save_batch(c, batch)
+        else:
+            _collect(lm, batch, plugins)
         append_samples(samples_path, [r for r in batch.records if r["id"] not in done])
         bar.update(len(idx))
     bar.close()
-    return finish_task(ctx, plugins)
+    return finish_task(ctx, plugins, fused)
+
+
+def collection_path(lm: Any, profile: Profile, plugins: list[CollectorPlugin] | None = None) -> str:
+    """``"fused"`` when the profile asks for it and the model and every enabled collector can ride
+    generation (:func:`~reporter.models.generation.fusable_generation`,
+    :meth:`~reporter.collect.collectors.CollectorPlugin.fusable`); else ``"teacher-forced"``.
+
+    >>> from reporter.config import Profile
+    >>> collection_path(lm, Profile(name="doc")), collection_path(lm, Profile(name="doc", collection="teacher-forced"))
+    ('fused', 'teacher-forced')
+    """
+    if profile.collection != "fused" or fusable_generation(lm) is not None:
+        return "teacher-forced"
+    plugins = enabled_collectors(profile) if plugins is None else plugins
+    return "fused" if all(p.fusable(profile) for p in plugins) else "teacher-forced"
+
+
+def _nan_message(lm: Any, plan: TaskPlan) -> str:
+    return (f"model '{lm.spec.name}', task '{plan.task.name}': the model gives NaN or infinite logits; "
+            "its weights are damaged or it does not run in this dtype")
 
 
 def _collect(lm: Any, batch: BatchContext, plugins: list[CollectorPlugin]) -> None:
@@ -104,13 +142,12 @@ def _collect(lm: Any, batch: BatchContext, plugins: list[CollectorPlugin]) -> No
                                   lm.tokenizer.pad_token_id, lm.device)
         logits = hooked_pass(lm.model, lm.adapter, pb, active)
         if not bool(torch.isfinite(logits[pb.attention_mask.bool().to(logits.device)]).all()):
-            raise UserError(f"model '{lm.spec.name}', task '{batch.task.plan.task.name}': the model gives NaN or "
-                            "infinite logits; its weights are damaged or it does not run in this dtype")
+            raise UserError(_nan_message(lm, batch.task.plan))
     for p, c in collectors:
         p.save_batch(c, batch)
 
 
-def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin]) -> dict[str, Any]:
+def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool) -> dict[str, Any]:
     """Score with a CI, let every plugin merge its batches into summary fields, write ``summary.json``."""
     plan = ctx.plan
     samples = read_samples(ctx.task_dir / SAMPLES)
@@ -120,7 +157,8 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin]) -> dict[str, A
         "task": plan.task.name, "scorer": plan.task.scorer, "shots": plan.shots, "limit": len(plan.items),
         **ci.to_dict(), "chance": chance_level(plan.task.scorer, [it.scorer_item() for it in plan.items]),
         "source": plan.task.source, "description": plan.task.description,
-        "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0}
+        "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0,
+        "collection": "fused" if fused else "teacher-forced"}
     for p in plugins:
         summary.update(p.finish_task(ctx, samples))
     if plan.task.summarize is not None:

@@ -121,6 +121,10 @@ class Profile:
     lpp: LPPConfig = field(default_factory=LPPConfig)
     contamination: ContaminationConfig = field(default_factory=ContaminationConfig)
     smoke_texts: int = 16
+    #: how the collectors are fed: "fused" (by the generation's own forward passes, falling back to
+    #: the teacher-forced pass where a collector or the model cannot ride generation) or
+    #: "teacher-forced" (one extra hooked pass over prompt + response after generation)
+    collection: str = "fused"
     models: tuple[Mapping[str, Any], ...] | None = None
     notes: Any = None
 
@@ -134,6 +138,7 @@ class Profile:
         out["lpp"] = dataclasses.asdict(self.lpp)
         out["contamination"] = dataclasses.asdict(self.contamination)
         out["smoke_texts"] = self.smoke_texts
+        out["collection"] = self.collection
         if self.models is not None:
             out["models"] = [dict(m) for m in self.models]
         if self.notes is not None:
@@ -164,7 +169,10 @@ TASK_KEYS = tuple(f.name for f in dataclasses.fields(TaskConfig) if f.name != "i
 MAX_ITEM_IDS = 100_000
 #: the longest task name (it names a directory)
 MAX_TASK_NAME = 100
-PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "contamination", "smoke_texts", "models", "notes")
+PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "contamination", "smoke_texts", "collection", "models",
+                "notes")
+#: the values of ``collection``
+COLLECTIONS = ("fused", "teacher-forced")
 _SECTIONS: dict[str, Any] = {"mui": MUIConfig, "lpp": LPPConfig, "contamination": ContaminationConfig}
 
 
@@ -335,6 +343,9 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
             _int(p, f"contamination.{key}", v, 1 if key == "order_permutations" else 0)
     smoke_texts = data.get("smoke_texts", 16)
     _int(p, "smoke_texts", smoke_texts, 1)
+    collection = data.get("collection", "fused")
+    if collection not in COLLECTIONS:
+        p.add("collection", f"{short(collection)} is not valid; use one of {', '.join(COLLECTIONS)}")
     lpp = _section(p, data, "lpp")
     for key in ("n_texts", "context", "step", "min_tokens"):
         _int(p, f"lpp.{key}", lpp.get(key), 1)
@@ -354,5 +365,5 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
     models = data.get("models")
     return Profile(name=name, tasks=tuple(t for t in tasks if t is not None), description=data.get("description"),
                    mui=MUIConfig(**mui), lpp=LPPConfig(**lpp), contamination=ContaminationConfig(**cont),
-                   smoke_texts=smoke_texts, models=tuple(models) if models is not None else None,
+                   smoke_texts=smoke_texts, collection=collection, models=tuple(models) if models is not None else None,
                    notes=data.get("notes"))

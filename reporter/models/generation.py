@@ -1,6 +1,9 @@
 """Batched greedy decoding with left padding, length-sorted batches and OOM halving.
 
-The ``transformers`` backend is here; ``generation_backend: vllm`` models generate in vLLM
+The ``transformers`` backend is here: reporter's own greedy loop over the KV cache
+(:func:`reporter.instrument.decode.greedy_decode`, which collectors can ride and which drops
+finished rows from the batch), or ``generate`` for a model whose generation config sets a logits
+processor the loop does not apply (:func:`fusable_generation`); ``generation_backend: vllm`` models generate in vLLM
 (:mod:`reporter.models.vllm_backend`) and keep the hooked pass in transformers.
 
 >>> outs = generate(lm, [lm.tokenizer("The sky is")["input_ids"]], max_new_tokens=4)
@@ -14,6 +17,7 @@ from typing import Any, Sequence
 import torch
 
 from ..instrument.batch import left_pad
+from ..instrument.decode import StepCollector, greedy_decode
 from .outputs import Generation, trim
 from .vllm_backend import generate_vllm
 
@@ -22,14 +26,18 @@ def _is_oom(e: BaseException) -> bool:
     return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
 
 
-@torch.inference_mode()
 def _generate_batch(lm: Any, batch: list[list[int]], max_new_tokens: int, stop: Sequence[str]) -> list[Generation]:
+    if fusable_generation(lm) is None:  # reporter's own loop: finished rows leave the batch
+        return generate_collecting(lm, batch, max_new_tokens=max_new_tokens, stop=stop)
+    return hf_generate_batch(lm, batch, max_new_tokens, stop)
+
+
+@torch.inference_mode()
+def hf_generate_batch(lm: Any, batch: list[list[int]], max_new_tokens: int, stop: Sequence[str]) -> list[Generation]:
+    """One batch through ``transformers``' ``generate`` (greedy, stop strings, EOS), cut by :func:`trim`."""
     tok = lm.tokenizer
     ids, mask = left_pad(batch, tok.pad_token_id, lm.device)
-    eos = lm.model.generation_config.eos_token_id
-    eos_ids = set(eos if isinstance(eos, list) else ([eos] if eos is not None else []))
-    if tok.eos_token_id is not None:
-        eos_ids.add(tok.eos_token_id)
+    eos_ids = _eos_ids(lm)
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=tok.pad_token_id,
               eos_token_id=sorted(eos_ids) or None, temperature=None, top_p=None, top_k=None)
     if stop:
@@ -41,6 +49,93 @@ def _generate_batch(lm: Any, batch: list[list[int]], max_new_tokens: int, stop: 
         kept, text, reason = trim(tok, new, stop, eos_ids)
         gens.append(Generation(prompt_ids=list(prompt), response_ids=kept, text=text, stopped_by=reason))
     return gens
+
+
+#: generation_config fields that change what greedy decoding picks: with one of them set (to a
+#: non-neutral value) the model keeps ``generate`` and the teacher-forced pass
+_PROCESSORS = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "encoder_no_repeat_ngram_size": 0,
+               "bad_words_ids": None, "suppress_tokens": None, "begin_suppress_tokens": None,
+               "forced_bos_token_id": None, "forced_eos_token_id": None, "min_length": 0, "min_new_tokens": None,
+               "sequence_bias": None, "exponential_decay_length_penalty": None, "renormalize_logits": False}
+
+
+def fusable_generation(lm: Any) -> str | None:
+    """Why collectors cannot ride this model's generation (None: they can).
+
+    The fused path is reporter's own greedy loop (:func:`reporter.instrument.decode.greedy_decode`):
+    it needs the ``transformers`` backend and no logits processor in the model's generation config.
+
+    >>> fusable_generation(lm) is None
+    True
+    """
+    if getattr(lm, "meta", {}).get("generation_backend") == "vllm":
+        return "the vLLM backend generates outside the hooked model"
+    cfg = getattr(lm.model, "generation_config", None)
+    for key, neutral in _PROCESSORS.items():
+        v = getattr(cfg, key, neutral)
+        if v is not None and v != neutral and not (key == "min_length" and v in (0, None)):
+            return f"its generation config sets {key}={v!r}, which reporter's greedy loop does not apply"
+    return None
+
+
+def _eos_ids(lm: Any) -> set[int]:
+    eos = lm.model.generation_config.eos_token_id
+    ids = set(eos if isinstance(eos, list) else ([eos] if eos is not None else []))
+    if lm.tokenizer.eos_token_id is not None:
+        ids.add(lm.tokenizer.eos_token_id)
+    return ids
+
+
+def _stop_check(tok: Any, stop: Sequence[str]) -> Any:
+    """``tokens -> bool``: whether the decoded tail of ``tokens`` contains a stop string."""
+    stop = [s for s in stop if s]
+    if not stop:
+        return None
+    window = max(len(s) for s in stop) + 8  # a stop string spans at most this many tokens
+
+    def stopped(tokens: list[int]) -> bool:
+        text = tok.decode(tokens[-window:], skip_special_tokens=True)
+        return any(s in text for s in stop)
+    return stopped
+
+
+def generate_collecting(lm: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, stop: Sequence[str] = (),
+                        collectors: Sequence[StepCollector] = ()) -> list[Generation]:
+    """Greedy continuations of one batch of ``prompts`` (input order) with ``collectors`` fed by the
+    generation's own forward passes (no second pass). A batch that runs out of memory is split in
+    half and retried; the collectors then see the halves in order.
+
+    >>> g = generate_collecting(lm, [lm.tokenizer("The sky is")["input_ids"]], max_new_tokens=3)
+    >>> len(g[0].response_ids) <= 3
+    True
+    """
+    why = fusable_generation(lm)
+    if why is not None:
+        raise ValueError(f"model '{lm.spec.name}': collectors cannot ride its generation: {why}")
+    tok, eos_ids = lm.tokenizer, _eos_ids(lm)
+    check = _stop_check(tok, stop)
+    queue = [list(range(len(prompts)))]
+    results: list[Generation] = []
+    while queue:
+        idx = queue.pop(0)
+        try:
+            raw = greedy_decode(lm.model, lm.adapter, [list(prompts[i]) for i in idx], pad_id=tok.pad_token_id,
+                                eos_ids=eos_ids, max_new_tokens=max_new_tokens, stopped=check, collectors=collectors)
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+            if not _is_oom(e) or len(idx) == 1:
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            queue[:0] = [idx[:len(idx) // 2], idx[len(idx) // 2:]]
+            continue
+        gens = []
+        for i, new in zip(idx, raw):
+            kept, text, reason = trim(tok, new, stop, eos_ids)
+            gens.append(Generation(prompt_ids=list(prompts[i]), response_ids=kept, text=text, stopped_by=reason))
+        for c in collectors:
+            c.finish([len(g.response_ids) for g in gens])
+        results.extend(gens)
+    return results
 
 
 def generate(lm: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, stop: Sequence[str] = (),

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ...config import Profile, TaskConfig
+from ...instrument.decode import StepCollector
 from ...instrument.hooked_pass import Collector
 from ...models.generation import Generation
 from ...registry import Registry
@@ -101,6 +102,19 @@ class CollectorPlugin:
     # -- task scope
     def for_batch(self, batch: BatchContext) -> Collector | None:
         """The collector riding this batch's teacher-forced pass, or None when it needs none."""
+        return None
+
+    def fusable(self, profile: Profile) -> bool:
+        """Whether this plugin's task-scope measurement can ride the generation's own passes
+        (:meth:`for_generation`); a plugin without one (no :meth:`for_batch`) trivially can.
+        """
+        return type(self).for_batch is CollectorPlugin.for_batch
+
+    def for_generation(self, batch: BatchContext) -> StepCollector | None:
+        """The step collector riding this batch's generation (``batch.generations`` is still empty),
+        or None when it needs none. Called only when :meth:`fusable`; its results must match what
+        :meth:`for_batch`'s collector gives, since :meth:`save_batch` reads either.
+        """
         return None
 
     def save_batch(self, collector: Collector | None, batch: BatchContext) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ...config import Profile
 from ...instrument.batch import PassBatch
 from ...instrument.hooks import HookSet
 from ...metrics.calibration import calibration_summary
@@ -135,8 +136,24 @@ class CalibrationCollector:
         """Answer positions and option counts of the next batch (None: derive / all options)."""
         self._positions, self._n_options = positions, n_options
 
+    #: during generation it reads only the prefill's last position (the answer position)
+    needs_prompt_logits = False
+
     def attach(self, hooks: HookSet, adapter: Any, batch: PassBatch) -> None:
         """No hooks: the logits suffice."""
+
+    # -- during generation (a reporter.instrument.decode.StepCollector) -------------------
+    def after_step(self, step: int, logits: torch.Tensor, next_tokens: torch.Tensor, rows: torch.Tensor) -> None:
+        """At the prefill, the options' probabilities at the last prompt position (the answer position)."""
+        if step == 0:
+            positions, self._positions = self._positions, [logits.shape[1] - 1] * logits.shape[0]
+            try:
+                self.after_forward(None, logits)  # type: ignore[arg-type]
+            finally:
+                self._positions = positions
+
+    def finish(self, lengths: Sequence[int]) -> None:
+        """Nothing to cut: the answer position is in the prompt."""
 
     def after_forward(self, batch: PassBatch, logits: torch.Tensor) -> None:
         """Option probabilities at each sample's answer position."""
@@ -170,6 +187,14 @@ class CalibrationPlugin(CollectorPlugin):
         if letters is None:
             return None
         return CalibrationCollector(letters, n_options=[len(it.choices or []) for it in batch.items])
+
+    def fusable(self, profile: Profile) -> bool:
+        """Yes: the answer position is the prefill's last position."""
+        return True
+
+    def for_generation(self, batch: BatchContext) -> CalibrationCollector | None:
+        """The same collector as :meth:`for_batch` (it reads the prefill's last logits)."""
+        return self.for_batch(batch)
 
     def save_batch(self, collector: Any, batch: BatchContext) -> None:
         """Store each item's option probabilities in its sample record.

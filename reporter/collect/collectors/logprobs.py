@@ -49,44 +49,70 @@ _CHUNK_ELEMENTS = 1 << 25  # log-softmax over at most this many logits at once (
 
 
 class TokenLogProbCollector:
-    """Collector (see :mod:`reporter.instrument.hooked_pass`) of per-token log-probs of the actual next tokens.
+    """Collector of per-token log-probs of the actual next tokens, for both collection paths.
 
-    Results accumulate over batches in order: :meth:`prompt_results` / :meth:`response_results`
-    return one float32 array per sample. The log-softmax is computed in float32, in chunks of
-    positions so that memory stays bounded for large vocabularies; results move to the host
-    once per batch.
+    In the teacher-forced pass (:mod:`reporter.instrument.hooked_pass`) it reads the logits of
+    prompt + response. During generation (a :class:`~reporter.instrument.decode.StepCollector`)
+    it reads the prompt's log-probs from the prefill's full logits and each response token's
+    from the step that picked it. Results accumulate over batches in order:
+    :meth:`prompt_results` / :meth:`response_results` return one float32 array per sample. The
+    log-softmax is computed in float32, in chunks of positions so that memory stays bounded for
+    large vocabularies; results move to the host once per batch.
     """
+
+    #: during generation it needs the prefill's logits at every prompt position
+    needs_prompt_logits = True
 
     def __init__(self) -> None:
         self._prompt: list[np.ndarray] = []
         self._response: list[np.ndarray] = []
+        self._batch: PassBatch | None = None
+        self._prefill: torch.Tensor | None = None
+        self._steps: list[torch.Tensor] = []
 
     def attach(self, hooks: Any, adapter: Any, batch: PassBatch) -> None:
-        """No hooks: the logits are enough."""
+        """No hooks: the logits are enough (the batch is kept for the generation path)."""
+        self._batch, self._prefill, self._steps = batch, None, []
 
     def after_forward(self, batch: PassBatch, logits: torch.Tensor) -> None:
         """Log-softmax in float32 chunks, gather the actual next tokens, split prompt from response."""
-        ids, am = batch.input_ids, batch.attention_mask.bool()
-        B, T = ids.shape
+        B, T = batch.input_ids.shape
         if T < 2:
             self._prompt += [np.zeros(0, np.float32)] * B
             self._response += [np.zeros(0, np.float32)] * B
             return
-        tgt = ids[:, 1:].to(logits.device)
-        lp = torch.empty(B, T - 1, dtype=torch.float32, device=logits.device)
-        rows = max(1, _CHUNK_ELEMENTS // max(1, logits.shape[-1]))
-        for b in range(B):
-            for s in range(0, T - 1, rows):
-                e = min(T - 1, s + rows)
-                x = logits[b, s:e].float()
-                lp[b, s:e] = x.gather(-1, tgt[b, s:e, None]).squeeze(-1) - torch.logsumexp(x, dim=-1)
-        valid = (am[:, 1:] & am[:, :-1]).to(logits.device)
-        resp = batch.response_mask.bool()[:, 1:].to(logits.device) & valid
-        prompt = valid & ~resp
-        lp, resp, prompt = lp.cpu().numpy(), resp.cpu().numpy(), prompt.cpu().numpy()
+        lp, prompt, resp = _next_token_logprobs(batch, logits)
         for b in range(B):
             self._prompt.append(lp[b][prompt[b]].astype(np.float32))
             self._response.append(lp[b][resp[b]].astype(np.float32))
+
+    # -- during generation --------------------------------------------------------------
+    def after_step(self, step: int, logits: torch.Tensor, next_tokens: torch.Tensor, rows: torch.Tensor) -> None:
+        """Every step: the log-prob of its greedy token (NaN for rows already finished); the
+        prefill's logits are kept for the prompt.
+        """
+        x = logits[:, -1].float()
+        lp = x.gather(-1, next_tokens.to(x.device)[:, None]).squeeze(-1) - torch.logsumexp(x, dim=-1)
+        B = self._batch.input_ids.shape[0] if self._batch is not None else lp.shape[0]
+        if rows.numel() != B:
+            lp = lp.new_full((B,), float("nan")).index_copy_(0, rows.to(lp.device), lp)
+        self._steps.append(lp)
+        if step == 0:
+            self._prefill = logits
+
+    def finish(self, lengths: Sequence[int]) -> None:
+        """The prompt's log-probs from the prefill, each response's from its first ``lengths[b]`` steps."""
+        if self._batch is None or self._prefill is None:
+            raise RuntimeError("TokenLogProbCollector.finish without a generation")
+        B, P = self._batch.input_ids.shape
+        if P < 2:
+            self._prompt += [np.zeros(0, np.float32)] * B
+        else:
+            lp, prompt, _ = _next_token_logprobs(self._batch, self._prefill)
+            self._prompt.extend(lp[b][prompt[b]].astype(np.float32) for b in range(B))
+        steps = torch.stack(self._steps, 1).cpu().numpy()
+        self._response.extend(steps[b, :lengths[b]].astype(np.float32) for b in range(B))
+        self._batch, self._prefill, self._steps = None, None, []
 
     def prompt_results(self) -> list[np.ndarray]:
         """Per sample, the log-probs of its prompt tokens (after the first)."""
@@ -95,6 +121,24 @@ class TokenLogProbCollector:
     def response_results(self) -> list[np.ndarray]:
         """Per sample, the log-probs of its response tokens."""
         return list(self._response)
+
+
+def _next_token_logprobs(batch: PassBatch, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``log p(x_{t+1} | x_{<=t})`` [B, T-1] on the host, with masks of prompt and response targets."""
+    ids, am = batch.input_ids, batch.attention_mask.bool()
+    B, T = ids.shape
+    tgt = ids[:, 1:].to(logits.device)
+    lp = torch.empty(B, T - 1, dtype=torch.float32, device=logits.device)
+    rows = max(1, _CHUNK_ELEMENTS // max(1, logits.shape[-1]))
+    for b in range(B):
+        for s in range(0, T - 1, rows):
+            e = min(T - 1, s + rows)
+            x = logits[b, s:e].float()
+            lp[b, s:e] = x.gather(-1, tgt[b, s:e, None]).squeeze(-1) - torch.logsumexp(x, dim=-1)
+    valid = (am[:, 1:] & am[:, :-1]).to(logits.device)
+    resp = batch.response_mask.bool()[:, 1:].to(logits.device) & valid
+    prompt = valid & ~resp
+    return lp.cpu().numpy(), prompt.cpu().numpy(), resp.cpu().numpy()
 
 
 def question_span(tokenizer: Any, prompt_text: str, question_text: str, prompt_ids: Sequence[int]
@@ -127,22 +171,43 @@ def question_span(tokenizer: Any, prompt_text: str, question_text: str, prompt_i
     return shift + toks[0], shift + toks[-1] + 1
 
 
-def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: int = 8) -> list[np.ndarray]:
-    """Prompt-token log-probs of whole token sequences (no response), via one hooked pass per batch.
+def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: int = 8,
+                   starts: Sequence[int] | None = None) -> list[np.ndarray]:
+    """Log-probs ``log p(x_j | x_<j)`` of whole token sequences (no response), one hooked pass per batch.
 
-    >>> [a.shape for a in token_logprobs(lm, [[1, 2, 3]])]
-    [(2,)]
+    By default every token but the first (j >= 1). ``starts[i]`` >= 1 scores sequence i's tokens
+    from index ``starts[i]`` on only, and the LM head runs on the positions that predict them
+    alone (the batch's longest scored tail): for variants of one text that share a prefix, the
+    prefix's log-probs are the same in every variant and need not be computed.
+
+    >>> [a.shape for a in token_logprobs(lm, [[1, 2, 3]])], [a.shape for a in token_logprobs(lm, [[1, 2, 3]], starts=[2])]
+    ([(2,)], [(1,)])
     """
     order = sorted(range(len(id_lists)), key=lambda i: (-len(id_lists[i]), i))
     out: list[np.ndarray | None] = [None] * len(id_lists)
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
     for s in range(0, len(order), batch_size):
         idx = order[s:s + batch_size]
-        pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
         ids, mask = left_pad([list(id_lists[i]) for i in idx], pad, lm.device)
-        col = TokenLogProbCollector()
-        hooked_pass(lm.model, lm.adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)), [col])
-        for i, a in zip(idx, col.prompt_results()):
-            out[i] = a
+        batch = PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool))
+        if starts is None:
+            col = TokenLogProbCollector()
+            hooked_pass(lm.model, lm.adapter, batch, [col])
+            for i, a in zip(idx, col.prompt_results()):
+                out[i] = a
+            continue
+        lens = [len(id_lists[i]) for i in idx]
+        first = [min(max(1, int(starts[i])), n) for i, n in zip(idx, lens)]
+        keep = max(n - f for n, f in zip(lens, first)) + 1  # the positions predicting the scored tails (+ the last)
+        W = ids.shape[1]
+        logits = hooked_pass(lm.model, lm.adapter, batch, [], logits_to_keep=keep)  # [B, keep, V]
+        for r, (i, n, f) in enumerate(zip(idx, lens, first)):
+            if n - f <= 0:
+                out[i] = np.zeros(0, np.float32)
+                continue
+            x = logits[r, keep - 1 - (n - f): keep - 1].float()  # predicts tokens f..n-1
+            tgt = ids[r, W - (n - f):].to(x.device)
+            out[i] = (x.gather(-1, tgt[:, None]).squeeze(-1) - torch.logsumexp(x, dim=-1)).cpu().numpy()
     return out  # type: ignore[return-value]
 
 
@@ -183,6 +248,14 @@ class LogProbsPlugin(CollectorPlugin):
 
     def for_batch(self, batch: BatchContext) -> TokenLogProbCollector:
         """A fresh collector (it only reads the logits)."""
+        return TokenLogProbCollector()
+
+    def fusable(self, profile: Profile) -> bool:
+        """Yes: the prefill and each decode step give the same log-probs."""
+        return True
+
+    def for_generation(self, batch: BatchContext) -> TokenLogProbCollector:
+        """A fresh collector (prompt log-probs from the prefill, response log-probs per step)."""
         return TokenLogProbCollector()
 
     def save_batch(self, collector: Any, batch: BatchContext) -> None:

@@ -102,23 +102,13 @@ from ...store.layout import NEURONS
 from .base import BatchContext, TaskContext, register_collector
 from .keysets import KeySetPlugin
 from .mui_eval import MUIEvalCollector
+from .mui_fused import FUSED_DEFINITIONS, FUSED_MODES, MUIStepCollector
+from .ranking import exact_dtype, ordered
 
 __all__ = ["MUICollector", "MUIEvalCollector", "MUIPlugin", "key_neurons", "make_collector"]
 
 _DEDUP_MAX_FRACTION = 0.9  # project distinct next tokens once when they are <= this share of the slots
 _TOPSCORE_REFINE = 32  # neurons recomputed exactly near the threshold / at the top (topscore)
-
-
-def _exact_dtype(device: torch.device) -> torch.dtype:
-    return torch.float32 if device.type == "mps" else torch.float64
-
-
-def _ordered(exact: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sort candidates by exact value (desc), ties by flat index (asc). Returns (values, idx)."""
-    idx_s, perm = idx.sort(dim=1)
-    ex = exact.gather(1, perm)
-    ex_s, order = ex.sort(dim=1, descending=True, stable=True)
-    return ex_s, idx_s.gather(1, order)
 
 
 @dataclass
@@ -265,7 +255,7 @@ class MUICollector:
                boff: torch.Tensor, inv: torch.Tensor | None = None) -> torch.Tensor:
         """Exact (float64) values at flat candidate indices [B, n] into the padded [B, R*F] layout."""
         B, F = flat.shape[0], a.shape[1]
-        xd = _exact_dtype(a.device)
+        xd = exact_dtype(a.device)
         av = a.view(B, -1).gather(1, flat).to(xd)
         if self.mode == "activation":
             return av
@@ -318,7 +308,7 @@ class MUICollector:
             vals, idx = s.topk(min(2 * k + 16, n), dim=1, sorted=False)
             ex = self._exact(idx, a, d.unembed, W, d.batch_offset, d.inverse).masked_fill_(
                 vals == float("-inf"), float("-inf"))
-            vals, idx = _ordered(ex, idx)
+            vals, idx = ordered(ex, idx)
             vals, idx = vals[:, :k], idx[:, :k]
         else:
             vals, idx = s.topk(min(k, n), dim=1)
@@ -415,6 +405,15 @@ class MUIPlugin(KeySetPlugin):
         m = batch.task.profile.mui
         return make_collector(m.definition, m.top_ratio, m.mode, m.rho,
                               vocab_size=getattr(batch.task.lm.tokenizer, "vocab_size", None))
+
+    def fusable(self, profile: Profile) -> bool:
+        """Modes ``score``, ``activation``, ``global_topk`` of the ``paper`` and ``contribution`` definitions."""
+        return profile.mui.definition in FUSED_DEFINITIONS and profile.mui.mode in FUSED_MODES
+
+    def for_generation(self, batch: BatchContext) -> MUIStepCollector:
+        """A :class:`~reporter.collect.collectors.mui_fused.MUIStepCollector` of the profile's settings."""
+        m = batch.task.profile.mui
+        return MUIStepCollector(m.top_ratio, m.mode, definition=m.definition)
 
     def finish_task(self, task: TaskContext, samples: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """Merge the parts into ``neurons.npz``; MUI of the union over the task's items, in percent."""

@@ -1,0 +1,286 @@
+"""End-to-end evaluation speed against lm-evaluation-harness, side by side, ratios in one run.
+
+The same loaded model, the same items, byte-identical prompts, greedy decoding with the same
+``max_new_tokens`` and stop sequences, the same batch size, through these paths:
+
+``lm-eval``
+    (a) lm-evaluation-harness 0.4.x: its ``hf`` model (``HFLM`` around the very model object) and
+    ``generate_until`` tasks whose YAML reads the benchmark's JSONL offline (one task per
+    reporter task: each has its own stop sequences and token budget).
+``reporter``
+    (b) reporter's task runner with every task-scope collector on (MUI score mode, token log-probs,
+    option probabilities), fed by the generation's own forward passes (``collection: fused``).
+``reporter-tf``
+    (b') the same collectors fed by a second, teacher-forced pass (``collection: teacher-forced``),
+    the path before fusion: what fusion saves.
+``reporter-bare``
+    (c) reporter with no collector: generation, scoring, samples on disk.
+
+Each path plans its tasks (prompts, tokenisation) and writes its outputs inside the timed region;
+model loading is outside it and the same for all (one model object). After one untimed warm-up
+batch, ``--rounds`` rounds run every path once each, order rotated per round; times are medians.
+Peak memory is measured apart from the timing, in one fresh process per path that loads the
+model and runs the path once: its peak resident set (``ru_maxrss``, weights included) on CPU,
+``max_memory_allocated`` on CUDA. ``--no-memory`` skips it.
+
+The check: every path's response text per item, against lm-eval's (a); differences are listed.
+``--profile`` runs path (b) once more under ``cProfile`` and prints the top of the profile.
+
+Usage (lm-eval is the optional benchmark extra: ``pip install -e '.[bench]'``)::
+
+    python benchmarks/throughput.py --json
+    python benchmarks/throughput.py --shape smollm2-135m --rounds 3      # random weights of a shape
+    python benchmarks/throughput.py --device cuda --dtype bfloat16 --batch-size 32 --json
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import datetime as _dt
+import io
+import json
+import os
+import platform
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from reporter.collect.collectors import enabled_collectors
+from reporter.collect.plan import TaskPlan, plan_task
+from reporter.collect.task_run import run_task
+from reporter.config import LPPConfig, ModelSpec, MUIConfig, Profile, TaskConfig
+from reporter.models.loading import load_model
+from reporter.store.samples import read_samples
+
+#: the item set: (task, items, max_new_tokens)
+ITEMS = (("arc_challenge", 40, 24), ("gsm8k", 10, 96), ("humaneval", 5, 96))
+TARGETS = {"reporter-bare": 1.0, "reporter": 1.15}
+PATHS = ("lm-eval", "reporter", "reporter-tf", "reporter-bare")
+
+
+def _task_yaml(name: str, data: Path, stop: tuple[str, ...], max_new: int) -> str:
+    return json.dumps({
+        "task": f"rb_{name}", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(data)}},
+        "test_split": "test", "output_type": "generate_until", "doc_to_text": "{{prompt}}",
+        "doc_to_target": "{{gold}}", "target_delimiter": "",
+        "generation_kwargs": {"until": list(stop), "max_gen_toks": max_new, "do_sample": False},
+        "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True}],
+        "metadata": {"version": 1}}, indent=1)
+
+
+def write_lm_eval_tasks(plans: dict[str, TaskPlan], where: Path) -> list[str]:
+    """One JSONL of the plans' prompts and one task YAML (JSON is YAML) per task; returns task names."""
+    names = []
+    for name, plan in plans.items():
+        data = where / f"{name}.jsonl"
+        with data.open("w") as f:
+            for it, prompt in zip(plan.items, plan.prompts):
+                f.write(json.dumps({"id": it.id, "prompt": prompt, "gold": str(it.answer)}) + "\n")
+        (where / f"rb_{name}.yaml").write_text(_task_yaml(name, data, plan.stop, plan.task.max_new_tokens))
+        names.append(f"rb_{name}")
+    return names
+
+
+def run_lm_eval(lm: Any, plans: dict[str, TaskPlan], where: Path, batch_size: int) -> dict[str, dict[str, str]]:
+    """Path (a): lm-eval's ``simple_evaluate`` on the exported tasks; responses per task and item id."""
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    names = write_lm_eval_tasks(plans, where)
+    hflm = HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=batch_size, device=str(lm.device))
+    res = lm_eval.simple_evaluate(model=hflm, tasks=names, task_manager=TaskManager(include_path=str(where)),
+                                  log_samples=True, num_fewshot=0, verbosity="ERROR")
+    out: dict[str, dict[str, str]] = {}
+    for name in plans:
+        out[name] = {s["doc"]["id"]: s["resps"][0][0] for s in res["samples"][f"rb_{name}"]}
+    return out
+
+
+def run_reporter(lm: Any, plans: dict[str, TaskPlan], where: Path, profile: Profile, collectors: bool,
+                 seed: int) -> dict[str, dict[str, str]]:
+    """Paths (b), (b') and (c): reporter's task runner, fresh directories; responses per task and item id."""
+    out: dict[str, dict[str, str]] = {}
+    for cfg in profile.tasks:
+        plan = plan_task(lm, cfg, seed)  # planning (prompts, tokenisation) is part of the timed work
+        d = where / cfg.name
+        run_task(lm, profile, cfg, plan, d, seed=seed, progress=False,
+                 plugins=None if collectors else [])
+        out[cfg.name] = {i: r["response"] for i, r in read_samples(d / "samples.jsonl").items()}
+    return out
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
+    """(seconds, result) of one call."""
+    _sync(device)
+    t0 = time.perf_counter()
+    result = fn()
+    _sync(device)
+    return time.perf_counter() - t0, result
+
+
+def peak_memory_mb(argv: list[str], path: str) -> float | None:
+    """Peak memory (MB) of a fresh process that loads the model and runs ``path`` once."""
+    proc = subprocess.run([sys.executable, __file__, *argv, "--memory-worker", path], capture_output=True, text=True)
+    try:
+        return float(json.loads(proc.stdout.strip().splitlines()[-1])["peak_mb"])
+    except (ValueError, IndexError, KeyError):
+        print(f"memory worker for {path} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+        return None
+
+
+def _machine(device: torch.device) -> str:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    gpu = f", {torch.cuda.get_device_name(0)}" if device.type == "cuda" else ""
+    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads){gpu}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="packaged:smollm2-135m-instruct", help="a reporter model source")
+    ap.add_argument("--shape", default=None, help="instead: random weights, e.g. smollm2-135m (random:<arch> source)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the item counts (e.g. 0.25 for a smoke run)")
+    ap.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated subset of {', '.join(PATHS)}")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--profile", action="store_true", help="also profile path (b) once and print the top")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-memory", action="store_true", help="skip the per-path peak-memory processes")
+    ap.add_argument("--memory-worker", default=None, help=argparse.SUPPRESS)
+    raw_argv = list(sys.argv[1:] if argv is None else argv)
+    args = ap.parse_args(argv)
+    paths = [p for p in args.paths.split(",") if p]
+    bad = [p for p in paths if p not in PATHS]
+    if bad:
+        ap.error(f"unknown path(s) {', '.join(bad)}; choose from {', '.join(PATHS)}")
+
+    source = f"random:{args.shape}" if args.shape else args.model
+    spec = ModelSpec(name="bench", source=source, dtype=args.dtype, kind="instruct",
+                     max_batch_size=args.batch_size)
+    t0 = time.perf_counter()
+    lm = load_model(spec, run_device=args.device, run_dtype=args.dtype, run_seed=args.seed)
+    load_s = time.perf_counter() - t0
+    tasks = tuple(TaskConfig(name=n, limit=max(1, round(k * args.scale)), max_new_tokens=m) for n, k, m in ITEMS)
+    base = Profile(name="bench", tasks=tasks, mui=MUIConfig(mode="score"), lpp=replace(LPPConfig(), enabled=False))
+    profiles = {"reporter": base, "reporter-tf": replace(base, collection="teacher-forced"), "reporter-bare": base}
+    plans = {t.name: plan_task(lm, t, args.seed) for t in tasks}
+    n_items = sum(len(p.items) for p in plans.values())
+
+    def call(path: str, where: Path) -> dict[str, dict[str, str]]:
+        if path == "lm-eval":
+            return run_lm_eval(lm, plans, where, args.batch_size)
+        return run_reporter(lm, plans, where, profiles[path], path != "reporter-bare", args.seed)
+
+    if args.memory_worker:  # a fresh process: load, run the path once, report the peak
+        if lm.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        with tempfile.TemporaryDirectory() as tmp:
+            call(args.memory_worker, Path(tmp))
+        peak = (torch.cuda.max_memory_allocated() if lm.device.type == "cuda"
+                else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+        print(json.dumps({"peak_mb": round(peak / 2 ** 20, 1)}))
+        return 0
+
+    with tempfile.TemporaryDirectory() as tmp:  # warm-up: one small batch through both libraries' code
+        warm = {"arc_challenge": replace(plans["arc_challenge"], items=plans["arc_challenge"].items[:2],
+                                         prompts=plans["arc_challenge"].prompts[:2],
+                                         prompt_ids=plans["arc_challenge"].prompt_ids[:2])}
+        if "lm-eval" in paths:
+            run_lm_eval(lm, warm, Path(tmp), args.batch_size)
+        run_reporter(lm, warm, Path(tmp) / "r", replace(base, tasks=tasks[:1]), True, args.seed)
+
+    times: dict[str, list[float]] = {p: [] for p in paths}
+    responses: dict[str, dict[str, dict[str, str]]] = {}
+    for r in range(args.rounds):
+        for path in paths[r % len(paths):] + paths[:r % len(paths)]:
+            with tempfile.TemporaryDirectory() as tmp:
+                dt, resp = timed(lambda: call(path, Path(tmp)), lm.device)
+            times[path].append(dt)
+            responses.setdefault(path, resp)
+            print(f"round {r + 1}: {path:14s} {dt:7.2f} s", file=sys.stderr)
+
+    worker_argv = [a for a in raw_argv if a not in ("--json", "--profile")]
+    peaks = {p: None if args.no_memory else peak_memory_mb(worker_argv, p) for p in paths}
+    gen_tokens = 0
+    ref_path = "lm-eval" if "lm-eval" in paths else paths[0]
+    for name, plan in plans.items():
+        for it in plan.items:
+            text = responses[ref_path][name].get(it.id, "")
+            gen_tokens += len(lm.tokenizer(text, add_special_tokens=False)["input_ids"])
+    med = {p: statistics.median(v) for p, v in times.items()}
+    result: dict[str, Any] = {
+        "machine": _machine(lm.device), "date": _dt.date.today().isoformat(), "model": source,
+        "dtype": args.dtype, "device": str(lm.device), "batch_size": args.batch_size, "rounds": args.rounds,
+        "items": {n: len(p.items) for n, p in plans.items()}, "max_new_tokens": {n: m for n, _, m in ITEMS},
+        "load_seconds": round(load_s, 2), "generated_tokens_ref": gen_tokens,
+        "collectors_b": [p.name for p in enabled_collectors(base)],
+        "paths": {p: {"median_s": round(med[p], 3), "all_s": [round(x, 3) for x in times[p]],
+                      "items_per_s": round(n_items / med[p], 3), "tokens_per_s": round(gen_tokens / med[p], 2),
+                      "peak_mb": peaks[p]} for p in paths}}
+    if "lm-eval" in med:
+        result["ratios_to_lm_eval"] = {p: round(med[p] / med["lm-eval"], 3) for p in paths if p != "lm-eval"}
+        result["targets"] = TARGETS
+    diffs = []
+    for p in paths:
+        if p == ref_path:
+            continue
+        for name, plan in plans.items():
+            for it in plan.items:
+                a, b = responses[ref_path][name].get(it.id), responses[p][name].get(it.id)
+                if a != b:
+                    diffs.append({"path": p, "task": name, "id": it.id, ref_path: a, p: b})
+    result["identical_responses"] = {p: sum(1 for d in diffs if d["path"] == p) == 0 for p in paths if p != ref_path}
+    result["differences"] = diffs[:20]
+    result["n_differences"] = len(diffs)
+
+    if args.profile:
+        prof = cProfile.Profile()
+        with tempfile.TemporaryDirectory() as tmp:
+            prof.enable()
+            call("reporter", Path(tmp))
+            prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(15)
+        result["profile_top"] = buf.getvalue()
+
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"{result['machine']}; {source} {args.dtype}, batch {args.batch_size}, {n_items} items, "
+              f"{args.rounds} rounds")
+        for p in paths:
+            r = result["paths"][p]
+            ratio = result.get("ratios_to_lm_eval", {}).get(p)
+            print(f"  {p:14s} {r['median_s']:8.2f} s  {r['items_per_s']:6.2f} items/s  {r['tokens_per_s']:7.1f} tok/s"
+                  f"  peak {r['peak_mb']} MB" + (f"  {ratio:.3f}x lm-eval" if ratio else ""))
+        print(f"  identical responses: {result['identical_responses']} ({len(diffs)} differences)")
+        if args.profile:
+            print(result["profile_top"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Greedy decoding over the KV cache with collectors riding the generation's own forward passes.
+
+``transformers``' ``generate`` runs the model once per new token; reporter used to run every
+batch a second time, teacher-forced over prompt + response, to feed its collectors (MUI, token
+log-probs, option probabilities). :func:`greedy_decode` is a greedy loop of its own over
+``past_key_values`` that lets those collectors read what they need from the passes generation
+makes anyway:
+
+* the **prefill** (step 0) covers the prompt: its logits give the prompt's token log-probs and
+  the option probabilities at the answer position, and its last position predicts response
+  token 0;
+* **decode step j** feeds response token j-1 and predicts response token j.
+
+At step j the hooks see the activations of the one position whose output predicts response
+token j, and :meth:`StepCollector.after_step` then gets that step's logits and the greedy
+token ``y_j`` — exactly what MUI's score at that position needs. Which steps count is only
+known when the response has been cut at EOS or a stop string, so collectors keep their
+per-step candidates on the device and decide in :meth:`StepCollector.finish`, given each
+sample's kept response length. The loop syncs with the host once per step (the new tokens,
+for EOS and stop strings), as ``generate`` does.
+
+The loop reproduces ``generate(do_sample=False)`` (left padding, position ids from the
+attention mask) token for token; the tests compare the two. Unlike ``generate`` it drops a row
+from the batch and the KV cache as soon as it finishes, so a batch does not keep paying for
+rows that are done while its longest answer is still being written.
+
+>>> import torch
+>>> from transformers import LlamaConfig, LlamaForCausalLM
+>>> _ = torch.manual_seed(0)
+>>> m = LlamaForCausalLM(LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+...                                  num_attention_heads=4, num_key_value_heads=2, vocab_size=100)).eval()
+>>> out = greedy_decode(m, None, [[5, 6, 7], [8, 9]], pad_id=0, eos_ids={1}, max_new_tokens=4)
+>>> [len(o) <= 4 for o in out]
+[True, True]
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import torch
+
+from .batch import PassBatch, left_pad, position_ids_from_mask
+from .hooked_pass import input_device
+from .hooks import HookSet
+
+__all__ = ["StepCollector", "greedy_decode"]
+
+
+@runtime_checkable
+class StepCollector(Protocol):
+    """Something that rides the forward passes of :func:`greedy_decode`.
+
+    ``attach`` is called once per batch with the left-padded prompts (``response_mask`` all
+    False) before the prefill; hooks it registers fire on every forward of the generation (the
+    prefill sees [B, P, ...], each decode step [B, 1, ...]: the last position is always the one
+    predicting this step's token). ``after_step(step, logits, next_tokens)`` follows each forward:
+    ``logits`` [b, S, V] (S = P at the prefill when ``needs_prompt_logits`` is true, else 1), the
+    greedy tokens [b] of this step and ``rows`` [b], the batch rows still decoding (finished rows
+    leave the batch; hooks see the same b rows). ``finish(lengths)`` gives each sample's kept response
+    length: steps ``j < lengths[b]`` predicted a kept response token; later ones are discarded.
+    """
+
+    needs_prompt_logits: bool
+
+    def attach(self, hooks: HookSet, adapter: Any, prompt: PassBatch) -> None:
+        """Register hooks for the whole generation of this batch."""
+
+    def after_step(self, step: int, logits: torch.Tensor, next_tokens: torch.Tensor, rows: torch.Tensor) -> None:
+        """Read this step's logits and greedy tokens of the rows still decoding (``rows``: their
+        indices in the batch; the prefill has them all). Keep results on the device.
+        """
+
+    def finish(self, lengths: Sequence[int]) -> None:
+        """Keep the steps that predicted kept response tokens; move results to the host."""
+
+
+def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequence[int]], *, pad_id: int,
+                  eos_ids: set[int], max_new_tokens: int, stopped: Callable[[list[int]], bool] | None = None,
+                  collectors: Sequence[StepCollector] = (), prune: bool = True) -> list[list[int]]:
+    """Greedy continuations of ``prompts`` (one batch, input order), with ``collectors`` riding along.
+
+    Each sample's tokens end with the token that finished it (an EOS id, or the token after which
+    ``stopped(tokens so far)`` said True), or after ``max_new_tokens``. The caller cuts them
+    (:func:`reporter.models.outputs.trim`) and calls each collector's ``finish`` with the kept
+    lengths. With ``prune`` (default) a row that finished leaves the batch and the KV cache, so
+    the remaining rows decode faster (``generate`` keeps feeding it pad tokens until the last row
+    finishes); without it the loop does what ``generate`` does. Runs in eval mode under ``inference_mode``; hooks are removed on exit. Raises
+    :class:`FloatingPointError` when a step's logits are not finite (checked once, at the end).
+    """
+    device = input_device(model)
+    ids, mask = left_pad(prompts, pad_id, device)
+    B, P = ids.shape
+    pos = position_ids_from_mask(mask)
+    full = any(getattr(c, "needs_prompt_logits", False) for c in collectors)
+    training = [m for m in model.modules() if m.training]
+    for m in training:
+        m.training = False
+    done = [False] * B
+    out_tokens: list[list[int]] = [[] for _ in range(B)]
+    try:
+        with torch.inference_mode(), HookSet() as hooks:
+            for c in collectors:
+                c.attach(hooks, adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)))
+            out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+                        logits_to_keep=0 if full else 1)
+            cache_kw = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.2x names it cache
+            rows = torch.arange(B, device=device)  # the original row of each row still decoding
+            live = list(range(B))
+            finite = torch.ones((), dtype=torch.bool, device=device)
+            for step in range(max(1, max_new_tokens)):  # step 0 runs even for 0 new tokens: prompt logits
+                logits = out.logits
+                finite &= torch.isfinite(logits[:, -1]).all().to(device)
+                nxt = logits[:, -1].float().argmax(-1).to(device)
+                for c in collectors:
+                    c.after_step(step, logits, nxt, rows)
+                if max_new_tokens == 0:
+                    break
+                host = nxt.tolist()  # the one host sync of the step
+                for b, t in zip(live, host):
+                    if done[b]:  # (without pruning) a finished row is fed pad tokens
+                        continue
+                    out_tokens[b].append(t)
+                    done[b] = t in eos_ids or (stopped is not None and stopped(out_tokens[b]))
+                if all(done) or step == max_new_tokens - 1:
+                    break
+                keep = [r for r, b in enumerate(live) if not done[b]]
+                cache = out[cache_kw]
+                if len(keep) < len(live) and prune and hasattr(cache, "batch_select_indices"):
+                    k = torch.tensor(keep, device=device)  # finished rows leave the batch and its KV cache
+                    cache.batch_select_indices(k)
+                    rows, mask, pos, nxt = rows[k], mask[k], pos[k], nxt[k]
+                    live = [live[r] for r in keep]
+                else:  # rows that finished are fed the pad token, as generate does
+                    nxt = torch.where(torch.tensor([done[b] for b in live], device=device),
+                                      torch.full_like(nxt, pad_id), nxt)
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+                pos = pos[:, -1:] + 1
+                out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, use_cache=True,
+                            **{cache_kw: cache})
+            if not bool(finite):
+                raise FloatingPointError("the model gives NaN or infinite logits")
+    finally:
+        for m in training:
+            m.training = True
+    return out_tokens

@@ -1,0 +1,151 @@
+"""Collectors fed by the generation's own forward passes give what the teacher-forced pass gives.
+
+The reference is the teacher-forced hooked pass over prompt + kept response (itself tested
+against slow float64 loops in test_mui / test_logprobs): in float64 both paths must give the
+same key-neuron sets, log-probs and option probabilities on tiny Llama, Gemma-3, GPT-2 and
+GPT-NeoX models with left padding; in float32 the sets must agree to a per-sample Jaccard of
+at least 0.99. The greedy loop itself must reproduce ``generate`` token for token.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from reporter.collect.collectors.calibration import CalibrationCollector
+from reporter.collect.collectors.logprobs import TokenLogProbCollector
+from reporter.collect.collectors.mui import MUICollector
+from reporter.collect.collectors.mui_fused import MUIStepCollector
+from reporter.instrument.batch import left_pad, teacher_forced_batch
+from reporter.instrument.decode import greedy_decode
+from reporter.instrument.hooked_pass import hooked_pass
+from reporter.models.adapters import get_adapter
+from reporter.models.generation import fusable_generation, generate, generate_collecting, hf_generate_batch
+
+from .conftest import tiny_lm, tiny_model
+
+ARCHS = ("llama", "gemma3", "gpt2", "gpt_neox")
+PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17], [18, 19, 20, 21, 22, 23, 24, 25, 26], [27]]
+LETTERS = [[30], [31, 32], [33], [34]]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _hf_greedy(model, prompts, eos, max_new):
+    ids, mask = left_pad(prompts, 0, "cpu")
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False,
+                         pad_token_id=0, eos_token_id=sorted(eos), temperature=None, top_p=None, top_k=None)
+    res = []
+    for i in range(len(prompts)):
+        new = out[i, ids.shape[1]:].tolist()
+        cut = next((j for j, t in enumerate(new) if t in eos), None)
+        res.append(new if cut is None else new[:cut + 1])
+    return res
+
+
+def _early_eos(model, max_new=10):
+    """EOS ids the model does produce early in two rows, so rows finish at different steps."""
+    first = greedy_decode(model, None, PROMPTS, pad_id=0, eos_ids=set(), max_new_tokens=max_new)
+    return {first[0][3], first[2][1]}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype,prune", [(torch.float32, False), (torch.float64, True), (torch.float32, True)])
+def test_greedy_loop_reproduces_generate(arch, dtype, prune):
+    """Token for token; pruning finished rows changes the batch shape, so float32 may differ in a
+    near-tie (not on these models), float64 must not."""
+    model = tiny_model(arch, vocab=97, seed=1).to(dtype)
+    eos = _early_eos(model)
+    ours = greedy_decode(model, None, PROMPTS, pad_id=0, eos_ids=eos, max_new_tokens=10, prune=prune)
+    assert ours == _hf_greedy(model, PROMPTS, eos, 10)
+    assert any(len(o) < 10 for o in ours) and any(len(o) == 10 for o in ours)
+
+
+def _fused_and_reference(model, definition, mode, lengths_cut, top_ratio=0.05):
+    """Run both paths; ``lengths_cut`` shortens some kept responses (as a stop string would)."""
+    adapter = get_adapter(model)
+    mui_s = MUIStepCollector(top_ratio, mode, definition=definition)
+    lp_s, cal_s = TokenLogProbCollector(), CalibrationCollector(LETTERS, n_options=[4, 3, 4, 2, 4])
+    eos = _early_eos(model, 6)  # rows finish at different steps and leave the batch
+    raw = greedy_decode(model, adapter, PROMPTS, pad_id=0, eos_ids=eos, max_new_tokens=6,
+                        collectors=[mui_s, lp_s, cal_s])
+    kept = [r[:-1] if r and r[-1] in eos else r for r in raw]  # EOS is not part of a response
+    assert len({len(k) for k in kept}) > 1
+    kept = [r[:max(0, len(r) - c)] for r, c in zip(kept, lengths_cut)]
+    for c in (mui_s, lp_s, cal_s):
+        c.finish([len(k) for k in kept])
+    mui_t, lp_t = MUICollector(top_ratio, mode, definition=definition), TokenLogProbCollector()
+    cal_t = CalibrationCollector(LETTERS, n_options=[4, 3, 4, 2, 4])
+    batch = teacher_forced_batch(PROMPTS, kept, 0, "cpu")
+    hooked_pass(model, adapter, batch, [mui_t, lp_t, cal_t])
+    return (mui_s, lp_s, cal_s), (mui_t, lp_t, cal_t), kept
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("definition,mode", [("paper", "score"), ("contribution", "score"), ("paper", "activation"),
+                                             ("contribution", "global_topk")])
+def test_float64_equal_to_teacher_forced(arch, definition, mode):
+    model = tiny_model(arch, vocab=97, seed=2).to(torch.float64)
+    (mui_s, lp_s, cal_s), (mui_t, lp_t, cal_t), kept = _fused_and_reference(
+        model, definition, mode, lengths_cut=[0, 2, 6, 1, 0])
+    assert [len(k) for k in kept][2] == 0  # one sample keeps no response at all
+    for a, b in zip(mui_s.results(), mui_t.results()):
+        assert a.tolist() == b.tolist()
+    assert sum(len(s) for s in mui_s.results()) > 0
+    for a, b in zip(lp_s.prompt_results(), lp_t.prompt_results()):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # float32 storage of float64 values
+    for a, b, k in zip(lp_s.response_results(), lp_t.response_results(), kept):
+        assert len(a) == len(k)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    for a, b in zip(cal_s.probs, cal_t.probs):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_float32_sets_agree(arch):
+    model = tiny_model(arch, vocab=97, seed=3, layers=3, hidden=64, intermediate=256)
+    (mui_s, lp_s, _), (mui_t, lp_t, _), kept = _fused_and_reference(model, "paper", "score", [0, 0, 1, 0, 3],
+                                                                   top_ratio=0.02)
+    for a, b in zip(mui_s.results(), mui_t.results()):
+        union = len(set(a) | set(b))
+        assert union == 0 or len(set(a) & set(b)) / union >= 0.99
+    for a, b in zip(lp_s.response_results(), lp_t.response_results()):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-4)
+
+
+def test_stop_strings_and_eos_match_generate():
+    """Through a LoadedModel: the same kept responses, texts and stop reasons as ``generate``."""
+    lm = tiny_lm("llama", seed=4)
+    assert fusable_generation(lm) is None
+    prompts = [lm.tokenizer(t)["input_ids"] for t in ("The cat sat on", "Numbers: 1, 2,", "Question: why")]
+    plain = hf_generate_batch(lm, prompts, 12, ())
+    stop = [plain[0].text[3:5]] if len(plain[0].text) >= 5 else ["\n"]
+    ref = hf_generate_batch(lm, prompts, 12, stop)
+    for ours in (generate_collecting(lm, prompts, max_new_tokens=12, stop=stop),
+                 generate(lm, prompts, max_new_tokens=12, stop=stop, batch_size=3)):
+        assert [(g.response_ids, g.text, g.stopped_by) for g in ours] == \
+            [(g.response_ids, g.text, g.stopped_by) for g in ref]
+    assert any(g.stopped_by == "stop" for g in ref) and any(g.stopped_by != "stop" for g in ref)
+
+
+def test_generation_config_with_a_processor_is_not_fused():
+    lm = tiny_lm("llama", seed=4)
+    lm.model.generation_config.repetition_penalty = 1.3
+    assert "repetition_penalty" in fusable_generation(lm)
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        generate_collecting(lm, [[1, 2, 3]], max_new_tokens=2)
+    assert generate(lm, [[1, 2, 3]], max_new_tokens=3)[0] == hf_generate_batch(lm, [[1, 2, 3]], 3, ())[0]
+
+
+def test_nonfinite_logits_are_reported():
+    model = tiny_model("llama", vocab=97)
+    with torch.no_grad():
+        model.model.norm.weight.fill_(float("nan"))
+    with pytest.raises(FloatingPointError):
+        greedy_decode(model, None, [[1, 2, 3]], pad_id=0, eos_ids=set(), max_new_tokens=2)
