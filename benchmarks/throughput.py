@@ -20,8 +20,9 @@ Each path plans its tasks (prompts, tokenisation) and writes its outputs inside 
 model loading is outside it and the same for all (one model object). After one untimed warm-up
 batch, ``--rounds`` rounds run every path once each, order rotated per round; times are medians.
 Peak memory is measured apart from the timing, in one fresh process per path that loads the
-model and runs the path once: its peak resident set (``ru_maxrss``, weights included) on CPU,
-``max_memory_allocated`` on CUDA. ``--no-memory`` skips it.
+model, resets the peak and runs the path once: on CPU its peak resident set during the path
+(VmHWM after ``/proc/self/clear_refs``; the weights, already resident, count), on CUDA
+``max_memory_allocated``. ``--no-memory`` skips it.
 
 The check: every path's response text per item, against lm-eval's (a); differences are listed.
 ``--profile`` runs path (b) once more under ``cProfile`` and prints the top of the profile.
@@ -38,6 +39,7 @@ import argparse
 import contextlib
 import cProfile
 import datetime as _dt
+import gc
 import io
 import json
 import os
@@ -134,6 +136,17 @@ def timed(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
     return time.perf_counter() - t0, result
 
 
+def _peak_bytes(device: torch.device) -> int:
+    """CUDA: ``max_memory_allocated``; CPU: the process's peak resident set (VmHWM), weights included."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated())
+    with contextlib.suppress(OSError):
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def peak_memory_mb(argv: list[str], path: str) -> float | None:
     """Peak memory (MB) of a fresh process that loads the model and runs ``path`` once."""
     proc = subprocess.run([sys.executable, __file__, *argv, "--memory-worker", path], capture_output=True, text=True)
@@ -197,11 +210,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory_worker:  # a fresh process: load, run the path once, report the peak
         if lm.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
+        else:
+            gc.collect()
+            with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # Linux: reset the peak resident set (VmHWM), so loading does not count
         with tempfile.TemporaryDirectory() as tmp:
             call(args.memory_worker, Path(tmp))
-        peak = (torch.cuda.max_memory_allocated() if lm.device.type == "cuda"
-                else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-        print(json.dumps({"peak_mb": round(peak / 2 ** 20, 1)}))
+        print(json.dumps({"peak_mb": round(_peak_bytes(lm.device) / 2 ** 20, 1)}))
         return 0
 
     with tempfile.TemporaryDirectory() as tmp:  # warm-up: one small batch through both libraries' code

@@ -26,6 +26,15 @@ def tiny_model(family: str, vocab: int = 211, seed: int = 0, **size):
     return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module of tiny models (fastest, and immune to a busy machine); restored after."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture
 def tiny_yaml(tmp_path):
     """Write a YAML file and return its path."""

@@ -43,14 +43,7 @@ from reporter.tasks.sources import lambada_texts
 
 from .conftest import tiny_lm, tiny_model
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads; on a shared 2-core machine one thread is far faster."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one intra-op thread is fastest
 
 
 # ---------------------------------------------------------------- Min-K% and the collector
@@ -359,6 +352,31 @@ def test_option_order_evidence_matches_per_text_reference(trained_and_untouched)
         for j, ll in enumerate(rec["perm_ll"]):
             assert rec["ll"] - ll == pytest.approx(full[0] - full[j + 1], abs=2e-3)
         assert len(rec["perms"]) == 4 and [0, 1, 2, 3] not in rec["perms"]
+
+
+def test_verbatim_without_generation_equals_greedy_decoding(trained_and_untouched):
+    """The teacher-forced check gives what greedy generation gives: the same exact matches, and its
+    'generated' text is greedy decoding's own output up to its first wrong token (slow reference:
+    one sequence at a time through ``generate``)."""
+    from reporter.models.generation import hf_generate_batch
+
+    lm = trained_and_untouched["lm"]
+    texts = [(it.id, it.question) for it in trained_and_untouched["items"][:5]]  # trained on: recited
+    texts += [(f"ref{j}", t) for j, t in enumerate(lambada_texts(5))]  # never seen: not recited
+    v = verbatim_completion(lm, texts, n_tokens=12, max_items=None)
+    tok = lm.tokenizer
+    by_id = dict(texts)
+    assert 0 < sum(p["exact"] for p in v["per_item"]) < len(v["per_item"])  # both kinds present
+    for p in v["per_item"]:
+        q = tok(by_id[p["id"]], add_special_tokens=False)["input_ids"]
+        full = tok(by_id[p["id"]])["input_ids"]
+        prompt = full[:len(full) - len(q)] + q[:len(q) // 2]
+        real = hf_generate_batch(lm, [prompt], p["n_target"], ())[0].response_ids
+        target = q[len(q) // 2:len(q) // 2 + p["n_target"]]
+        assert p["exact"] == (real[:len(target)] == target)
+        j = next((i for i, (a, b) in enumerate(zip(real, target)) if a != b), min(len(real), len(target)))
+        assert p["token_match"] == pytest.approx(j / len(target))
+        assert p["generated"] == tok.decode(real[:min(j + 1, len(target))])
 
 
 def test_verbatim_per_item_and_sampling(trained_and_untouched):

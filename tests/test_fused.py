@@ -29,12 +29,7 @@ PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17], [18, 19, 20, 21,
 LETTERS = [[30], [31, 32], [33], [34]]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one intra-op thread is fastest
 
 
 def _hf_greedy(model, prompts, eos, max_new):
@@ -149,3 +144,51 @@ def test_nonfinite_logits_are_reported():
         model.model.norm.weight.fill_(float("nan"))
     with pytest.raises(FloatingPointError):
         greedy_decode(model, None, [[1, 2, 3]], pad_id=0, eos_ids=set(), max_new_tokens=2)
+
+
+def test_task_run_fused_equals_teacher_forced(tmp_path):
+    """Through the task runner: the same samples, key-neuron sets, log-probs and option probabilities
+    from both collection paths (float64), on a multiple-choice task and a generative one cut by a
+    stop string; each summary records its path."""
+    import dataclasses
+    import json
+
+    from reporter.collect.plan import plan_task
+    from reporter.collect.task_run import collection_path, run_task
+    from reporter.config import MUIConfig, Profile, TaskConfig
+    from reporter.store.logprobs import load_logprobs
+    from reporter.store.neurons import load_neuron_sets
+    from reporter.store.samples import read_samples
+
+    lm = tiny_lm("llama", seed=5, init_std=0.3)
+    lm.model.double()
+    lm = dataclasses.replace(lm, dtype=torch.float64)
+    data = tmp_path / "gen.jsonl"
+    data.write_text("".join(json.dumps({"id": f"g{i}", "q": f"List: {i}, {i + 1}, {i + 2},", "a": str(i + 3)}) + "\n"
+                            for i in range(5)))
+    gen = TaskConfig(name="lists", type="jsonl", path=str(data), prompt_field="q", answer_field="a",
+                     scorer="numeric", max_new_tokens=10, stop=("o",))  # cuts inside words too
+    tasks = (TaskConfig(name="arc_easy", limit=5, max_new_tokens=6), gen)
+    out = {}
+    for path in ("fused", "teacher-forced"):
+        profile = Profile(name="t", tasks=tasks, mui=MUIConfig(top_ratio=0.02), collection=path)
+        assert collection_path(lm, profile) == path
+        for cfg in tasks:
+            d = tmp_path / path / cfg.name
+            summary = run_task(lm, profile, cfg, plan_task(lm, cfg, seed=0), d, seed=0, progress=False)
+            assert summary["collection"] == path
+            out[path, cfg.name] = (summary, read_samples(d / "samples.jsonl"), load_neuron_sets(d / "neurons.npz"),
+                                   load_logprobs(d / "logprobs.npz")[0])
+    for cfg in tasks:
+        (s_f, rec_f, (ids_f, sets_f, _), lp_f), (s_t, rec_t, (ids_t, sets_t, _), lp_t) = \
+            out["fused", cfg.name], out["teacher-forced", cfg.name]
+        assert s_f["mui"] == s_t["mui"] > 0 and s_f["score"] == s_t["score"]
+        for i, r in rec_f.items():
+            assert (r["response"], r["score"], r.get("option_probs")) == \
+                (rec_t[i]["response"], rec_t[i]["score"], rec_t[i].get("option_probs"))
+        assert ids_f == ids_t and all(a.tolist() == b.tolist() for a, b in zip(sets_f, sets_t))
+        for i in lp_f:
+            for part in ("prompt", "response"):
+                np.testing.assert_allclose(lp_f[i][part], lp_t[i][part], rtol=0, atol=1e-6)
+    assert any(r["stopped_by"] == "stop" for r in out["fused", "lists"][1].values())
+    assert "option_probs" in next(iter(out["fused", "arc_easy"][1].values()))

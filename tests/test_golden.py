@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -150,8 +149,11 @@ def _card_words(pdf: Path, tmp: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def golden_run():
-    # a fixed-length path (the card prints model paths, and their length decides where lines wrap)
-    root = Path(tempfile.mkdtemp(prefix="golden-", dir="/tmp"))
+    # a path of fixed width (the card prints model paths, and their width decides where lines wrap:
+    # mkdtemp's random letters have different glyph widths, digits share one)
+    root = Path(f"/tmp/golden-{os.getpid():010d}")
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
     yaml_path = _models_yaml(root)
     out = root / "run"
     r = CliRunner().invoke(main, ["run", str(yaml_path), "-o", str(out), "--no-progress"])

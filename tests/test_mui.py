@@ -55,13 +55,7 @@ def make_model(arch: str, dtype=torch.float32, seed: int = 0):
     return m.to(dtype).eval()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny models: one intra-op thread is fastest and immune to a busy machine; restored after."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one intra-op thread is fastest
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,12 @@
 Given the first half of a question's tokens, does greedy decoding reproduce the next tokens
 exactly? A model that has seen the test set often does. The analyse stage turns the stored
 rates into a signal (:func:`reporter.analyse.contamination.verbatim_signal`).
+
+No generation is needed to answer it: greedy decoding reproduces the target exactly if and only
+if, teacher-forced on the target, the model's most probable next token equals the target token
+at every position (induction on the position). So one forward pass over prefix + target, with
+the LM head on the target's positions alone, gives the exact answer, and also how far greedy
+decoding follows the target before it first diverges and the token it writes there.
 """
 from __future__ import annotations
 
@@ -11,9 +17,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
 from ..config import ContaminationConfig
-from ..models.generation import generate
+from ..instrument.batch import PassBatch, left_pad
+from ..instrument.hooked_pass import hooked_pass
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import VERBATIM
 from ..tasks.sources import lambada_texts
@@ -39,10 +47,12 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
     text is tokenised plainly (no chat template; the tokenizer's own special prefix kept);
     the prompt is the first half of its tokens, the target the next ``min(n_tokens, rest)``
     tokens; texts with fewer than ``min_target_tokens`` target tokens are skipped. At most
-    ``max_items`` texts (a seeded sample) are tried. ``token_match`` = share of target positions
-    where the generated token equals the target token (missing tokens count as misses).
-    ``max_text_tokens`` cuts each text first (held-out reference text is cut to question length).
-    Each per-item record keeps the real ``target`` text next to the ``generated`` one.
+    ``max_items`` texts (a seeded sample) are tried. ``exact``: greedy decoding reproduces the
+    whole target; ``token_match`` = the share of the target greedy decoding reproduces before it
+    first diverges (1.0 when exact). ``max_text_tokens`` cuts each text first (held-out reference
+    text is cut to question length). Each per-item record keeps the real ``target`` text next to
+    the ``generated`` one: greedy decoding's continuation up to and including its first token
+    that differs from the target (what follows it is not computed).
 
     >>> v = verbatim_completion(lm, ["The capital of France is Paris, a city on the Seine with many museums."])
     >>> v["n"], v["rate"] in (0.0, 1.0)
@@ -69,19 +79,43 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
         targets.append(target)
         kept.append(iid)
     per_item = []
-    if prompts:
-        gens = generate(lm, prompts, max_new_tokens=n_tokens, stop=(), batch_size=batch_size)
-        for iid, g, tgt in zip(kept, gens, targets):
-            out = list(g.response_ids[:len(tgt)])
-            match = sum(int(a == b) for a, b in zip(out, tgt)) / len(tgt)
-            per_item.append({"id": iid, "exact": out == tgt, "token_match": match, "n_target": len(tgt),
-                             "target": tok.decode(tgt), "generated": tok.decode(out)})
+    for iid, tgt, best in zip(kept, targets, greedy_under_teacher_forcing(lm, prompts, targets, batch_size)):
+        j = next((i for i, (a, b) in enumerate(zip(best, tgt)) if a != b), len(tgt))  # first divergence
+        out = tgt[:j] + best[j:j + 1]  # what greedy decoding writes, up to its first wrong token
+        per_item.append({"id": iid, "exact": j == len(tgt), "token_match": j / len(tgt), "n_target": len(tgt),
+                         "target": tok.decode(tgt), "generated": tok.decode(out)})
     n = len(per_item)
     return {"n": n, "n_skipped": skipped, "n_tokens": n_tokens, "min_target_tokens": min_target_tokens,
             "seed": seed, "max_items": max_items,
             "rate": sum(p["exact"] for p in per_item) / n if n else None,
             "token_match": float(np.mean([p["token_match"] for p in per_item])) if n else None,
             "per_item": per_item}
+
+
+def greedy_under_teacher_forcing(lm: Any, prompts: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
+                                 batch_size: int = 8) -> list[list[int]]:
+    """Per item, the model's most probable token at each target position, teacher-forced on ``prompt + target``.
+
+    One hooked pass per batch (longest first), the LM head on the target positions alone.
+
+    >>> out = greedy_under_teacher_forcing(lm, [[5, 6, 7]], [[8, 9]])
+    >>> len(out[0])
+    2
+    """
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    order = sorted(range(len(prompts)), key=lambda i: (-(len(prompts[i]) + len(targets[i])), i))
+    out: list[list[int]] = [[] for _ in prompts]
+    for s in range(0, len(order), batch_size):
+        idx = order[s:s + batch_size]
+        ids, mask = left_pad([list(prompts[i]) + list(targets[i]) for i in idx], pad, lm.device)
+        keep = max(len(targets[i]) for i in idx) + 1
+        logits = hooked_pass(lm.model, lm.adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)),
+                             [], logits_to_keep=keep)
+        best = logits[:, :-1].argmax(-1).cpu().tolist()  # position keep-1-n .. keep-2 predict the n target tokens
+        for r, i in enumerate(idx):
+            n = len(targets[i])
+            out[i] = best[r][keep - 1 - n:]
+    return out
 
 
 def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *, seed: int = 0,

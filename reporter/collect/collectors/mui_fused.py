@@ -6,10 +6,10 @@ of :func:`reporter.instrument.decode.greedy_decode`: at step j the layer hooks s
 activation of the one position that predicts response token j, and after the step's logits the
 greedy token ``y_j`` is known, so the position's scores ``a * <W_down[:, i], W_U[y_j]>`` are
 computed then. Each step keeps, per sample and layer, its ``2k + 16`` best candidates (fast
-value, exact float64 value, neuron) on the device; :meth:`MUIStepCollector.finish` drops the
+value, activation, neuron, token) on the device; :meth:`MUIStepCollector.finish` drops the
 steps past each sample's kept response, takes the best ``2k + 16`` of the rest by fast value —
-the same pool the teacher-forced pass ranks — and picks k by the exact value, ties to the earlier
-position, then the lower neuron. Step j is slot j of the teacher-forced layout, so both paths
+the same pool the teacher-forced pass ranks — recomputes their scores in float64 and picks k by
+that value, ties to the earlier position, then the lower neuron. Step j is slot j of the teacher-forced layout, so both paths
 give the same sets (exactly in float64; the tests compare them).
 
 ``topscore`` (a per-neuron maximum over positions whose validity is only known at the end) and
@@ -51,6 +51,12 @@ class MUIStepCollector:
 
     Results accumulate over batches in order; :meth:`results` returns one sorted int64 array of
     flat ids ``layer * d_ff + i`` per sample, as :meth:`MUICollector.results` does.
+
+    Per step, all layers at once: the activations of the step's position are stacked ([b, L, F]);
+    each response token's projections ``<W_down[l][:, i], W_U[y]>`` ([L, F]) are computed the first
+    time the token appears in the batch and reused when it comes back (responses repeat tokens:
+    "The answer is", digits, spaces); one ``topk`` picks every layer's candidates. The float64
+    values are computed once per batch, in :meth:`finish`, for the pooled candidates only.
     """
 
     needs_prompt_logits = False
@@ -63,17 +69,24 @@ class MUIStepCollector:
         self.top_ratio, self.mode, self.definition, self.refine = float(top_ratio), mode, definition, refine
         self._results: list[np.ndarray] = []
         self._acts: list[torch.Tensor | None] = []
-        self._steps: list[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = []
+        self._steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
     # -- StepCollector protocol -------------------------------------------------------------
     def attach(self, hooks: HookSet, adapter: Any, prompt: PassBatch) -> None:
         """Hook every layer's activation (the same module as the teacher-forced collector)."""
         self._adapter = adapter
         self.n_layers, self.d_ff = adapter.n_layers, adapter.d_ff
-        self._acts = [None] * self.n_layers
+        L, F = self.n_layers, self.d_ff
+        self._acts = [None] * L
         self._steps = []
         self._B = prompt.input_ids.shape[0]
-        for l in range(self.n_layers):
+        self._W0 = adapter.down_weight(0)
+        self._dev = self._W0.device
+        k = k_per_layer(self.top_ratio, F, L if self.mode == "global_topk" else 1)
+        self._m = min(2 * k + 16, F) if self.refine else min(k, F)
+        self._row: dict[int, int] = {}  # token id -> its row of the projection cache
+        self._proj = torch.empty(0, L, F, dtype=self._W0.dtype, device=self._dev)
+        for l in range(L):
             if self.definition == "paper" and adapter.gated:
                 hooks.on_output(adapter.act_module(l), self._keep(l))
             else:
@@ -84,43 +97,40 @@ class MUIStepCollector:
             self._acts[layer] = x[:, -1, :]  # the position predicting this step's token
         return hook
 
+    def _projections(self, tokens: torch.Tensor) -> torch.Tensor:
+        """[b, L, F] ``<W_down[l][:, i], W_U[y]>`` of each row's token, from the batch's cache."""
+        ids = tokens.tolist()  # the loop syncs on these tokens anyway
+        new = sorted({t for t in ids if t not in self._row})
+        if new:
+            W_U = self._adapter.unembedding()
+            u = W_U.index_select(0, torch.tensor(new, device=W_U.device))  # [n, d]
+            block = torch.stack([torch.matmul(u.to(device=W.device, dtype=W.dtype), W).to(self._dev)
+                                 for W in (self._adapter.down_weight(l) for l in range(self.n_layers))], 1)
+            for t in new:
+                self._row[t] = len(self._row)
+            self._proj = torch.cat([self._proj, block], 0)
+        return self._proj.index_select(0, torch.tensor([self._row[t] for t in ids], device=self._dev))
+
     def after_step(self, step: int, logits: torch.Tensor, next_tokens: torch.Tensor, rows: torch.Tensor) -> None:
         """Score this step's position against its greedy token; keep each layer's best candidates.
 
         Rows that finished earlier (not in ``rows``) get -inf candidates: their later steps never count.
         """
-        L, F = self.n_layers, self.d_ff
-        glob = self.mode == "global_topk"
-        k = k_per_layer(self.top_ratio, F, L if glob else 1)
-        m = min(2 * k + 16, F) if self.refine else min(k, F)
-        W_U = self._adapter.unembedding() if self.mode != "activation" else None
-        per_layer = []
-        for l in range(L):
-            a = self._acts[l]
-            if a is None:
-                raise RuntimeError(f"MUI: the activation hook of layer {l} did not fire; "
-                                   "the adapter does not match this model's forward")
-            W = self._adapter.down_weight(l)  # [d, F]
-            if W_U is None:
-                s = a
-                u = None
-            else:
-                u = W_U.index_select(0, next_tokens.to(W_U.device)).to(device=W.device, dtype=W.dtype)  # [B, d]
-                s = torch.matmul(u, W).mul_(a.to(W.dtype))  # [B, F]
-            vals, idx = s.topk(m, dim=1, sorted=False)
-            xd = exact_dtype(a.device)
-            ex = a.gather(1, idx.to(a.device)).to(xd)
-            if u is not None:
-                w = W.t().index_select(0, idx.reshape(-1)).to(xd).view(*idx.shape, -1)  # [B, m, d]
-                ex = ex * (u.to(xd)[:, None, :] * w).sum(-1)
-            if rows.numel() != self._B:  # scatter the live rows into the batch's layout
-                r = rows.to(vals.device)
-                vals = vals.new_full((self._B, m), float("-inf")).index_copy_(0, r, vals)
-                idx = idx.new_zeros((self._B, m)).index_copy_(0, r, idx)
-                ex = ex.new_full((self._B, m), float("-inf")).index_copy_(0, r.to(ex.device), ex)
-            per_layer.append((vals, idx, ex))
-        self._acts = [None] * L
-        self._steps.append(per_layer)
+        if any(a is None for a in self._acts):
+            raise RuntimeError("MUI: an activation hook did not fire; the adapter does not match this model's forward")
+        A = torch.stack([a.to(self._dev) for a in self._acts], 1)  # [b, L, F]
+        self._acts = [None] * self.n_layers
+        s = A if self.mode == "activation" else self._projections(next_tokens).mul_(A.to(self._W0.dtype))
+        vals, idx = s.topk(self._m, dim=2, sorted=False)  # [b, L, m]
+        av = A.gather(2, idx)
+        tok = next_tokens.to(self._dev)
+        if rows.numel() != self._B:  # scatter the live rows into the batch's layout
+            r = rows.to(self._dev)
+            vals = vals.new_full((self._B, *vals.shape[1:]), float("-inf")).index_copy_(0, r, vals)
+            idx = idx.new_zeros((self._B, *idx.shape[1:])).index_copy_(0, r, idx)
+            av = av.new_zeros((self._B, *av.shape[1:])).index_copy_(0, r, av)
+            tok = tok.new_zeros(self._B).index_copy_(0, r, tok)
+        self._steps.append((vals, idx, av, tok))
 
     def finish(self, lengths: Sequence[int]) -> None:
         """Drop the steps past each kept response; pick each sample's key neurons; move them to the host."""
@@ -129,40 +139,53 @@ class MUIStepCollector:
         S = len(self._steps)
         if S == 0 or max(lengths, default=0) == 0:
             self._results.extend(np.empty(0, dtype=np.int64) for _ in range(B))
+            self._steps = []
             return
         glob = self.mode == "global_topk"
         k = k_per_layer(self.top_ratio, F, L if glob else 1)
+        dev = self._dev
+        m = self._m
+        vals = torch.stack([st[0] for st in self._steps], 1)  # [B, S, L, m]
+        idx = torch.stack([st[1] for st in self._steps], 1)
+        av = torch.stack([st[2] for st in self._steps], 1)
+        tok = torch.stack([st[3] for st in self._steps], 1)  # [B, S]
+        self._steps = []
+        valid = torch.arange(S, device=dev)[None, :] < torch.as_tensor(list(lengths), device=dev)[:, None]
+        vals = vals.masked_fill(~valid[:, :, None, None], float("-inf"))
+        step_of = torch.arange(S, device=dev)[None, :, None].expand(B, S, m)
+        W_U = self._adapter.unembedding() if self.mode != "activation" else None
+        xd = exact_dtype(dev)
         run_vals: torch.Tensor | None = None
         run_ids: torch.Tensor | None = None
         picked = []
-        dev0 = self._steps[0][0][0].device
-        valid = (torch.arange(S, device=dev0)[None, :] < torch.as_tensor(list(lengths), device=dev0)[:, None])
         for l in range(L):
-            vals = torch.stack([st[l][0].to(dev0) for st in self._steps], 1)  # [B, S, m]
-            idx = torch.stack([st[l][1].to(dev0) for st in self._steps], 1)
-            ex = torch.stack([st[l][2].to(dev0) for st in self._steps], 1)
-            m = vals.shape[2]
-            flat = (torch.arange(S, device=dev0)[None, :, None] * F + idx).reshape(B, S * m)  # slot-major ids
-            bad = ~valid[:, :, None].expand(-1, -1, m).reshape(B, S * m)
-            vals = vals.reshape(B, S * m).masked_fill(bad, float("-inf"))
-            ex = ex.reshape(B, S * m).masked_fill(bad, float("-inf"))
-            pool = min(m, S * m)
-            pv, pi = vals.topk(pool, dim=1, sorted=False)  # the teacher-forced pass's candidate pool
-            pe = ex.gather(1, pi).masked_fill(pv == float("-inf"), float("-inf"))
+            v = vals[:, :, l].reshape(B, S * m)
+            pv, pi = v.topk(min(m, S * m), dim=1, sorted=False)  # the teacher-forced pass's candidate pool
+            neuron = idx[:, :, l].reshape(B, S * m).gather(1, pi)
+            step = step_of.reshape(B, S * m).gather(1, pi)
+            flat = step * F + neuron  # slot-major ids: ties go to the earlier position, then the lower neuron
             if self.refine:
-                v, f = ordered(pe, flat.gather(1, pi))
+                ex = av[:, :, l].reshape(B, S * m).gather(1, pi).to(xd)
+                if W_U is not None:
+                    W = self._adapter.down_weight(l)
+                    y = tok.gather(1, step).reshape(-1)
+                    u = W_U.index_select(0, y.to(W_U.device)).to(device=dev, dtype=xd)  # [B*pool, d]
+                    w = W.t().index_select(0, neuron.reshape(-1).to(W.device)).to(device=dev, dtype=xd)
+                    ex = ex * (u * w).sum(-1).view(B, -1)
+                ex = ex.masked_fill(pv == float("-inf"), float("-inf"))
+                ev, f = ordered(ex, flat)
             else:
-                v, order = pv.sort(dim=1, descending=True, stable=True)
-                f = flat.gather(1, pi).gather(1, order)
-            v, f = v[:, :k], f[:, :k]
+                ev, order = pv.sort(dim=1, descending=True, stable=True)
+                f = flat.gather(1, order)
+            ev, f = ev[:, :k], f[:, :k]
             ids = f % F + l * F
             if not glob:
                 picked.append(ids)
                 continue
             if run_vals is None:
-                run_vals, run_ids = v, ids
+                run_vals, run_ids = ev, ids
                 continue
-            cat_v, cat_i = torch.cat([run_vals, v], 1), torch.cat([run_ids, ids], 1)
+            cat_v, cat_i = torch.cat([run_vals, ev], 1), torch.cat([run_ids, ids], 1)
             cat_v, order = cat_v.sort(dim=1, descending=True, stable=True)
             run_vals, run_ids = cat_v[:, :k], cat_i.gather(1, order[:, :k])
         if glob:
@@ -174,7 +197,6 @@ class MUIStepCollector:
             row = out[b]
             self._results.append(np.unique(row[row >= 0]).astype(np.int64) if lengths[b] > 0
                                  else np.empty(0, dtype=np.int64))
-        self._steps = []
 
     def results(self) -> list[np.ndarray]:
         """One sorted int64 array of flat neuron ids per sample, in the order of the batches."""
