@@ -289,8 +289,9 @@ def main(argv: list[str] | None = None) -> int:
         for p in paths:
             r = result["paths"][p]
             ratio = result.get("ratios_to_lm_eval", {}).get(p)
+            peak = f"  peak {r['peak_mb']} MB" if r["peak_mb"] is not None else ""
             print(f"  {p:14s} {r['median_s']:8.2f} s  {r['items_per_s']:6.2f} items/s  {r['tokens_per_s']:7.1f} tok/s"
-                  (f"  peak {r['peak_mb']} MB" if r["peak_mb"] is not None else "") + (f"  {ratio:.3f}x lm-eval" if ratio else ""))
+                  + peak + (f"  {ratio:.3f}x lm-eval" if ratio else ""))
         print(f"  identical responses: {result['identical_responses']} ({len(diffs)} differences)")
         if args.profile:
             print(result["profile_top"])
