@@ -192,3 +192,21 @@ def test_task_run_fused_equals_teacher_forced(tmp_path):
                 np.testing.assert_allclose(lp_f[i][part], lp_t[i][part], rtol=0, atol=1e-6)
     assert any(r["stopped_by"] == "stop" for r in out["fused", "lists"][1].values())
     assert "option_probs" in next(iter(out["fused", "arc_easy"][1].values()))
+
+
+@pytest.mark.parametrize("path", ["fused", "teacher-forced"])
+def test_a_model_with_nonfinite_logits_fails_the_task_with_one_line(tmp_path, path):
+    """Both collection paths decode with reporter's loop, which checks the logits: a clear UserError
+    naming the model and the task, not a traceback."""
+    from reporter.collect.plan import plan_task
+    from reporter.collect.task_run import run_task
+    from reporter.config import Profile, TaskConfig
+    from reporter.errors import UserError
+
+    lm = tiny_lm("llama", seed=6)
+    with torch.no_grad():
+        lm.model.model.norm.weight.fill_(float("nan"))
+    cfg = TaskConfig(name="arc_easy", limit=2, max_new_tokens=3)
+    profile = Profile(name="t", tasks=(cfg,), collection=path)
+    with pytest.raises(UserError, match=r"model 'tiny-llama', task 'arc_easy': the model gives NaN or infinite logits"):
+        run_task(lm, profile, cfg, plan_task(lm, cfg, seed=0), tmp_path / "t", seed=0, progress=False)

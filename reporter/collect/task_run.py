@@ -60,7 +60,8 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
     """Evaluate ``lm`` on one planned task, resuming from ``task_dir``; returns the summary.
 
     ``plugins``: the collectors to run (default: every one ``profile`` enables; ``[]`` gives
-    generation and scoring alone, the benchmark's "collectors off").
+    generation and scoring alone, the benchmark's "collectors off"); with explicit plugins a
+    finished ``summary.json`` is not reused (it says nothing about which plugins wrote it).
     """
     task_dir.mkdir(parents=True, exist_ok=True)
     summary_path = task_dir / SUMMARY
@@ -84,17 +85,17 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
     fused = collection_path(lm, profile, plugins) == "fused"
     for b, idx in todo:
         batch = BatchContext(task=ctx, index=b, positions=idx, generations=[])
-        if fused:  # the collectors ride the generation's own forward passes
-            riders = [(p, p.for_generation(batch)) for p in plugins]
-            try:
+        riders = [(p, p.for_generation(batch)) for p in plugins] if fused else []
+        try:
+            if fused:  # the collectors ride the generation's own forward passes
                 batch.generations = generate_collecting(
                     lm, [ids[i] for i in idx], max_new_tokens=plan.task.max_new_tokens, stop=plan.stop,
                     collectors=[c for _, c in riders if c is not None])
-            except FloatingPointError:
-                raise UserError(_nan_message(lm, plan)) from None
-        else:
-            batch.generations = generate(lm, [ids[i] for i in idx], max_new_tokens=plan.task.max_new_tokens,
-                                         stop=plan.stop, batch_size=len(idx))
+            else:
+                batch.generations = generate(lm, [ids[i] for i in idx], max_new_tokens=plan.task.max_new_tokens,
+                                             stop=plan.stop, batch_size=len(idx))
+        except FloatingPointError:  # reporter's greedy loop checks the logits it decodes from
+            raise UserError(_nan_message(lm, plan)) from None
         for i, g in zip(idx, batch.generations):
             extracted, score = scorer(g.text, items[i].scorer_item())
             batch.records.append({"id": items[i].id, "prompt": plan.prompts[i], "response": g.text,

@@ -40,7 +40,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import torch
 
 from .batch import PassBatch, left_pad, position_ids_from_mask
-from .hooked_pass import input_device
+from .hooked_pass import eval_mode, input_device
 from .hooks import HookSet
 
 __all__ = ["StepCollector", "greedy_decode"]
@@ -84,62 +84,55 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
     (:func:`reporter.models.outputs.trim`) and calls each collector's ``finish`` with the kept
     lengths. With ``prune`` (default) a row that finished leaves the batch and the KV cache, so
     the remaining rows decode faster (``generate`` keeps feeding it pad tokens until the last row
-    finishes); without it the loop does what ``generate`` does. Runs in eval mode under ``inference_mode``; hooks are removed on exit. Raises
-    :class:`FloatingPointError` when a step's logits are not finite (checked once, at the end).
+    finishes); without it the loop does what ``generate`` does. Runs in eval mode under
+    ``inference_mode``; hooks are removed on exit. Raises :class:`FloatingPointError` when a step's logits are not finite (checked once, at the end).
     """
     device = input_device(model)
     ids, mask = left_pad(prompts, pad_id, device)
-    B, P = ids.shape
+    B = ids.shape[0]
     pos = position_ids_from_mask(mask)
     full = any(getattr(c, "needs_prompt_logits", False) for c in collectors)
-    training = [m for m in model.modules() if m.training]
-    for m in training:
-        m.training = False
     done = [False] * B
     out_tokens: list[list[int]] = [[] for _ in range(B)]
-    try:
-        with torch.inference_mode(), HookSet() as hooks:
+    with eval_mode(model), torch.inference_mode(), HookSet() as hooks:
+        for c in collectors:
+            c.attach(hooks, adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)))
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+                    logits_to_keep=0 if full else 1)
+        cache_kw = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.2x names it cache
+        rows = torch.arange(B, device=device)  # the original row of each row still decoding
+        live = list(range(B))
+        finite = torch.ones((), dtype=torch.bool, device=device)
+        for step in range(max(1, max_new_tokens)):  # step 0 runs even for 0 new tokens: prompt logits
+            logits = out.logits
+            finite &= torch.isfinite(logits[:, -1]).all().to(device)
+            nxt = logits[:, -1].float().argmax(-1).to(device)
             for c in collectors:
-                c.attach(hooks, adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)))
-            out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                        logits_to_keep=0 if full else 1)
-            cache_kw = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.2x names it cache
-            rows = torch.arange(B, device=device)  # the original row of each row still decoding
-            live = list(range(B))
-            finite = torch.ones((), dtype=torch.bool, device=device)
-            for step in range(max(1, max_new_tokens)):  # step 0 runs even for 0 new tokens: prompt logits
-                logits = out.logits
-                finite &= torch.isfinite(logits[:, -1]).all().to(device)
-                nxt = logits[:, -1].float().argmax(-1).to(device)
-                for c in collectors:
-                    c.after_step(step, logits, nxt, rows)
-                if max_new_tokens == 0:
-                    break
-                host = nxt.tolist()  # the one host sync of the step
-                for b, t in zip(live, host):
-                    if done[b]:  # (without pruning) a finished row is fed pad tokens
-                        continue
-                    out_tokens[b].append(t)
-                    done[b] = t in eos_ids or (stopped is not None and stopped(out_tokens[b]))
-                if all(done) or step == max_new_tokens - 1:
-                    break
-                keep = [r for r, b in enumerate(live) if not done[b]]
-                cache = out[cache_kw]
-                if len(keep) < len(live) and prune and hasattr(cache, "batch_select_indices"):
-                    k = torch.tensor(keep, device=device)  # finished rows leave the batch and its KV cache
-                    cache.batch_select_indices(k)
-                    rows, mask, pos, nxt = rows[k], mask[k], pos[k], nxt[k]
-                    live = [live[r] for r in keep]
-                else:  # rows that finished are fed the pad token, as generate does
-                    nxt = torch.where(torch.tensor([done[b] for b in live], device=device),
-                                      torch.full_like(nxt, pad_id), nxt)
-                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-                pos = pos[:, -1:] + 1
-                out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, use_cache=True,
-                            **{cache_kw: cache})
-            if not bool(finite):
-                raise FloatingPointError("the model gives NaN or infinite logits")
-    finally:
-        for m in training:
-            m.training = True
+                c.after_step(step, logits, nxt, rows)
+            if max_new_tokens == 0:
+                break
+            host = nxt.tolist()  # the one host sync of the step
+            for b, t in zip(live, host):
+                if done[b]:  # (without pruning) a finished row is fed pad tokens
+                    continue
+                out_tokens[b].append(t)
+                done[b] = t in eos_ids or (stopped is not None and stopped(out_tokens[b]))
+            if all(done) or step == max_new_tokens - 1:
+                break
+            keep = [r for r, b in enumerate(live) if not done[b]]
+            cache = out[cache_kw]
+            if len(keep) < len(live) and prune and hasattr(cache, "batch_select_indices"):
+                k = torch.tensor(keep, device=device)  # finished rows leave the batch and its KV cache
+                cache.batch_select_indices(k)
+                rows, mask, pos, nxt = rows[k], mask[k], pos[k], nxt[k]
+                live = [live[r] for r in keep]
+            else:  # rows that finished are fed the pad token, as generate does
+                nxt = torch.where(torch.tensor([done[b] for b in live], device=device),
+                                  torch.full_like(nxt, pad_id), nxt)
+            mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+            pos = pos[:, -1:] + 1
+            out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, use_cache=True,
+                        **{cache_kw: cache})
+        if not bool(finite):
+            raise FloatingPointError("the model gives NaN or infinite logits")
     return out_tokens

@@ -29,14 +29,15 @@ the model's parts are (:class:`reporter.models.adapters.Adapter`).
 """
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+import contextlib
+from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
 import torch
 
 from .batch import PassBatch, position_ids_from_mask
 from .hooks import HookSet
 
-__all__ = ["Collector", "PassBatch", "hooked_pass", "input_device"]
+__all__ = ["Collector", "PassBatch", "eval_mode", "hooked_pass", "input_device"]
 
 
 @runtime_checkable
@@ -58,6 +59,27 @@ def input_device(model: torch.nn.Module) -> torch.device:
         return next(model.parameters()).device
 
 
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """Dropout off for an analysis pass; the modules' training flags are restored on exit.
+
+    >>> m = torch.nn.Dropout().train()
+    >>> with eval_mode(m):
+    ...     m.training
+    False
+    >>> m.training
+    True
+    """
+    training = [m for m in model.modules() if m.training]
+    for m in training:
+        m.training = False
+    try:
+        yield
+    finally:
+        for m in training:
+            m.training = True
+
+
 def hooked_pass(model: torch.nn.Module, adapter: Any, batch: PassBatch,
                 collectors: Sequence[Collector], *, logits_to_keep: int = 0) -> torch.Tensor:
     """Run one forward pass over ``batch`` with every collector's hooks; return the logits [B, T, V].
@@ -77,10 +99,7 @@ def hooked_pass(model: torch.nn.Module, adapter: Any, batch: PassBatch,
     """
     batch = batch.to(input_device(model))
     position_ids = position_ids_from_mask(batch.attention_mask)
-    training = [m for m in model.modules() if m.training]  # analysis passes run without dropout
-    for m in training:
-        m.training = False
-    try:
+    with eval_mode(model):
         with torch.inference_mode():
             with HookSet() as hooks:
                 for c in collectors:
@@ -91,7 +110,4 @@ def hooked_pass(model: torch.nn.Module, adapter: Any, batch: PassBatch,
             logits = out.logits
             for c in collectors:
                 c.after_forward(batch, logits)
-    finally:
-        for m in training:
-            m.training = True
     return logits

@@ -12,7 +12,7 @@ processor the loop does not apply (:func:`fusable_generation`); ``generation_bac
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -28,8 +28,28 @@ def _is_oom(e: BaseException) -> bool:
 
 def _generate_batch(lm: Any, batch: list[list[int]], max_new_tokens: int, stop: Sequence[str]) -> list[Generation]:
     if fusable_generation(lm) is None:  # reporter's own loop: finished rows leave the batch
-        return generate_collecting(lm, batch, max_new_tokens=max_new_tokens, stop=stop)
+        return _decode_batch(lm, batch, max_new_tokens, stop, ())
     return hf_generate_batch(lm, batch, max_new_tokens, stop)
+
+
+def _in_halves(batches: list[list[int]], run: Callable[[list[int]], list[Generation]]
+               ) -> Iterator[tuple[list[int], list[Generation]]]:
+    """``(indices, generations)`` of each batch in order; a batch that runs out of memory is split
+    in half and retried (the halves in order).
+    """
+    queue = list(batches)
+    while queue:
+        idx = queue.pop(0)
+        try:
+            gens = run(idx)
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+            if not _is_oom(e) or len(idx) == 1:
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            queue[:0] = [idx[:len(idx) // 2], idx[len(idx) // 2:]]
+            continue
+        yield idx, gens
 
 
 @torch.inference_mode()
@@ -73,7 +93,7 @@ def fusable_generation(lm: Any) -> str | None:
     cfg = getattr(lm.model, "generation_config", None)
     for key, neutral in _PROCESSORS.items():
         v = getattr(cfg, key, neutral)
-        if v is not None and v != neutral and not (key == "min_length" and v in (0, None)):
+        if v is not None and v != neutral:
             return f"its generation config sets {key}={v!r}, which reporter's greedy loop does not apply"
     return None
 
@@ -91,7 +111,8 @@ def _stop_check(tok: Any, stop: Sequence[str]) -> Any:
     stop = [s for s in stop if s]
     if not stop:
         return None
-    window = max(len(s) for s in stop) + 8  # a stop string spans at most this many tokens
+    # a stop string of n characters spans at most 4n tokens (byte-level tokens of a 4-byte character)
+    window = 4 * max(len(s) for s in stop) + 8
 
     def stopped(tokens: list[int]) -> bool:
         text = tok.decode(tokens[-window:], skip_special_tokens=True)
@@ -99,11 +120,27 @@ def _stop_check(tok: Any, stop: Sequence[str]) -> Any:
     return stopped
 
 
+def _decode_batch(lm: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int, stop: Sequence[str],
+                  collectors: Sequence[StepCollector]) -> list[Generation]:
+    """One batch through :func:`greedy_decode`, cut by :func:`trim`; the collectors get the kept lengths."""
+    tok, eos_ids = lm.tokenizer, _eos_ids(lm)
+    raw = greedy_decode(lm.model, lm.adapter, [list(p) for p in prompts], pad_id=tok.pad_token_id, eos_ids=eos_ids,
+                        max_new_tokens=max_new_tokens, stopped=_stop_check(tok, stop), collectors=collectors)
+    gens = []
+    for prompt, new in zip(prompts, raw):
+        kept, text, reason = trim(tok, new, stop, eos_ids)
+        gens.append(Generation(prompt_ids=list(prompt), response_ids=kept, text=text, stopped_by=reason))
+    for c in collectors:
+        c.finish([len(g.response_ids) for g in gens])
+    return gens
+
+
 def generate_collecting(lm: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, stop: Sequence[str] = (),
                         collectors: Sequence[StepCollector] = ()) -> list[Generation]:
     """Greedy continuations of one batch of ``prompts`` (input order) with ``collectors`` fed by the
     generation's own forward passes (no second pass). A batch that runs out of memory is split in
-    half and retried; the collectors then see the halves in order.
+    half and retried; the collectors then see the halves in order. Raises
+    :class:`FloatingPointError` when the model's logits are not finite.
 
     >>> g = generate_collecting(lm, [lm.tokenizer("The sky is")["input_ids"]], max_new_tokens=3)
     >>> len(g[0].response_ids) <= 3
@@ -112,30 +149,8 @@ def generate_collecting(lm: Any, prompts: Sequence[Sequence[int]], *, max_new_to
     why = fusable_generation(lm)
     if why is not None:
         raise ValueError(f"model '{lm.spec.name}': collectors cannot ride its generation: {why}")
-    tok, eos_ids = lm.tokenizer, _eos_ids(lm)
-    check = _stop_check(tok, stop)
-    queue = [list(range(len(prompts)))]
-    results: list[Generation] = []
-    while queue:
-        idx = queue.pop(0)
-        try:
-            raw = greedy_decode(lm.model, lm.adapter, [list(prompts[i]) for i in idx], pad_id=tok.pad_token_id,
-                                eos_ids=eos_ids, max_new_tokens=max_new_tokens, stopped=check, collectors=collectors)
-        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
-            if not _is_oom(e) or len(idx) == 1:
-                raise
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            queue[:0] = [idx[:len(idx) // 2], idx[len(idx) // 2:]]
-            continue
-        gens = []
-        for i, new in zip(idx, raw):
-            kept, text, reason = trim(tok, new, stop, eos_ids)
-            gens.append(Generation(prompt_ids=list(prompts[i]), response_ids=kept, text=text, stopped_by=reason))
-        for c in collectors:
-            c.finish([len(g.response_ids) for g in gens])
-        results.extend(gens)
-    return results
+    run = lambda idx: _decode_batch(lm, [prompts[i] for i in idx], max_new_tokens, stop, collectors)  # noqa: E731
+    return [g for _, gens in _in_halves([list(range(len(prompts)))], run) for g in gens]
 
 
 def generate(lm: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, stop: Sequence[str] = (),
@@ -149,19 +164,9 @@ def generate(lm: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, 
         return generate_vllm(lm, prompts, max_new_tokens, stop)
     order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))
     results: list[Generation | None] = [None] * len(prompts)
-    queue = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    while queue:
-        idx = queue.pop(0)
-        try:
-            gens = _generate_batch(lm, [list(prompts[i]) for i in idx], max_new_tokens, stop)
-        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
-            if not _is_oom(e) or len(idx) == 1:
-                raise
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            half = len(idx) // 2
-            queue[:0] = [idx[:half], idx[half:]]
-            continue
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    run = lambda idx: _generate_batch(lm, [list(prompts[i]) for i in idx], max_new_tokens, stop)  # noqa: E731
+    for idx, gens in _in_halves(batches, run):
         for i, g in zip(idx, gens):
             results[i] = g
     return results  # type: ignore[return-value]

@@ -146,11 +146,7 @@ class CalibrationCollector:
     def after_step(self, step: int, logits: torch.Tensor, next_tokens: torch.Tensor, rows: torch.Tensor) -> None:
         """At the prefill, the options' probabilities at the last prompt position (the answer position)."""
         if step == 0:
-            positions, self._positions = self._positions, [logits.shape[1] - 1] * logits.shape[0]
-            try:
-                self.after_forward(None, logits)  # type: ignore[arg-type]
-            finally:
-                self._positions = positions
+            self._read(logits[:, -1])
 
     def finish(self, lengths: Sequence[int]) -> None:
         """Nothing to cut: the answer position is in the prompt."""
@@ -160,7 +156,11 @@ class CalibrationCollector:
         B = logits.shape[0]
         pos = answer_positions(batch) if self._positions is None else torch.as_tensor(self._positions)
         pos = pos.to(device=logits.device, dtype=torch.long)
-        rows = logits[torch.arange(B, device=logits.device), pos]  # [B, V]
+        self._read(logits[torch.arange(B, device=logits.device), pos])
+
+    def _read(self, rows: torch.Tensor) -> None:
+        """Option probabilities from the answer-position logits [B, V] of a batch."""
+        B = rows.shape[0]
         full, mass = option_probs(rows, self.letter_ids, return_mass=True)
         counts = [len(self.letter_ids)] * B if self._n_options is None else list(self._n_options)
         for b in range(B):
