@@ -109,8 +109,7 @@ def run_lm_eval(lm: Any, plans: dict[str, TaskPlan], where: Path, batch_size: in
     return out
 
 
-def run_reporter(lm: Any, plans: dict[str, TaskPlan], where: Path, profile: Profile, collectors: bool,
-                 seed: int) -> dict[str, dict[str, str]]:
+def run_reporter(lm: Any, where: Path, profile: Profile, collectors: bool, seed: int) -> dict[str, dict[str, str]]:
     """Paths (b), (b') and (c): reporter's task runner, fresh directories; responses per task and item id."""
     out: dict[str, dict[str, str]] = {}
     for cfg in profile.tasks:
@@ -205,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     def call(path: str, where: Path) -> dict[str, dict[str, str]]:
         if path == "lm-eval":
             return run_lm_eval(lm, plans, where, args.batch_size)
-        return run_reporter(lm, plans, where, profiles[path], path != "reporter-bare", args.seed)
+        return run_reporter(lm, where, profiles[path], path != "reporter-bare", args.seed)
 
     if args.memory_worker:  # a fresh process: load, run the path once, report the peak
         if lm.device.type == "cuda":
@@ -225,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                                          prompt_ids=plans["arc_challenge"].prompt_ids[:2])}
         if "lm-eval" in paths:
             run_lm_eval(lm, warm, Path(tmp), args.batch_size)
-        run_reporter(lm, warm, Path(tmp) / "r", replace(base, tasks=tasks[:1]), True, args.seed)
+        run_reporter(lm, Path(tmp) / "r", replace(base, tasks=(replace(tasks[0], limit=2),)), True, args.seed)
 
     times: dict[str, list[float]] = {p: [] for p in paths}
     responses: dict[str, dict[str, dict[str, str]]] = {}
