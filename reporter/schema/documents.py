@@ -1,33 +1,19 @@
-"""The types at the stage seams: ``summary.json``, ``lpp.json`` and ``results.json``.
-
-Each document is a :class:`~typing.TypedDict`; :func:`validate` checks a loaded JSON value
-against one and normalises it for the renderer: a missing or null optional key becomes
-``[]`` (lists), ``{}`` (maps) or ``None``; a key of the wrong type, or a missing required
-key, is a :class:`~reporter.errors.SchemaError` naming its path. Keys a type does not list
-(for example a plugin collector's summary fields) pass through unchanged.
-
-The README's schema tables are :func:`markdown` of these types (a test keeps them equal).
-
->>> validate({"models": {"m": {"tasks": {"t": {"score": 0.5, "ci_low": 0.2, "ci_high": 0.8,
-...     "n": 4}}}}}, Results)["models"]["m"]["tasks"]["t"]["mui_per_layer"]
-[]
->>> validate({"models": {"m": {"tasks": {"t": {"score": 2}}}}}, Results)
-Traceback (most recent call last):
-reporter.errors.SchemaError: results.json: models.m.tasks.t.score: expected a fraction in [0, 1], got 2
+"""The documents at the stage seams as :class:`~typing.TypedDict` types (``summary.json``, ``lpp.json``,
+``results.json``), and the facts about them every stage shares.
 """
 # no ``from __future__ import annotations``: TypedDict needs live Required[...] markers
-import json
-import math
-import sys
-import types
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Literal, Mapping, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Callable, Literal, Mapping, Union
 
-from typing_extensions import NotRequired, Required, TypedDict, is_typeddict
+from typing_extensions import Required, TypedDict
 
-from .errors import SchemaError
+from ..errors import SchemaError
 
 SCHEMA_VERSION = 1
+
+
+def _error(where: str, msg: str, document: str = "results.json") -> SchemaError:
+    return SchemaError(f"{document}: {where or 'top level'}: {msg}")
 
 
 @dataclass(frozen=True)
@@ -37,9 +23,11 @@ class _Fraction:
 
 @dataclass(frozen=True)
 class Check:
-    """A whole-value check run after the type check: ``fn(value, where)`` returns the value or raises."""
+    """A whole-value check run after the type check: ``fn(value, where, validate)`` returns the value or
+    raises (``validate`` is :func:`reporter.schema.validate`, for the values inside).
+    """
 
-    fn: Callable[[Any, str], Any]
+    fn: Callable[[Any, str, Callable[..., Any]], Any]
 
 
 Fraction = Annotated[float, _Fraction()]
@@ -323,7 +311,7 @@ class NoFit(TypedDict):
     reason: str
 
 
-def _law_fit(v: Any, where: str) -> Any:
+def _law_fit(v: Any, where: str, validate: Callable[..., Any]) -> Any:
     if isinstance(v, dict) and "reason" in v and "slope" not in v:
         return {"reason": validate(v["reason"], str, f"{where}.reason")}
     return validate(v, LawFit, where)
@@ -416,14 +404,14 @@ class _OverlapShape(TypedDict, total=False):
     matrix_kind: str
 
 
-def _square(v: dict, where: str) -> dict:
+def _square(v: dict, where: str, _validate: Callable[..., Any]) -> dict:
     k = len(v["tasks"])
     if len(v["matrix"]) != k or any(len(r) != k for r in v["matrix"]):
         raise _error(f"{where}.matrix", f"expected a {k}×{k} matrix (one row and column per task)")
     return v
 
 
-def _same_length(v: dict, where: str) -> dict:
+def _same_length(v: dict, where: str, _validate: Callable[..., Any]) -> dict:
     if len(v["n"]) != len(v["union"]):
         raise _error(where, "n and union differ in length")
     return v
@@ -656,215 +644,3 @@ def is_untrained(model: Mapping[str, Any]) -> bool:
     """
     meta = model.get("meta") or {}
     return meta.get("source_type") == "random" or str(model.get("source") or "").startswith("random:")
-
-
-# --- validation ------------------------------------------------------------------------------------
-
-_WHAT = {float: "a number", int: "an integer", str: "a string", bool: "true or false", list: "a list",
-         dict: "an object"}
-
-
-def _error(where: str, msg: str, document: str = "results.json") -> SchemaError:
-    return SchemaError(f"{document}: {where or 'top level'}: {msg}")
-
-
-def _typename(v: Any) -> str:
-    return type(v).__name__
-
-
-def _primitive(v: Any, tp: type, where: str, document: str, what: str | None = None) -> Any:
-    ok = {float: (int, float), int: (int,), str: (str,), bool: (bool,), list: (list,), dict: (dict,)}[tp]
-    if not isinstance(v, ok) or (isinstance(v, bool) and tp is not bool):
-        raise _error(where, f"expected {what or _WHAT[tp]}, got {_typename(v)} {json.dumps(v, default=str)[:40]}",
-                     document)
-    return v
-
-
-def _json_kind(v: Any) -> type:
-    if isinstance(v, dict):
-        return dict
-    if isinstance(v, list):
-        return list
-    if isinstance(v, str):
-        return str
-    if isinstance(v, bool):
-        return bool
-    return float
-
-
-def _kind_of(tp: Any) -> type | None:
-    """The JSON kind a type accepts (dict, list, str, bool, float), for choosing a union member."""
-    origin = get_origin(tp)
-    if origin is Annotated:
-        return _kind_of(get_args(tp)[0])
-    if is_typeddict(tp) or tp is dict or origin in (dict, Mapping):
-        return dict
-    if tp is list or origin is list:
-        return list
-    if tp in (str, bool):
-        return tp
-    if tp in (int, float):
-        return float
-    return None
-
-
-def _default(tp: Any) -> Any:
-    """What a missing optional key of type ``tp`` reads as."""
-    origin = get_origin(tp)
-    if origin is Annotated:
-        return _default(get_args(tp)[0])
-    if tp is list or origin is list:
-        return []
-    if origin is dict:
-        return {}
-    return None
-
-
-def _hints(td: Any) -> dict[str, Any]:
-    return get_type_hints(td, globalns=vars(sys.modules[__name__]), include_extras=True)
-
-
-def _strip_required(tp: Any) -> Any:
-    while get_origin(tp) in (Required, NotRequired):
-        tp = get_args(tp)[0]
-    return tp
-
-
-def validate(value: Any, tp: Any, where: str = "", *, document: str = "results.json") -> Any:
-    """``value`` checked against the type ``tp`` and normalised (see the module docstring).
-
-    >>> validate([1, 2.5], list[float])
-    [1, 2.5]
-    >>> validate({"severity": "high", "model": "m", "task": "t"}, ContaminationRow, "analysis.contamination[0]")
-    Traceback (most recent call last):
-    reporter.errors.SchemaError: results.json: analysis.contamination[0].severity: 'high' is not one of strong, weak, none
-    """
-    if tp is Any:
-        return value
-    origin = get_origin(tp)
-    if origin is Annotated:
-        base, *meta = get_args(tp)
-        checks = [m for m in meta if isinstance(m, Check)]
-        if checks and base is not None and get_origin(base) in (Union, types.UnionType):
-            return checks[0].fn(value, where)  # the check itself decides between the members
-        if any(isinstance(m, _Fraction) for m in meta):
-            out = _primitive(value, float, where, document, "a fraction in [0, 1]")
-            if not math.isnan(out) and not -1e-9 <= out <= 1 + 1e-9:
-                raise _error(where, f"expected a fraction in [0, 1], got {out!r}", document)
-        else:
-            out = validate(value, base, where, document=document)
-        for c in checks:
-            out = c.fn(out, where)
-        return out
-    if origin in (Union, types.UnionType):
-        args = get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        members = [a for a in args if a is not type(None)]
-        kind = _json_kind(value)
-        match = next((m for m in members if _kind_of(m) == kind and not (kind is bool and m is not bool)), None)
-        if match is None and kind is float:  # an integer is a number
-            match = next((m for m in members if m in (int, float)), None)
-        if match is not None:
-            return validate(value, match, where, document=document)
-        if any(_kind_of(m) in (str, float) for m in members):
-            raise _error(where, f"expected a value, got {_typename(value)} {json.dumps(value, default=str)[:40]}",
-                         document)
-        return validate(value, members[0], where, document=document)
-    if origin is Literal:
-        allowed = get_args(tp)
-        if validate(value, str, where, document=document) not in allowed:
-            raise _error(where, f"{value!r} is not one of {', '.join(allowed)}", document)
-        return value
-    if tp is list or origin is list:
-        items = _primitive(value, list, where, document)
-        (sub,) = get_args(tp) or (Any,)
-        return [validate(x, sub, f"{where}[{i}]", document=document) for i, x in enumerate(items)]
-    if origin is dict:
-        d = _primitive(value, dict, where, document)
-        sub = get_args(tp)[1]
-        return {k: validate(x, sub, _at(where, k), document=document) for k, x in d.items()}
-    if is_typeddict(tp):
-        d = _primitive(value, dict, where, document)
-        out = dict(d)
-        required = tp.__required_keys__
-        for key, sub in _hints(tp).items():
-            sub = _strip_required(sub)
-            if d.get(key) is not None:
-                out[key] = validate(d[key], sub, _at(where, key), document=document)
-            elif key in required:
-                raise _error(_at(where, key), "missing", document)
-            else:
-                out[key] = _default(sub)
-        return out
-    if tp in _WHAT:
-        return _primitive(value, tp, where, document)
-    raise TypeError(f"schema: unsupported type {tp!r} at {where or 'top level'}")
-
-
-def _at(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
-
-
-# --- documentation -----------------------------------------------------------------------------------
-
-def _describe(tp: Any) -> str:
-    origin = get_origin(tp)
-    if tp is Any:
-        return "any"
-    if origin is Annotated:
-        base, *meta = get_args(tp)
-        if any(isinstance(m, _Fraction) for m in meta):
-            return "fraction [0, 1]"
-        if is_typeddict(base):
-            return f"`{_public_name(tp)}`"
-        return _describe(base)
-    if origin in (Required, NotRequired):
-        return _describe(get_args(tp)[0])
-    if origin in (Union, types.UnionType):
-        args = get_args(tp)
-        if tp == Scalar:
-            return "number or string"
-        text = " or ".join(_describe(a) for a in args if a is not type(None))
-        return text + (" or null" if type(None) in args else "")
-    if origin is Literal:
-        return " \\| ".join(f'"{a}"' for a in get_args(tp))
-    if tp is list or origin is list:
-        args = get_args(tp)
-        return f"list of {_describe(args[0])}" if args else "list"
-    if origin is dict:
-        return f"map of {_describe(get_args(tp)[1])}"
-    if is_typeddict(tp):
-        return f"`{tp.__name__}`"
-    return {float: "number", int: "integer", str: "string", bool: "boolean", dict: "object", list: "list"}[tp]
-
-
-def _public_name(tp: Any) -> str:
-    for name, obj in vars(sys.modules[__name__]).items():
-        if obj is tp and not name.startswith("_"):
-            return name
-    return str(tp)
-
-
-def markdown() -> str:
-    """The schema as Markdown tables, one per document (what the README shows).
-
-    >>> print(markdown().splitlines()[0])
-    #### `Results`
-    """
-    out = []
-    for td in DOCUMENTS:
-        out.append(f"#### `{td.__name__}`\n")
-        out.append((td.__doc__ or "").strip().splitlines()[0] + "\n")
-        out.append("| key | type | required |\n| --- | --- | --- |")
-        required = td.__required_keys__
-        for key, sub in _hints(td).items():
-            out.append(f"| `{key}` | {_describe(_strip_required(sub))} | {'yes' if key in required else ''} |")
-        out.append("")
-    extra = ["`Overlap`: {tasks (list of string), matrix (a square list of lists of number), matrix_kind}; "
-             "`Saturation`: {n, union (lists of number of equal length), n95, total}."]
-    return "\n".join(out + extra) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover - `python -m reporter.schema` prints the README tables
-    print(markdown(), end="")
