@@ -102,6 +102,38 @@ def test_float64_equal_to_teacher_forced(arch, definition, mode):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_question_span_limits_the_prefill_lm_head(arch):
+    """With question spans the prefill's LM head runs on the positions from the earliest question
+    start on only; prompt tokens before each question are NaN on both paths, and from the question
+    on the log-probs equal the whole-prompt computation."""
+    model = tiny_model(arch, vocab=97, seed=4).to(torch.float64)
+    spans = [(3, 6), (1, 2), (2, 4), (6, 8), (0, 1)]  # [start, end) in prompt-token indices
+    shapes = []
+    handle = model.get_output_embeddings().register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape)))
+    try:
+        with_span, whole = TokenLogProbCollector(spans), TokenLogProbCollector()
+        raw = greedy_decode(model, None, PROMPTS, pad_id=0, eos_ids=set(), max_new_tokens=3, collectors=[with_span])
+        n_span = shapes[0][1]
+        shapes.clear()
+        greedy_decode(model, None, PROMPTS, pad_id=0, eos_ids=set(), max_new_tokens=3, collectors=[whole])
+        n_whole = shapes[0][1]
+    finally:
+        handle.remove()
+    lengths = [len(r) for r in raw]
+    with_span.finish(lengths)
+    whole.finish(lengths)
+    # the longest need: prompt 3 has 9 tokens and its question starts at token 6 -> positions 5..8
+    assert (n_span, n_whole) == (max(len(p) - max(1, s) + 1 for p, (s, _) in zip(PROMPTS, spans)), 9)
+    tf = TokenLogProbCollector(spans)
+    hooked_pass(model, None, teacher_forced_batch(PROMPTS, raw, 0, "cpu"), [tf])
+    for a, full, b, (s, _) in zip(with_span.prompt_results(), whole.prompt_results(), tf.prompt_results(), spans):
+        first = max(1, s) - 1  # prompt token j is at index j - 1
+        assert np.isnan(a[:first]).all() and np.isnan(b[:first]).all() and not np.isnan(a[first:]).any()
+        np.testing.assert_allclose(a[first:], full[first:], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # NaN where NaN
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_float32_sets_agree(arch):
     model = tiny_model(arch, vocab=97, seed=3, layers=3, hidden=64, intermediate=256)
@@ -210,3 +242,28 @@ def test_a_model_with_nonfinite_logits_fails_the_task_with_one_line(tmp_path, pa
     profile = Profile(name="t", tasks=(cfg,), collection=path)
     with pytest.raises(UserError, match=r"model 'tiny-llama', task 'arc_easy': the model gives NaN or infinite logits"):
         run_task(lm, profile, cfg, plan_task(lm, cfg, seed=0), tmp_path / "t", seed=0, progress=False)
+
+
+def test_small_batch_head_equals_linear_and_is_always_removed():
+    """The decode loop's LM-head kernel: the same product as nn.Linear (float64: to rounding), used for
+    few rows only, and the module's own forward is back after the block, even after an exception."""
+    from reporter.instrument.head import small_batch_head
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 300, bias=True).double()
+    calls = []
+    for rows in (1, 3, 32, 33):  # 33 > MAX_ROWS: nn.Linear itself
+        x = torch.randn(rows, 1, 16, dtype=torch.float64)
+        ref = x @ head.weight.T + head.bias
+        with small_batch_head(head):
+            y = head(x)
+            calls.append("forward" in vars(head))
+        assert y.shape == ref.shape
+        np.testing.assert_allclose(y.detach().numpy(), ref.detach().numpy(), rtol=0, atol=1e-12)
+    assert calls == [True] * 4 and "forward" not in vars(head)
+    with pytest.raises(RuntimeError):
+        with small_batch_head(head):
+            raise RuntimeError("boom")
+    assert "forward" not in vars(head)
+    with small_batch_head(None):  # no head (or not a Linear): nothing to do
+        pass

@@ -143,7 +143,13 @@ def texts(lm):
 
 def test_one_pass_equals_a_pass_per_prefix(lm, texts):
     ctx, step = 40, 10
-    got = profile(lm.model, lm.tokenizer, texts, context=ctx, step=step, min_tokens=30, batch_size=5)
+    widths = []  # the LM head runs on the scheduled prefixes' last positions only, not on all 40
+    handle = lm.model.get_output_embeddings().register_forward_hook(lambda m, i, o: widths.append(o.shape[1]))
+    try:
+        got = profile(lm.model, lm.tokenizer, texts, context=ctx, step=step, min_tokens=30, batch_size=5)
+    finally:
+        handle.remove()
+    assert len(widths) == 1 and 4 <= widths[0] < ctx
     ids = [lm.tokenizer(t)["input_ids"][:ctx] for t in texts]
     assert got["n_texts"] == len(texts) and got["hidden"] == "final_norm_output"
     with torch.no_grad():

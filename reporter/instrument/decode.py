@@ -40,6 +40,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import torch
 
 from .batch import PassBatch, left_pad, position_ids_from_mask
+from .head import small_batch_head
 from .hooked_pass import eval_mode, input_device
 from .hooks import HookSet
 
@@ -54,13 +55,16 @@ class StepCollector(Protocol):
     False) before the prefill; hooks it registers fire on every forward of the generation (the
     prefill sees [B, P, ...], each decode step [B, 1, ...]: the last position is always the one
     predicting this step's token). ``after_step(step, logits, next_tokens)`` follows each forward:
-    ``logits`` [b, S, V] (S = P at the prefill when ``needs_prompt_logits`` is true, else 1), the
+    ``logits`` [b, S, V] (at the prefill S = the most ``prompt_positions`` any collector asks for,
+    all P positions if one asks for 0; at decode steps S = 1), the
     greedy tokens [b] of this step and ``rows`` [b], the batch rows still decoding (finished rows
     leave the batch; hooks see the same b rows). ``finish(lengths)`` gives each sample's kept response
     length: steps ``j < lengths[b]`` predicted a kept response token; later ones are discarded.
     """
 
-    needs_prompt_logits: bool
+    #: how many of the prefill's last positions it needs logits for (0 = every prompt position);
+    #: read after ``attach``, so it may depend on the batch
+    prompt_positions: int
 
     def attach(self, hooks: HookSet, adapter: Any, prompt: PassBatch) -> None:
         """Register hooks for the whole generation of this batch."""
@@ -74,6 +78,20 @@ class StepCollector(Protocol):
         """Keep the steps that predicted kept response tokens; move results to the host."""
 
 
+def _prefill_positions(collectors: Sequence[StepCollector], width: int) -> int:
+    """``logits_to_keep`` of the prefill: the most positions any collector needs (0 = all of them).
+
+    >>> class C:
+    ...     def __init__(self, n): self.prompt_positions = n
+    >>> _prefill_positions([], 9), _prefill_positions([C(1), C(4)], 9), _prefill_positions([C(4), C(0)], 9)
+    (1, 4, 0)
+    """
+    need = [int(getattr(c, "prompt_positions", 1)) for c in collectors]
+    if any(n <= 0 for n in need) or max(need, default=1) >= width:
+        return 0
+    return max(need, default=1)
+
+
 def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequence[int]], *, pad_id: int,
                   eos_ids: set[int], max_new_tokens: int, stopped: Callable[[list[int]], bool] | None = None,
                   collectors: Sequence[StepCollector] = (), prune: bool = True) -> list[list[int]]:
@@ -85,20 +103,20 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
     lengths. With ``prune`` (default) a row that finished leaves the batch and the KV cache, so
     the remaining rows decode faster (``generate`` keeps feeding it pad tokens until the last row
     finishes); without it the loop does what ``generate`` does. Runs in eval mode under
-    ``inference_mode``; hooks are removed on exit. Raises :class:`FloatingPointError` when a step's logits are not finite (checked once, at the end).
+    ``inference_mode``, with the LM head's small-batch kernel (:mod:`reporter.instrument.head`); hooks are removed on exit. Raises :class:`FloatingPointError` when a step's logits are not finite (checked once, at the end).
     """
     device = input_device(model)
     ids, mask = left_pad(prompts, pad_id, device)
     B = ids.shape[0]
     pos = position_ids_from_mask(mask)
-    full = any(getattr(c, "needs_prompt_logits", False) for c in collectors)
     done = [False] * B
     out_tokens: list[list[int]] = [[] for _ in range(B)]
-    with eval_mode(model), torch.inference_mode(), HookSet() as hooks:
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    with eval_mode(model), torch.inference_mode(), small_batch_head(head), HookSet() as hooks:
         for c in collectors:
             c.attach(hooks, adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)))
         out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                    logits_to_keep=0 if full else 1)
+                    logits_to_keep=_prefill_positions(collectors, ids.shape[1]))
         cache_kw = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.2x names it cache
         rows = torch.arange(B, device=device)  # the original row of each row still decoding
         live = list(range(B))

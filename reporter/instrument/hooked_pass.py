@@ -81,7 +81,7 @@ def eval_mode(model: torch.nn.Module) -> Iterator[None]:
 
 
 def hooked_pass(model: torch.nn.Module, adapter: Any, batch: PassBatch,
-                collectors: Sequence[Collector], *, logits_to_keep: int = 0) -> torch.Tensor:
+                collectors: Sequence[Collector], *, logits_to_keep: int | torch.Tensor = 0) -> torch.Tensor:
     """Run one forward pass over ``batch`` with every collector's hooks; return the logits [B, T, V].
 
     Runs under ``torch.inference_mode()`` in eval mode (dropout off; the modules' training
@@ -89,7 +89,8 @@ def hooked_pass(model: torch.nn.Module, adapter: Any, batch: PassBatch,
     attention mask. With no collectors this is exactly the plain forward pass (the
     benchmark uses it as the baseline). Hooks are removed on exit, even on exceptions.
     ``logits_to_keep`` > 0 computes the logits of the last that many positions only (the LM
-    head is the costliest layer of a large-vocabulary model); collectors then get [B, n, V].
+    head is the costliest layer of a large-vocabulary model); collectors then get [B, n, V]. A
+    1-D tensor of positions computes the logits of those positions only, in that order.
 
     >>> from transformers import GPT2Config, GPT2LMHeadModel
     >>> m = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
@@ -104,7 +105,8 @@ def hooked_pass(model: torch.nn.Module, adapter: Any, batch: PassBatch,
             with HookSet() as hooks:
                 for c in collectors:
                     c.attach(hooks, adapter, batch)
-                kw = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}
+                keep = isinstance(logits_to_keep, torch.Tensor) or logits_to_keep
+                kw = {"logits_to_keep": logits_to_keep} if keep else {}
                 out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                             position_ids=position_ids, use_cache=False, **kw)
             logits = out.logits

@@ -137,7 +137,7 @@ class CalibrationCollector:
         self._positions, self._n_options = positions, n_options
 
     #: during generation it reads only the prefill's last position (the answer position)
-    needs_prompt_logits = False
+    prompt_positions = 1
 
     def attach(self, hooks: HookSet, adapter: Any, batch: PassBatch) -> None:
         """No hooks: the logits suffice."""

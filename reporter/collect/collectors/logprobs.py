@@ -53,26 +53,59 @@ class TokenLogProbCollector:
 
     In the teacher-forced pass (:mod:`reporter.instrument.hooked_pass`) it reads the logits of
     prompt + response. During generation (a :class:`~reporter.instrument.decode.StepCollector`)
-    it reads the prompt's log-probs from the prefill's full logits and each response token's
-    from the step that picked it. Results accumulate over batches in order:
+    it reads the prompt's log-probs from the prefill's logits and each response token's from
+    the step that picked it. Results accumulate over batches in order:
     :meth:`prompt_results` / :meth:`response_results` return one float32 array per sample. The
     log-softmax is computed in float32, in chunks of positions so that memory stays bounded for
     large vocabularies; results move to the host once per batch.
+
+    ``question_spans`` (one [start, end) per sample, in prompt-token indices, or None) limits
+    the prompt's log-probs to the question and what follows it: prompt tokens before the
+    question's first token are stored as NaN on both paths, and during generation the prefill's
+    LM head runs only on the positions from the question on (``prompt_positions``), which is
+    most of a large-vocabulary model's prefill. Min-K% (the only reader of prompt log-probs)
+    reads the question span alone. A sample whose span is None keeps the whole prompt.
     """
 
-    #: during generation it needs the prefill's logits at every prompt position
-    needs_prompt_logits = True
-
-    def __init__(self) -> None:
+    def __init__(self, question_spans: Sequence[tuple[int, int] | None] | None = None) -> None:
+        self.question_spans = list(question_spans) if question_spans is not None else None
+        #: how many of the prefill's last positions need logits (0 = all): set per batch in attach
+        self.prompt_positions = 0
         self._prompt: list[np.ndarray] = []
         self._response: list[np.ndarray] = []
         self._batch: PassBatch | None = None
         self._prefill: torch.Tensor | None = None
         self._steps: list[torch.Tensor] = []
 
+    def _starts(self, n: int) -> list[int] | None:
+        """Per sample, the first prompt token whose log-prob is kept, or None to keep them all."""
+        if self.question_spans is None:
+            return None
+        if len(self.question_spans) != n:
+            raise ValueError(f"TokenLogProbCollector: {len(self.question_spans)} question spans for a batch of {n}")
+        if any(s is None for s in self.question_spans):
+            return None
+        return [max(1, int(s[0])) for s in self.question_spans if s is not None]
+
     def attach(self, hooks: Any, adapter: Any, batch: PassBatch) -> None:
-        """No hooks: the logits are enough (the batch is kept for the generation path)."""
+        """No hooks: the logits are enough (the batch is kept for the generation path); sets
+        ``prompt_positions`` from the question spans (one host sync per batch).
+        """
         self._batch, self._prefill, self._steps = batch, None, []
+        starts = self._starts(batch.input_ids.shape[0])
+        if starts is None:
+            self.prompt_positions = 0
+        else:  # the position predicting token j of a left-padded prompt of n tokens is j - 1 from n's start
+            lengths = batch.attention_mask.sum(-1).tolist()
+            self.prompt_positions = max(max(1, int(n) - s + 1) for n, s in zip(lengths, starts))
+
+    def _keep(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        starts = self._starts(len(arrays))
+        if starts is None:
+            return arrays
+        for a, s in zip(arrays, starts):
+            a[: s - 1] = np.nan  # prompt token j is at index j - 1
+        return arrays
 
     def after_forward(self, batch: PassBatch, logits: torch.Tensor) -> None:
         """Log-softmax in float32 chunks, gather the actual next tokens, split prompt from response."""
@@ -82,9 +115,8 @@ class TokenLogProbCollector:
             self._response += [np.zeros(0, np.float32)] * B
             return
         lp, prompt, resp = _next_token_logprobs(batch, logits)
-        for b in range(B):
-            self._prompt.append(lp[b][prompt[b]].astype(np.float32))
-            self._response.append(lp[b][resp[b]].astype(np.float32))
+        self._prompt += self._keep([lp[b][prompt[b]].astype(np.float32) for b in range(B)])
+        self._response += [lp[b][resp[b]].astype(np.float32) for b in range(B)]
 
     # -- during generation --------------------------------------------------------------
     def after_step(self, step: int, logits: torch.Tensor, next_tokens: torch.Tensor, rows: torch.Tensor) -> None:
@@ -109,13 +141,13 @@ class TokenLogProbCollector:
             self._prompt += [np.zeros(0, np.float32)] * B
         else:
             lp, prompt, _ = _next_token_logprobs(self._batch, self._prefill)
-            self._prompt.extend(lp[b][prompt[b]].astype(np.float32) for b in range(B))
+            self._prompt += self._keep([lp[b][prompt[b]].astype(np.float32) for b in range(B)])
         steps = torch.stack(self._steps, 1).cpu().numpy()
         self._response.extend(steps[b, :lengths[b]].astype(np.float32) for b in range(B))
         self._batch, self._prefill, self._steps = None, None, []
 
     def prompt_results(self) -> list[np.ndarray]:
-        """Per sample, the log-probs of its prompt tokens (after the first)."""
+        """Per sample, the log-probs of its prompt tokens (after the first; NaN before the question)."""
         return list(self._prompt)
 
     def response_results(self) -> list[np.ndarray]:
@@ -124,16 +156,21 @@ class TokenLogProbCollector:
 
 
 def _next_token_logprobs(batch: PassBatch, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``log p(x_{t+1} | x_{<=t})`` [B, T-1] on the host, with masks of prompt and response targets."""
+    """``log p(x_{t+1} | x_{<=t})`` [B, T-1] on the host, with masks of prompt and response targets.
+
+    ``logits`` [B, K, V] may cover the last K <= T positions only (``logits_to_keep``): targets
+    predicted by positions before them are NaN.
+    """
     ids, am = batch.input_ids, batch.attention_mask.bool()
     B, T = ids.shape
+    off = T - logits.shape[1]  # logits[:, k] is position off + k
     tgt = ids[:, 1:].to(logits.device)
-    lp = torch.empty(B, T - 1, dtype=torch.float32, device=logits.device)
+    lp = torch.full((B, T - 1), float("nan"), dtype=torch.float32, device=logits.device)
     rows = max(1, _CHUNK_ELEMENTS // max(1, logits.shape[-1]))
     for b in range(B):
-        for s in range(0, T - 1, rows):
+        for s in range(off, T - 1, rows):
             e = min(T - 1, s + rows)
-            x = logits[b, s:e].float()
+            x = logits[b, s - off:e - off].float()
             lp[b, s:e] = x.gather(-1, tgt[b, s:e, None]).squeeze(-1) - torch.logsumexp(x, dim=-1)
     valid = (am[:, 1:] & am[:, :-1]).to(logits.device)
     resp = batch.response_mask.bool()[:, 1:].to(logits.device) & valid
@@ -239,6 +276,13 @@ def collect_reference_logprobs(lm: Any, path: Path, texts: Sequence[str] | None 
     return len(texts)
 
 
+def _question_spans(batch: BatchContext) -> list[tuple[int, int] | None]:
+    """Where each item's question lies in its tokenised prompt (:func:`question_span`)."""
+    lm, plan = batch.task.lm, batch.task.plan
+    return [question_span(lm.tokenizer, plan.prompts[i], plan.items[i].question, plan.prompt_ids[i])
+            for i in batch.positions]
+
+
 @register_collector
 class LogProbsPlugin(CollectorPlugin):
     """Token log-probs of every item's prompt and response (``logprobs.npz``), and of reference text per model."""
@@ -247,22 +291,21 @@ class LogProbsPlugin(CollectorPlugin):
     label = "token log-probs"
 
     def for_batch(self, batch: BatchContext) -> TokenLogProbCollector:
-        """A fresh collector (it only reads the logits)."""
-        return TokenLogProbCollector()
+        """A fresh collector (it only reads the logits) that keeps the prompt from the question on."""
+        return TokenLogProbCollector(_question_spans(batch))
 
     def fusable(self, profile: Profile) -> bool:
         """Yes: the prefill and each decode step give the same log-probs."""
         return True
 
     def for_generation(self, batch: BatchContext) -> TokenLogProbCollector:
-        """A fresh collector (prompt log-probs from the prefill, response log-probs per step)."""
-        return TokenLogProbCollector()
+        """A fresh collector (prompt log-probs from the prefill, from the question on; response log-probs per step)."""
+        return TokenLogProbCollector(_question_spans(batch))
 
     def save_batch(self, collector: Any, batch: BatchContext) -> None:
         """The batch's log-probs, with where each question lies in its prompt."""
-        lm, plan = batch.task.lm, batch.task.plan
-        spans = [question_span(lm.tokenizer, plan.prompts[i], plan.items[i].question, plan.prompt_ids[i])
-                 for i in batch.positions]
+        lm = batch.task.lm
+        spans = collector.question_spans if collector.question_spans is not None else _question_spans(batch)
         save_logprobs(batch.task.part_path(self.name, batch.index), batch.item_ids, collector.prompt_results(),
                       collector.response_results(), spans, {"model": lm.spec.name})
 

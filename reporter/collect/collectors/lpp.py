@@ -175,12 +175,35 @@ class LPPCollector:
             self._layer_cov[li].add(h[valid.to(h.device)])
         return keep
 
+    def logit_positions(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The positions of a right-padded batch whose logits :meth:`after_forward` reads: the last
+        position of every scheduled prefix, and (``short_texts="official"``) each short text's last
+        one. Pass them to the forward as ``logits_to_keep``: the LM head then runs on those alone.
+
+        >>> LPPCollector(20, 10).logit_positions(torch.tensor([[1] * 20, [1] * 15 + [0] * 5])).tolist()
+        [9, 14, 19]
+        """
+        T = attention_mask.shape[1]
+        cols = {m - 1 for m in self.schedule if m <= T}
+        if self.short_texts == "official":
+            lengths = attention_mask.bool().sum(-1).clamp(max=self.context).tolist()
+            cols |= {int(n) - 1 for n in lengths if 0 < n < self.schedule[-1]}
+        return torch.tensor(sorted(cols), dtype=torch.long, device=attention_mask.device)
+
     def after_forward(self, batch: PassBatch, logits: torch.Tensor) -> None:
-        """Entropy of the next-token distribution at the last position of every scheduled prefix."""
+        """Entropy of the next-token distribution at the last position of every scheduled prefix.
+
+        ``logits`` [B, T, V], or [B, K, V] for the K positions of :meth:`logit_positions`.
+        """
         cur, self._cur = self._cur, {}
         if not cur:
             return
         valid, pos, tid, length = (cur[k].to(logits.device) for k in ("valid", "pos", "tid", "length"))
+        if logits.shape[1] != valid.shape[1]:
+            cols = self.logit_positions(batch.attention_mask).to(logits.device)
+            if cols.numel() != logits.shape[1]:
+                raise ValueError("LPPCollector: the logits cover neither every position nor logit_positions()")
+            valid, pos, tid = valid[:, cols], pos[:, cols], tid[:, cols]
         sched = torch.tensor(self.schedule, device=logits.device)
         at = valid & torch.isin(pos + 1, sched)
         if bool(at.any()):
@@ -296,7 +319,8 @@ def latent_profile(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
         for r, s in enumerate(chunk):
             ids[r, :len(s)] = torch.tensor(s)
             am[r, :len(s)] = 1
-        hooked_pass(model, adapter, PassBatch(ids, am, torch.zeros_like(am, dtype=torch.bool)).to(dev), [col])
+        batch = PassBatch(ids, am, torch.zeros_like(am, dtype=torch.bool)).to(dev)
+        hooked_pass(model, adapter, batch, [col], logits_to_keep=col.logit_positions(batch.attention_mask))
     out = col.result()
     out["min_tokens"] = min_tokens
     return out

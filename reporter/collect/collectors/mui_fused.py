@@ -59,7 +59,8 @@ class MUIStepCollector:
     values are computed once per batch, in :meth:`finish`, for the pooled candidates only.
     """
 
-    needs_prompt_logits = False
+    #: the prefill's last position is all it reads
+    prompt_positions = 1
 
     def __init__(self, top_ratio: float = 0.001, mode: str = "score", *, definition: str = "paper",
                  refine: bool = True) -> None:
