@@ -2,7 +2,9 @@
 
 Fields: ``prompt`` and ``response`` (float32, in token order: the log-probability of each actual
 next token, prompt token j >= 1 at ``prompt[j - 1]``), and ``question_span`` (int64 [n, 2]:
-[start, end) of the question in prompt-token indices; -1, -1 when unknown).
+[start, end) of the question in prompt-token indices; -1, -1 when unknown). In a task's file the
+prompt tokens before the question (chat template, instructions, few-shot examples) are NaN: they
+are not computed (the LM head runs from the question on); with an unknown span the whole prompt is.
 
 >>> import tempfile, os
 >>> p = os.path.join(tempfile.mkdtemp(), "lp.npz")
