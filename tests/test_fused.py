@@ -224,6 +224,13 @@ def test_task_run_fused_equals_teacher_forced(tmp_path):
                 np.testing.assert_allclose(lp_f[i][part], lp_t[i][part], rtol=0, atol=1e-6)
     assert any(r["stopped_by"] == "stop" for r in out["fused", "lists"][1].values())
     assert "option_probs" in next(iter(out["fused", "arc_easy"][1].values()))
+    # the runner passes each question's span: the prompt before it is not computed (NaN), the question is
+    for path in ("fused", "teacher-forced"):
+        for lp in (out[path, "arc_easy"][3], out[path, "lists"][3]):
+            for rec in lp.values():
+                start, end = rec["question_span"]
+                assert start > 1 and end > start
+                assert np.isnan(rec["prompt"][:start - 1]).all() and not np.isnan(rec["prompt"][start - 1:]).any()
 
 
 @pytest.mark.parametrize("path", ["fused", "teacher-forced"])

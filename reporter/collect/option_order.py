@@ -34,7 +34,8 @@ from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
 from .collectors.logprobs import token_logprobs
 
-__all__ = ["option_stem", "permutations_for", "order_is_convention", "option_order_evidence", "collect_option_order"]
+__all__ = ["option_stem", "permutations_for", "order_is_convention", "order_variants", "option_order_evidence",
+           "collect_option_order"]
 
 # options that point at other options or positions: moving them changes what they say
 _REFERS = re.compile(r"(?i:\b(all|none|both|neither|any) of (the )?(above|below|these|those|them|the options)\b)"
@@ -99,22 +100,20 @@ def permutations_for(n_options: int, n_perms: int, rng: np.random.Generator) -> 
     return out
 
 
-def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
-                          seed: int = 0, batch_size: int = 8) -> dict[str, Any]:
-    """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
+def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
+                   seed: int = 0) -> tuple[list[dict[str, Any]], list[list[int]], list[int], dict[str, int]]:
+    """The token sequences :func:`option_order_evidence` scores, and what it left out.
 
-    ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
-    in ``skipped``: items without options, with identical options, whose question is not a
-    stem plus option lines, or whose order is a convention (:func:`order_is_convention`); and
-    every item of a task whose items all share one option list (a fixed label set such as
-    yes/no: its order is a convention too). At most ``max_items`` (a seeded sample) are scored.
-    Per item: ``ll`` (canonical), ``perm_ll`` (one per permutation, in the order of ``perms``),
-    both summed from token ``scored_from`` (the variants' shared prefix) on, and the token count.
+    Returns ``(plan, texts, starts, skipped)``: per usable item ``{"id", "perms", "first"}``
+    (its canonical text is ``texts[first]``, its permuted ones follow in the order of
+    ``perms``); the tokenised question blocks; per text the index of its first scored token
+    (the variants' shared prefix); the reasons items were skipped, counted (see
+    :func:`option_order_evidence`).
 
     >>> from reporter.tasks import Item
     >>> it = Item("q1", mc_question("Sky?", ["blue", "green", "red"]), "A", ["blue", "green", "red"])
-    >>> e = option_order_evidence(lm, [it]); e["n"], len(e["per_item"][0]["perm_ll"])
-    (1, 5)
+    >>> plan, texts, starts, skipped = order_variants(lm.tokenizer, [it]); len(texts), plan[0]["first"], skipped
+    (6, 0, {})
     """
     rng = np.random.default_rng(seed)
     usable: list[tuple[str, str, list[str]]] = []
@@ -143,21 +142,44 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
         usable = [usable[i] for i in pick]
     texts: list[list[int]] = []
     starts: list[int] = []
-    plan = []
+    plan: list[dict[str, Any]] = []
     for iid, stem, ch in usable:
         perms = permutations_for(len(ch), n_perms, rng)
         variants = [tuple(range(len(ch)))] + perms
-        plan.append((iid, perms, len(texts)))
-        enc = [list(lm.tokenizer(mc_question(stem, [ch[j] for j in p]))["input_ids"]) for p in variants]
+        plan.append({"id": iid, "perms": perms, "first": len(texts)})
+        enc = [list(tokenizer(mc_question(stem, [ch[j] for j in p]))["input_ids"]) for p in variants]
         shared = _common_prefix(enc)
         texts += enc
         starts += [max(1, shared)] * len(enc)
+    return plan, texts, starts, skipped
+
+
+def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
+                          seed: int = 0, batch_size: int = 8) -> dict[str, Any]:
+    """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
+
+    ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
+    in ``skipped``: items without options, with identical options, whose question is not a
+    stem plus option lines, or whose order is a convention (:func:`order_is_convention`); and
+    every item of a task whose items all share one option list (a fixed label set such as
+    yes/no: its order is a convention too). At most ``max_items`` (a seeded sample) are scored.
+    Per item: ``ll`` (canonical), ``perm_ll`` (one per permutation, in the order of ``perms``),
+    both summed from token ``scored_from`` (the variants' shared prefix) on, and the token count.
+
+    >>> from reporter.tasks import Item
+    >>> it = Item("q1", mc_question("Sky?", ["blue", "green", "red"]), "A", ["blue", "green", "red"])
+    >>> e = option_order_evidence(lm, [it]); e["n"], len(e["per_item"][0]["perm_ll"])
+    (1, 5)
+    """
+    plan, texts, starts, skipped = order_variants(lm.tokenizer, items, n_perms=n_perms, max_items=max_items,
+                                                  seed=seed)
     lps = token_logprobs(lm, texts, batch_size=batch_size, starts=starts) if texts else []
     lls = [float(np.sum(np.asarray(a, np.float64))) for a in lps]
     per_item = []
-    for iid, perms, start in plan:
-        per_item.append({"id": iid, "ll": lls[start], "perm_ll": lls[start + 1: start + 1 + len(perms)],
-                         "perms": [list(p) for p in perms], "n_tokens": len(texts[start]),
+    for p in plan:
+        start, perms = p["first"], p["perms"]
+        per_item.append({"id": p["id"], "ll": lls[start], "perm_ll": lls[start + 1: start + 1 + len(perms)],
+                         "perms": [list(q) for q in perms], "n_tokens": len(texts[start]),
                          "scored_from": starts[start]})
     return {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms, "max_items": max_items, "seed": seed,
             "per_item": per_item}

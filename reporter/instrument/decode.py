@@ -103,7 +103,9 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
     lengths. With ``prune`` (default) a row that finished leaves the batch and the KV cache, so
     the remaining rows decode faster (``generate`` keeps feeding it pad tokens until the last row
     finishes); without it the loop does what ``generate`` does. Runs in eval mode under
-    ``inference_mode``, with the LM head's small-batch kernel (:mod:`reporter.instrument.head`); hooks are removed on exit. Raises :class:`FloatingPointError` when a step's logits are not finite (checked once, at the end).
+    ``inference_mode``, with the LM head's small-batch kernel (:mod:`reporter.instrument.head`);
+    hooks are removed on exit. Raises :class:`FloatingPointError` when a step's logits are not
+    finite (checked once, at the end).
     """
     device = input_device(model)
     ids, mask = left_pad(prompts, pad_id, device)
