@@ -366,3 +366,23 @@ def test_optional_analysis_shapes_are_accepted():
     card = build_card(results, manifest)
     assert card["summary"]["top_adjusted"] is None
     assert card["analysis"]["law"]["pooled"] == {"reason": "needs ≥3 trained models"}
+
+
+def test_pdf_core_sets_table_keeps_every_task_on_the_page(tmp_path_factory):
+    """A run with many tasks: the core-set table has a row per task, so none runs off the PDF page
+    (it had a column per task, and the 11 tasks of `make demo` were cut at the right edge)."""
+    root = _copy("full", tmp_path_factory)
+    res = json.loads((root / "results.json").read_text())
+    tasks = [f"task_number_{i:02d}" for i in range(12)]
+    for d in res["analysis"]["diversity"].values():
+        core, sat = next(iter(d["core_sets"].values())), next(iter(d["saturation"].values()))
+        d["core_sets"] = {t: core for t in tasks}
+        d["saturation"] = {t: sat for t in tasks}
+    (root / "results.json").write_text(json.dumps(res))
+    pdf = render(root, formats=("pdf",))["pdf"]
+    # pdftotext keeps only what lies on the page (pypdf would also return text drawn past its edge)
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], check=True, capture_output=True, text=True).stdout
+    section = text[text.index("Core sets"):]
+    section = section[:section.index("Core set: the fewest items")]
+    missing = [t for t in tasks if t not in section]
+    assert not missing, missing
