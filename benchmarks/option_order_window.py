@@ -26,7 +26,7 @@ from scipy.stats import mannwhitneyu
 
 from reporter.analyse.contamination import order_null_pvalue
 from reporter.collect.collectors.logprobs import token_logprobs
-from reporter.collect.option_order import order_variants
+from reporter.collect.option_order import option_windows, order_variants
 from reporter.collect.plan import build_task
 from reporter.config import ModelSpec, TaskConfig
 from reporter.models.loading import load_model
@@ -35,12 +35,25 @@ from reporter.tasks import select_items
 CLEAN = "packaged:smollm2-135m-instruct"
 
 
-def window_stats(lps: list[np.ndarray], plan: list[dict], window: int | None, trained: set[str]) -> dict:
-    """p-value, top share and trained-vs-held-out AUC of the test scored on the first ``window`` tokens."""
+def window_stats(lps: list[np.ndarray], plan: list[dict], window: int | None, trained: set[str],
+                 starts: list[int] | None = None, texts: list[list[int]] | None = None) -> dict:
+    """p-value, top share and trained-vs-held-out AUC of the test scored on the first ``window`` tokens.
+
+    With ``starts`` and ``texts``: on the first ``window`` tokens of each option line instead
+    (:func:`reporter.collect.option_order.option_windows`).
+    """
     ranks, m, z, ids = [], [], [], []
     for p in plan:
         n = 1 + len(p["perms"])
-        ll = np.array([np.sum(np.asarray(lps[p["first"] + k], np.float64)[:window]) for k in range(n)])
+        if starts is None or texts is None:
+            ll = np.array([np.sum(np.asarray(lps[p["first"] + k], np.float64)[:window]) for k in range(n)])
+        else:
+            ll = np.zeros(n)
+            for k in range(n):
+                i = p["first"] + k
+                pos = [j - starts[i] for j in option_windows(p["option_starts"][k], len(texts[i]), window)
+                       if j >= starts[i]]
+                ll[k] = np.sum(np.asarray(lps[i], np.float64)[pos])
         tol = 1e-6 * max(1.0, abs(ll[0]))
         ranks.append(int(np.sum(ll[1:] >= ll[0] - tol)))  # ties count against contamination, as in the test
         m.append(n - 1)
@@ -63,6 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--perms", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1234, help="the run seed (item choice and permutations)")
     ap.add_argument("--windows", default="8,16,24,32,all")
+    ap.add_argument("--option-windows", default="", help="also: the first W tokens of each option line, e.g. 3,4,6")
     args = ap.parse_args(argv)
     control = Path(args.control)
     trained = set(json.loads((control / "trained_items.json").read_text()).get(args.task, []))
@@ -81,6 +95,13 @@ def main(argv: list[str] | None = None) -> None:
             out.append(row)
             auc = row["auc_trained_vs_held_out"]
             print(f"{name:16s} window {str(row['window']):>4s}  n {row['n']}  p {row['p']:.2g}  "
+                  f"top {row['top_share']:.2f}  AUC {'-' if auc is None else f'{auc:.2f}'}", flush=True)
+        for w in [int(x) for x in args.option_windows.split(",") if x]:
+            row = {"model": name, "task": args.task, **window_stats(lps, plan, w, trained, starts, texts),
+                   "per_option": True}
+            out.append(row)
+            auc = row["auc_trained_vs_held_out"]
+            print(f"{name:16s} per-option window {w:>3d}  n {row['n']}  p {row['p']:.2g}  "
                   f"top {row['top_share']:.2f}  AUC {'-' if auc is None else f'{auc:.2f}'}", flush=True)
     print(json.dumps(out))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import types
 
 import numpy as np
 import pytest
@@ -24,16 +25,21 @@ from reporter.analyse.contamination import (
     order_null_pvalue,
     verbatim_signal,
 )
-from reporter.collect import verbatim
+from reporter.collect import reference, verbatim
 from reporter.collect.collectors import logprobs
 from reporter.collect.collectors.logprobs import (
     TokenLogProbCollector,
-    collect_reference_logprobs,
     question_span,
     token_logprobs,
 )
-from reporter.collect.option_order import collect_option_order, option_order_evidence, option_stem
-from reporter.collect.verbatim import collect_reference_verbatim, collect_verbatim, verbatim_completion
+from reporter.collect.option_order import (
+    collect_option_order,
+    option_order_evidence,
+    option_stem,
+    option_token_starts,
+)
+from reporter.collect.reference import REFERENCE_MAX_TOKENS, REFERENCE_VERBATIM_TOKENS, collect_reference
+from reporter.collect.verbatim import collect_verbatim, verbatim_completion
 from reporter.config import ContaminationConfig
 from reporter.instrument.batch import left_pad
 from reporter.instrument.hooked_pass import PassBatch, hooked_pass
@@ -283,7 +289,7 @@ def toy_items(n=10, seed=0):
 def evidence(lm, items, ref_texts):
     v = verbatim_completion(lm, [(it.id, it.question) for it in items], n_tokens=32)
     ref = verbatim_completion(lm, [(f"r{j}", t) for j, t in enumerate(ref_texts)], max_items=None, max_text_tokens=48)
-    order = option_order_evidence(lm, items, n_perms=8)
+    order = option_order_evidence(lm, items, n_perms=8, window=ContaminationConfig.order_window)
     sig = {"option_order": option_order_signal(order), "verbatim": verbatim_signal(v, ref)}
     apply_fdr([sig])
     return {"verbatim": v, "reference": ref, "order": order, "row": assess("tiny", "toy", sig)}
@@ -354,6 +360,58 @@ def test_option_order_evidence_matches_per_text_reference(trained_and_untouched)
         assert len(rec["perms"]) == 4 and [0, 1, 2, 3] not in rec["perms"]
 
 
+@pytest.mark.parametrize("window", [2, 6])
+def test_option_order_window_matches_per_text_reference(trained_and_untouched, window):
+    """With a window, each stored log-likelihood is the float64 sum over the first ``window``
+    tokens of each option line (from the variants' shared prefix on), one sequence at a time;
+    the line starts agree with counting the tokens of the text before each line."""
+    lm, items = trained_and_untouched["lm"], trained_and_untouched["items"][:3]
+    from reporter.tasks.base import mc_question
+
+    e = option_order_evidence(lm, items, n_perms=4, seed=3, window=window)
+    assert e["n"] == 3 and e["window"] == window
+    tok = lm.tokenizer
+    for it, rec in zip(items, e["per_item"]):
+        stem = option_stem(it.question, it.choices)
+        variants = [list(range(4))] + rec["perms"]
+        lls = [rec["ll"]] + rec["perm_ll"]
+        for k, perm in enumerate(variants):
+            opts = [it.choices[j] for j in perm]
+            text = mc_question(stem, opts)
+            ids = tok(text)["input_ids"]
+            got_ids, starts = option_token_starts(tok, stem, opts)
+            assert got_ids == ids
+            lines = text.split("\n")
+            chars = [sum(len(x) + 1 for x in lines[:i + 1]) for i in range(len(opts))]
+            assert starts == [len(tok(text[:c])["input_ids"]) for c in chars]  # the label's token
+            pos = sorted({j for s in starts for j in range(s, min(s + window, len(ids)))})
+            pos = [j for j in pos if j >= rec["scored_from"]]
+            assert rec["n_scored"][k] == len(pos) > 0
+            with torch.no_grad():
+                lp = torch.log_softmax(lm.model(torch.tensor([ids])).logits[0].double(), -1)
+            assert lls[k] == pytest.approx(sum(float(lp[j - 1, ids[j]]) for j in pos), abs=1e-3)
+
+
+def test_token_logprobs_at_positions_equal_the_whole_sequence():
+    """``positions`` gives the same numbers as scoring everything and picking (rows of different lengths
+    in one left-padded batch; GPT-2 and Gemma-3, whose heads are reached through the hook)."""
+    from reporter.models.adapters import get_adapter
+
+    for fam in ("gpt2", "gemma3", "llama"):
+        model = tiny_model(fam)
+        lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0),
+                                   adapter=get_adapter(model), device=torch.device("cpu"))
+        g = torch.Generator().manual_seed(2)
+        seqs = [torch.randint(3, 211, (n,), generator=g).tolist() for n in (9, 4, 12)]
+        pos = [[1, 5, 8], [3], [2, 3, 11]]
+        full = token_logprobs(lm, seqs, batch_size=3)
+        got = token_logprobs(lm, seqs, batch_size=3, positions=pos)
+        for f, gt, p in zip(full, got, pos):
+            assert gt == pytest.approx(f[[j - 1 for j in p]], abs=1e-5), fam
+        with pytest.raises(ValueError, match="must lie in"):
+            token_logprobs(lm, seqs[:1], positions=[[0]])
+
+
 def test_verbatim_without_generation_equals_greedy_decoding(trained_and_untouched):
     """The teacher-forced check gives what greedy generation gives: the same exact matches, and its
     'generated' text is greedy decoding's own output up to its first wrong token (slow reference:
@@ -400,21 +458,42 @@ def test_collect_stage_artifacts(trained_and_untouched, tmp_path, monkeypatch):
     assert stored["n"] == 4 and stored["per_item"][0]["id"] == "toy-0" and stored == json.loads(json.dumps(res))
     monkeypatch.setattr(verbatim, "verbatim_completion", lambda *a, **k: pytest.fail("recomputed"))
     assert collect_verbatim(lm, its, tmp_path / "task", ContaminationConfig())["n"] == 4  # resume: read back
-    ref = tmp_path / "m" / "reference_logprobs.npz"
-    texts = ["The cat sat on the mat and looked at the door.", "Rain fell all night over the quiet town."]
-    assert collect_reference_logprobs(lm, ref, texts, max_tokens=6) == 2
-    d, meta = load_logprobs(ref)
-    assert meta["kind"] == "reference" and list(d) == ["ref-0000", "ref-0001"]
-    expect = token_logprobs(lm, [lm.tokenizer(t)["input_ids"][:6] for t in texts])
-    assert all(np.allclose(d[k]["prompt"], e, atol=1e-5) for k, e in zip(d, expect))
     monkeypatch.undo()
     cfg = ContaminationConfig(order_items=2, order_permutations=3, reference_texts=3)
     order = collect_option_order(lm, items, tmp_path / "task", cfg)
     assert order["n"] == 2 and json.loads((tmp_path / "task" / "option_order.json").read_text()) == order
     assert collect_option_order(lm, [Item("g", "What is 2 + 2?", "4")], tmp_path / "gen", cfg)["n"] == 0
     assert collect_option_order(lm, items, tmp_path / "off", ContaminationConfig(order_items=0))["disabled"]
-    rv = collect_reference_verbatim(lm, tmp_path / "m" / "reference_verbatim.json", cfg)
-    assert rv["n"] == 3 and rv["corpus"] == "lambada" and all(p["n_target"] <= 24 for p in rv["per_item"])
+    assert order["window"] == cfg.order_window and all(len(r["n_scored"]) == 4 for r in order["per_item"])
+
+
+def test_reference_pass_gives_both_reference_files(trained_and_untouched, tmp_path, monkeypatch):
+    """One pass over held-out text writes the Min-K% reference log-probs and the verbatim chance rate;
+    each equals what its own computation gives (plain log-probs; the verbatim check on the passages
+    cut to 48 tokens), for a model that recites some of the texts and not others."""
+    lm, items = trained_and_untouched["lm"], trained_and_untouched["items"]
+    texts = [it.question for it in items[:3]] + lambada_texts(3)  # trained on (recited), and never seen
+    cfg = ContaminationConfig(verbatim_tokens=12, verbatim_min_target=4)
+    rv = collect_reference(lm, tmp_path / "m", cfg, texts=texts, batch_size=4)
+    d, meta = load_logprobs(tmp_path / "m" / "reference_logprobs.npz")
+    assert meta["kind"] == "reference" and meta["max_tokens"] == REFERENCE_MAX_TOKENS and len(d) == 6
+    expect = token_logprobs(lm, [lm.tokenizer(t)["input_ids"][:REFERENCE_MAX_TOKENS] for t in texts])
+    for k, e in zip(sorted(d), expect):
+        assert d[k]["prompt"] == pytest.approx(e, abs=1e-4)
+    own = verbatim_completion(lm, [(f"ref-{j:04d}", t) for j, t in enumerate(texts)], n_tokens=12, max_items=None,
+                              min_target_tokens=4, max_text_tokens=REFERENCE_VERBATIM_TOKENS)
+    assert rv["corpus"] == "lambada" and rv["n"] == own["n"] == 6
+    assert [(p["id"], p["exact"], p["token_match"], p["generated"]) for p in rv["per_item"]] == \
+        [(p["id"], p["exact"], p["token_match"], p["generated"]) for p in own["per_item"]]
+    assert 0 < sum(p["exact"] for p in rv["per_item"]) < 6  # both kinds present
+    assert json.loads((tmp_path / "m" / "reference_verbatim.json").read_text()) == json.loads(json.dumps(rv))
+    monkeypatch.setattr(reference, "logprobs_and_greedy", lambda *a, **k: pytest.fail("recomputed"))
+    assert collect_reference(lm, tmp_path / "m", cfg, texts=texts) == json.loads(json.dumps(rv))  # resume
+    monkeypatch.undo()
+    (tmp_path / "m" / "reference_verbatim.json").unlink()  # one file lost: the pass runs again, same record
+    assert collect_reference(lm, tmp_path / "m", cfg, texts=texts)["per_item"] == rv["per_item"]
+    assert collect_reference(lm, tmp_path / "n", cfg, texts=texts, verbatim=False) == {}
+    assert sorted(p.name for p in (tmp_path / "n").iterdir()) == ["reference_logprobs.npz"]
 
 
 

@@ -212,12 +212,14 @@ def _law_signal(model: str, task: str, baseline: bool, fits: dict) -> dict:
                                n_points=fit.n)
 
 
-def _min_k(task_dir: Path, ref_path: Path) -> dict[str, Any]:
+def _min_k(task_dir: Path, ref_path: Path, baseline: bool = False) -> dict[str, Any]:
     lp_path = task_dir / LOGPROBS
     if not lp_path.is_file():
         return {"measured": False, "fires": False, "reason": f"no {LOGPROBS} for this task"}
     if not ref_path.is_file():
-        return {"measured": False, "fires": False, "reason": f"no {REFERENCE_LOGPROBS} for this model"}
+        why = (" (held-out text is not scored for untrained baselines unless contamination.untrained is true)"
+               if baseline else "")
+        return {"measured": False, "fires": False, "reason": f"no {REFERENCE_LOGPROBS} for this model{why}"}
     for path in (lp_path, ref_path):
         if not ragged_ok(path):
             return {"measured": False, "fires": False,
@@ -249,7 +251,7 @@ def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
                 "option_order": option_order_signal(read_json(tdir / OPTION_ORDER)),
                 "verbatim": verbatim_signal(read_json(tdir / VERBATIM), ref_verbatim),
                 "law_residual": _law_signal(name, task, baseline, fits),
-                "min_k": _min_k(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS)})
+                "min_k": _min_k(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS, baseline)})
     apply_fdr([sig for _, sig in signals.values()])
     confounded = {(task, k) for (name, task), (baseline, sig) in signals.items() if baseline
                   for k, v in sig.items() if v and v.get("fires")}

@@ -80,8 +80,8 @@ N_DRIVERS = 5  # items listed as driving a warning
 CONTAMINATION_RULE = (
     "Tests per model and task, each calibrated without contamination whatever the benchmark's format. (1) Option order "
     "(multiple choice; the exchangeability test of Oren et al. 2023 applied to each item's options): the rank of the "
-    "published option order's log-likelihood among m other orders of the same options is uniform without "
-    "contamination; exact p-value of the summed ranks; effect = share of items whose published order is the most "
+    "published option order's log-likelihood (summed over the first tokens of each option line, as the run's "
+    "profile sets) among m other orders of the same options is uniform without contamination; exact p-value of the summed ranks; effect = share of items whose published order is the most "
     f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). (2) Verbatim "
     "completion: from the first half of a question, greedy decoding reproduces the next tokens exactly; one-sided "
     "Fisher exact test against the same check on held-out text (LAMBADA passages cut to question length); effect = "

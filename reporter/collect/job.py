@@ -23,15 +23,27 @@ from ..config import ModelSpec, Profile, RunConfig, TaskConfig
 from ..errors import UserError
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
-from ..store.layout import ERROR, MODEL_META, OPTION_ORDER, REFERENCE_VERBATIM, SMOKE, VALIDATION, VERBATIM, RunDir
+from ..store.layout import (
+    ERROR,
+    MODEL_META,
+    OPTION_ORDER,
+    REFERENCE_LOGPROBS,
+    REFERENCE_VERBATIM,
+    SMOKE,
+    VALIDATION,
+    VERBATIM,
+    RunDir,
+)
+from ..store.ragged import ragged_ok
 from ..tasks import is_probe
 from .ablation import validate_neurons
 from .collectors import enabled_collectors
 from .option_order import collect_option_order
 from .plan import plan_task
+from .reference import collect_reference
 from .smoke import smoke
 from .task_run import run_task, task_complete
-from .verbatim import collect_reference_verbatim, collect_verbatim
+from .verbatim import collect_verbatim
 
 
 def log(msg: str) -> None:
@@ -62,7 +74,8 @@ def wants_evidence(spec: ModelSpec, profile: Profile) -> bool:
     return spec.source_type != "random" or profile.contamination.untrained
 
 
-def _needs_reference_verbatim(profile: Profile) -> bool:
+def _needs_reference(profile: Profile) -> bool:
+    """Whether a task has published text (the held-out reference is its counterpart; probes have none)."""
     return any(not is_probe(t.name) for t in profile.tasks)
 
 
@@ -73,7 +86,8 @@ def model_done(rd: RunDir, slug: str, profile: Profile, evidence: bool = True) -
         return False
     if not all(p.model_done(profile, mdir) for p in enabled_collectors(profile)):
         return False
-    if evidence and _needs_reference_verbatim(profile) and not json_ok(mdir / REFERENCE_VERBATIM):
+    if evidence and _needs_reference(profile) and not (json_ok(mdir / REFERENCE_VERBATIM)
+                                                        and ragged_ok(mdir / REFERENCE_LOGPROBS)):
         return False
     return all(task_done(profile, t, rd.task_dir(slug, t.name), evidence) for t in profile.tasks)
 
@@ -117,12 +131,12 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         except UserError as e:
             failures.extend(f"model '{spec.name}', {plugin.label}: {line}" for line in e.lines)
             log(f"{spec.name} / {plugin.label}: FAILED: {e}")
-    if wants_evidence(spec, profile) and _needs_reference_verbatim(profile):
+    if wants_evidence(spec, profile) and _needs_reference(profile):
         try:
-            collect_reference_verbatim(lm, mdir / REFERENCE_VERBATIM, profile.contamination, seed=cfg.seed)
+            collect_reference(lm, mdir, profile.contamination, seed=cfg.seed)
         except UserError as e:
-            failures.extend(f"model '{spec.name}', verbatim chance rate: {line}" for line in e.lines)
-            log(f"{spec.name} / verbatim chance rate: FAILED: {e}")
+            failures.extend(f"model '{spec.name}', held-out reference text: {line}" for line in e.lines)
+            log(f"{spec.name} / held-out reference text: FAILED: {e}")
     for task in profile.tasks:
         failures += _collect_task(lm, cfg, profile, task, rd.task_dir(spec.slug, task.name), progress)
     del lm

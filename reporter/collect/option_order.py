@@ -12,10 +12,15 @@ exact p-value (:func:`reporter.analyse.contamination.option_order_signal`).
 
 Each text is the item's question block as the task shows it (stem, then ``A. option`` lines;
 :func:`reporter.tasks.base.mc_question`), tokenised plainly with the tokenizer's own special
-prefix. Its log-likelihood is the sum of the log-probs of its tokens after the prefix that all
-orders of the item share (``scored_from``: the stem's tokens have the same log-probs in every
-order, so they would add the same constant to every variant and cannot change a rank or a
-margin); the LM head runs on the positions of the option block alone.
+prefix. Its log-likelihood is the sum of the log-probs of the first ``window`` tokens of each
+option line (``contamination.order_window``; the label and the option's first words: where a
+model that learnt the published order expects one option to follow another, while the rest of
+a long option follows from its own first words in any order), or of the whole option block.
+Any fixed function of the text keeps the published order's rank uniform without
+contamination, so either is an exact test; the window makes the LM head run on a few positions
+per option instead of every token of HellaSwag's long endings. Tokens before the prefix all
+orders of the item share (``scored_from``) are never scored: they have the same log-probs in
+every order, so they would add the same constant to every variant and cannot change a rank.
 """
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ from ..tasks.base import mc_question
 from .collectors.logprobs import token_logprobs
 
 __all__ = ["option_stem", "permutations_for", "order_is_convention", "order_variants", "option_order_evidence",
-           "collect_option_order"]
+           "collect_option_order", "option_token_starts", "option_windows"]
 
 # options that point at other options or positions: moving them changes what they say
 _REFERS = re.compile(r"(?i:\b(all|none|both|neither|any) of (the )?(above|below|these|those|them|the options)\b)"
@@ -104,9 +109,10 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
                    seed: int = 0) -> tuple[list[dict[str, Any]], list[list[int]], list[int], dict[str, int]]:
     """The token sequences :func:`option_order_evidence` scores, and what it left out.
 
-    Returns ``(plan, texts, starts, skipped)``: per usable item ``{"id", "perms", "first"}``
-    (its canonical text is ``texts[first]``, its permuted ones follow in the order of
-    ``perms``); the tokenised question blocks; per text the index of its first scored token
+    Returns ``(plan, texts, starts, skipped)``: per usable item ``{"id", "perms", "first",
+    "option_starts"}`` (its canonical text is ``texts[first]``, its permuted ones follow in the
+    order of ``perms``; ``option_starts``, per variant, the token index of each option line:
+    :func:`option_token_starts`); the tokenised question blocks; per text the index of its first scored token
     (the variants' shared prefix); the reasons items were skipped, counted (see
     :func:`option_order_evidence`).
 
@@ -146,8 +152,9 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     for iid, stem, ch in usable:
         perms = permutations_for(len(ch), n_perms, rng)
         variants = [tuple(range(len(ch)))] + perms
-        plan.append({"id": iid, "perms": perms, "first": len(texts)})
-        enc = [list(tokenizer(mc_question(stem, [ch[j] for j in p]))["input_ids"]) for p in variants]
+        toks = [option_token_starts(tokenizer, stem, [ch[j] for j in p]) for p in variants]
+        enc = [ids for ids, _ in toks]
+        plan.append({"id": iid, "perms": perms, "first": len(texts), "option_starts": [st for _, st in toks]})
         shared = _common_prefix(enc)
         texts += enc
         starts += [max(1, shared)] * len(enc)
@@ -155,7 +162,7 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
 
 
 def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
-                          seed: int = 0, batch_size: int = 8) -> dict[str, Any]:
+                          seed: int = 0, batch_size: int = 8, window: int | None = None) -> dict[str, Any]:
     """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
 
     ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
@@ -165,6 +172,9 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     yes/no: its order is a convention too). At most ``max_items`` (a seeded sample) are scored.
     Per item: ``ll`` (canonical), ``perm_ll`` (one per permutation, in the order of ``perms``),
     both summed from token ``scored_from`` (the variants' shared prefix) on, and the token count.
+    ``window``: sum only the first ``window`` tokens of each option line
+    (:func:`option_windows`; ``n_scored``, per variant, how many), the LM head run on those
+    alone; ``None`` sums the whole option block.
 
     >>> from reporter.tasks import Item
     >>> it = Item("q1", mc_question("Sky?", ["blue", "green", "red"]), "A", ["blue", "green", "red"])
@@ -173,16 +183,73 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     """
     plan, texts, starts, skipped = order_variants(lm.tokenizer, items, n_perms=n_perms, max_items=max_items,
                                                   seed=seed)
-    lps = token_logprobs(lm, texts, batch_size=batch_size, starts=starts) if texts else []
+    if window is None:
+        lps = token_logprobs(lm, texts, batch_size=batch_size, starts=starts) if texts else []
+    else:
+        where = [[]] * len(texts)
+        for p in plan:
+            for k, opt in enumerate(p["option_starts"]):
+                i = p["first"] + k
+                where[i] = [j for j in option_windows(opt, len(texts[i]), window) if j >= starts[i]]
+        lps = token_logprobs(lm, texts, batch_size=batch_size, positions=where) if texts else []
     lls = [float(np.sum(np.asarray(a, np.float64))) for a in lps]
     per_item = []
     for p in plan:
         start, perms = p["first"], p["perms"]
-        per_item.append({"id": p["id"], "ll": lls[start], "perm_ll": lls[start + 1: start + 1 + len(perms)],
-                         "perms": [list(q) for q in perms], "n_tokens": len(texts[start]),
-                         "scored_from": starts[start]})
-    return {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms, "max_items": max_items, "seed": seed,
-            "per_item": per_item}
+        rec = {"id": p["id"], "ll": lls[start], "perm_ll": lls[start + 1: start + 1 + len(perms)],
+               "perms": [list(q) for q in perms], "n_tokens": len(texts[start]), "scored_from": starts[start]}
+        if window is not None:
+            rec["n_scored"] = [len(lps[start + k]) for k in range(1 + len(perms))]
+        per_item.append(rec)
+    return {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
+            "max_items": max_items, "seed": seed, "window": window, "per_item": per_item}
+
+
+def option_token_starts(tokenizer: Any, stem: str, options: Sequence[str]) -> tuple[list[int], list[int]]:
+    """The tokens of ``mc_question(stem, options)`` and the index of the token that starts each option line.
+
+    A line starts at its label letter (``B`` of ``"\\nB. ..."``); its token is the first one whose
+    character span ends after that letter's position (a tokenizer may merge the line break and
+    the letter). Needs a fast tokenizer (character offsets); otherwise each start is the token
+    count of the text before the line, which is the same index unless the tokenizer merges
+    across the line break.
+
+    >>> ids, starts = option_token_starts(lm.tokenizer, "Sky?", ["blue", "green"])
+    >>> len(starts), 0 < starts[0] < starts[1] < len(ids)
+    (2, True)
+    """
+    text = mc_question(stem, list(options))
+    lines = text.split("\n")
+    chars, pos = [], len(lines[0]) + 1
+    for line in lines[1:]:
+        chars.append(pos)
+        pos += len(line) + 1
+    try:
+        enc = tokenizer(text, return_offsets_mapping=True)
+        ids, offs = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+        starts = [next(j for j, (a, b) in enumerate(offs) if b > c and b > a) for c in chars]
+    except (NotImplementedError, ValueError, KeyError, StopIteration):
+        ids = list(tokenizer(text)["input_ids"])
+        starts = [len(tokenizer(text[:c])["input_ids"]) for c in chars]
+    return ids, starts
+
+
+def option_windows(starts: Sequence[int], n_tokens: int, window: int | None, first: int = 1) -> list[int]:
+    """Token indices scored by the option-order test: the first ``window`` tokens of each option line.
+
+    ``None`` scores every token from ``first`` on (the whole option block when ``first`` is the
+    variants' shared prefix). A window never runs past the text; windows of adjacent short
+    options may overlap, and each index is listed once.
+
+    >>> option_windows([3, 6], 9, 2)
+    [3, 4, 6, 7]
+    >>> option_windows([3, 6], 9, None, first=2)
+    [2, 3, 4, 5, 6, 7, 8]
+    """
+    if window is None:
+        return list(range(max(1, first), n_tokens))
+    keep = {j for s in starts for j in range(s, min(s + window, n_tokens))}
+    return sorted(j for j in keep if j >= 1)
 
 
 def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
@@ -212,7 +279,7 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
     t0 = time.perf_counter()
     if settings.order_items > 0:
         res = option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
-                                    seed=seed, batch_size=bs)
+                                    seed=seed, batch_size=bs, window=settings.order_window or None)
     else:
         res = {"n": 0, "n_skipped": len(items), "n_perms": settings.order_permutations, "max_items": 0, "seed": seed,
                "per_item": [], "disabled": True}

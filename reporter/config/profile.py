@@ -107,6 +107,7 @@ class ContaminationConfig:
     reference_texts: int = 64  # held-out texts: the Min-K% reference and the verbatim chance rate
     order_items: int = 32  # multiple-choice items scored in permuted option orders, per task (0: off)
     order_permutations: int = 8  # other option orders scored per item (all of them when there are fewer)
+    order_window: int = 6  # tokens scored from the start of each option line (0: the whole option block)
     untrained: bool = False  # also collect it for untrained (random:) baselines: chance by construction
 
 

@@ -9,10 +9,10 @@ separately for
 * response tokens (the model's own answer, teacher-forced).
 
 Arrays are float32, in token order. Left or right padding is handled through the mask. The
-:class:`LogProbsPlugin` stores them per task in ``logprobs.npz`` and, once per model, the same
-for non-benchmark reference text in ``reference_logprobs.npz`` (formats:
-:mod:`reporter.store.logprobs`); the analyse stage compares the two
-(:mod:`reporter.analyse.contamination`).
+:class:`LogProbsPlugin` stores them per task in ``logprobs.npz`` (format:
+:mod:`reporter.store.logprobs`); the analyse stage compares them with the same for held-out
+text, ``reference_logprobs.npz`` (:mod:`reporter.collect.reference`,
+:mod:`reporter.analyse.contamination`).
 
 >>> import torch
 >>> from transformers import GPT2Config, GPT2LMHeadModel
@@ -26,24 +26,22 @@ for non-benchmark reference text in ``reference_logprobs.npz`` (formats:
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
-from ...config import ContaminationConfig, Profile
+from ...config import Profile
 from ...instrument.batch import PassBatch, left_pad
+from ...instrument.gather import logits_at
 from ...instrument.hooked_pass import hooked_pass
-from ...store.layout import LOGPROBS, REFERENCE_LOGPROBS
-from ...store.logprobs import load_logprobs, merge_logprobs, save_logprobs
+from ...store.layout import LOGPROBS
+from ...store.logprobs import merge_logprobs, save_logprobs
 from ...store.ragged import ragged_ok
-from ...tasks.sources import lambada_texts
 from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
 
-__all__ = ["TokenLogProbCollector", "LogProbsPlugin", "question_span", "token_logprobs",
-           "collect_reference_logprobs"]
+__all__ = ["TokenLogProbCollector", "LogProbsPlugin", "question_span", "token_logprobs"]
 
 _CHUNK_ELEMENTS = 1 << 25  # log-softmax over at most this many logits at once (bounded memory)
 
@@ -209,16 +207,21 @@ def question_span(tokenizer: Any, prompt_text: str, question_text: str, prompt_i
 
 
 def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: int = 8,
-                   starts: Sequence[int] | None = None) -> list[np.ndarray]:
+                   starts: Sequence[int] | None = None,
+                   positions: Sequence[Sequence[int]] | None = None) -> list[np.ndarray]:
     """Log-probs ``log p(x_j | x_<j)`` of whole token sequences (no response), one hooked pass per batch.
 
     By default every token but the first (j >= 1). ``starts[i]`` >= 1 scores sequence i's tokens
     from index ``starts[i]`` on only, and the LM head runs on the positions that predict them
     alone (the batch's longest scored tail): for variants of one text that share a prefix, the
-    prefix's log-probs are the same in every variant and need not be computed.
+    prefix's log-probs are the same in every variant and need not be computed. ``positions[i]``
+    (token indices >= 1, in order) scores those tokens only, the LM head run on exactly the
+    positions that predict them (:func:`reporter.instrument.gather.logits_at`).
 
     >>> [a.shape for a in token_logprobs(lm, [[1, 2, 3]])], [a.shape for a in token_logprobs(lm, [[1, 2, 3]], starts=[2])]
     ([(2,)], [(1,)])
+    >>> token_logprobs(lm, [[1, 2, 3, 4]], positions=[[1, 3]])[0].shape
+    (2,)
     """
     order = sorted(range(len(id_lists)), key=lambda i: (-len(id_lists[i]), i))
     out: list[np.ndarray | None] = [None] * len(id_lists)
@@ -227,6 +230,9 @@ def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: in
         idx = order[s:s + batch_size]
         ids, mask = left_pad([list(id_lists[i]) for i in idx], pad, lm.device)
         batch = PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool))
+        if positions is not None:
+            _logprobs_at(lm, batch, idx, [len(id_lists[i]) for i in idx], positions, out)
+            continue
         if starts is None:
             col = TokenLogProbCollector()
             hooked_pass(lm.model, lm.adapter, batch, [col])
@@ -248,32 +254,34 @@ def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: in
     return out  # type: ignore[return-value]
 
 
-def collect_reference_logprobs(lm: Any, path: Path, texts: Sequence[str] | None = None, *,
-                               n: int = ContaminationConfig.reference_texts, max_tokens: int = 128,
-                               batch_size: int = 8) -> int:
-    """Write ``reference_logprobs.npz``: log-probs of non-benchmark text (packaged LAMBADA).
-
-    The reference for the Min-K% comparison (:mod:`reporter.analyse.contamination`). Each text
-    is tokenised plainly (special tokens as the tokenizer adds them) and cut to ``max_tokens``.
-    Skips the work when ``path`` exists. Returns the number of texts.
-
-    >>> import tempfile, pathlib
-    >>> collect_reference_logprobs(lm, pathlib.Path(tempfile.mkdtemp()) / "reference_logprobs.npz", n=2)
-    2
-    """
-    if path.exists():
-        return len(load_logprobs(path)[0])
-    if texts is None:
-        texts = lambada_texts(n)
-    t0 = time.perf_counter()
-    ids = [lm.tokenizer(t)["input_ids"][:max_tokens] for t in texts]
-    lps = token_logprobs(lm, ids, batch_size=batch_size)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_logprobs(path, [f"ref-{j:04d}" for j in range(len(texts))], lps,
-                  meta={"kind": "reference", "corpus": "lambada", "max_tokens": max_tokens,
-                        "model": getattr(getattr(lm, "spec", None), "name", None),
-                        "seconds": time.perf_counter() - t0})
-    return len(texts)
+def _logprobs_at(lm: Any, batch: PassBatch, idx: Sequence[int], lens: Sequence[int],
+                 positions: Sequence[Sequence[int]], out: list[np.ndarray | None]) -> None:
+    """:func:`token_logprobs` of one left-padded batch at the given token indices (``out[idx[r]]``)."""
+    W = batch.input_ids.shape[1]
+    rows: list[int] = []
+    cols: list[int] = []
+    for r, (i, n) in enumerate(zip(idx, lens)):
+        js = [int(j) for j in positions[i]]
+        if any(j < 1 or j >= n for j in js):
+            raise ValueError(f"token positions of sequence {i} must lie in [1, {n}), got {js}")
+        rows += [r] * len(js)
+        cols += [W - n + j - 1 for j in js]  # the position that predicts token j
+    if not rows:
+        for i in idx:
+            out[i] = np.zeros(0, np.float32)
+        return
+    r_t, c_t = torch.tensor(rows), torch.tensor(cols)
+    x = logits_at(lm.model, lm.adapter, batch, r_t, c_t)
+    tgt = batch.input_ids[r_t, c_t + 1].to(x.device)
+    step = max(1, _CHUNK_ELEMENTS // max(1, x.shape[-1]))
+    lp = torch.cat([x[a:a + step].float().gather(-1, tgt[a:a + step, None]).squeeze(-1)
+                    - torch.logsumexp(x[a:a + step].float(), dim=-1) for a in range(0, len(rows), step)])
+    vals = lp.cpu().numpy()
+    k = 0
+    for i in idx:
+        m = len(positions[i])
+        out[i] = vals[k:k + m].astype(np.float32)
+        k += m
 
 
 def _question_spans(batch: BatchContext) -> list[tuple[int, int] | None]:
@@ -285,7 +293,11 @@ def _question_spans(batch: BatchContext) -> list[tuple[int, int] | None]:
 
 @register_collector
 class LogProbsPlugin(CollectorPlugin):
-    """Token log-probs of every item's prompt and response (``logprobs.npz``), and of reference text per model."""
+    """Token log-probs of every item's prompt and response (``logprobs.npz``).
+
+    The same for held-out reference text, once per model, is part of the contamination
+    evidence (:mod:`reporter.collect.reference`).
+    """
 
     name = "logprobs"
     label = "token log-probs"
@@ -321,11 +333,3 @@ class LogProbsPlugin(CollectorPlugin):
     def task_done(self, task_dir: Path, n_items: int) -> bool:
         """Whether ``logprobs.npz`` reads back whole with every item."""
         return ragged_ok(task_dir / LOGPROBS, n_items)
-
-    def run_model(self, lm: Any, profile: Profile, model_dir: Path) -> None:
-        """Log-probs of ``contamination.reference_texts`` packaged LAMBADA passages."""
-        collect_reference_logprobs(lm, model_dir / REFERENCE_LOGPROBS, n=profile.contamination.reference_texts)
-
-    def model_done(self, profile: Profile, model_dir: Path) -> bool:
-        """Whether ``reference_logprobs.npz`` reads back whole."""
-        return ragged_ok(model_dir / REFERENCE_LOGPROBS)

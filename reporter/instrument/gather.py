@@ -1,0 +1,72 @@
+"""The LM head on chosen (sequence, position) pairs only: :func:`logits_at`.
+
+``logits_to_keep`` lets a forward pass compute the logits of the last positions, or of one list
+of positions shared by every row. Evidence that scores scattered tokens (the option-order test
+scores the first tokens of each option line, and each variant has its lines elsewhere) needs
+other positions in every row. :func:`logits_at` runs the pass with a pre-hook on the LM head
+that replaces the head's input, the final hidden states [B, T, H], by the chosen rows [1, N, H]:
+the head, and whatever the model applies after it (Gemma-2's logit soft-capping), then run on
+those N positions alone. A model that does not call its output-embedding module gets the full
+logits, gathered afterwards: the same numbers, at the full cost.
+
+>>> import torch
+>>> from transformers import GPT2Config, GPT2LMHeadModel
+>>> m = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
+>>> ids = torch.tensor([[0, 5, 6, 7], [1, 2, 3, 4]]); am = torch.ones_like(ids)
+>>> batch = PassBatch(ids, am, torch.zeros_like(ids, dtype=torch.bool))
+>>> rows, cols = torch.tensor([0, 1, 1]), torch.tensor([2, 0, 3])
+>>> full = hooked_pass(m, None, batch, [])
+>>> torch.allclose(logits_at(m, None, batch, rows, cols), full[rows, cols], atol=1e-5)
+True
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .batch import PassBatch
+from .hooked_pass import hooked_pass
+from .hooks import HookSet
+
+__all__ = ["logits_at"]
+
+
+class _GatherHead:
+    """Collector: the head's input [B, T, H] becomes its rows ``(rows[i], cols[i])``, as [1, N, H]."""
+
+    def __init__(self, head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tensor):
+        self.head, self.rows, self.cols = head, rows, cols
+        self.fired = False
+
+    def attach(self, hooks: HookSet, adapter: Any, batch: PassBatch) -> None:
+        shape = tuple(batch.input_ids.shape)
+        rows, cols = self.rows.to(batch.input_ids.device), self.cols.to(batch.input_ids.device)
+
+        def gather(h: torch.Tensor) -> torch.Tensor:
+            if h.dim() != 3 or tuple(h.shape[:2]) != shape:
+                return h  # not the final hidden states of this batch (a model calling its head twice)
+            self.fired = True
+            return h[rows.to(h.device), cols.to(h.device)].unsqueeze(0)
+
+        hooks.replace_input(self.head, gather)
+
+    def after_forward(self, batch: PassBatch, logits: torch.Tensor) -> None:
+        pass
+
+
+def logits_at(model: torch.nn.Module, adapter: Any, batch: PassBatch, rows: torch.Tensor,
+              cols: torch.Tensor) -> torch.Tensor:
+    """The logits [N, V] at positions ``(rows[i], cols[i])`` of ``batch``, the LM head run on those alone.
+
+    One :func:`~reporter.instrument.hooked_pass.hooked_pass` (eval mode, no gradient, no KV
+    cache, hooks removed on exit). Positions are in the batch's (padded) coordinates.
+    """
+    head = model.get_output_embeddings()
+    if not isinstance(head, torch.nn.Module):
+        return hooked_pass(model, adapter, batch, [])[rows, cols]
+    gather = _GatherHead(head, rows, cols)
+    logits = hooked_pass(model, adapter, batch, [gather])
+    if gather.fired and logits.dim() == 3 and logits.shape[0] == 1 and logits.shape[1] == rows.numel():
+        return logits[0]
+    return logits[rows.to(logits.device), cols.to(logits.device)]
