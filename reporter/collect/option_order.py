@@ -228,7 +228,7 @@ def option_token_starts(tokenizer: Any, stem: str, options: Sequence[str]) -> tu
         enc = tokenizer(text, return_offsets_mapping=True)
         ids, offs = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
         starts = [next(j for j, (a, b) in enumerate(offs) if b > c and b > a) for c in chars]
-    except (NotImplementedError, ValueError, KeyError, StopIteration):
+    except (NotImplementedError, ValueError, KeyError, StopIteration):  # slow tokenizer: no offsets
         ids = list(tokenizer(text)["input_ids"])
         starts = [len(tokenizer(text[:c])["input_ids"]) for c in chars]
     return ids, starts

@@ -29,6 +29,7 @@ from ..store.layout import REFERENCE_LOGPROBS, REFERENCE_VERBATIM
 from ..store.logprobs import save_logprobs
 from ..store.ragged import ragged_ok
 from ..tasks.sources import lambada_texts
+from .collectors.logprobs import _CHUNK_ELEMENTS
 from .verbatim import greedy_under_teacher_forcing, verbatim_plan, verbatim_result
 
 __all__ = ["REFERENCE_MAX_TOKENS", "REFERENCE_VERBATIM_TOKENS", "logprobs_and_greedy", "collect_reference"]
@@ -38,7 +39,6 @@ REFERENCE_MAX_TOKENS = 64
 #: for the verbatim chance rate, passages are cut to this many tokens (half prompt, half target)
 REFERENCE_VERBATIM_TOKENS = 48
 
-_CHUNK_ELEMENTS = 1 << 25  # log-softmax over at most this many logits at once (bounded memory)
 
 
 def logprobs_and_greedy(lm: Any, id_lists: Sequence[Sequence[int]], *,
