@@ -412,6 +412,26 @@ def test_token_logprobs_at_positions_equal_the_whole_sequence():
             token_logprobs(lm, seqs[:1], positions=[[0]])
 
 
+def test_verbatim_probe_scores_the_rest_only_where_the_first_tokens_match(trained_and_untouched):
+    """The early exit loses nothing :func:`verbatim_result` reads: per item the probed output is the full
+    one up to and including its first divergence, or all of it; records are equal (both kinds present)."""
+    lm = trained_and_untouched["lm"]
+    texts = [(it.id, it.question) for it in trained_and_untouched["items"][:6]]
+    texts += [(f"ref{j}", t) for j, t in enumerate(lambada_texts(6))]
+    ids, prompts, targets, skipped = verbatim.verbatim_plan(lm.tokenizer, texts, 12, None, min_target_tokens=6)
+    full = verbatim.greedy_under_teacher_forcing(lm, prompts, targets, 4, probe=0)
+    probed = verbatim.greedy_under_teacher_forcing(lm, prompts, targets, 4, probe=4)
+    cut = 0
+    for f, p, t in zip(full, probed, targets):
+        j = next((k for k, (x, y) in enumerate(zip(f, t)) if x != y), len(t))
+        assert p == (f if j >= 4 else f[:j + 1])
+        cut += len(p) < len(f)
+    assert 0 < cut < len(full)
+    kw = dict(skipped=skipped, n_tokens=12, min_target_tokens=6, seed=0, max_items=None)
+    assert verbatim.verbatim_result(lm.tokenizer, ids, targets, probed, **kw) == \
+        verbatim.verbatim_result(lm.tokenizer, ids, targets, full, **kw)
+
+
 def test_verbatim_without_generation_equals_greedy_decoding(trained_and_untouched):
     """The teacher-forced check gives what greedy generation gives: the same exact matches, and its
     'generated' text is greedy decoding's own output up to its first wrong token (slow reference:

@@ -18,7 +18,9 @@ model that learnt the published order expects one option to follow another, whil
 a long option follows from its own first words in any order), or of the whole option block.
 Any fixed function of the text keeps the published order's rank uniform without
 contamination, so either is an exact test; the window makes the LM head run on a few positions
-per option instead of every token of HellaSwag's long endings. Tokens before the prefix all
+per option instead of every token of HellaSwag's long endings. The prefix every order of an
+item shares (its stem) is run once, and its KV cache reused for every order
+(:func:`~reporter.collect.collectors.logprobs.prefix_logprobs`). Tokens before the prefix all
 orders of the item share (``scored_from``) are never scored: they have the same log-probs in
 every order, so they would add the same constant to every variant and cannot change a rank.
 """
@@ -37,7 +39,7 @@ from ..config import ContaminationConfig
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
-from .collectors.logprobs import token_logprobs
+from .collectors.logprobs import prefix_logprobs, token_logprobs
 
 __all__ = ["option_stem", "permutations_for", "order_is_convention", "order_variants", "option_order_evidence",
            "collect_option_order", "option_token_starts", "option_windows"]
@@ -183,15 +185,25 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     """
     plan, texts, starts, skipped = order_variants(lm.tokenizer, items, n_perms=n_perms, max_items=max_items,
                                                   seed=seed)
-    if window is None:
-        lps = token_logprobs(lm, texts, batch_size=batch_size, starts=starts) if texts else []
-    else:
-        where = [[]] * len(texts)
-        for p in plan:
-            for k, opt in enumerate(p["option_starts"]):
-                i = p["first"] + k
-                where[i] = [j for j in option_windows(opt, len(texts[i]), window) if j >= starts[i]]
-        lps = token_logprobs(lm, texts, batch_size=batch_size, positions=where) if texts else []
+    where = [[]] * len(texts)
+    for p in plan:
+        for k, opt in enumerate(p["option_starts"]):
+            i = p["first"] + k
+            where[i] = [j for j in option_windows(opt, len(texts[i]), window, first=starts[i]) if j >= starts[i]]
+    # a causal model's log-probs at the scored tokens do not depend on the tokens after the last one
+    cut = [t[:max(w, default=s) + 1] for t, w, s in zip(texts, where, starts)]
+    stem = [i for i, (t, s) in enumerate(zip(cut, starts)) if 2 <= s < len(t)]  # the stem once, its cache shared
+    rest = sorted(set(range(len(texts))) - set(stem))
+    lps: list[np.ndarray] = [np.zeros(0, np.float32)] * len(texts)
+    if stem:
+        got = prefix_logprobs(lm, [cut[i] for i in stem], [starts[i] for i in stem], [where[i] for i in stem],
+                              batch_size=batch_size)
+        for i, a in zip(stem, got):
+            lps[i] = a
+    if rest:
+        got = token_logprobs(lm, [cut[i] for i in rest], batch_size=batch_size, positions=[where[i] for i in rest])
+        for i, a in zip(rest, got):
+            lps[i] = a
     lls = [float(np.sum(np.asarray(a, np.float64))) for a in lps]
     per_item = []
     for p in plan:

@@ -27,6 +27,8 @@ from ..store.layout import VERBATIM
 
 VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
 VERBATIM_MIN_TARGET = ContaminationConfig.verbatim_min_target
+#: target tokens scored for every item before the rest is scored for the items that match them all
+VERBATIM_PROBE = 4
 
 
 def _item_text(it: Any) -> tuple[str, str]:
@@ -61,7 +63,7 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
     kept, prompts, targets, skipped = verbatim_plan(tok, texts, n_tokens, max_items, seed=seed,
                                                     min_target_tokens=min_target_tokens,
                                                     max_text_tokens=max_text_tokens)
-    best = greedy_under_teacher_forcing(lm, prompts, targets, batch_size)
+    best = greedy_under_teacher_forcing(lm, prompts, targets, batch_size, probe=VERBATIM_PROBE)
     return verbatim_result(tok, kept, targets, best, skipped=skipped, n_tokens=n_tokens,
                            min_target_tokens=min_target_tokens, seed=seed, max_items=max_items)
 
@@ -111,7 +113,7 @@ def verbatim_result(tok: Any, ids: Sequence[str], targets: Sequence[Sequence[int
     per_item = []
     for iid, tgt, b in zip(ids, targets, best):
         tgt, b = list(tgt), list(b)
-        j = next((i for i, (x, y) in enumerate(zip(b, tgt)) if x != y), len(tgt))  # first divergence
+        j = _first_divergence(b, tgt)
         out = tgt[:j] + b[j:j + 1]  # what greedy decoding writes, up to its first wrong token
         per_item.append({"id": iid, "exact": j == len(tgt), "token_match": j / len(tgt), "n_target": len(tgt),
                          "target": tok.decode(tgt), "generated": tok.decode(out)})
@@ -124,15 +126,39 @@ def verbatim_result(tok: Any, ids: Sequence[str], targets: Sequence[Sequence[int
 
 
 def greedy_under_teacher_forcing(lm: Any, prompts: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
-                                 batch_size: int = 8) -> list[list[int]]:
+                                 batch_size: int = 8, *, probe: int = 0) -> list[list[int]]:
     """Per item, the model's most probable token at each target position, teacher-forced on ``prompt + target``.
 
     One hooked pass per batch (longest first), the LM head on the target positions alone.
+    ``probe`` > 0 scores the first ``probe`` target positions of every item first, and the
+    whole target only of items whose most probable tokens match all of them. An item that
+    diverged earlier gets its tokens up to and including its first divergence, all that
+    :func:`verbatim_result` reads (greedy decoding stops following the target there). Most
+    items of a model that never saw them diverge within a few tokens.
 
     >>> out = greedy_under_teacher_forcing(lm, [[5, 6, 7]], [[8, 9]])
     >>> len(out[0])
     2
     """
+    if probe <= 0 or all(len(t) <= probe for t in targets):
+        return _greedy(lm, prompts, targets, batch_size)
+    heads = [list(t[:probe]) for t in targets]
+    first = _greedy(lm, prompts, heads, batch_size)
+    out = [b[:_first_divergence(b, h) + 1] for b, h in zip(first, heads)]
+    go = [i for i, (b, h) in enumerate(zip(first, heads)) if b == h and len(targets[i]) > probe]
+    for i, b in zip(go, _greedy(lm, [prompts[i] for i in go], [targets[i] for i in go], batch_size)):
+        out[i] = b
+    return out
+
+
+def _first_divergence(best: Sequence[int], target: Sequence[int]) -> int:
+    """Index of the first position where ``best`` differs from ``target`` (their length when none)."""
+    return next((j for j, (x, y) in enumerate(zip(best, target)) if x != y), len(target))
+
+
+def _greedy(lm: Any, prompts: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
+            batch_size: int) -> list[list[int]]:
+    """:func:`greedy_under_teacher_forcing` over every target position."""
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
     order = sorted(range(len(prompts)), key=lambda i: (-(len(prompts[i]) + len(targets[i])), i))
     out: list[list[int]] = [[] for _ in prompts]

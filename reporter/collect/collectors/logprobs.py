@@ -36,12 +36,13 @@ from ...config import Profile
 from ...instrument.batch import PassBatch, left_pad
 from ...instrument.gather import logits_at
 from ...instrument.hooked_pass import hooked_pass
+from ...instrument.prefix import logits_after_prefix
 from ...store.layout import LOGPROBS
 from ...store.logprobs import merge_logprobs, save_logprobs
 from ...store.ragged import ragged_ok
 from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
 
-__all__ = ["TokenLogProbCollector", "LogProbsPlugin", "question_span", "token_logprobs"]
+__all__ = ["TokenLogProbCollector", "LogProbsPlugin", "prefix_logprobs", "question_span", "token_logprobs"]
 
 _CHUNK_ELEMENTS = 1 << 25  # log-softmax over at most this many logits at once (bounded memory)
 
@@ -272,16 +273,66 @@ def _logprobs_at(lm: Any, batch: PassBatch, idx: Sequence[int], lens: Sequence[i
         return
     r_t, c_t = torch.tensor(rows), torch.tensor(cols)
     x = logits_at(lm.model, lm.adapter, batch, r_t, c_t)
-    tgt = batch.input_ids[r_t, c_t + 1].to(x.device)
-    step = max(1, _CHUNK_ELEMENTS // max(1, x.shape[-1]))
-    lp = torch.cat([x[a:a + step].float().gather(-1, tgt[a:a + step, None]).squeeze(-1)
-                    - torch.logsumexp(x[a:a + step].float(), dim=-1) for a in range(0, len(rows), step)])
-    vals = lp.cpu().numpy()
+    vals = _target_logprobs(x, batch.input_ids[r_t, c_t + 1])
     k = 0
     for i in idx:
         m = len(positions[i])
-        out[i] = vals[k:k + m].astype(np.float32)
+        out[i] = vals[k:k + m]
         k += m
+
+
+def _target_logprobs(x: torch.Tensor, tgt: torch.Tensor) -> np.ndarray:
+    """``log_softmax(x)[i, tgt[i]]`` for logits [N, V], in float32 chunks of rows, on the host."""
+    tgt = tgt.to(x.device)
+    step = max(1, _CHUNK_ELEMENTS // max(1, x.shape[-1]))
+    lp = torch.cat([x[a:a + step].float().gather(-1, tgt[a:a + step, None]).squeeze(-1)
+                    - torch.logsumexp(x[a:a + step].float(), dim=-1) for a in range(0, x.shape[0], step)])
+    return lp.cpu().numpy().astype(np.float32)
+
+
+def prefix_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[int],
+                    positions: Sequence[Sequence[int]], *, batch_size: int = 8) -> list[np.ndarray]:
+    """:func:`token_logprobs` with ``positions`` for sequences whose first ``shared[i]`` tokens other sequences share.
+
+    Sequences that start with the same ``shared[i] - 1`` tokens share one run of them: their KV
+    cache is computed once and reused (:func:`reporter.instrument.prefix.logits_after_prefix`).
+    The numbers are :func:`token_logprobs`'s up to float rounding, without repeating a prefix's
+    work per sequence. ``positions[i]`` are token indices >= ``shared[i]`` (token
+    ``shared[i]`` is predicted by the prefix's last position, which runs with the rest).
+
+    >>> seqs = [[1, 2, 3, 4], [1, 2, 5, 6], [7, 8, 9]]
+    >>> a = prefix_logprobs(lm, seqs, [2, 2, 2], [[2, 3], [3], [2]])
+    >>> b = token_logprobs(lm, seqs, positions=[[2, 3], [3], [2]])
+    >>> all(np.allclose(x, y, atol=1e-5) for x, y in zip(a, b))
+    True
+    """
+    if len(shared) != len(id_lists) or len(positions) != len(id_lists):
+        raise ValueError("prefix_logprobs needs one shared length and one list of positions per sequence")
+    keys: dict[tuple[int, ...], int] = {}
+    owners: list[int] = []
+    rows: list[int] = []
+    cols: list[int] = []
+    for i, (s, n, js) in enumerate(zip(id_lists, shared, positions)):
+        if not 2 <= n < len(s):
+            raise ValueError(f"prefix_logprobs: sequence {i} must share at least 2 tokens and go on (shared {n}, "
+                             f"length {len(s)})")
+        if any(int(j) < n or int(j) >= len(s) for j in js):
+            raise ValueError(f"token positions of sequence {i} must lie in [{n}, {len(s)}), got {list(js)}")
+        owners.append(keys.setdefault(tuple(s[:n - 1]), len(keys)))
+        rows += [i] * len(js)
+        cols += [int(j) - n for j in js]  # the tail starts at token n - 1: position j - 1 predicts token j
+    if not rows:
+        return [np.zeros(0, np.float32) for _ in id_lists]
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    tails = [list(s[n - 1:]) for s, n in zip(id_lists, shared)]
+    x = logits_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
+                            torch.tensor(cols), pad_id=pad, batch_size=batch_size)
+    vals = _target_logprobs(x, torch.tensor([tails[r][c + 1] for r, c in zip(rows, cols)]))
+    out, k = [], 0
+    for js in positions:
+        out.append(vals[k:k + len(js)])
+        k += len(js)
+    return out
 
 
 def _question_spans(batch: BatchContext) -> list[tuple[int, int] | None]:

@@ -1,0 +1,119 @@
+"""Texts that continue shared prefixes, each prefix run once: :func:`logits_after_prefix`.
+
+The option-order test scores one text in several orders of its options; every order starts
+with the same stem. Running the model on each whole text repeats the stem's work in every
+variant. :func:`logits_after_prefix` runs the stems once, in left-padded batches with the KV
+cache on, selects each variant's stem from that cache, and runs the variants' remaining tokens
+on top of it (right-padded, with the padding masked and positions continuing the stem's). A
+causal model's states at a position depend only on the tokens up to it, so the logits are
+those of the whole texts (up to floating-point summation order). Left padding keeps the
+distance between any two real tokens, so sliding-window attention sees what it would see in
+the text alone. The prefixes run without the LM head (only their cache is needed); the
+variants' LM head runs on the chosen positions only, as in
+:func:`reporter.instrument.gather.logits_at`.
+
+>>> import torch
+>>> from transformers import GPT2Config, GPT2LMHeadModel
+>>> torch.manual_seed(0) and None
+>>> m = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50)).eval()
+>>> prefixes, tails, owners = [[3, 4, 5], [9]], [[6, 7], [8, 9, 10], [11, 12]], [0, 0, 1]
+>>> rows, cols = torch.tensor([0, 1, 1, 2]), torch.tensor([1, 0, 2, 1])  # positions in each tail
+>>> x = logits_after_prefix(m, None, prefixes, tails, owners, rows, cols)
+>>> full = m(torch.tensor([prefixes[0] + tails[1]])).logits[0]
+>>> torch.allclose(x[1:3], full[[3, 5]], atol=1e-5)
+True
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Sequence
+
+import torch
+
+from .batch import PassBatch, left_pad, position_ids_from_mask
+from .gather import _GatherHead
+from .hooked_pass import eval_mode, input_device
+from .hooks import HookSet
+
+__all__ = ["logits_after_prefix"]
+
+
+def logits_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence[Sequence[int]],
+                        tails: Sequence[Sequence[int]], owners: Sequence[int], rows: torch.Tensor,
+                        cols: torch.Tensor, *, pad_id: int = 0, batch_size: int | None = None) -> torch.Tensor:
+    """The logits [N, V] of the texts ``prefixes[owners[r]] + tails[r]`` at tail positions ``(rows[i], cols[i])``.
+
+    Position ``c`` of tail ``r`` is its text's position ``len(prefix) + c`` (it predicts the
+    text's next token). Prefixes run ``batch_size`` at a time (left-padded, KV cache on); the
+    tails of those prefixes then run ``batch_size`` at a time on their prefix's cache, under
+    eval mode and no gradient, the LM head on the chosen positions only; hooks are removed on
+    exit.
+    """
+    if not prefixes or any(len(p) == 0 for p in prefixes):
+        raise ValueError("logits_after_prefix needs non-empty prefixes")
+    if len(owners) != len(tails) or any(len(t) == 0 for t in tails) \
+            or any(not 0 <= o < len(prefixes) for o in owners):
+        raise ValueError("logits_after_prefix needs one owning prefix per tail, and non-empty tails")
+    if rows.shape != cols.shape or rows.dim() != 1 or rows.numel() == 0:
+        raise ValueError("logits_after_prefix needs as many rows as columns, at least one")
+    rows, cols = rows.cpu().to(torch.long), cols.cpu().to(torch.long)
+    lens = torch.tensor([len(t) for t in tails])
+    if int(rows.min()) < 0 or int(rows.max()) >= len(tails) or int(cols.min()) < 0 \
+            or bool((cols >= lens[rows.clamp(0, len(tails) - 1)]).any()):
+        raise ValueError("logits_after_prefix: a chosen position lies outside its tail")
+    device = input_device(model)
+    bs = max(1, batch_size or len(tails))
+    head = model.get_output_embeddings()
+    body = getattr(model, "base_model", model)  # the prefixes need their cache, not their logits: no LM head
+    out: torch.Tensor | None = None
+    with eval_mode(model), torch.inference_mode():
+        for p0 in range(0, len(prefixes), bs):
+            chunk = list(range(p0, min(len(prefixes), p0 + bs)))
+            pids, pmask = left_pad([list(prefixes[k]) for k in chunk], pad_id, device)
+            first = body(input_ids=pids, attention_mask=pmask, position_ids=position_ids_from_mask(pmask),
+                         use_cache=True, **({} if body is not model else {"logits_to_keep": 1}))
+            kw = "cache" if "cache" in first else "past_key_values"  # transformers >= 5.2x names it cache
+            mine = sorted((r for r in range(len(tails)) if p0 <= owners[r] < p0 + len(chunk)),
+                          key=lambda r: (-len(tails[r]), r))
+            for t0 in range(0, len(mine), bs):
+                group = mine[t0:t0 + bs]
+                x, sel = _tail_pass(model, head, adapter, first[kw], kw, pmask, [owners[r] - p0 for r in group],
+                                    [tails[r] for r in group], group, rows, cols, pad_id)
+                if x is None:
+                    continue
+                if out is None:
+                    out = x.new_empty((rows.numel(), x.shape[-1]))
+                out[sel.to(out.device)] = x
+    assert out is not None  # every chosen row belongs to some tail group (checked above)
+    return out
+
+
+def _tail_pass(model: torch.nn.Module, head: Any, adapter: Any, cache: Any, kw: str, pmask: torch.Tensor, local: list[int],
+               tails: list[Sequence[int]], group: list[int], rows: torch.Tensor, cols: torch.Tensor,
+               pad_id: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """One batch of tails on their prefixes' cache rows ``local``: the logits at the chosen positions among them."""
+    where = {r: k for k, r in enumerate(group)}
+    sel = torch.tensor([i for i, r in enumerate(rows.tolist()) if r in where], dtype=torch.long)
+    if sel.numel() == 0:
+        return None, sel
+    r = torch.tensor([where[int(x)] for x in rows[sel]], dtype=torch.long)
+    c = cols[sel]
+    device = pmask.device
+    width = max(len(t) for t in tails)
+    ids = torch.tensor([list(t) + [pad_id] * (width - len(t)) for t in tails], device=device)
+    tmask = torch.tensor([[1] * len(t) + [0] * (width - len(t)) for t in tails], device=device, dtype=pmask.dtype)
+    idx = torch.tensor(local, device=device)
+    mask = torch.cat([pmask[idx], tmask], dim=1)
+    pos = pmask[idx].sum(-1, keepdim=True) + torch.arange(width, device=device)[None, :]
+    mine = copy.deepcopy(cache)
+    mine.batch_select_indices(idx)  # each tail's prefix row (repeated for the prefix's several tails)
+    batch = PassBatch(ids, tmask, torch.zeros_like(ids, dtype=torch.bool))
+    with HookSet() as hooks:
+        gather = _GatherHead(head, r, c) if isinstance(head, torch.nn.Module) else None
+        if gather is not None:
+            gather.attach(hooks, adapter, batch)
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{kw: mine}).logits
+    if gather is not None and gather.fired and logits.shape[:2] == (1, r.numel()):
+        return logits[0], sel
+    return logits[r.to(logits.device), c.to(logits.device)], sel  # the head did not run on the final states alone
+

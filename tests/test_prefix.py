@@ -1,0 +1,98 @@
+"""The shared-prefix pass (``logits_after_prefix``, ``prefix_logprobs``) against each text run alone.
+
+The option-order test runs an item's stem once and reuses its KV cache for every order of the
+options. These tests hold it to the slow, obviously-correct computation: every text run whole,
+alone (no padding, no cache), in float64.
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from reporter.collect.collectors.logprobs import prefix_logprobs
+from reporter.instrument.prefix import logits_after_prefix
+from reporter.models.adapters import get_adapter
+from reporter.models.random_archs import random_config
+from tests.conftest import TINY
+
+
+def _model(family: str, **cfg_over):
+    cfg = random_config(family, vocab=211, **TINY)
+    if family.startswith("gemma"):
+        cfg.head_dim = 16
+    for k, v in cfg_over.items():
+        setattr(cfg, k, v)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(cfg, dtype=torch.float64).eval()
+
+
+FAMILIES = {
+    "gpt2": {},
+    "llama": {},
+    "qwen2": {},
+    # a window shorter than prefix + tail: the cache's sliding layers must keep what the window sees
+    "gemma3": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_logits_after_prefix_equal_each_text_run_alone(family):
+    model = _model(family, **FAMILIES[family])
+    g = torch.Generator().manual_seed(1)
+    # prefixes of different lengths (left-padded together), tails of different lengths, several per prefix
+    prefixes = [torch.randint(3, 211, (n,), generator=g).tolist() for n in (7, 2, 5)]
+    tails = [torch.randint(3, 211, (n,), generator=g).tolist() for n in (3, 8, 1, 5, 6, 4, 2)]
+    owners = [0, 1, 0, 2, 0, 1, 2]
+    pairs = [(r, c) for r, t in enumerate(tails) for c in range(len(t))]
+    pick = [pairs[k] for k in torch.randperm(len(pairs), generator=g)[:20].tolist()]  # any order, any rows
+    rows, cols = torch.tensor([r for r, _ in pick]), torch.tensor([c for _, c in pick])
+    got = logits_after_prefix(model, get_adapter(model), prefixes, tails, owners, rows, cols, pad_id=0, batch_size=2)
+    assert got.shape == (len(pick), 211)
+    with torch.no_grad():
+        for k, (r, c) in enumerate(pick):
+            text = prefixes[owners[r]] + tails[r]
+            ref = model(torch.tensor([text]), use_cache=False).logits[0, len(prefixes[owners[r]]) + c]
+            assert torch.allclose(got[k], ref, atol=1e-9, rtol=0), (family, r, c)
+
+
+def test_logits_after_prefix_leaves_no_hooks_and_refuses_positions_outside_a_tail():
+    model = _model("llama")
+    before = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
+    logits_after_prefix(model, None, [[5, 6]], [[7, 8]], [0], torch.tensor([0]), torch.tensor([1]))
+    assert sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules()) == before
+    with pytest.raises(ValueError, match="outside its tail"):
+        logits_after_prefix(model, None, [[5, 6]], [[7, 8]], [0], torch.tensor([0]), torch.tensor([2]))
+    with pytest.raises(ValueError, match="non-empty prefixes"):
+        logits_after_prefix(model, None, [[]], [[7, 8]], [0], torch.tensor([0]), torch.tensor([0]))
+    with pytest.raises(ValueError, match="owning prefix"):
+        logits_after_prefix(model, None, [[5, 6]], [[7, 8]], [1], torch.tensor([0]), torch.tensor([0]))
+
+
+def test_prefix_logprobs_equal_float64_log_softmax_of_each_text():
+    """Scored tokens right after the shared prefix included: token ``shared`` is predicted by the
+    prefix's last position, which the cached pass recomputes."""
+    for family in ("llama", "gemma3"):
+        model = _model(family, **FAMILIES[family])
+        lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0),
+                                   adapter=get_adapter(model), device=torch.device("cpu"))
+        g = torch.Generator().manual_seed(3)
+        one, two = (torch.randint(3, 211, (n,), generator=g).tolist() for n in (6, 3))
+        seqs = [one + torch.randint(3, 211, (n,), generator=g).tolist() for n in (4, 9, 2)]
+        seqs += [two + torch.randint(3, 211, (n,), generator=g).tolist() for n in (5, 2)]  # another stem
+        shared = [6, 6, 6, 3, 3]
+        positions = [[6, 7, 9], [6, 11, 14], [7], [3, 4, 7], [4]]
+        got = prefix_logprobs(lm, seqs, shared, positions, batch_size=2)
+        for s, js, a in zip(seqs, positions, got):
+            with torch.no_grad():
+                lp = torch.log_softmax(model(torch.tensor([s])).logits[0], -1)
+            ref = np.array([float(lp[j - 1, s[j]]) for j in js])
+            assert a.dtype == np.float32 and a.shape == ref.shape
+            np.testing.assert_allclose(a, ref, atol=1e-6, rtol=0)
+        with pytest.raises(ValueError, match="must lie in"):
+            prefix_logprobs(lm, seqs[:1], [6], [[5]])
+        with pytest.raises(ValueError, match="at least 2 tokens"):
+            prefix_logprobs(lm, seqs[:1], [1], [[5]])
