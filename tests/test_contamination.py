@@ -392,6 +392,34 @@ def test_option_order_window_matches_per_text_reference(trained_and_untouched, w
             assert lls[k] == pytest.approx(sum(float(lp[j - 1, ids[j]]) for j in pos), abs=1e-3)
 
 
+class _NoOffsets:
+    """The packaged tokenizer as a slow tokenizer sees it: no character offsets; optionally one that
+    also appends an end token whenever it adds special tokens (as some tokenizers do)."""
+
+    def __init__(self, tok, append_end: bool):
+        self.tok, self.append_end = tok, append_end
+
+    def __call__(self, text, add_special_tokens=True, return_offsets_mapping=False):
+        if return_offsets_mapping:
+            raise NotImplementedError("return_offsets_mapping is not available with a slow tokenizer")
+        ids = list(self.tok(text, add_special_tokens=add_special_tokens)["input_ids"])
+        return {"input_ids": ids + ([self.tok.eos_token_id] if add_special_tokens and self.append_end else [])}
+
+
+@pytest.mark.parametrize("append_end", [False, True])
+def test_option_line_starts_without_offsets_match_the_offsets(append_end):
+    """The fallback for tokenizers without character offsets finds the same option-line starts, also for a
+    tokenizer that puts an end token after every text it encodes."""
+    tok = tiny_lm("llama").tokenizer
+    slow = _NoOffsets(tok, append_end)
+    for stem, opts in [("Which gas do plants take in?", ["oxygen", "carbon dioxide", "nitrogen", "helium"]),
+                       ("A man is seen (outside) a house.", ["he waves.", "then he sings loudly", "it rains"])]:
+        ids, starts = option_token_starts(tok, stem, opts)
+        slow_ids, slow_starts = option_token_starts(slow, stem, opts)
+        assert slow_ids == ids + ([tok.eos_token_id] if append_end else [])
+        assert slow_starts == starts and len(set(starts)) == len(opts)
+
+
 def test_token_logprobs_at_positions_equal_the_whole_sequence():
     """``positions`` gives the same numbers as scoring everything and picking (rows of different lengths
     in one left-padded batch; GPT-2 and Gemma-3, whose heads are reached through the hook)."""

@@ -222,9 +222,9 @@ def option_token_starts(tokenizer: Any, stem: str, options: Sequence[str]) -> tu
 
     A line starts at its label letter (``B`` of ``"\\nB. ..."``); its token is the first one whose
     character span ends after that letter's position (a tokenizer may merge the line break and
-    the letter). Needs a fast tokenizer (character offsets); otherwise each start is the token
-    count of the text before the line, which is the same index unless the tokenizer merges
-    across the line break.
+    the letter). Needs a fast tokenizer (character offsets); otherwise each start is the number
+    of special tokens the tokenizer puts in front plus the token count of the text before the
+    line, which is the same index unless the tokenizer merges across the line break.
 
     >>> ids, starts = option_token_starts(lm.tokenizer, "Sky?", ["blue", "green"])
     >>> len(starts), 0 < starts[0] < starts[1] < len(ids)
@@ -242,7 +242,10 @@ def option_token_starts(tokenizer: Any, stem: str, options: Sequence[str]) -> tu
         starts = [next(j for j, (a, b) in enumerate(offs) if b > c and b > a) for c in chars]
     except (NotImplementedError, ValueError, KeyError, StopIteration):  # slow tokenizer: no offsets
         ids = list(tokenizer(text)["input_ids"])
-        starts = [len(tokenizer(text[:c])["input_ids"]) for c in chars]
+        plain = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        lead = next((k for k in range(len(ids) - len(plain) + 1) if ids[k:k + len(plain)] == plain), 0)
+        # the special tokens in front, then the text before the line (not any special token added after it)
+        starts = [lead + len(tokenizer(text[:c], add_special_tokens=False)["input_ids"]) for c in chars]
     return ids, starts
 
 
