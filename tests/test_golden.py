@@ -7,9 +7,11 @@ treats them as trained models: Utility Law, fairness, contamination, diversity a
 ``random:`` untrained baseline; three tasks (multiple choice with calibration, a generative math
 task, the SPC probe); MUI, LPP, token log-probs, calibration, contamination evidence.
 
-Timestamps, durations, the config hash and temporary paths are masked; floats are compared with a
-relative tolerance of 1e-6 (the run is deterministic on one machine; the tolerance only absorbs
-float formatting). The card is compared as the sequence of words ``pdftotext`` reads from the PDF:
+Timestamps, durations, the config hash and temporary paths are masked; floats are compared within
+a relative 1e-4 or an absolute 1e-5 (the run is deterministic on one machine, but float32 kernels
+round differently on another CPU: a fresh AMD EPYC machine moved perplexities by 5e-6 relative and
+option-order z values, differences of nearby log-likelihoods, by up to 5e-6 absolute; a change of
+the code moves them by far more). The card is compared as the sequence of words ``pdftotext`` reads from the PDF:
 the machine-specific manifest fields (command line, git commit, platform, versions) are set to
 fixed values and the card re-rendered first, because their length moves the page breaks; dates
 and hashes are masked.
@@ -118,7 +120,7 @@ def _normalise(x, tmp: str):
 
 
 def _diff(a, b, where="results") -> list[str]:
-    """Differences between two JSON values; floats within a relative 1e-6."""
+    """Differences between two JSON values; floats within a relative 1e-4 or an absolute 1e-5."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = [f"{where}.{k}: only in the golden copy" for k in a.keys() - b.keys()]
         out += [f"{where}.{k}: only in this run" for k in b.keys() - a.keys()]
@@ -131,7 +133,7 @@ def _diff(a, b, where="results") -> list[str]:
         return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{where}[{i}]")]
     if isinstance(a, float) or isinstance(b, float):
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
-                and math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12):
+                and math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5):
             return []
     elif a == b:
         return []
@@ -191,13 +193,34 @@ def test_results_json_matches_the_golden_copy(golden_run):
     assert all("p_holm" in c for c in want["comparisons"])
 
 
+_NUMBER = re.compile(r"[-+\u2212]?\d[\d,]*(?:\.(\d+))?%?")
+
+
+def _same_word(a: str, b: str) -> bool:
+    """Words of the card equal; printed numbers within the float tolerance of :func:`_diff`, or one
+    unit of their last printed digit apart (another CPU's rounding can cross a rounding edge)."""
+    if a == b:
+        return True
+    ma, mb = _NUMBER.fullmatch(a), _NUMBER.fullmatch(b)
+    if not (ma and mb):
+        return False
+    x, y = (float(w.rstrip("%").replace(",", "").replace("\u2212", "-")) for w in (a, b))
+    unit = 10.0 ** -max(len(ma.group(1) or ""), len(mb.group(1) or ""))
+    return math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) or abs(x - y) <= unit * 1.000001
+
+
+def test_same_word_tolerates_rounding_only():
+    assert _same_word("104974090.6", "104974603.1") and _same_word("0.42", "0.43") and _same_word("1,024", "1,024")
+    assert not _same_word("0.42", "0.44") and not _same_word("12%", "15%") and not _same_word("weak", "none")
+
+
 def test_card_text_matches_the_golden_copy(golden_run):
     root, out = golden_run
     got = _card_words(out / "card.pdf", str(root))
     if REGENERATE:
         (GOLDEN / "card.txt").write_text(" ".join(got) + "\n")
     want = (GOLDEN / "card.txt").read_text().split()
-    if got != want:
-        i = next((k for k, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
+    if len(got) != len(want) or not all(map(_same_word, want, got)):
+        i = next((k for k, (a, b) in enumerate(zip(want, got)) if not _same_word(a, b)), min(len(want), len(got)))
         raise AssertionError(f"card text differs at word {i}: golden {' '.join(want[max(0, i - 12):i + 12])!r} "
                              f"vs run {' '.join(got[max(0, i - 12):i + 12])!r}")
