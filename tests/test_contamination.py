@@ -460,6 +460,34 @@ def test_verbatim_probe_scores_the_rest_only_where_the_first_tokens_match(traine
         verbatim.verbatim_result(lm.tokenizer, ids, targets, full, **kw)
 
 
+def test_verbatim_answers_from_the_option_order_pass_equal_its_own_pass(trained_and_untouched, tmp_path):
+    """The option-order pass over each item's published-order text gives the verbatim check's answers on
+    the way: the same records as the check's own pass, the same option-order likelihoods as without it,
+    and each answer the float64 argmax of the model run on the check's tokens alone."""
+    lm, items = trained_and_untouched["lm"], trained_and_untouched["items"]
+    cfg = ContaminationConfig(verbatim_items=10, verbatim_tokens=32, order_items=10, order_permutations=3)
+    want = verbatim.verbatim_tokens(lm, items, cfg)
+    order = collect_option_order(lm, items, tmp_path / "shared", cfg, greedy_for=want)
+    plain = collect_option_order(lm, items, tmp_path / "plain", cfg)
+    covered = {r["id"] for r in order["per_item"]} & set(want)
+    assert len(covered) >= 8 and set(order["greedy"]) == covered
+    assert "greedy" not in json.loads((tmp_path / "shared" / "option_order.json").read_text())
+    for a, b in zip(order["per_item"], plain["per_item"]):
+        assert a["id"] == b["id"] and a["n_scored"] == b["n_scored"]
+        assert [a["ll"], *a["perm_ll"]] == pytest.approx([b["ll"], *b["perm_ll"]], abs=1e-4)
+    for iid in covered:
+        seq, k = want[iid]
+        with torch.no_grad():
+            logits = lm.model(torch.tensor([seq])).logits[0].double()
+        assert order["greedy"][iid] == logits[k - 1:len(seq) - 1].argmax(-1).tolist()
+    shared = collect_verbatim(lm, items, tmp_path / "shared", cfg, known=order["greedy"])
+    alone = collect_verbatim(lm, items, tmp_path / "alone", cfg)
+    assert shared["n_shared_pass"] == len(covered) and alone["n_shared_pass"] == 0
+    drop = ("seconds", "n_shared_pass")
+    assert {k: v for k, v in shared.items() if k not in drop} == {k: v for k, v in alone.items() if k not in drop}
+    assert sum(p["exact"] for p in shared["per_item"]) > 0  # the trained model recites: answers that matter
+
+
 def test_verbatim_without_generation_equals_greedy_decoding(trained_and_untouched):
     """The teacher-forced check gives what greedy generation gives: the same exact matches, and its
     'generated' text is greedy decoding's own output up to its first wrong token (slow reference:

@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from reporter.collect.collectors.logprobs import prefix_logprobs
+from reporter.collect.collectors.logprobs import prefix_logprobs, prefix_scores
 from reporter.instrument.prefix import logits_after_prefix
 from reporter.models.adapters import get_adapter
 from reporter.models.random_archs import random_config
@@ -96,3 +96,21 @@ def test_prefix_logprobs_equal_float64_log_softmax_of_each_text():
             prefix_logprobs(lm, seqs[:1], [6], [[5]])
         with pytest.raises(ValueError, match="at least 2 tokens"):
             prefix_logprobs(lm, seqs[:1], [1], [[5]])
+
+
+def test_prefix_scores_argmax_equal_float64_argmax_of_each_text():
+    """The most probable tokens the same pass gives (the verbatim check's answers), at positions of their
+    own, next to the scored ones."""
+    model = _model("gemma3", **FAMILIES["gemma3"])
+    lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0),
+                               adapter=get_adapter(model), device=torch.device("cpu"))
+    g = torch.Generator().manual_seed(4)
+    stem = torch.randint(3, 211, (5,), generator=g).tolist()
+    seqs = [stem + torch.randint(3, 211, (n,), generator=g).tolist() for n in (7, 4)]
+    lps, best = prefix_scores(lm, seqs, [5, 5], [[6, 8], [5]], [[5, 6, 7, 11], []], batch_size=1)
+    only, none = prefix_scores(lm, seqs, [5, 5], [[], []], [[9, 10], [6]])
+    with torch.no_grad():
+        ref = [model(torch.tensor([s])).logits[0].argmax(-1).tolist() for s in seqs]
+    assert best == [[ref[0][j - 1] for j in (5, 6, 7, 11)], []]
+    assert [a.shape for a in lps] == [(2,), (1,)] and [a.shape for a in only] == [(0,), (0,)]
+    assert none == [[ref[0][8], ref[0][9]], [ref[1][5]]]

@@ -5,7 +5,7 @@ finished piece of work is written as soon as it exists, so a failed or interrupt
 nothing and a rerun picks up where it stopped. Steps: load, ``model.json``, the smoke
 perplexity, every enabled model-scope collector (LPP, reference log-probs), the verbatim check
 on held-out text (the chance rate), then per task the task run, the contamination evidence
-(verbatim completion and option order; benchmarks only) and, when asked, the ablation check.
+(option order, then verbatim completion, partly from the same pass; benchmarks only) and, when asked, the ablation check.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from .plan import plan_task
 from .reference import collect_reference
 from .smoke import smoke
 from .task_run import run_task, task_complete
-from .verbatim import collect_verbatim
+from .verbatim import collect_verbatim, verbatim_tokens
 
 
 def log(msg: str) -> None:
@@ -157,8 +157,7 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         plan = plan_task(lm, task, cfg.seed)
         summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
         if evidence and not plan.task.probe:  # generated probes have no published text that could have leaked
-            collect_verbatim(lm, plan.items, task_dir, profile.contamination, seed=cfg.seed)
-            collect_option_order(lm, plan.items, task_dir, profile.contamination, seed=cfg.seed)
+            _collect_evidence(lm, plan.items, task_dir, profile, cfg.seed)
         if _validating(profile):
             validate_neurons(lm, plan, task_dir, seed=cfg.seed)
     except UserError as e:
@@ -168,3 +167,14 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         f"[{100 * summary['ci_low']:.1f}, {100 * summary['ci_high']:.1f}] n={summary['n']}"
         + (f", MUI {summary['mui']:.2f}%" if "mui" in summary else ""))
     return []
+
+
+def _collect_evidence(lm: Any, items: Any, task_dir: Path, profile: Profile, seed: int) -> None:
+    """A task's option orders, then its verbatim check: the option-order pass over each item's
+    published-order text gives the verbatim answers of the items it covers on the way.
+    """
+    settings = profile.contamination
+    greedy_for = verbatim_tokens(lm, items, settings, seed=seed) if not json_ok(task_dir / VERBATIM) else None
+    order = collect_option_order(lm, items, task_dir, settings, seed=seed, greedy_for=greedy_for)
+    collect_verbatim(lm, items, task_dir, settings, seed=seed, known=order.get("greedy"))
+

@@ -31,7 +31,7 @@ import math
 import re
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from ..config import ContaminationConfig
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
-from .collectors.logprobs import prefix_logprobs, token_logprobs
+from .collectors.logprobs import prefix_scores, token_logprobs
 
 __all__ = ["option_stem", "permutations_for", "order_is_convention", "order_variants", "option_order_evidence",
            "collect_option_order", "option_token_starts", "option_windows"]
@@ -164,7 +164,8 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
 
 
 def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
-                          seed: int = 0, batch_size: int = 8, window: int | None = None) -> dict[str, Any]:
+                          seed: int = 0, batch_size: int = 8, window: int | None = None,
+                          greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None) -> dict[str, Any]:
     """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
 
     ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
@@ -178,6 +179,13 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     (:func:`option_windows`; ``n_scored``, per variant, how many), the LM head run on those
     alone; ``None`` sums the whole option block.
 
+    ``greedy_for``: item id -> ``(tokens, k)``, the verbatim check's prompt + target of that item
+    (:mod:`reporter.collect.verbatim`; the prompt is its first ``k`` tokens). Where the item's
+    published-order text starts with those tokens, the same pass also gives the model's most
+    probable token at each target position (``greedy``: item id -> tokens; the item's shared
+    prefix is then cut to at most ``k`` tokens, so that the target lies after it): the verbatim
+    check of that item needs no pass of its own.
+
     >>> from reporter.tasks import Item
     >>> it = Item("q1", mc_question("Sky?", ["blue", "green", "red"]), "A", ["blue", "green", "red"])
     >>> e = option_order_evidence(lm, [it]); e["n"], len(e["per_item"][0]["perm_ll"])
@@ -186,20 +194,33 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     plan, texts, starts, skipped = order_variants(lm.tokenizer, items, n_perms=n_perms, max_items=max_items,
                                                   seed=seed)
     where = [[]] * len(texts)
+    plan_id = {p["first"]: p["id"] for p in plan}
     for p in plan:
         for k, opt in enumerate(p["option_starts"]):
             i = p["first"] + k
             where[i] = [j for j in option_windows(opt, len(texts[i]), window, first=starts[i]) if j >= starts[i]]
+    shared = list(starts)
+    wants: list[list[int]] = [[] for _ in texts]  # per text, the tokens whose argmax the verbatim check needs
+    for p in plan:
+        seq, k = (greedy_for or {}).get(p["id"], ((), 0))
+        i = p["first"]
+        if 2 <= k < len(seq) and list(texts[i][:len(seq)]) == list(seq):
+            wants[i] = list(range(k, len(seq)))
+            for v in range(i, i + len(p["option_starts"])):
+                shared[v] = min(shared[v], k)
     # a causal model's log-probs at the scored tokens do not depend on the tokens after the last one
-    cut = [t[:max(w, default=s) + 1] for t, w, s in zip(texts, where, starts)]
-    stem = [i for i, (t, s) in enumerate(zip(cut, starts)) if 2 <= s < len(t)]  # the stem once, its cache shared
+    cut = [t[:max(w + g, default=s) + 1] for t, w, g, s in zip(texts, where, wants, starts)]
+    stem = [i for i, (t, s) in enumerate(zip(cut, shared)) if 2 <= s < len(t)]  # the stem once, its cache shared
     rest = sorted(set(range(len(texts))) - set(stem))
     lps: list[np.ndarray] = [np.zeros(0, np.float32)] * len(texts)
+    greedy: dict[str, list[int]] = {}
     if stem:
-        got = prefix_logprobs(lm, [cut[i] for i in stem], [starts[i] for i in stem], [where[i] for i in stem],
-                              batch_size=batch_size)
-        for i, a in zip(stem, got):
+        got, best = prefix_scores(lm, [cut[i] for i in stem], [shared[i] for i in stem], [where[i] for i in stem],
+                                  [wants[i] for i in stem], batch_size=batch_size)
+        for i, a, b in zip(stem, got, best):
             lps[i] = a
+            if wants[i]:
+                greedy[plan_id[i]] = b
     if rest:
         got = token_logprobs(lm, [cut[i] for i in rest], batch_size=batch_size, positions=[where[i] for i in rest])
         for i, a in zip(rest, got):
@@ -213,8 +234,11 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
         if window is not None:
             rec["n_scored"] = [len(lps[start + k]) for k in range(1 + len(perms))]
         per_item.append(rec)
-    return {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
-            "max_items": max_items, "seed": seed, "window": window, "per_item": per_item}
+    out = {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
+           "max_items": max_items, "seed": seed, "window": window, "per_item": per_item}
+    if greedy_for is not None:
+        out["greedy"] = greedy
+    return out
 
 
 def option_token_starts(tokenizer: Any, stem: str, options: Sequence[str]) -> tuple[list[int], list[int]]:
@@ -281,11 +305,14 @@ def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
 
 
 def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *,
-                         seed: int = 0, batch_size: int | None = None) -> dict[str, Any]:
+                         seed: int = 0, batch_size: int | None = None,
+                         greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None) -> dict[str, Any]:
     """Run :func:`option_order_evidence` on a task's items and write ``task_dir/option_order.json``.
 
     Skips the work when the file exists (resume). Returns the stored dict (``n`` = 0 for a task
-    without options or with ``contamination.order_items: 0``).
+    without options or with ``contamination.order_items: 0``), plus, when the pass ran with
+    ``greedy_for``, its ``greedy`` tokens for the verbatim check (not stored: ``verbatim.json``
+    is their record; ``seconds`` here includes their LM head).
     """
     path = Path(task_dir) / OPTION_ORDER
     if json_ok(path):
@@ -294,10 +321,12 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
     t0 = time.perf_counter()
     if settings.order_items > 0:
         res = option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
-                                    seed=seed, batch_size=bs, window=settings.order_window or None)
+                                    seed=seed, batch_size=bs, window=settings.order_window or None,
+                                    greedy_for=greedy_for)
     else:
         res = {"n": 0, "n_skipped": len(items), "n_perms": settings.order_permutations, "max_items": 0, "seed": seed,
                "per_item": [], "disabled": True}
     res["seconds"] = time.perf_counter() - t0
+    greedy = res.pop("greedy", None)
     write_json(path, res)
-    return res
+    return res if greedy is None else {**res, "greedy": greedy}

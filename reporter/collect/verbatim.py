@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -41,7 +41,8 @@ def _item_text(it: Any) -> tuple[str, str]:
 
 def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_N_TOKENS, max_items: int | None = 50,
                         *, seed: int = 0, min_target_tokens: int = VERBATIM_MIN_TARGET,
-                        batch_size: int = 8, max_text_tokens: int | None = None) -> dict[str, Any]:
+                        batch_size: int = 8, max_text_tokens: int | None = None,
+                        known: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """Exact-match rate of greedy continuations of the first half of each question.
 
     ``texts``: strings, ``(id, text)`` pairs, dicts with "id"/"question", or task Items. Each
@@ -53,7 +54,10 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
     first diverges (1.0 when exact). ``max_text_tokens`` cuts each text first (held-out reference
     text is cut to question length). Each per-item record keeps the real ``target`` text next to
     the ``generated`` one: greedy decoding's continuation up to and including its first token
-    that differs from the target (what follows it is not computed).
+    that differs from the target (what follows it is not computed). ``known``: item id -> the
+    model's most probable token at each target position, already computed by another pass over
+    the same tokens (:func:`reporter.collect.option_order.option_order_evidence`'s ``greedy``);
+    those items need no pass here (``n_shared_pass`` counts them).
 
     >>> v = verbatim_completion(lm, ["The capital of France is Paris, a city on the Seine with many museums."])
     >>> v["n"], v["rate"] in (0.0, 1.0)
@@ -63,9 +67,17 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
     kept, prompts, targets, skipped = verbatim_plan(tok, texts, n_tokens, max_items, seed=seed,
                                                     min_target_tokens=min_target_tokens,
                                                     max_text_tokens=max_text_tokens)
-    best = greedy_under_teacher_forcing(lm, prompts, targets, batch_size, probe=VERBATIM_PROBE)
-    return verbatim_result(tok, kept, targets, best, skipped=skipped, n_tokens=n_tokens,
-                           min_target_tokens=min_target_tokens, seed=seed, max_items=max_items)
+    have = {i: list(known[i]) for i, t in zip(kept, targets) if known and len(known.get(i, ())) == len(t)}
+    todo = [j for j, i in enumerate(kept) if i not in have]
+    best: list[list[int]] = [have.get(i, []) for i in kept]
+    ran = greedy_under_teacher_forcing(lm, [prompts[j] for j in todo], [targets[j] for j in todo], batch_size,
+                                       probe=VERBATIM_PROBE) if todo else []
+    for j, b in zip(todo, ran):
+        best[j] = b
+    res = verbatim_result(tok, kept, targets, best, skipped=skipped, n_tokens=n_tokens,
+                          min_target_tokens=min_target_tokens, seed=seed, max_items=max_items)
+    res["n_shared_pass"] = len(have)
+    return res
 
 
 def verbatim_plan(tok: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_N_TOKENS, max_items: int | None = 50, *,
@@ -175,12 +187,32 @@ def _greedy(lm: Any, prompts: Sequence[Sequence[int]], targets: Sequence[Sequenc
     return out
 
 
+def verbatim_tokens(lm: Any, items: Sequence[Any], settings: ContaminationConfig, *,
+                    seed: int = 0) -> dict[str, tuple[list[int], int]]:
+    """What :func:`collect_verbatim` will check, per item id: ``(prompt + target tokens, prompt length)``.
+
+    For a pass over the same tokens that can give the check's answers on the way
+    (:func:`reporter.collect.option_order.collect_option_order`'s ``greedy_for``).
+
+    >>> from reporter.tasks import Item
+    >>> t = verbatim_tokens(lm, [Item("q", "one two three four five six seven eight nine ten", "A")],
+    ...                     ContaminationConfig(verbatim_min_target=2))
+    >>> list(t), t["q"][1] < len(t["q"][0])
+    (['q'], True)
+    """
+    ids, prompts, targets, _ = verbatim_plan(lm.tokenizer, [_item_text(it) for it in items], settings.verbatim_tokens,
+                                             settings.verbatim_items, seed=seed,
+                                             min_target_tokens=settings.verbatim_min_target)
+    return {i: (list(p) + list(t), len(p)) for i, p, t in zip(ids, prompts, targets)}
+
+
 def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *, seed: int = 0,
-                     batch_size: int | None = None) -> dict[str, Any]:
+                     batch_size: int | None = None, known: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """Run :func:`verbatim_completion` on a task's items and write ``task_dir/verbatim.json``.
 
     ``items``: task Items (``.id``, ``.question``), ``(id, question)`` pairs or dicts. Skips the
-    work when the file exists (resume). Returns the stored dict.
+    work when the file exists (resume). ``known``: answers another pass already gave (see
+    :func:`verbatim_completion`). Returns the stored dict.
     """
     path = Path(task_dir) / VERBATIM
     if json_ok(path):
@@ -189,7 +221,7 @@ def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: Co
     t0 = time.perf_counter()
     res = verbatim_completion(lm, [_item_text(it) for it in items], n_tokens=settings.verbatim_tokens,
                               max_items=settings.verbatim_items, seed=seed,
-                              min_target_tokens=settings.verbatim_min_target, batch_size=bs)
+                              min_target_tokens=settings.verbatim_min_target, batch_size=bs, known=known)
     res["seconds"] = time.perf_counter() - t0
     write_json(path, res)
     return res

@@ -42,7 +42,8 @@ from ...store.logprobs import merge_logprobs, save_logprobs
 from ...store.ragged import ragged_ok
 from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
 
-__all__ = ["TokenLogProbCollector", "LogProbsPlugin", "prefix_logprobs", "question_span", "token_logprobs"]
+__all__ = ["TokenLogProbCollector", "LogProbsPlugin", "prefix_logprobs", "prefix_scores", "question_span",
+           "token_logprobs"]
 
 _CHUNK_ELEMENTS = 1 << 25  # log-softmax over at most this many logits at once (bounded memory)
 
@@ -306,33 +307,55 @@ def prefix_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence
     >>> all(np.allclose(x, y, atol=1e-5) for x, y in zip(a, b))
     True
     """
-    if len(shared) != len(id_lists) or len(positions) != len(id_lists):
-        raise ValueError("prefix_logprobs needs one shared length and one list of positions per sequence")
+    return prefix_scores(lm, id_lists, shared, positions, batch_size=batch_size)[0]
+
+
+def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[int],
+                  positions: Sequence[Sequence[int]], greedy: Sequence[Sequence[int]] | None = None, *,
+                  batch_size: int = 8) -> tuple[list[np.ndarray], list[list[int]]]:
+    """:func:`prefix_logprobs`, and per sequence the model's most probable token in place of each token of ``greedy[i]``.
+
+    ``greedy[i]``: token indices >= ``shared[i]``, like ``positions[i]``; the pass that gives
+    the log-probs gives these argmaxes too (the LM head on both sets of positions).
+
+    >>> lps, best = prefix_scores(lm, [[1, 2, 3, 4], [1, 2, 5, 6]], [2, 2], [[3], [3]], [[2, 3], []])
+    >>> [a.shape for a in lps], [len(b) for b in best]
+    ([(1,), (1,)], [2, 0])
+    """
+    greedy = greedy if greedy is not None else [[] for _ in id_lists]
+    if len(shared) != len(id_lists) or len(positions) != len(id_lists) or len(greedy) != len(id_lists):
+        raise ValueError("prefix_scores needs one shared length and one list of positions per sequence")
     keys: dict[tuple[int, ...], int] = {}
     owners: list[int] = []
     rows: list[int] = []
     cols: list[int] = []
-    for i, (s, n, js) in enumerate(zip(id_lists, shared, positions)):
-        if not 2 <= n < len(s):
-            raise ValueError(f"prefix_logprobs: sequence {i} must share at least 2 tokens and go on (shared {n}, "
-                             f"length {len(s)})")
-        if any(int(j) < n or int(j) >= len(s) for j in js):
-            raise ValueError(f"token positions of sequence {i} must lie in [{n}, {len(s)}), got {list(js)}")
-        owners.append(keys.setdefault(tuple(s[:n - 1]), len(keys)))
-        rows += [i] * len(js)
-        cols += [int(j) - n for j in js]  # the tail starts at token n - 1: position j - 1 predicts token j
+    for which in (positions, greedy):
+        for i, (s, n, js) in enumerate(zip(id_lists, shared, which)):
+            if not 2 <= n < len(s):
+                raise ValueError(f"prefix_scores: sequence {i} must share at least 2 tokens and go on (shared {n}, "
+                                 f"length {len(s)})")
+            if any(int(j) < n or int(j) >= len(s) for j in js):
+                raise ValueError(f"token positions of sequence {i} must lie in [{n}, {len(s)}), got {list(js)}")
+            if which is positions:
+                owners.append(keys.setdefault(tuple(s[:n - 1]), len(keys)))
+            rows += [i] * len(js)
+            cols += [int(j) - n for j in js]  # the tail starts at token n - 1: position j - 1 predicts token j
+    n_lp = sum(len(js) for js in positions)
     if not rows:
-        return [np.zeros(0, np.float32) for _ in id_lists]
+        return [np.zeros(0, np.float32) for _ in id_lists], [[] for _ in id_lists]
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
     tails = [list(s[n - 1:]) for s, n in zip(id_lists, shared)]
     x = logits_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
                             torch.tensor(cols), pad_id=pad, batch_size=batch_size)
-    vals = _target_logprobs(x, torch.tensor([tails[r][c + 1] for r, c in zip(rows, cols)]))
-    out, k = [], 0
-    for js in positions:
-        out.append(vals[k:k + len(js)])
-        k += len(js)
-    return out
+    vals = (_target_logprobs(x[:n_lp], torch.tensor([tails[r][c + 1] for r, c in zip(rows[:n_lp], cols[:n_lp])]))
+            if n_lp else np.zeros(0, np.float32))
+    best = x[n_lp:].argmax(-1).cpu().tolist() if x.shape[0] > n_lp else []
+    lps, out, k, g = [], [], 0, 0
+    for js, gs in zip(positions, greedy):
+        lps.append(vals[k:k + len(js)])
+        out.append([int(v) for v in best[g:g + len(gs)]])
+        k, g = k + len(js), g + len(gs)
+    return lps, out
 
 
 def _question_spans(batch: BatchContext) -> list[tuple[int, int] | None]:
