@@ -396,13 +396,19 @@ class _NoOffsets:
     """The packaged tokenizer as a slow tokenizer sees it: no character offsets; optionally one that
     also appends an end token whenever it adds special tokens (as some tokenizers do)."""
 
-    def __init__(self, tok, append_end: bool):
-        self.tok, self.append_end = tok, append_end
+    def __init__(self, tok, append_end: bool, start_differs: bool = False):
+        self.tok, self.append_end, self.start_differs = tok, append_end, start_differs
+        self.all_special_ids = tok.all_special_ids
 
     def __call__(self, text, add_special_tokens=True, return_offsets_mapping=False):
         if return_offsets_mapping:
             raise NotImplementedError("return_offsets_mapping is not available with a slow tokenizer")
         ids = list(self.tok(text, add_special_tokens=add_special_tokens)["input_ids"])
+        if add_special_tokens and self.start_differs:
+            # a begin token, and a first piece that differs from the text encoded alone (as SentencePiece
+            # tokenizers can do with the leading space): the plain tokens are not found inside the full ones
+            plain = list(self.tok(text, add_special_tokens=False)["input_ids"])
+            ids = [self.tok.eos_token_id, (plain[0] + 1) % len(self.tok)] + plain[1:]
         return {"input_ids": ids + ([self.tok.eos_token_id] if add_special_tokens and self.append_end else [])}
 
 
@@ -418,6 +424,17 @@ def test_option_line_starts_without_offsets_match_the_offsets(append_end):
         slow_ids, slow_starts = option_token_starts(slow, stem, opts)
         assert slow_ids == ids + ([tok.eos_token_id] if append_end else [])
         assert slow_starts == starts and len(set(starts)) == len(opts)
+
+
+def test_option_line_starts_without_offsets_count_the_begin_token_when_the_text_is_not_found():
+    from reporter.tasks.base import mc_question
+
+    tok = tiny_lm("llama").tokenizer
+    stem, opts = "Which gas do plants take in?", ["oxygen", "carbon dioxide", "nitrogen", "helium"]
+    ids, starts = option_token_starts(tok, stem, opts)
+    lead = len(ids) - len(tok(mc_question(stem, opts), add_special_tokens=False)["input_ids"])
+    slow_ids, slow_starts = option_token_starts(_NoOffsets(tok, False, start_differs=True), stem, opts)
+    assert slow_ids[0] == tok.eos_token_id and slow_starts == [s - lead + 1 for s in starts]
 
 
 def test_token_logprobs_at_positions_equal_the_whole_sequence():
@@ -486,6 +503,22 @@ def test_verbatim_answers_from_the_option_order_pass_equal_its_own_pass(trained_
     drop = ("seconds", "n_shared_pass")
     assert {k: v for k, v in shared.items() if k not in drop} == {k: v for k, v in alone.items() if k not in drop}
     assert sum(p["exact"] for p in shared["per_item"]) > 0  # the trained model recites: answers that matter
+
+
+def test_answers_known_from_another_pass_are_not_used_for_an_id_that_occurs_twice():
+    """Answers are keyed by item id: two texts with one id get their own pass, whatever ``known`` says."""
+    lm = tiny_lm("llama")
+    texts = [("d", "The river runs past the old mill and turns toward the quiet hills in the north."),
+             ("d", "A small boat waits by the pier while the fishermen mend their nets in the sun."),
+             ("u", "Seven bright lamps hang over the market square where the traders sell bread.")]
+    _, _, targets, _ = verbatim.verbatim_plan(lm.tokenizer, texts, 16, None, min_target_tokens=4)
+    wrong = {"d": [0] * len(targets[0]), "u": [0] * len(targets[2])}
+    alone = verbatim_completion(lm, texts, 16, None, min_target_tokens=4)
+    got = verbatim_completion(lm, texts, 16, None, min_target_tokens=4, known=wrong)
+    assert got["n_shared_pass"] == 1 and got["per_item"][:2] == alone["per_item"][:2]
+    assert got["per_item"][2] != alone["per_item"][2]  # the unique id did take the (wrong) answers given
+    assert "d" not in verbatim.verbatim_tokens(lm, [types.SimpleNamespace(id=i, question=t) for i, t in texts],
+                                               ContaminationConfig(verbatim_min_target=4))
 
 
 def test_verbatim_without_generation_equals_greedy_decoding(trained_and_untouched):

@@ -59,6 +59,21 @@ def test_logits_after_prefix_equal_each_text_run_alone(family):
             assert torch.allclose(got[k], ref, atol=1e-9, rtol=0), (family, r, c)
 
 
+def test_a_long_stem_next_to_a_long_tail_stays_within_the_learned_positions():
+    """GPT-2 learns 24 positions here: stem 20 + tail 3 and stem 2 + tail 12 are both valid texts,
+    but one batch pads the first tail to 12 (positions up to 31 if pads kept counting)."""
+    model = _model("gpt2", n_positions=24)
+    g = torch.Generator().manual_seed(3)
+    prefixes = [torch.randint(3, 211, (n,), generator=g).tolist() for n in (20, 2)]
+    tails = [torch.randint(3, 211, (n,), generator=g).tolist() for n in (3, 12)]
+    rows, cols = torch.tensor([0, 0, 1, 1]), torch.tensor([0, 2, 0, 11])
+    got = logits_after_prefix(model, get_adapter(model), prefixes, tails, [0, 1], rows, cols, pad_id=0, batch_size=2)
+    with torch.no_grad():
+        for k, (r, c) in enumerate(zip(rows.tolist(), cols.tolist())):
+            ref = model(torch.tensor([prefixes[r] + tails[r]]), use_cache=False).logits[0, len(prefixes[r]) + c]
+            assert torch.allclose(got[k], ref, atol=1e-9, rtol=0), (r, c)
+
+
 def test_logits_after_prefix_leaves_no_hooks_and_refuses_positions_outside_a_tail():
     model = _model("llama")
     before = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())

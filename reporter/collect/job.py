@@ -174,7 +174,9 @@ def _collect_evidence(lm: Any, items: Any, task_dir: Path, profile: Profile, see
     published-order text gives the verbatim answers of the items it covers on the way.
     """
     settings = profile.contamination
-    greedy_for = verbatim_tokens(lm, items, settings, seed=seed) if not json_ok(task_dir / VERBATIM) else None
+    # asked for even when verbatim.json exists: the answers change where the pass splits each text, so
+    # the option-order numbers are the same in a fresh and in a resumed run
+    greedy_for = verbatim_tokens(lm, items, settings, seed=seed)
     order = collect_option_order(lm, items, task_dir, settings, seed=seed, greedy_for=greedy_for)
     collect_verbatim(lm, items, task_dir, settings, seed=seed, known=order.get("greedy"))
 

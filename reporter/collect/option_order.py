@@ -267,7 +267,9 @@ def option_token_starts(tokenizer: Any, stem: str, options: Sequence[str]) -> tu
     except (NotImplementedError, ValueError, KeyError, StopIteration):  # slow tokenizer: no offsets
         ids = list(tokenizer(text)["input_ids"])
         plain = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-        lead = next((k for k in range(len(ids) - len(plain) + 1) if ids[k:k + len(plain)] == plain), 0)
+        special = set(getattr(tokenizer, "all_special_ids", None) or [])
+        lead = next((k for k in range(len(ids) - len(plain) + 1) if ids[k:k + len(plain)] == plain),
+                    next((k for k, t in enumerate(ids) if t not in special), 0))  # else: the special tokens in front
         # the special tokens in front, then the text before the line (not any special token added after it)
         starts = [lead + len(tokenizer(text[:c], add_special_tokens=False)["input_ids"]) for c in chars]
     return ids, starts

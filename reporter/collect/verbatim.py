@@ -67,7 +67,9 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
     kept, prompts, targets, skipped = verbatim_plan(tok, texts, n_tokens, max_items, seed=seed,
                                                     min_target_tokens=min_target_tokens,
                                                     max_text_tokens=max_text_tokens)
-    have = {i: list(known[i]) for i, t in zip(kept, targets) if known and len(known.get(i, ())) == len(t)}
+    once = {i for i in kept if kept.count(i) == 1}  # answers are keyed by id: an id used twice is run here
+    have = {i: list(known[i]) for i, t in zip(kept, targets)
+            if known and i in once and len(known.get(i, ())) == len(t)}
     todo = [j for j, i in enumerate(kept) if i not in have]
     best: list[list[int]] = [have.get(i, []) for i in kept]
     ran = greedy_under_teacher_forcing(lm, [prompts[j] for j in todo], [targets[j] for j in todo], batch_size,
@@ -203,7 +205,7 @@ def verbatim_tokens(lm: Any, items: Sequence[Any], settings: ContaminationConfig
     ids, prompts, targets, _ = verbatim_plan(lm.tokenizer, [_item_text(it) for it in items], settings.verbatim_tokens,
                                              settings.verbatim_items, seed=seed,
                                              min_target_tokens=settings.verbatim_min_target)
-    return {i: (list(p) + list(t), len(p)) for i, p, t in zip(ids, prompts, targets)}
+    return {i: (list(p) + list(t), len(p)) for i, p, t in zip(ids, prompts, targets) if ids.count(i) == 1}
 
 
 def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *, seed: int = 0,

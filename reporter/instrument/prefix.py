@@ -105,6 +105,9 @@ def _tail_pass(model: torch.nn.Module, head: Any, adapter: Any, cache: Any, kw: 
     idx = torch.tensor(local, device=device)
     mask = torch.cat([pmask[idx], tmask], dim=1)
     pos = pmask[idx].sum(-1, keepdim=True) + torch.arange(width, device=device)[None, :]
+    # a padded tail token's position would run past its own text, and past a model's learned or
+    # scaled positions when a long stem meets another item's long tail: pads sit at 1 (masked out)
+    pos = pos.masked_fill(tmask == 0, 1)
     mine = copy.deepcopy(cache)
     mine.batch_select_indices(idx)  # each tail's prefix row (repeated for the prefix's several tails)
     batch = PassBatch(ids, tmask, torch.zeros_like(ids, dtype=torch.bool))
