@@ -291,6 +291,8 @@ def test_extract_choice_edge_cases():
     assert extract_choice("The answer is 2", ["1", "2", "3", "4"]) == "2"
     assert extract_choice("The answer is J", list("ABCDEFGHIJ")) == "J"
     assert extract_choice("", labels) is None and extract_choice(None, labels) is None
+    assert extract_choice("The answer is b) Paris", labels) == "B"  # a lowercase letter closed by a bracket
+    assert extract_choice("The answer is [c] here", labels) == "C"
 
 
 # ------------------------------------------------------------------ BoolQ

@@ -90,12 +90,12 @@ def extract_choice(text: str, labels=None, choices=None) -> str | None:
         return by_upper[re.sub(r"[^\w]", "", boxed).upper()]
     text = re.sub(r"[*_`#]+", " ", text).strip()
     alt = "|".join(re.escape(x) for x in sorted(labels, key=len, reverse=True))
-    lab = rf"(?P<open>[(\[]\s*)?(?P<lab>{alt})(?:\s*[)\]])?(?![A-Za-z0-9])"
+    lab = rf"(?P<open>[(\[]\s*)?(?P<lab>{alt})(?P<close>\s*[)\]])?(?![A-Za-z0-9])"
 
     def last(pattern) -> str | None:  # the last match; a lowercase letter must not be a word ("is a dog")
         for m in reversed(list(re.finditer(pattern, text, re.I))):
             after = text[m.end():].lstrip(" ")
-            if not m["lab"].islower() or m["open"] or not after or after[0] in ".,:;!)]\n":
+            if not m["lab"].islower() or m["open"] or m["close"] or not after or after[0] in ".,:;!)]\n":
                 return by_upper[m["lab"].upper()]
         return None
 
