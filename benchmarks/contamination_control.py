@@ -20,6 +20,7 @@ Usage::
 
     python benchmarks/contamination_control.py -o control            # the full control (~30-40 min, 2 CPUs)
     python benchmarks/contamination_control.py -o control --json     # the same, machine-readable on stdout
+    python benchmarks/contamination_control.py -o control --extra-clean Gemma-3-270M=packaged:gemma-3-270m
     python benchmarks/contamination_control.py -o c --items 16 --epochs 1 --tasks arc_challenge --untouched arc_easy:8
 
 The test suite runs a small version of it on a tiny model (tests/test_contamination_control.py).
@@ -232,6 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--max-new-tokens", type=int, default=64, help="generation length of the generative tasks")
+    ap.add_argument("--extra-clean", default="",
+                    help="more clean models, as name=source,... (e.g. Gemma-3-270M=packaged:gemma-3-270m): "
+                         "negative controls of another family, and with 4 trained models the law residual is measurable")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of Markdown")
     args = ap.parse_args(argv)
 
@@ -264,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             build_contaminated(base, mdir, texts, epochs=args.epochs, lr=args.lr, seed=args.seed, log=log)
         models.append({"name": f"SmolLM2-contaminated-{fmt}", "source": str(mdir), "kind": "instruct"})
     finetune_s = time.perf_counter() - t0
+    extra = [e.split("=", 1) for e in args.extra_clean.split(",") if e]
+    models += [{"name": n, "source": src} for n, src in extra]
     models.append({"name": "Random-init baseline", "source": "random:llama", "kind": "base"})
     (out / "models.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
     gen = {"gsm8k", "math500", "humaneval", "mbpp"}
@@ -284,9 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     subprocess.run(cmd, check=True)
     run_s = time.perf_counter() - t1
     names = [m["name"] for m in models]
-    summary = summarise(out / "run", trained, [n for n in names if "contaminated" in n], ["SmolLM2-clean"],
-                        ["Random-init baseline"])
-    meta = {"items": args.items, "tasks": tasks, "untouched": [n for n, _ in untouched], "epochs": args.epochs,
+    summary = summarise(out / "run", trained, [n for n in names if "contaminated" in n],
+                        ["SmolLM2-clean"] + [n for n, _ in extra], ["Random-init baseline"])
+    meta = {"items": args.items, "tasks": tasks, "untouched": [n for n, _ in untouched], "epochs": args.epochs, "extra_clean": [n for n, _ in extra],
             "lr": args.lr, "seed": args.seed, "finetune_s": finetune_s, "run_s": run_s}
     (out / "control.json").write_text(json.dumps({"meta": meta, **summary}, indent=1))
     (out / "control.md").write_text(markdown(summary, meta) + "\n")

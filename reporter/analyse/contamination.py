@@ -63,9 +63,10 @@ STRONG_POWER = 0.9
 #: share of contaminated (model, task) pairs of the positive control where the test fired
 #: (benchmarks/contamination_control.py, 2026-11-30: SmolLM2-135M-Instruct fine-tuned 3 epochs on
 #: half of 60 ARC-Challenge and 60 GSM8K items, two formats; table in benchmarks/RESULTS.md):
-#: option order 2 of 2 (ARC; it does not apply to GSM8K), verbatim 0 of 4. None = never measured
-#: on a contaminated model (the law residual needs >= 4 trained models on a task).
-CONTROL_POWER: dict[str, float | None] = {"option_order": 1.0, "verbatim": 0.0, "law_residual": None}
+#: option order 2 of 2 (ARC; it does not apply to GSM8K), verbatim 0 of 4; law residual 0 of 2
+#: (2026-12-01, the control with Gemma-3-270M as a fourth trained model: measurable on ARC, not on
+#: GSM8K, where Gemma scores 0 and is no law point). None = never measured on a contaminated model.
+CONTROL_POWER: dict[str, float | None] = {"option_order": 1.0, "verbatim": 0.0, "law_residual": 0.0}
 
 LAW_MIN_POINTS = 4  # a leave-one-out residual needs the law fitted on >= 3 other points
 MINK_K = 0.2
