@@ -7,6 +7,7 @@ left no file in /tmp, and that a correct program run right after still passes.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -115,6 +116,18 @@ def test_infinite_loop_times_out_quickly():
     result = run_hostile("while True:\n    pass\n", timeout=1.0, max_seconds=2.0)
     assert result.status == "timeout" and result.returncode is not None
     assert 1.0 <= result.duration < 2.0
+
+
+def test_without_pidfd_open_the_sandbox_still_waits_and_times_out(monkeypatch):
+    """Kernels before 5.3 and some container seccomp profiles refuse pidfd_open: the wait falls back to
+    polling the child without reaping it, with the same statuses."""
+    def refuse(pid, flags=0):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+    monkeypatch.setattr(os, "pidfd_open", refuse)
+    assert run_python(GOOD).passed
+    assert run_python("assert 1 + 1 == 3\n").status == "failed"
+    result = run_python("while True:\n    pass\n", timeout=1.0)
+    assert result.status == "timeout" and 1.0 <= result.duration < 2.5
 
 
 def test_cpu_limit_counts_as_timeout():

@@ -213,10 +213,14 @@ def _wait_then_kill_group(proc: subprocess.Popen, timeout: float) -> bool:
     """
     timed_out, pidfd = True, -1
     try:
-        pidfd = os.pidfd_open(proc.pid)
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        timed_out = not poller.poll(max(timeout, 0.0) * 1000)
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except OSError:  # kernel < 5.3 or a seccomp profile without it: poll without reaping
+            timed_out = not _exited_within(proc.pid, timeout)
+        else:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            timed_out = not poller.poll(max(timeout, 0.0) * 1000)
     finally:
         if pidfd >= 0:
             os.close(pidfd)
@@ -224,6 +228,16 @@ def _wait_then_kill_group(proc: subprocess.Popen, timeout: float) -> bool:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     return timed_out
+
+
+def _exited_within(pid: int, timeout: float) -> bool:
+    """Whether child ``pid`` exits within ``timeout`` s, polled every 10 ms; it is left unreaped (WNOWAIT)."""
+    deadline = time.monotonic() + max(timeout, 0.0)
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _kill_uid(uid: int, patience: float = 2.0) -> None:
