@@ -418,6 +418,8 @@ def test_numbers_are_equal_only_when_they_are_the_same_number():
     # MATH: exact numbers must be equal; a decimal is not a fraction it only approximates
     assert not math_equal("1000001", "1000000") and not math_equal("0.333333", "\\frac13")
     assert math_equal("0.5", "\\frac12") and math_equal("0.375", "\\frac{3}{8}") and math_equal("2x+2", "2(x+1)")
+    assert math_equal("10{,}080", "10080") and math_equal("1{,}000{,}000", "1,000,000")  # LaTeX's thousands comma
+    assert extract_boxed("so \\boxed{10{,}080}.") == "10{,}080"
 
 
 @pytest.mark.parametrize("escape", ["import sys\nsys.exit(0)", "import os\nos._exit(0)", "exit()",

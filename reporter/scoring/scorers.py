@@ -279,7 +279,7 @@ def normalize_math(s: str) -> str:
     >>> normalize_math(r"90^\circ"), normalize_math(r"10\text{ cm}^2"), normalize_math(r"x = 1,000")
     ('90', '10', '1000')
     """
-    s = str(s or "").strip().strip("$").strip()
+    s = str(s or "").strip().strip("$").strip().replace("{,}", ",")  # LaTeX's thousands comma: 10{,}080
     s = re.sub(r"\\le(?=[(\[].*\\right)", "", s)  # the packaged MATH-500 "answer" field mangles \left
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])|\\displaystyle", "", s)
     s = re.sub(r"(?<!\\)\\[!,;: ]|~", " ", s)
