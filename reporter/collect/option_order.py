@@ -262,9 +262,13 @@ def option_token_starts(tokenizer: Any, stem: str, options: Sequence[str]) -> tu
         pos += len(line) + 1
     try:
         enc = tokenizer(text, return_offsets_mapping=True)
-        ids, offs = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
-        starts = [next(j for j, (a, b) in enumerate(offs) if b > c and b > a) for c in chars]
-    except (NotImplementedError, ValueError, KeyError, StopIteration):  # slow tokenizer: no offsets
+        offs = [tuple(o) for o in enc["offset_mapping"]]
+    except (NotImplementedError, ValueError, KeyError):  # what Python and mistral-common tokenizers raise
+        offs = []
+    found = [next((j for j, (a, b) in enumerate(offs) if b > c and b > a), None) for c in chars]
+    if offs and None not in found:
+        ids, starts = list(enc["input_ids"]), [int(j) for j in found if j is not None]
+    else:  # no character offsets (or none reaching a line): count tokens
         ids = list(tokenizer(text)["input_ids"])
         plain = list(tokenizer(text, add_special_tokens=False)["input_ids"])
         special = set(getattr(tokenizer, "all_special_ids", None) or [])
