@@ -3,9 +3,10 @@
 Self-contained so that an executor can run it anywhere that sees the run directory. Each
 finished piece of work is written as soon as it exists, so a failed or interrupted job loses
 nothing and a rerun picks up where it stopped. Steps: load, ``model.json``, the smoke
-perplexity, every enabled model-scope collector (LPP, reference log-probs), the verbatim check
-on held-out text (the chance rate), then per task the task run, the contamination evidence
-(option order, then verbatim completion, partly from the same pass; benchmarks only) and, when asked, the ablation check.
+perplexity, every enabled model-scope collector (e.g. LPP), one pass over held-out text (the
+Min-K% reference log-probs and the verbatim chance rate: :mod:`reporter.collect.reference`),
+then per task the task run, the contamination evidence (option order, then verbatim
+completion, partly from the same pass; benchmarks only) and, when asked, the ablation check.
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from ..store.layout import REFERENCE_LOGPROBS, REFERENCE_VERBATIM
 from ..store.logprobs import save_logprobs
 from ..store.ragged import ragged_ok
 from ..tasks.sources import lambada_texts
-from .collectors.logprobs import _CHUNK_ELEMENTS
+from .collectors.logprobs import target_logprobs
 from .verbatim import greedy_under_teacher_forcing, verbatim_plan, verbatim_result
 
 __all__ = ["REFERENCE_MAX_TOKENS", "REFERENCE_VERBATIM_TOKENS", "logprobs_and_greedy", "collect_reference"]
@@ -61,20 +61,13 @@ def logprobs_and_greedy(lm: Any, id_lists: Sequence[Sequence[int]], *,
         ids, mask = left_pad([list(id_lists[i]) for i in idx], pad, lm.device)
         logits = hooked_pass(lm.model, lm.adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)), [])
         W = ids.shape[1]
-        step = max(1, _CHUNK_ELEMENTS // max(1, logits.shape[-1]))
         for r, i in enumerate(idx):
             n = len(id_lists[i])
             if n < 2:
                 continue
             x = logits[r, W - n: W - 1]  # predicts tokens 1..n-1
-            tgt = ids[r, W - n + 1:].to(x.device)
-            lp, best = [], []
-            for a in range(0, n - 1, step):
-                xa = x[a:a + step].float()
-                lp.append(xa.gather(-1, tgt[a:a + step, None]).squeeze(-1) - torch.logsumexp(xa, dim=-1))
-                best.append(xa.argmax(-1))
-            lps[i] = torch.cat(lp).cpu().numpy().astype(np.float32)
-            greedy[i] = torch.cat(best).cpu().numpy().astype(np.int64)
+            lps[i] = target_logprobs(x, ids[r, W - n + 1:]).cpu().numpy()
+            greedy[i] = x.argmax(-1).cpu().numpy().astype(np.int64)
     return lps, greedy
 
 

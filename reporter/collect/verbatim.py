@@ -13,6 +13,7 @@ decoding follows the target before it first diverges and the token it writes the
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -67,7 +68,7 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
     kept, prompts, targets, skipped = verbatim_plan(tok, texts, n_tokens, max_items, seed=seed,
                                                     min_target_tokens=min_target_tokens,
                                                     max_text_tokens=max_text_tokens)
-    once = {i for i in kept if kept.count(i) == 1}  # answers are keyed by id: an id used twice is run here
+    once = {i for i, c in Counter(kept).items() if c == 1}  # answers are keyed by id: an id used twice runs here
     have = {i: list(known[i]) for i, t in zip(kept, targets)
             if known and i in once and len(known.get(i, ())) == len(t)}
     todo = [j for j, i in enumerate(kept) if i not in have]
@@ -205,7 +206,8 @@ def verbatim_tokens(lm: Any, items: Sequence[Any], settings: ContaminationConfig
     ids, prompts, targets, _ = verbatim_plan(lm.tokenizer, [_item_text(it) for it in items], settings.verbatim_tokens,
                                              settings.verbatim_items, seed=seed,
                                              min_target_tokens=settings.verbatim_min_target)
-    return {i: (list(p) + list(t), len(p)) for i, p, t in zip(ids, prompts, targets) if ids.count(i) == 1}
+    once = {i for i, c in Counter(ids).items() if c == 1}  # answers go back by id: not for an id used twice
+    return {i: (list(p) + list(t), len(p)) for i, p, t in zip(ids, prompts, targets) if i in once}
 
 
 def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *, seed: int = 0,

@@ -29,17 +29,23 @@ from .batch import PassBatch
 from .hooked_pass import hooked_pass
 from .hooks import HookSet
 
-__all__ = ["logits_at"]
+__all__ = ["GatherHead", "logits_at"]
 
 
-class _GatherHead:
-    """Collector: the head's input [B, T, H] becomes its rows ``(rows[i], cols[i])``, as [1, N, H]."""
+class GatherHead:
+    """Collector: the head's input [B, T, H] becomes its rows ``(rows[i], cols[i])``, as [1, N, H].
+
+    ``fired`` says whether the head ran on the gathered rows (a model that does not call its
+    output-embedding module leaves the logits whole). Used by :func:`logits_at` and
+    :func:`reporter.instrument.prefix.logits_after_prefix`.
+    """
 
     def __init__(self, head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tensor):
         self.head, self.rows, self.cols = head, rows, cols
         self.fired = False
 
     def attach(self, hooks: HookSet, adapter: Any, batch: PassBatch) -> None:
+        """Replace the head's input by the chosen rows (only for this batch's final hidden states)."""
         shape = tuple(batch.input_ids.shape)
         rows, cols = self.rows.to(batch.input_ids.device), self.cols.to(batch.input_ids.device)
 
@@ -52,7 +58,7 @@ class _GatherHead:
         hooks.replace_input(self.head, gather)
 
     def after_forward(self, batch: PassBatch, logits: torch.Tensor) -> None:
-        pass
+        """Nothing to collect: the caller reads the logits."""
 
 
 def logits_at(model: torch.nn.Module, adapter: Any, batch: PassBatch, rows: torch.Tensor,
@@ -65,7 +71,7 @@ def logits_at(model: torch.nn.Module, adapter: Any, batch: PassBatch, rows: torc
     head = model.get_output_embeddings()
     if not isinstance(head, torch.nn.Module):
         return hooked_pass(model, adapter, batch, [])[rows, cols]
-    gather = _GatherHead(head, rows, cols)
+    gather = GatherHead(head, rows, cols)
     logits = hooked_pass(model, adapter, batch, [gather])
     if gather.fired and logits.dim() == 3 and logits.shape[0] == 1 and logits.shape[1] == rows.numel():
         return logits[0]

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import torch
 
 from .batch import PassBatch, left_pad, position_ids_from_mask
-from .gather import _GatherHead
+from .gather import GatherHead
 from .hooked_pass import eval_mode, input_device
 from .hooks import HookSet
 
@@ -112,7 +112,7 @@ def _tail_pass(model: torch.nn.Module, head: Any, adapter: Any, cache: Any, kw: 
     mine.batch_select_indices(idx)  # each tail's prefix row (repeated for the prefix's several tails)
     batch = PassBatch(ids, tmask, torch.zeros_like(ids, dtype=torch.bool))
     with HookSet() as hooks:
-        gather = _GatherHead(head, r, c) if isinstance(head, torch.nn.Module) else None
+        gather = GatherHead(head, r, c) if isinstance(head, torch.nn.Module) else None
         if gather is not None:
             gather.attach(hooks, adapter, batch)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{kw: mine}).logits

@@ -43,7 +43,7 @@ from ...store.ragged import ragged_ok
 from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
 
 __all__ = ["TokenLogProbCollector", "LogProbsPlugin", "prefix_logprobs", "prefix_scores", "question_span",
-           "token_logprobs"]
+           "target_logprobs", "token_logprobs"]
 
 _CHUNK_ELEMENTS = 1 << 25  # log-softmax over at most this many logits at once (bounded memory)
 
@@ -166,12 +166,9 @@ def _next_token_logprobs(batch: PassBatch, logits: torch.Tensor) -> tuple[np.nda
     off = T - logits.shape[1]  # logits[:, k] is position off + k
     tgt = ids[:, 1:].to(logits.device)
     lp = torch.full((B, T - 1), float("nan"), dtype=torch.float32, device=logits.device)
-    rows = max(1, _CHUNK_ELEMENTS // max(1, logits.shape[-1]))
-    for b in range(B):
-        for s in range(off, T - 1, rows):
-            e = min(T - 1, s + rows)
-            x = logits[b, s - off:e - off].float()
-            lp[b, s:e] = x.gather(-1, tgt[b, s:e, None]).squeeze(-1) - torch.logsumexp(x, dim=-1)
+    if T - 1 > off:
+        for b in range(B):
+            lp[b, off:] = target_logprobs(logits[b, :T - 1 - off], tgt[b, off:])
     valid = (am[:, 1:] & am[:, :-1]).to(logits.device)
     resp = batch.response_mask.bool()[:, 1:].to(logits.device) & valid
     prompt = valid & ~resp
@@ -274,7 +271,7 @@ def _logprobs_at(lm: Any, batch: PassBatch, idx: Sequence[int], lens: Sequence[i
         return
     r_t, c_t = torch.tensor(rows), torch.tensor(cols)
     x = logits_at(lm.model, lm.adapter, batch, r_t, c_t)
-    vals = _target_logprobs(x, batch.input_ids[r_t, c_t + 1])
+    vals = target_logprobs(x, batch.input_ids[r_t, c_t + 1]).cpu().numpy()
     k = 0
     for i in idx:
         m = len(positions[i])
@@ -282,13 +279,19 @@ def _logprobs_at(lm: Any, batch: PassBatch, idx: Sequence[int], lens: Sequence[i
         k += m
 
 
-def _target_logprobs(x: torch.Tensor, tgt: torch.Tensor) -> np.ndarray:
-    """``log_softmax(x)[i, tgt[i]]`` for logits [N, V], in float32 chunks of rows, on the host."""
+def target_logprobs(x: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(x)[i, tgt[i]]`` for logits [N, V], float32 on ``x``'s device, at most
+    ``_CHUNK_ELEMENTS`` logits upcast at a time (bounded memory for a large vocabulary).
+
+    >>> [round(v, 4) for v in target_logprobs(torch.zeros(2, 4), torch.tensor([0, 3])).tolist()]  # log(1/4)
+    [-1.3863, -1.3863]
+    """
     tgt = tgt.to(x.device)
+    if x.shape[0] == 0:
+        return torch.zeros(0, dtype=torch.float32, device=x.device)
     step = max(1, _CHUNK_ELEMENTS // max(1, x.shape[-1]))
-    lp = torch.cat([x[a:a + step].float().gather(-1, tgt[a:a + step, None]).squeeze(-1)
-                    - torch.logsumexp(x[a:a + step].float(), dim=-1) for a in range(0, x.shape[0], step)])
-    return lp.cpu().numpy().astype(np.float32)
+    return torch.cat([x[a:a + step].float().gather(-1, tgt[a:a + step, None]).squeeze(-1)
+                      - torch.logsumexp(x[a:a + step].float(), dim=-1) for a in range(0, x.shape[0], step)])
 
 
 def prefix_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[int],
@@ -329,15 +332,16 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
     owners: list[int] = []
     rows: list[int] = []
     cols: list[int] = []
-    for which in (positions, greedy):
-        for i, (s, n, js) in enumerate(zip(id_lists, shared, which)):
-            if not 2 <= n < len(s):
-                raise ValueError(f"prefix_scores: sequence {i} must share at least 2 tokens and go on (shared {n}, "
-                                 f"length {len(s)})")
-            if any(int(j) < n or int(j) >= len(s) for j in js):
-                raise ValueError(f"token positions of sequence {i} must lie in [{n}, {len(s)}), got {list(js)}")
-            if which is positions:
-                owners.append(keys.setdefault(tuple(s[:n - 1]), len(keys)))
+    for i, (s, n) in enumerate(zip(id_lists, shared)):
+        if not 2 <= n < len(s):
+            raise ValueError(f"prefix_scores: sequence {i} must share at least 2 tokens and go on (shared {n}, "
+                             f"length {len(s)})")
+        if any(int(j) < n or int(j) >= len(s) for j in [*positions[i], *greedy[i]]):
+            raise ValueError(f"token positions of sequence {i} must lie in [{n}, {len(s)}), "
+                             f"got {list(positions[i])} and {list(greedy[i])}")
+        owners.append(keys.setdefault(tuple(s[:n - 1]), len(keys)))
+    for which in (positions, greedy):  # the log-prob rows first, then the argmax rows
+        for i, (n, js) in enumerate(zip(shared, which)):
             rows += [i] * len(js)
             cols += [int(j) - n for j in js]  # the tail starts at token n - 1: position j - 1 predicts token j
     n_lp = sum(len(js) for js in positions)
@@ -347,8 +351,8 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
     tails = [list(s[n - 1:]) for s, n in zip(id_lists, shared)]
     x = logits_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
                             torch.tensor(cols), pad_id=pad, batch_size=batch_size)
-    vals = (_target_logprobs(x[:n_lp], torch.tensor([tails[r][c + 1] for r, c in zip(rows[:n_lp], cols[:n_lp])]))
-            if n_lp else np.zeros(0, np.float32))
+    vals = target_logprobs(x[:n_lp], torch.tensor([tails[r][c + 1] for r, c in zip(rows[:n_lp], cols[:n_lp])]))
+    vals = vals.cpu().numpy()
     best = x[n_lp:].argmax(-1).cpu().tolist() if x.shape[0] > n_lp else []
     lps, out, k, g = [], [], 0, 0
     for js, gs in zip(positions, greedy):
