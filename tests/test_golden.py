@@ -197,21 +197,25 @@ _NUMBER = re.compile(r"[-+\u2212]?\d[\d,]*(?:\.(\d+))?%?")
 
 
 def _same_word(a: str, b: str) -> bool:
-    """Words of the card equal; printed numbers within the float tolerance of :func:`_diff`, or one
-    unit of their last printed digit apart (another CPU's rounding can cross a rounding edge)."""
+    """Words of the card equal; printed numbers within the float tolerance of :func:`_diff`, or, when
+    printed with decimals, one unit of their last digit apart (another CPU's rounding can cross a
+    rounding edge). Whole numbers (counts, ranks) must be equal."""
     if a == b:
         return True
     ma, mb = _NUMBER.fullmatch(a), _NUMBER.fullmatch(b)
     if not (ma and mb):
         return False
     x, y = (float(w.rstrip("%").replace(",", "").replace("\u2212", "-")) for w in (a, b))
-    unit = 10.0 ** -max(len(ma.group(1) or ""), len(mb.group(1) or ""))
-    return math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) or abs(x - y) <= unit * 1.000001
+    decimals = max(len(ma.group(1) or ""), len(mb.group(1) or ""))
+    if not decimals:
+        return False
+    return math.isclose(x, y, rel_tol=1e-4, abs_tol=1e-5) or abs(x - y) <= 10.0 ** -decimals * 1.000001
 
 
 def test_same_word_tolerates_rounding_only():
     assert _same_word("104974090.6", "104974603.1") and _same_word("0.42", "0.43") and _same_word("1,024", "1,024")
     assert not _same_word("0.42", "0.44") and not _same_word("12%", "15%") and not _same_word("weak", "none")
+    assert not _same_word("2", "3") and not _same_word("1,024", "1,025")  # counts are exact
 
 
 def test_card_text_matches_the_golden_copy(golden_run):
