@@ -9,6 +9,10 @@ contamination control (``benchmarks/contamination_control.py -o DIR`` writes ``D
 ``DIR/trained_items.json``): for each model and window, the exact p-value of the summed ranks and
 the item-level AUC between trained-on and held-out items of the published order's z-score.
 Each variant's log-probs are computed once; every window is a prefix sum of them (causal model).
+``--score logit`` scores each token by its raw logit (the LM head's output for the token, no
+log-softmax) instead of its log-prob: also a fixed function of the text, so also an exact test,
+and one that needs only the target token's row of the LM head. p-values: Fisher's combination of
+the items' rank p-values (the test's statistic since 2026-12-01) and the summed ranks.
 
 Usage::
 
@@ -24,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from reporter.analyse.contamination import order_null_pvalue
+from reporter.analyse.contamination import order_fisher_pvalue, order_null_pvalue
 from reporter.collect.collectors.logprobs import token_logprobs
 from reporter.collect.option_order import option_windows, order_variants
 from reporter.collect.plan import build_task
@@ -63,8 +67,22 @@ def window_stats(lps: list[np.ndarray], plan: list[dict], window: int | None, tr
     yes = [v for v, i in zip(z, ids) if i in trained]
     no = [v for v, i in zip(z, ids) if i not in trained]
     auc = float(mannwhitneyu(yes, no).statistic) / (len(yes) * len(no)) if yes and no else None
-    return {"window": window or "all", "n": len(ranks), "p": order_null_pvalue(ranks, m),
+    return {"window": window or "all", "n": len(ranks), "p": order_fisher_pvalue(ranks, m),
+            "p_rank_sum": order_null_pvalue(ranks, m),
             "top_share": float(np.mean(np.asarray(ranks) == 0)), "auc_trained_vs_held_out": auc}
+
+
+def target_logits(lm, texts: list[list[int]], starts: list[int]) -> list[np.ndarray]:
+    """Per text, the raw logit of each token from ``starts[i]`` on (one plain forward pass per text)."""
+    import torch
+
+    out = []
+    with torch.inference_mode():
+        for ids, s0 in zip(texts, starts):
+            x = torch.tensor([ids])
+            logits = lm.model(input_ids=x).logits[0, s0 - 1:-1].double()
+            out.append(logits.gather(-1, x[0, s0:, None]).squeeze(-1).numpy())
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--perms", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1234, help="the run seed (item choice and permutations)")
     ap.add_argument("--windows", default="8,16,24,32,all")
+    ap.add_argument("--score", choices=("logprob", "logit"), default="logprob",
+                    help="score a token by its log-prob (the test's) or by its raw logit")
     ap.add_argument("--option-windows", default="", help="also: the first W tokens of each option line, e.g. 3,4,6")
     args = ap.parse_args(argv)
     control = Path(args.control)
@@ -89,19 +109,20 @@ def main(argv: list[str] | None = None) -> None:
                         run_device="cpu", run_dtype="float32", run_seed=args.seed)
         plan, texts, starts, _ = order_variants(lm.tokenizer, items, n_perms=args.perms, max_items=None,
                                                 seed=args.seed)
-        lps = token_logprobs(lm, texts, starts=starts)
+        lps = token_logprobs(lm, texts, starts=starts) if args.score == "logprob" else \
+            target_logits(lm, texts, starts)
         for w in windows:
             row = {"model": name, "task": args.task, **window_stats(lps, plan, w, trained)}
             out.append(row)
             auc = row["auc_trained_vs_held_out"]
-            print(f"{name:16s} window {str(row['window']):>4s}  n {row['n']}  p {row['p']:.2g}  "
+            print(f"{name:16s} window {str(row['window']):>4s}  n {row['n']}  p {row['p']:.2g} (rank sum {row['p_rank_sum']:.2g})  "
                   f"top {row['top_share']:.2f}  AUC {'-' if auc is None else f'{auc:.2f}'}", flush=True)
         for w in [int(x) for x in args.option_windows.split(",") if x]:
             row = {"model": name, "task": args.task, **window_stats(lps, plan, w, trained, starts, texts),
                    "per_option": True}
             out.append(row)
             auc = row["auc_trained_vs_held_out"]
-            print(f"{name:16s} per-option window {w:>3d}  n {row['n']}  p {row['p']:.2g}  "
+            print(f"{name:16s} per-option window {w:>3d}  n {row['n']}  p {row['p']:.2g} (rank sum {row['p_rank_sum']:.2g})  "
                   f"top {row['top_share']:.2f}  AUC {'-' if auc is None else f'{auc:.2f}'}", flush=True)
     print(json.dumps(out))
 

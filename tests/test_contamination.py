@@ -22,6 +22,7 @@ from reporter.analyse.contamination import (
     law_residual_signal,
     min_k_signal,
     option_order_signal,
+    order_fisher_pvalue,
     order_null_pvalue,
     verbatim_signal,
 )
@@ -37,6 +38,7 @@ from reporter.collect.option_order import (
     option_order_evidence,
     option_stem,
     option_token_starts,
+    order_is_convention,
 )
 from reporter.collect.reference import REFERENCE_MAX_TOKENS, REFERENCE_VERBATIM_TOKENS, collect_reference
 from reporter.collect.verbatim import collect_verbatim, verbatim_completion
@@ -171,6 +173,45 @@ def test_option_order_pvalue_is_exact():
         ms = list(rng.integers(1, 6, size=int(rng.integers(1, 6))))
         ranks = [int(rng.integers(0, m + 1)) for m in ms]
         assert order_null_pvalue(ranks, ms) == pytest.approx(_order_null_by_enumeration(ranks, ms), abs=1e-12)
+
+
+def _fisher_by_enumeration(ranks, ms):
+    """P(T_null >= T), T = sum of round(1000 ln((m+1)/(r+1))), by listing every outcome (slow, obviously right)."""
+    import itertools
+    import math
+
+    def t(outcome):
+        return sum(round(1000 * math.log((m + 1) / (r + 1))) for r, m in zip(outcome, ms))
+
+    outcomes = list(itertools.product(*[range(m + 1) for m in ms]))
+    return sum(t(o) >= t(ranks) for o in outcomes) / len(outcomes)
+
+
+def test_option_order_fisher_pvalue_is_exact_and_valid():
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        ms = [int(x) for x in rng.integers(1, 6, size=int(rng.integers(1, 6)))]
+        ranks = [int(rng.integers(0, m + 1)) for m in ms]
+        assert order_fisher_pvalue(ranks, ms) == pytest.approx(_fisher_by_enumeration(ranks, ms), abs=1e-12)
+    # validity: over every equally likely null outcome, P(p <= alpha) <= alpha for every alpha
+    import itertools
+
+    ms = [3, 4, 2, 5]
+    ps = np.sort([order_fisher_pvalue(list(o), ms) for o in itertools.product(*[range(m + 1) for m in ms])])
+    assert all(np.mean(ps <= a) <= a + 1e-12 for a in np.unique(ps))
+    # a large run (the grid coarsens to stay bounded) still gives 9^-n when every item's order is the top one
+    assert order_fisher_pvalue([0] * 200, [8] * 200) == pytest.approx(9.0 ** -200, rel=1e-6)
+
+
+def test_fisher_combination_catches_a_memorised_subset_the_rank_sum_dilutes():
+    """A third of the items memorised (published order first), the rest spread evenly: what a partly
+    contaminated benchmark looks like. Fisher's combination is the more powerful of the two exact tests."""
+    ranks, ms = [0] * 10 + [r for r in range(9) for _ in range(2)] + [4, 4], [8] * 30
+    fisher, rank_sum = order_fisher_pvalue(ranks, ms), order_null_pvalue(ranks, ms)
+    assert fisher < 1e-3 < rank_sum  # 2.3e-4 and 2.4e-3
+    items = [{"id": str(i), "ll": 0.0, "perm_ll": [1.0] * r + [-1.0] * (8 - r)} for i, r in enumerate(ranks)]
+    s = option_order_signal({"n": 30, "per_item": items})
+    assert s["p_value"] == fisher and s["p_value_rank_sum"] == rank_sum and s["ranks_sum"] == sum(ranks)
 
 
 def test_option_order_null_is_uniform_under_exchangeability():
@@ -392,6 +433,26 @@ def test_option_order_window_matches_per_text_reference(trained_and_untouched, w
             assert lls[k] == pytest.approx(sum(float(lp[j - 1, ids[j]]) for j in pos), abs=1e-3)
 
 
+def test_option_order_logit_score_matches_per_text_reference(trained_and_untouched):
+    """``score="logit"``: each stored value is the float64 sum of the tokens' raw logits over the
+    same window positions, one sequence at a time; the ranks it gives the published order are
+    what the test reads."""
+    lm, items = trained_and_untouched["lm"], trained_and_untouched["items"][:3]
+
+    e = option_order_evidence(lm, items, n_perms=4, seed=3, window=6, score="logit")
+    assert e["score"] == "logit" and e["n"] == 3
+    tok = lm.tokenizer
+    for it, rec in zip(items, e["per_item"]):
+        stem = option_stem(it.question, it.choices)
+        for k, (perm, ll) in enumerate(zip([list(range(4))] + rec["perms"], [rec["ll"]] + rec["perm_ll"])):
+            opts = [it.choices[j] for j in perm]
+            ids, starts = option_token_starts(tok, stem, opts)
+            pos = sorted({j for s in starts for j in range(s, min(s + 6, len(ids))) if j >= rec["scored_from"]})
+            with torch.no_grad():
+                logits = lm.model(torch.tensor([ids])).logits[0].double()
+            assert ll == pytest.approx(sum(float(logits[j - 1, ids[j]]) for j in pos), abs=1e-3)
+
+
 class _NoOffsets:
     """The packaged tokenizer as a slow tokenizer sees it: no character offsets; optionally one that
     also appends an end token whenever it adds special tokens (as some tokenizers do)."""
@@ -604,6 +665,30 @@ def test_reference_pass_gives_both_reference_files(trained_and_untouched, tmp_pa
     assert collect_reference(lm, tmp_path / "n", cfg, texts=texts, verbatim=False) == {}
     assert sorted(p.name for p in (tmp_path / "n").iterdir()) == ["reference_logprobs.npz"]
 
+
+
+@pytest.mark.parametrize("choices, why", [
+    # MMLU items that drove a clean SmolLM2's option-order test (the control with seed 2027)
+    (["the strength of his affection of compassion.", "the strength of his other affections besides compassion.",
+      "both a and b.", "neither a nor b."], "an option refers to other options"),
+    (["Ninth", "Tenth", "Eleventh", "Twelfth"], "numbers in sorted order"),
+    (["True, True", "False, False", "True, False", "False, True"], "a fixed grid of combinations"),
+    (["Wrong, Wrong", "Wrong, Not wrong", "Not wrong, Wrong", "Not wrong, Not wrong"], "a fixed grid of combinations"),
+    (["0.5 centimeter", "4.5 centimeters", "75 centimeters", "225 centimeters"], "numbers in sorted order"),
+    (["0.25mc^2", "0.60mc^2", "0.67mc^2", "1.25mc^2"], "numbers in sorted order"),
+    (["28.000 pounds", "5.290 pounds", "4.085 pounds", "2.021 pounds"], "numbers in sorted order"),
+    (["I only", "II only", "I and II", "I, II, and III"], "an option refers to other options"),
+    (["Programmed theories are best", "Many theories will go", "All of these theories are mere"],
+     "an option refers to other options"),
+    # orders that carry no convention are tested
+    (["32-8i", "5+3i", "4-i", "4-4i"], None),
+    (["3 apples", "10 apples", "2 apples", "7 apples"], None),
+    (["Paris", "Rome, Italy", "Oslo", "Madrid"], None),
+    (["True", "False"], None),  # a fixed label set is left out per task, not per item
+    (["vitamin A and iron", "calcium", "zinc", "iodine"], None),
+])
+def test_order_conventions_are_recognised(choices, why):
+    assert order_is_convention(choices) == why
 
 
 def test_option_orders_that_are_conventions_are_not_tested(trained_and_untouched):

@@ -129,3 +129,56 @@ def test_prefix_scores_argmax_equal_float64_argmax_of_each_text():
     assert best == [[ref[0][j - 1] for j in (5, 6, 7, 11)], []]
     assert [a.shape for a in lps] == [(2,), (1,)] and [a.shape for a in only] == [(0,), (0,)]
     assert none == [[ref[0][8], ref[0][9]], [ref[1][5]]]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "gemma3"])
+def test_target_logits_after_prefix_equal_each_text_run_alone(family):
+    """Positions with a target token get that token's raw logit alone (the LM head's row of it), the
+    others their whole logits: both equal to every text run whole, alone, in float64."""
+    from reporter.instrument.prefix import head_after_prefix
+
+    model = _model(family, **FAMILIES[family])
+    g = torch.Generator().manual_seed(6)
+    prefixes = [torch.randint(3, 211, (n,), generator=g).tolist() for n in (6, 3)]
+    tails = [torch.randint(3, 211, (n,), generator=g).tolist() for n in (4, 7, 2, 5)]
+    owners = [0, 1, 0, 1]
+    pick = [(0, 1), (1, 6), (3, 0), (2, 1), (1, 0), (0, 3), (3, 4)]
+    rows, cols = torch.tensor([r for r, _ in pick]), torch.tensor([c for _, c in pick])
+    targets = torch.tensor([17, -1, 5, 200, -1, 3, 99])  # any token, not only the text's next one
+    full, tv = head_after_prefix(model, get_adapter(model), prefixes, tails, owners, rows, cols, targets,
+                                 pad_id=0, batch_size=1)
+    assert full.shape == (2, 211) and tv.shape == (5,)
+    before = sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
+    assert before == 0
+    f, t = 0, 0
+    with torch.no_grad():
+        for (r, c), y in zip(pick, targets.tolist()):
+            ref = model(torch.tensor([prefixes[owners[r]] + tails[r]]), use_cache=False).logits[0,
+                                                                                                  len(prefixes[owners[r]]) + c]
+            if y < 0:
+                assert torch.allclose(full[f], ref, atol=1e-9, rtol=0)
+                f += 1
+            else:
+                assert abs(float(tv[t]) - float(ref[y])) < 1e-9
+                t += 1
+    only, _ = head_after_prefix(model, None, prefixes, tails, owners, rows, cols)  # no targets: every row whole
+    assert only.shape == (len(pick), 211)
+
+
+def test_prefix_scores_logit_score_equal_float64_logits_with_the_argmaxes_unchanged():
+    model = _model("llama")
+    lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0),
+                               adapter=get_adapter(model), device=torch.device("cpu"))
+    g = torch.Generator().manual_seed(8)
+    stem = torch.randint(3, 211, (5,), generator=g).tolist()
+    seqs = [stem + torch.randint(3, 211, (n,), generator=g).tolist() for n in (7, 4)]
+    positions, greedy = [[5, 6, 8], [5, 7]], [[6, 7], []]
+    vals, best = prefix_scores(lm, seqs, [5, 5], positions, greedy, batch_size=1, score="logit")
+    _, best_lp = prefix_scores(lm, seqs, [5, 5], positions, greedy, batch_size=1)
+    assert best == best_lp
+    for s, js, a in zip(seqs, positions, vals):
+        with torch.no_grad():
+            logits = model(torch.tensor([s])).logits[0]
+        np.testing.assert_allclose(a, [float(logits[j - 1, s[j]]) for j in js], atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="score must be"):
+        prefix_scores(lm, seqs, [5, 5], positions, score="prob")

@@ -6,10 +6,14 @@ how formulaic the benchmark's text is:
 1. **Option order** (multiple choice; Oren et al. 2023's exchangeability test applied to each
    item's option order). Without contamination, the log-likelihood of an item with its options
    in the published order is exchangeable with the same text in ``m`` other orders, so its rank
-   ``r`` (how many other orders are at least as likely) is uniform on ``0..m``. The statistic
-   is ``S = sum of r`` over items; its exact null distribution is the convolution of the
-   discrete uniforms, so the p-value ``P(S_null <= S)`` is exact. Effect size: the share of
-   items whose published order is the most likely one, against the chance share ``1/(m+1)``.
+   ``r`` (how many other orders are at least as likely) is uniform on ``0..m`` and
+   ``p_i = (r + 1) / (m + 1)`` is a valid p-value of the item. The items' p-values are combined
+   with Fisher's method, ``T = -2 sum ln p_i``, whose exact null distribution (the convolution of
+   the items' discrete ones, on a grid of at most 1/1000 nat) gives an exact ``P(T_null >= T)``.
+   Fisher's combination suits the alternative that matters, a *subset* of items memorised; the
+   summed rank (``order_null_pvalue``, used until 2026-12-01) dilutes those items among the rest.
+   Effect size: the share of items whose published order is the most likely one, against the
+   chance share ``1/(m+1)``.
 2. **Verbatim completion**, against its chance rate. Given the first half of a question's
    tokens, greedy decoding reproduces the next tokens exactly (``verbatim.json``). The chance
    rate is the same check on held-out text the model is not suspected of having memorised
@@ -53,6 +57,7 @@ from .numbers import finite_or_none as _f
 
 __all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
            "law_residual_signal", "min_k_signal", "verbatim_signal", "option_order_signal", "order_null_pvalue",
+           "order_fisher_pvalue", "fisher_scores",
            "apply_fdr", "combine", "assess", "MEANING"]
 
 #: the signals that are hypothesis tests (Min-K% is descriptive)
@@ -66,6 +71,9 @@ STRONG_POWER = 0.9
 #: option order 2 of 2 (ARC; it does not apply to GSM8K), verbatim 0 of 4; law residual 0 of 2
 #: (2026-12-01, the control with Gemma-3-270M as a fourth trained model: measurable on ARC, not on
 #: GSM8K, where Gemma scores 0 and is no law point). None = never measured on a contaminated model.
+#: 2026-12-01, Fisher's combination and the wider convention filter: option order 2 of 2 again, on the
+#: control above and on a second one with fresh items, trained half and fine-tuning (seed 2027), strong
+#: on all four pairs; 0 false alarms in 21 + 21 pairs.
 CONTROL_POWER: dict[str, float | None] = {"option_order": 1.0, "verbatim": 0.0, "law_residual": 0.0}
 
 LAW_MIN_POINTS = 4  # a leave-one-out residual needs the law fitted on >= 3 other points
@@ -82,7 +90,11 @@ CONTAMINATION_RULE = (
     "Tests per model and task, each calibrated without contamination whatever the benchmark's format. (1) Option order "
     "(multiple choice; the exchangeability test of Oren et al. 2023 applied to each item's options): the rank of the "
     "published option order's log-likelihood (summed over the first tokens of each option line, as the run's "
-    "profile sets) among m other orders of the same options is uniform without contamination; exact p-value of the summed ranks; effect = share of items whose published order is the most "
+    "profile sets) among m other orders of the same options is uniform without contamination, so (rank + 1)/(m + 1) "
+    "is an item's p-value; the items' p-values are combined with Fisher's method (-2 sum ln p, exact null by "
+    "convolution), which suits a subset of items memorised; items whose order is a convention (options referring to "
+    "other options, numbers or ordinals in sorted order, fixed grids such as 'True, True / False, False', a task's "
+    "shared label set) are left out; effect = share of items whose published order is the most "
     f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). (2) Verbatim "
     "completion: from the first half of a question, greedy decoding reproduces the next tokens exactly; one-sided "
     "Fisher exact test against the same check on held-out text (LAMBADA passages cut to question length); effect = "
@@ -149,7 +161,10 @@ def _ranks(per_item: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarra
 
 
 def order_null_pvalue(ranks: Sequence[int], n_perms: Sequence[int]) -> float:
-    """Exact ``P(sum of independent uniform{0..m_i} <= sum(ranks))``.
+    """Exact ``P(sum of independent uniform{0..m_i} <= sum(ranks))``: the summed-rank test.
+
+    The option-order signal's test until 2026-12-01, still reported as ``p_value_rank_sum``
+    (the signal's p-value is :func:`order_fisher_pvalue`).
 
     >>> order_null_pvalue([0], [3])  # one item, 4 orders: the published one first with prob 1/4
     0.25
@@ -161,6 +176,47 @@ def order_null_pvalue(ranks: Sequence[int], n_perms: Sequence[int]) -> float:
         pmf = np.convolve(pmf, np.full(int(m) + 1, 1.0 / (int(m) + 1)))
     s = int(np.sum(ranks))
     return float(min(1.0, pmf[: s + 1].sum()))
+
+
+#: the exact Fisher null is computed on an integer grid of at most this many points
+FISHER_GRID = 1 << 17
+
+
+def fisher_scores(n_perms: Sequence[int]) -> tuple[float, list[np.ndarray]]:
+    """The grid scale and, per item, the integer score of each rank: ``round(scale * ln((m+1)/(r+1)))``.
+
+    ``scale`` is 1000 per nat, or less when the items' largest total would exceed ``FISHER_GRID``.
+
+    >>> scale, sc = fisher_scores([3]); scale, sc[0].tolist()
+    (1000.0, [1386, 693, 288, 0])
+    """
+    m = np.asarray(n_perms, int)
+    top = float(np.sum(np.log(m + 1.0)))
+    scale = min(1000.0, FISHER_GRID / top) if top > 0 else 1000.0
+    return scale, [np.rint(scale * np.log((mi + 1.0) / np.arange(1, mi + 2))).astype(int) for mi in m]
+
+
+def order_fisher_pvalue(ranks: Sequence[int], n_perms: Sequence[int]) -> float:
+    """Exact ``P(T_null >= T)`` for Fisher's combination of the items' rank p-values ``(r+1)/(m+1)``.
+
+    ``T`` is ``sum ln((m_i+1)/(r_i+1))`` on the grid of :func:`fisher_scores` (``-2 T`` is Fisher's
+    statistic); under the null each ``r_i`` is uniform on ``0..m_i``, independently, and the
+    distribution of ``T`` is their convolution, so the p-value is exact for the gridded statistic.
+
+    >>> order_fisher_pvalue([0], [3])  # one item, 4 orders: the published one first with prob 1/4
+    0.25
+    >>> order_fisher_pvalue([0, 3], [3, 3]) == order_fisher_pvalue([3, 0], [3, 3])
+    True
+    """
+    _, scores = fisher_scores(n_perms)
+    pmf = np.ones(1)
+    for sc in scores:
+        new = np.zeros(pmf.size + int(sc[0]))
+        for v in sc:
+            new[v:v + pmf.size] += pmf
+        pmf = new / sc.size
+    t = int(sum(int(sc[int(r)]) for sc, r in zip(scores, ranks)))
+    return float(min(1.0, pmf[t:].sum()))
 
 
 def _zscore(x: float, others: np.ndarray) -> float:
@@ -191,7 +247,9 @@ def option_order_signal(order: Mapping[str, Any] | None) -> dict[str, Any]:
         return _not_measured(f"{len(items)} multiple-choice item(s) could be permuted; the test needs at least {MIN_ITEMS}"
                              + (f" (left out: {skipped})" if skipped else ""))
     r, m = _ranks(items)
-    p = order_null_pvalue(r.tolist(), m.tolist())
+    p = order_fisher_pvalue(r.tolist(), m.tolist())
+    fisher = float(2.0 * np.sum(np.log((m + 1.0) / (r + 1.0))))
+    fisher_null = float(sum(2.0 * np.mean(np.log((mi + 1.0) / np.arange(1, mi + 2))) for mi in m))
     top = float(np.mean(r == 0))
     chance = float(np.mean(1.0 / (m + 1)))
     bench, ref, margins = [], [], []
@@ -204,16 +262,18 @@ def option_order_signal(order: Mapping[str, Any] | None) -> dict[str, Any]:
     order_idx = np.argsort(-np.asarray(margins))
     drivers = [{"id": str(items[i]["id"]), "margin_nats": margins[i], "rank": int(r[i]), "orders": int(m[i]) + 1}
                for i in order_idx[:N_DRIVERS] if r[i] == 0]
-    return {"measured": True, "test": True, "fires": False, "statistic": int(r.sum()),
-            "statistic_name": "sum of ranks", "ranks_sum": int(r.sum()), "expected_ranks_sum": float(np.sum(m) / 2),
+    return {"measured": True, "test": True, "fires": False, "statistic": fisher,
+            "statistic_name": "Fisher's -2 sum ln p", "expected_statistic": fisher_null,
+            "ranks_sum": int(r.sum()), "expected_ranks_sum": float(np.sum(m) / 2),
+            "p_value_rank_sum": order_null_pvalue(r.tolist(), m.tolist()),
             "p_value": p, "effect": top - chance, "effect_name": "share of items whose published order is the most "
                                                                   "likely, minus chance",
             "meets_effect": bool(top - chance >= ORDER_MIN_EXCESS), "n": len(items), "top_share": top,
             "chance_share": chance, "item_ids": [str(it["id"]) for it in items], "item_values": bench,
             "reference_values": ref, "drivers": drivers,
             "evidence": f"the published option order is the most likely of {int(np.median(m)) + 1} orders for "
-                        f"{int(np.sum(r == 0))} of {len(items)} items (chance {chance:.0%}); summed rank {int(r.sum())} "
-                        f"vs {np.sum(m) / 2:.0f} expected"}
+                        f"{int(np.sum(r == 0))} of {len(items)} items (chance {chance:.0%}); Fisher's -2 sum ln p "
+                        f"{fisher:.1f} vs {fisher_null:.1f} expected"}
 
 
 # ----------------------------------------------------------------------------- verbatim

@@ -46,28 +46,76 @@ __all__ = ["option_stem", "permutations_for", "order_is_convention", "order_vari
 
 # options that point at other options or positions: moving them changes what they say
 _REFERS = re.compile(r"(?i:\b(all|none|both|neither|any) of (the )?(above|below|these|those|them|the options)\b)"
-                     r"|\b[A-E] (and|or|&) [A-E]\b|\b(?i:option) [A-E]\b|\(([A-E])\)|\b(?i:only) [A-E]\b")
+                     r"|\b[A-E] (and|or|&) [A-E]\b|\b(?i:option) [A-E]\b|\(([A-E])\)|\b(?i:only) [A-E]\b"
+                     r"|(?i:\b(both|neither|either) \(?[a-e]\)? (and|nor|or) \(?[a-e]\)?(?![\w-]))"
+                     r"|(?i:^\s*\(?[a-e]\)? (and|or|nor|&) \(?[a-e]\)?\s*\.?\s*$)")
 _NUMBER = re.compile(r"^\s*[-+]?\$?\d[\d,]*(\.\d+)?\s*%?\s*$")
+# an option that starts with a number (units or words may follow: "0.5 centimeter", "0.25mc^2", "$1,200 a year")
+_LEADING_NUMBER = re.compile(r"^\s*[-+−]?\$?(\d[\d,]*(\.\d+)?|\.\d+)(?![\d/:])")
+_ORDINALS = {w: i + 1 for i, w in enumerate(
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth fourteenth "
+    "fifteenth sixteenth seventeenth eighteenth nineteenth twentieth".split())}
+# options that only combine roman-numeral statements ("I only", "II and III", "I, II, and III")
+_ROMAN_COMBINATION = re.compile(r"^\s*(?:(?:I{1,3}|IV|V|VI{0,3}|both|neither|none|all|only|and|or|nor)\b[\s,.]*)+$", re.I)
+
+
+def _leading_value(option: str) -> float | None:
+    """The number an option starts with (digits or an ordinal word), or None."""
+    m = _LEADING_NUMBER.match(option)
+    if m:
+        try:
+            return float(m.group(1).replace(",", ""))
+        except ValueError:
+            return None
+    word = re.match(r"\s*([A-Za-z]+)", option)
+    return float(_ORDINALS[word.group(1).lower()]) if word and word.group(1).lower() in _ORDINALS else None
+
+
+def _is_grid(choices: Sequence[str]) -> bool:
+    """Every option a tuple of the same length >= 2 ("True, False", "Wrong | Not wrong") over at most 3 values."""
+    parts = [[x.strip(" .").lower() for x in re.split(r"[,|]", c)] for c in choices]
+    lengths = {len(x) for x in parts}
+    if len(lengths) != 1 or lengths.pop() < 2 or any(not v for x in parts for v in x):
+        return False
+    return len({v for x in parts for v in x}) <= 3
 
 
 def order_is_convention(choices: Sequence[str]) -> str | None:
     """Why an item's published option order is not exchangeable with its permutations, or None.
 
-    Options that refer to other options ("All of the above", "A and B") change meaning when
-    moved, and numeric options listed in sorted order follow a convention a model may prefer
-    without having seen the item; both would make the test fire on a clean model.
+    The test's null needs the published order to be arbitrary. Options that refer to other
+    options ("All of the above", "both a and b", "I and II") change meaning when moved; options
+    listed by a convention a model learns from other items (numbers, also with units, or
+    ordinals, in sorted order; a fixed grid of combinations such as MMLU's "True, True / False,
+    False / True, False / False, True") are preferred in that order by a model that never saw
+    the item. Either would make the test fire on a clean model, so such items are left out.
 
     >>> order_is_convention(["1", "2", "5", "10"]), order_is_convention(["cat", "All of the above"])
     ('numbers in sorted order', 'an option refers to other options')
-    >>> order_is_convention(["7", "2", "5"]) is None
-    True
+    >>> order_is_convention(["0.5 centimeter", "4.5 centimeters", "75 centimeters"]), order_is_convention(["Ninth", "Tenth", "Eleventh"])
+    ('numbers in sorted order', 'numbers in sorted order')
+    >>> order_is_convention(["True, True", "False, False", "True, False", "False, True"])
+    'a fixed grid of combinations'
+    >>> order_is_convention(["the strength of x.", "both a and b.", "neither a nor b."])
+    'an option refers to other options'
+    >>> order_is_convention(["7", "2", "5"]) is None, order_is_convention(["Paris", "Rome, Italy", "Oslo"]) is None
+    (True, True)
     """
     if any(_REFERS.search(c) for c in choices):
+        return "an option refers to other options"
+    if len(choices) > 1 and all(_ROMAN_COMBINATION.match(c) for c in choices):
         return "an option refers to other options"
     if all(_NUMBER.match(c) for c in choices):
         vals = [float(re.sub(r"[^\d.+-]", "", c) or "nan") for c in choices]
         if vals == sorted(vals) or vals == sorted(vals, reverse=True):
             return "numbers in sorted order"
+    lead = [_leading_value(c) for c in choices]
+    if len(choices) > 2 and all(v is not None for v in lead):
+        nums = [float(v) for v in lead if v is not None]
+        if len(set(nums)) == len(nums) and (nums == sorted(nums) or nums == sorted(nums, reverse=True)):
+            return "numbers in sorted order"
+    if _is_grid(choices):
+        return "a fixed grid of combinations"
     return None
 
 
@@ -165,7 +213,8 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
 
 def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
                           seed: int = 0, batch_size: int = 8, window: int | None = None,
-                          greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None) -> dict[str, Any]:
+                          greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None,
+                          score: str = "logprob") -> dict[str, Any]:
     """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
 
     ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
@@ -177,7 +226,9 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     both summed from token ``scored_from`` (the variants' shared prefix) on, and the token count.
     ``window``: sum only the first ``window`` tokens of each option line
     (:func:`option_windows`; ``n_scored``, per variant, how many), the LM head run on those
-    alone; ``None`` sums the whole option block.
+    alone; ``None`` sums the whole option block. ``score``: what is summed per token, its
+    log-prob or (``"logit"``) its raw logit, which needs only the token's row of the LM head; any
+    fixed function of the text keeps the test exact (``score`` in the result).
 
     ``greedy_for``: item id -> ``(tokens, k)``, the verbatim check's prompt + target of that item
     (:mod:`reporter.collect.verbatim`; the prompt is its first ``k`` tokens). Where the item's
@@ -216,13 +267,14 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     greedy: dict[str, list[int]] = {}
     if stem:
         got, best = prefix_scores(lm, [cut[i] for i in stem], [shared[i] for i in stem], [where[i] for i in stem],
-                                  [wants[i] for i in stem], batch_size=batch_size)
+                                  [wants[i] for i in stem], batch_size=batch_size, score=score)
         for i, a, b in zip(stem, got, best):
             lps[i] = a
             if wants[i]:
                 greedy[plan_id[i]] = b
     if rest:
-        got = token_logprobs(lm, [cut[i] for i in rest], batch_size=batch_size, positions=[where[i] for i in rest])
+        got = token_logprobs(lm, [cut[i] for i in rest], batch_size=batch_size, positions=[where[i] for i in rest],
+                             score=score)
         for i, a in zip(rest, got):
             lps[i] = a
     lls = [float(np.sum(np.asarray(a, np.float64))) for a in lps]
@@ -235,7 +287,7 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
             rec["n_scored"] = [len(lps[start + k]) for k in range(1 + len(perms))]
         per_item.append(rec)
     out = {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
-           "max_items": max_items, "seed": seed, "window": window, "per_item": per_item}
+           "max_items": max_items, "seed": seed, "window": window, "score": score, "per_item": per_item}
     if greedy_for is not None:
         out["greedy"] = greedy
     return out
@@ -328,7 +380,7 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
     if settings.order_items > 0:
         res = option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
                                     seed=seed, batch_size=bs, window=settings.order_window or None,
-                                    greedy_for=greedy_for)
+                                    greedy_for=greedy_for, score=settings.order_score)
     else:
         res = {"n": 0, "n_skipped": len(items), "n_perms": settings.order_permutations, "max_items": 0, "seed": seed,
                "per_item": [], "disabled": True}
