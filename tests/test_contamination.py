@@ -433,26 +433,6 @@ def test_option_order_window_matches_per_text_reference(trained_and_untouched, w
             assert lls[k] == pytest.approx(sum(float(lp[j - 1, ids[j]]) for j in pos), abs=1e-3)
 
 
-def test_option_order_logit_score_matches_per_text_reference(trained_and_untouched):
-    """``score="logit"``: each stored value is the float64 sum of the tokens' raw logits over the
-    same window positions, one sequence at a time; the ranks it gives the published order are
-    what the test reads."""
-    lm, items = trained_and_untouched["lm"], trained_and_untouched["items"][:3]
-
-    e = option_order_evidence(lm, items, n_perms=4, seed=3, window=6, score="logit")
-    assert e["score"] == "logit" and e["n"] == 3
-    tok = lm.tokenizer
-    for it, rec in zip(items, e["per_item"]):
-        stem = option_stem(it.question, it.choices)
-        for k, (perm, ll) in enumerate(zip([list(range(4))] + rec["perms"], [rec["ll"]] + rec["perm_ll"])):
-            opts = [it.choices[j] for j in perm]
-            ids, starts = option_token_starts(tok, stem, opts)
-            pos = sorted({j for s in starts for j in range(s, min(s + 6, len(ids))) if j >= rec["scored_from"]})
-            with torch.no_grad():
-                logits = lm.model(torch.tensor([ids])).logits[0].double()
-            assert ll == pytest.approx(sum(float(logits[j - 1, ids[j]]) for j in pos), abs=1e-3)
-
-
 class _NoOffsets:
     """The packaged tokenizer as a slow tokenizer sees it: no character offsets; optionally one that
     also appends an end token whenever it adds special tokens (as some tokenizers do)."""

@@ -109,7 +109,7 @@ def test_profiles_ship_and_validate(tmp_path):
     assert all(t.name in TASKS for t in load_profile("quick").tasks)
     bad = tmp_path / "p.yaml"
     bad.write_text("tasks:\n  - {name: arc_chalenge, limt: 3}\n  - {name: mine, type: jsonl, path: x.jsonl}\nmui: {mode: fast}\n"
-                   "lpp: {layrs: all}\ncontamination: {verbatim_items: -1, order_score: prob}\nsmoke_texts: 0\ncollection: twice\n")
+                   "lpp: {layrs: all}\ncontamination: {verbatim_items: -1}\nsmoke_texts: 0\ncollection: twice\n")
     with pytest.raises(UserError) as e:
         load_profile(str(bad))
     msg = str(e.value)
@@ -119,7 +119,6 @@ def test_profiles_ship_and_validate(tmp_path):
     assert "mui.mode: 'fast' is not valid" in msg
     assert "lpp.layrs: unknown key 'layrs'" in msg
     assert "contamination.verbatim_items: must be a non-negative integer, got -1" in msg
-    assert "contamination.order_score: 'prob' is not valid; use one of logprob, logit" in msg
     assert "smoke_texts: must be a positive integer, got 0" in msg
     assert "collection: 'twice' is not valid; use one of fused, teacher-forced" in msg
     with pytest.raises(UserError, match="profile 'quik' not found \\(did you mean 'quick'\\?\\)"):

@@ -213,8 +213,7 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
 
 def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
                           seed: int = 0, batch_size: int = 8, window: int | None = None,
-                          greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None,
-                          score: str = "logprob") -> dict[str, Any]:
+                          greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None) -> dict[str, Any]:
     """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
 
     ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
@@ -226,9 +225,7 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     both summed from token ``scored_from`` (the variants' shared prefix) on, and the token count.
     ``window``: sum only the first ``window`` tokens of each option line
     (:func:`option_windows`; ``n_scored``, per variant, how many), the LM head run on those
-    alone; ``None`` sums the whole option block. ``score``: what is summed per token, its
-    log-prob or (``"logit"``) its raw logit, which needs only the token's row of the LM head; any
-    fixed function of the text keeps the test exact (``score`` in the result).
+    alone; ``None`` sums the whole option block.
 
     ``greedy_for``: item id -> ``(tokens, k)``, the verbatim check's prompt + target of that item
     (:mod:`reporter.collect.verbatim`; the prompt is its first ``k`` tokens). Where the item's
@@ -267,14 +264,13 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     greedy: dict[str, list[int]] = {}
     if stem:
         got, best = prefix_scores(lm, [cut[i] for i in stem], [shared[i] for i in stem], [where[i] for i in stem],
-                                  [wants[i] for i in stem], batch_size=batch_size, score=score)
+                                  [wants[i] for i in stem], batch_size=batch_size)
         for i, a, b in zip(stem, got, best):
             lps[i] = a
             if wants[i]:
                 greedy[plan_id[i]] = b
     if rest:
-        got = token_logprobs(lm, [cut[i] for i in rest], batch_size=batch_size, positions=[where[i] for i in rest],
-                             score=score)
+        got = token_logprobs(lm, [cut[i] for i in rest], batch_size=batch_size, positions=[where[i] for i in rest])
         for i, a in zip(rest, got):
             lps[i] = a
     lls = [float(np.sum(np.asarray(a, np.float64))) for a in lps]
@@ -287,7 +283,7 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
             rec["n_scored"] = [len(lps[start + k]) for k in range(1 + len(perms))]
         per_item.append(rec)
     out = {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
-           "max_items": max_items, "seed": seed, "window": window, "score": score, "per_item": per_item}
+           "max_items": max_items, "seed": seed, "window": window, "per_item": per_item}
     if greedy_for is not None:
         out["greedy"] = greedy
     return out
@@ -380,7 +376,7 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
     if settings.order_items > 0:
         res = option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
                                     seed=seed, batch_size=bs, window=settings.order_window or None,
-                                    greedy_for=greedy_for, score=settings.order_score)
+                                    greedy_for=greedy_for)
     else:
         res = {"n": 0, "n_skipped": len(items), "n_perms": settings.order_permutations, "max_items": 0, "seed": seed,
                "per_item": [], "disabled": True}

@@ -93,8 +93,6 @@ class LPPConfig:
     short_texts: str = "official"
 
 
-#: the values of ``contamination.order_score``
-ORDER_SCORES = ("logprob", "logit")
 #: the values of ``lpp.short_texts``
 SHORT_TEXTS = ("official", "exclude")
 
@@ -110,7 +108,6 @@ class ContaminationConfig:
     order_items: int = 32  # multiple-choice items scored in permuted option orders, per task (0: off)
     order_permutations: int = 8  # other option orders scored per item (all of them when there are fewer)
     order_window: int = 6  # tokens scored from the start of each option line (0: the whole option block)
-    order_score: str = "logprob"  # what each scored token adds: its log-prob, or its raw logit ("logit")
     untrained: bool = False  # also collect it for untrained (random:) baselines: chance by construction
 
 
@@ -343,9 +340,6 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
         if key == "untrained":
             if not isinstance(v, bool):
                 p.add("contamination.untrained", f"must be true or false, got {short(v)}")
-        elif key == "order_score":
-            if v not in ORDER_SCORES:
-                p.add("contamination.order_score", f"{short(v)} is not valid; use one of {', '.join(ORDER_SCORES)}")
         else:
             _int(p, f"contamination.{key}", v, 1 if key == "order_permutations" else 0)
     smoke_texts = data.get("smoke_texts", 16)

@@ -38,27 +38,11 @@ class GatherHead:
     ``fired`` says whether the head ran on the gathered rows (a model that does not call its
     output-embedding module leaves the logits whole). Used by :func:`logits_at` and
     :func:`reporter.instrument.prefix.logits_after_prefix`.
-
-    ``targets`` (optional, [N], ``-1`` = the whole row): a row with a target token ``t >= 0``
-    gets only the head's output for ``t``, ``h . W[t] (+ b[t])``, in ``target_logits`` (one row
-    of a 262k-token head instead of all of it); the head itself then runs on the other rows
-    only, which become the logits' rows in their order. Needs a head with a ``weight`` [V, H]
-    (``fired`` stays False otherwise, and the logits stay whole). What the model applies after
-    the head (Gemma-2's soft-capping) is not applied to ``target_logits``.
     """
 
-    def __init__(self, head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tensor,
-                 targets: torch.Tensor | None = None):
+    def __init__(self, head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tensor):
         self.head, self.rows, self.cols = head, rows, cols
-        self.targets = targets
-        self.target_logits: torch.Tensor | None = None
         self.fired = False
-        weight = getattr(head, "weight", None)
-        if targets is not None and not (isinstance(weight, torch.Tensor) and weight.dim() == 2):
-            self.targets = None
-            self.disabled = True  # the caller falls back to the whole logits
-        else:
-            self.disabled = False
 
     def attach(self, hooks: HookSet, adapter: Any, batch: PassBatch) -> None:
         """Replace the head's input by the chosen rows (only for this batch's final hidden states)."""
@@ -66,21 +50,10 @@ class GatherHead:
         rows, cols = self.rows.to(batch.input_ids.device), self.cols.to(batch.input_ids.device)
 
         def gather(h: torch.Tensor) -> torch.Tensor:
-            if self.disabled or h.dim() != 3 or tuple(h.shape[:2]) != shape:
+            if h.dim() != 3 or tuple(h.shape[:2]) != shape:
                 return h  # not the final hidden states of this batch (a model calling its head twice)
             self.fired = True
-            x = h[rows.to(h.device), cols.to(h.device)]
-            if self.targets is None:
-                return x.unsqueeze(0)
-            tgt = self.targets.to(h.device)
-            one = tgt >= 0
-            w = self.head.weight[tgt[one]]
-            vals = (x[one].to(w.dtype) * w).sum(-1)
-            bias = getattr(self.head, "bias", None)
-            if isinstance(bias, torch.Tensor):
-                vals = vals + bias[tgt[one]]
-            self.target_logits = vals
-            return x[~one].unsqueeze(0)
+            return h[rows.to(h.device), cols.to(h.device)].unsqueeze(0)
 
         hooks.replace_input(self.head, gather)
 

@@ -35,7 +35,7 @@ from .gather import GatherHead
 from .hooked_pass import eval_mode, input_device
 from .hooks import HookSet
 
-__all__ = ["head_after_prefix", "logits_after_prefix"]
+__all__ = ["logits_after_prefix"]
 
 
 def logits_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence[Sequence[int]],
@@ -49,21 +49,6 @@ def logits_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence
     eval mode and no gradient, the LM head on the chosen positions only; hooks are removed on
     exit.
     """
-    return head_after_prefix(model, adapter, prefixes, tails, owners, rows, cols, pad_id=pad_id,
-                             batch_size=batch_size)[0]
-
-
-def head_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence[Sequence[int]],
-                      tails: Sequence[Sequence[int]], owners: Sequence[int], rows: torch.Tensor,
-                      cols: torch.Tensor, targets: torch.Tensor | None = None, *, pad_id: int = 0,
-                      batch_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`logits_after_prefix`, where a position with a target token gets only that token's logit.
-
-    ``targets`` [N] (``-1``: the whole row): returns the logits [Nf, V] of the positions without
-    a target (in their order) and, for the positions with one, the LM head's output for that
-    token [Nt] (the head's row of the token alone: :class:`~reporter.instrument.gather.GatherHead`).
-    Without ``targets``: every row's logits, and an empty tensor.
-    """
     if not prefixes or any(len(p) == 0 for p in prefixes):
         raise ValueError("logits_after_prefix needs non-empty prefixes")
     if len(owners) != len(tails) or any(len(t) == 0 for t in tails) \
@@ -71,23 +56,16 @@ def head_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence[S
         raise ValueError("logits_after_prefix needs one owning prefix per tail, and non-empty tails")
     if rows.shape != cols.shape or rows.dim() != 1 or rows.numel() == 0:
         raise ValueError("logits_after_prefix needs as many rows as columns, at least one")
-    if targets is not None and targets.shape != rows.shape:
-        raise ValueError("logits_after_prefix needs one target (or -1) per chosen position")
     rows, cols = rows.cpu().to(torch.long), cols.cpu().to(torch.long)
-    tg = targets.cpu().to(torch.long) if targets is not None else torch.full_like(rows, -1)
     lens = torch.tensor([len(t) for t in tails])
     if int(rows.min()) < 0 or int(rows.max()) >= len(tails) or int(cols.min()) < 0 \
             or bool((cols >= lens[rows.clamp(0, len(tails) - 1)]).any()):
         raise ValueError("logits_after_prefix: a chosen position lies outside its tail")
-    is_full = tg < 0
-    full_index = torch.cumsum(is_full.long(), 0) - 1  # a full row's place among the full rows
-    tgt_index = torch.cumsum((~is_full).long(), 0) - 1
     device = input_device(model)
     bs = max(1, batch_size or len(tails))
     head = model.get_output_embeddings()
     body = getattr(model, "base_model", model)  # the prefixes need their cache, not their logits: no LM head
-    full_out: torch.Tensor | None = None
-    tgt_out: torch.Tensor | None = None
+    out: torch.Tensor | None = None
     with eval_mode(model), torch.inference_mode():
         for p0 in range(0, len(prefixes), bs):
             chunk = list(range(p0, min(len(prefixes), p0 + bs)))
@@ -99,38 +77,27 @@ def head_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence[S
                           key=lambda r: (-len(tails[r]), r))
             for t0 in range(0, len(mine), bs):
                 group = mine[t0:t0 + bs]
-                sel, full, tvals = _tail_pass(model, head, adapter, first[kw], kw, pmask, [owners[r] - p0 for r in group],
-                                              [tails[r] for r in group], group, rows, cols, tg, pad_id)
-                if sel.numel() == 0:
+                x, sel = _tail_pass(model, head, adapter, first[kw], kw, pmask, [owners[r] - p0 for r in group],
+                                    [tails[r] for r in group], group, rows, cols, pad_id)
+                if x is None:
                     continue
-                fsel, tsel = sel[is_full[sel]], sel[~is_full[sel]]
-                if fsel.numel():
-                    if full_out is None:
-                        full_out = full.new_empty((int(is_full.sum()), full.shape[-1]))
-                    full_out[full_index[fsel].to(full_out.device)] = full
-                if tsel.numel():
-                    if tgt_out is None:
-                        tgt_out = tvals.new_empty((int((~is_full).sum()),))
-                    tgt_out[tgt_index[tsel].to(tgt_out.device)] = tvals
-    empty = torch.zeros(0)
-    return (full_out if full_out is not None else empty.reshape(0, 0)), (tgt_out if tgt_out is not None else empty)
+                if out is None:
+                    out = x.new_empty((rows.numel(), x.shape[-1]))
+                out[sel.to(out.device)] = x
+    assert out is not None  # every chosen row belongs to some tail group (checked above)
+    return out
 
 
 def _tail_pass(model: torch.nn.Module, head: Any, adapter: Any, cache: Any, kw: str, pmask: torch.Tensor, local: list[int],
-               tails: list[Sequence[int]], group: list[int], rows: torch.Tensor, cols: torch.Tensor, targets: torch.Tensor,
-               pad_id: int) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """One batch of tails on their prefixes' cache rows ``local``: the chosen positions among them.
-
-    Returns their indices in ``rows`` and the logits of those without a target, the target
-    logits of those with one (each in the order of the indices).
-    """
+               tails: list[Sequence[int]], group: list[int], rows: torch.Tensor, cols: torch.Tensor,
+               pad_id: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """One batch of tails on their prefixes' cache rows ``local``: the logits at the chosen positions among them."""
     where = {r: k for k, r in enumerate(group)}
     sel = torch.tensor([i for i, r in enumerate(rows.tolist()) if r in where], dtype=torch.long)
     if sel.numel() == 0:
-        return sel, None, None
+        return None, sel
     r = torch.tensor([where[int(x)] for x in rows[sel]], dtype=torch.long)
     c = cols[sel]
-    tg = targets[sel]
     device = pmask.device
     width = max(len(t) for t in tails)
     ids = torch.tensor([list(t) + [pad_id] * (width - len(t)) for t in tails], device=device)
@@ -144,16 +111,12 @@ def _tail_pass(model: torch.nn.Module, head: Any, adapter: Any, cache: Any, kw: 
     mine = copy.deepcopy(cache)
     mine.batch_select_indices(idx)  # each tail's prefix row (repeated for the prefix's several tails)
     batch = PassBatch(ids, tmask, torch.zeros_like(ids, dtype=torch.bool))
-    one = tg >= 0
     with HookSet() as hooks:
-        gather = GatherHead(head, r, c, tg if bool(one.any()) else None) if isinstance(head, torch.nn.Module) else None
+        gather = GatherHead(head, r, c) if isinstance(head, torch.nn.Module) else None
         if gather is not None:
             gather.attach(hooks, adapter, batch)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{kw: mine}).logits
-    n_full = int((~one).sum())
-    if gather is not None and gather.fired and logits.shape[:2] == (1, n_full):
-        return sel, logits[0], gather.target_logits
-    # the head did not run on the final states alone: the whole logits, gathered here
-    x = logits[r.to(logits.device), c.to(logits.device)]
-    t = x[one.to(x.device)].gather(-1, tg[one].to(x.device)[:, None]).squeeze(-1) if bool(one.any()) else None
-    return sel, x[~one.to(x.device)], t
+    if gather is not None and gather.fired and logits.shape[:2] == (1, r.numel()):
+        return logits[0], sel
+    return logits[r.to(logits.device), c.to(logits.device)], sel  # the head did not run on the final states alone
+

@@ -36,7 +36,7 @@ from ...config import Profile
 from ...instrument.batch import PassBatch, left_pad
 from ...instrument.gather import logits_at
 from ...instrument.hooked_pass import hooked_pass
-from ...instrument.prefix import head_after_prefix
+from ...instrument.prefix import logits_after_prefix
 from ...store.layout import LOGPROBS
 from ...store.logprobs import merge_logprobs, save_logprobs
 from ...store.ragged import ragged_ok
@@ -207,7 +207,7 @@ def question_span(tokenizer: Any, prompt_text: str, question_text: str, prompt_i
 
 def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: int = 8,
                    starts: Sequence[int] | None = None,
-                   positions: Sequence[Sequence[int]] | None = None, score: str = "logprob") -> list[np.ndarray]:
+                   positions: Sequence[Sequence[int]] | None = None) -> list[np.ndarray]:
     """Log-probs ``log p(x_j | x_<j)`` of whole token sequences (no response), one hooked pass per batch.
 
     By default every token but the first (j >= 1). ``starts[i]`` >= 1 scores sequence i's tokens
@@ -215,16 +215,13 @@ def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: in
     alone (the batch's longest scored tail): for variants of one text that share a prefix, the
     prefix's log-probs are the same in every variant and need not be computed. ``positions[i]``
     (token indices >= 1, in order) scores those tokens only, the LM head run on exactly the
-    positions that predict them (:func:`reporter.instrument.gather.logits_at`); with
-    ``positions``, ``score="logit"`` gives each token's raw logit instead of its log-prob.
+    positions that predict them (:func:`reporter.instrument.gather.logits_at`).
 
     >>> [a.shape for a in token_logprobs(lm, [[1, 2, 3]])], [a.shape for a in token_logprobs(lm, [[1, 2, 3]], starts=[2])]
     ([(2,)], [(1,)])
     >>> token_logprobs(lm, [[1, 2, 3, 4]], positions=[[1, 3]])[0].shape
     (2,)
     """
-    if score not in ("logprob", "logit") or (score == "logit" and positions is None):
-        raise ValueError(f"token_logprobs: score must be 'logprob', or 'logit' with positions, not {score!r}")
     order = sorted(range(len(id_lists)), key=lambda i: (-len(id_lists[i]), i))
     out: list[np.ndarray | None] = [None] * len(id_lists)
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
@@ -233,7 +230,7 @@ def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: in
         ids, mask = left_pad([list(id_lists[i]) for i in idx], pad, lm.device)
         batch = PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool))
         if positions is not None:
-            _logprobs_at(lm, batch, idx, [len(id_lists[i]) for i in idx], positions, out, score)
+            _logprobs_at(lm, batch, idx, [len(id_lists[i]) for i in idx], positions, out)
             continue
         if starts is None:
             col = TokenLogProbCollector()
@@ -257,7 +254,7 @@ def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: in
 
 
 def _logprobs_at(lm: Any, batch: PassBatch, idx: Sequence[int], lens: Sequence[int],
-                 positions: Sequence[Sequence[int]], out: list[np.ndarray | None], score: str = "logprob") -> None:
+                 positions: Sequence[Sequence[int]], out: list[np.ndarray | None]) -> None:
     """:func:`token_logprobs` of one left-padded batch at the given token indices (``out[idx[r]]``)."""
     W = batch.input_ids.shape[1]
     rows: list[int] = []
@@ -274,8 +271,7 @@ def _logprobs_at(lm: Any, batch: PassBatch, idx: Sequence[int], lens: Sequence[i
         return
     r_t, c_t = torch.tensor(rows), torch.tensor(cols)
     x = logits_at(lm.model, lm.adapter, batch, r_t, c_t)
-    tgt = batch.input_ids[r_t, c_t + 1].to(x.device)
-    vals = (target_logprobs(x, tgt) if score == "logprob" else x.float().gather(-1, tgt[:, None]).squeeze(-1)).cpu().numpy()
+    vals = target_logprobs(x, batch.input_ids[r_t, c_t + 1]).cpu().numpy()
     k = 0
     for i in idx:
         m = len(positions[i])
@@ -319,13 +315,11 @@ def prefix_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence
 
 def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[int],
                   positions: Sequence[Sequence[int]], greedy: Sequence[Sequence[int]] | None = None, *,
-                  batch_size: int = 8, score: str = "logprob") -> tuple[list[np.ndarray], list[list[int]]]:
+                  batch_size: int = 8) -> tuple[list[np.ndarray], list[list[int]]]:
     """:func:`prefix_logprobs`, and per sequence the model's most probable token in place of each token of ``greedy[i]``.
 
     ``greedy[i]``: token indices >= ``shared[i]``, like ``positions[i]``; the pass that gives
     the log-probs gives these argmaxes too (the LM head on both sets of positions).
-    ``score="logit"``: each token of ``positions[i]`` gets its raw logit (the LM head's output
-    for it) instead of its log-prob, which needs the head's row of that token alone.
 
     >>> lps, best = prefix_scores(lm, [[1, 2, 3, 4], [1, 2, 5, 6]], [2, 2], [[3], [3]], [[2, 3], []])
     >>> [a.shape for a in lps], [len(b) for b in best]
@@ -353,22 +347,13 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
     n_lp = sum(len(js) for js in positions)
     if not rows:
         return [np.zeros(0, np.float32) for _ in id_lists], [[] for _ in id_lists]
-    if score not in ("logprob", "logit"):
-        raise ValueError(f"prefix_scores: score must be 'logprob' or 'logit', not {score!r}")
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
     tails = [list(s[n - 1:]) for s, n in zip(id_lists, shared)]
-    tgt = torch.tensor([tails[r][c + 1] for r, c in zip(rows[:n_lp], cols[:n_lp])], dtype=torch.long)
-    if score == "logit":  # the scored rows need their target's logit alone; the argmax rows the whole head
-        targets = torch.cat([tgt, torch.full((len(rows) - n_lp,), -1, dtype=torch.long)])
-        x, t = head_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
-                                 torch.tensor(cols), targets, pad_id=pad, batch_size=batch_size)
-        vals = t.float().cpu().numpy() if n_lp else np.zeros(0, np.float32)
-    else:
-        x, _ = head_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
-                                 torch.tensor(cols), pad_id=pad, batch_size=batch_size)
-        vals = target_logprobs(x[:n_lp], tgt).cpu().numpy()
-        x = x[n_lp:]
-    best = x.argmax(-1).cpu().tolist() if x.shape[0] else []
+    x = logits_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
+                            torch.tensor(cols), pad_id=pad, batch_size=batch_size)
+    vals = target_logprobs(x[:n_lp], torch.tensor([tails[r][c + 1] for r, c in zip(rows[:n_lp], cols[:n_lp])]))
+    vals = vals.cpu().numpy()
+    best = x[n_lp:].argmax(-1).cpu().tolist() if x.shape[0] > n_lp else []
     lps, out, k, g = [], [], 0, 0
     for js, gs in zip(positions, greedy):
         lps.append(vals[k:k + len(js)])
