@@ -38,7 +38,9 @@ from typing import Any, Sequence
 
 import yaml
 
-SIGNALS = ("option_order", "verbatim", "min_k")
+SIGNALS = ("option_order", "split_min_k", "verbatim", "min_k")
+#: the signals that are tests (the severity rule counts them; Min-K% against prose is descriptive)
+TESTS = ("option_order", "split_min_k", "verbatim", "law_residual")
 
 
 # ----------------------------------------------------------------------------- items and training text
@@ -167,7 +169,7 @@ def summarise(run_dir: Path, trained: dict[str, set[str]], contaminated: Sequenc
     neg = [v for v in verdicts if v["role"] in ("clean", "untrained baseline", "untouched task")]
     pos = [v for v in verdicts if v["role"] == "contaminated"]
     power = {}
-    for sig in ("option_order", "verbatim", "law_residual"):
+    for sig in TESTS:
         measured = [v for v in pos if sig in v["p_adjusted"]]
         power[sig] = {"fired": sum(sig in v["fired"] for v in measured), "of": len(measured)}
     return {"aucs": aucs, "verdicts": verdicts, "power": power,
@@ -189,10 +191,11 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     for (m, t), d in by.items():
         lines.append(f"| {m} | {t} | " + " | ".join("—" if d.get(s) is None else f"{d[s]:.2f}" for s in SIGNALS) + " |")
     lines += ["", "Verdicts (adjusted p of each test; fired tests in bold):", "",
-              "| model | task | role | severity | option order | verbatim | law residual |", "|---|---|---|---|---|---|---|"]
+              "| model | task | role | severity | " + " | ".join(t.replace("_", " ") for t in TESTS) + " |",
+              "|---|---|---|---|" + "---|" * len(TESTS)]
     for v in summary["verdicts"]:
         cells = []
-        for sig in ("option_order", "verbatim", "law_residual"):
+        for sig in TESTS:
             p = v["p_adjusted"].get(sig)
             cell = "n/a" if p is None else f"{p:.2g}"
             cells.append(f"**{cell}**" if sig in v["fired"] else cell)
@@ -276,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     profile = {"name": "contamination-control", "mui": {"top_ratio": 0.001, "mode": "score"},
                "lpp": {"enabled": False},
                "contamination": {"verbatim_items": args.items, "order_items": args.items, "order_permutations": 8,
-                                 "reference_texts": 64},
+                                 "reference_texts": 64, "split_items": args.items},
                "smoke_texts": 4,
                "tasks": [{"name": t, "limit": args.items, **({"max_new_tokens": args.max_new_tokens} if t in gen else {})}
                          for t in tasks]

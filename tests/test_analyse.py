@@ -96,6 +96,14 @@ def make_run(root, models, *, seed=7, results=False):
                         lls[0] = lls.max() + 1.0
                     per.append({"id": i, "ll": float(lls[0]), "perm_ll": lls[1:].tolist(), "perms": [], "n_tokens": 40})
                 (tdir / "option_order.json").write_text(json.dumps({"n": 12, "n_perms": 8, "per_item": per}))
+            if "split" in extra:  # "prefer": items more familiar than their other-split partners; "null": exchangeable
+                mean = -0.3 if extra["split"] == "prefer" else -3.0
+                pairs = [{"benchmark_id": i, "reference_id": f"other-{j}", "stratum": "",
+                          "benchmark_logprobs": rng.normal(mean, 1.0, 30).round(4).tolist(),
+                          "reference_logprobs": rng.normal(-3.0, 1.0, 30).round(4).tolist()}
+                         for j, i in enumerate(ids[:12])]
+                (tdir / "split_reference.json").write_text(json.dumps(
+                    {"n": 12, "source": "the test split", "stratified": False, "pairs": pairs}))
     if results:
         from reporter.analyse import write_results
 
@@ -110,8 +118,8 @@ def standard_models():
                "tasks": {t: (P, law_mui(P, noise[n])) for t, P in zip(TASKS, ps)}} for n, ps in Ps.items()]
     models.append({"name": "leaky", "source": "./leaky", "source_type": "local",  # memorised arc: far above the law
                    "tasks": {"arc": (90, law_mui(90) + 4.0), "gsm": (0, 14.0)},
-                   "extras": {"arc": {"logprobs": -0.3, "verbatim": 0.6, "order": "prefer"}}})
-    models[0]["extras"] = {"arc": {"logprobs": -3.0, "verbatim": 0.0, "order": "null"}}  # m-a: measured and clean
+                   "extras": {"arc": {"logprobs": -0.3, "verbatim": 0.6, "order": "prefer", "split": "prefer"}}})
+    models[0]["extras"] = {"arc": {"logprobs": -3.0, "verbatim": 0.0, "order": "null", "split": "null"}}  # m-a: clean
     models.append({"name": "untrained", "source": "random:llama", "source_type": "random",
                    "tasks": {"arc": (25, 35.0), "gsm": (0, 38.0)}})
     return models
@@ -187,7 +195,8 @@ def test_contamination_rows(run):
     assert len(rows) == 14
     leaky = rows[("leaky", "arc")]
     assert leaky["severity"] == "strong"
-    assert all(leaky["signals"][k]["fires"] for k in ("option_order", "verbatim"))
+    assert all(leaky["signals"][k]["fires"] for k in ("option_order", "split_min_k", "verbatim"))
+    assert leaky["signals"]["split_min_k"]["source"] == "the test split" and leaky["signals"]["split_min_k"]["n"] == 12
     assert leaky["signals"]["law_residual"]["z"] > 2 and leaky["signals"]["law_residual"]["measured"]
     assert not leaky["signals"]["min_k"]["fires"] and leaky["signals"]["min_k"]["auc"] > 0.9  # shown, never counted
     assert "option order" in leaky["evidence"] and "verbatim completion" in leaky["evidence"]
@@ -197,10 +206,12 @@ def test_contamination_rows(run):
     assert clean["severity"] == "none" and clean["signals"]["min_k"]["measured"]
     assert clean["signals"]["verbatim"]["measured"] and not clean["signals"]["verbatim"]["fires"]
     assert clean["signals"]["option_order"]["measured"] and not clean["signals"]["option_order"]["fires"]
+    assert clean["signals"]["split_min_k"]["measured"] and not clean["signals"]["split_min_k"]["fires"]
     other = rows[("m-c", "gsm")]
     assert other["severity"] == "none" and other["signals"]["law_residual"]["measured"]
     assert not other["signals"]["min_k"]["measured"] and "logprobs.npz" in other["signals"]["min_k"]["reason"]
-    assert "Not measured: option order, verbatim completion" in other["evidence"]
+    assert "Not measured: option order, Min-K% vs the other split, verbatim completion" in other["evidence"]
+    assert other["signals"]["split_min_k"]["reason"] == "no split_reference.json for this task"
     zero = rows[("leaky", "gsm")]["signals"]["law_residual"]
     assert not zero["measured"] and "P = 0" in zero["reason"]
     base = rows[("untrained", "arc")]

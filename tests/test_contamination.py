@@ -247,7 +247,7 @@ def test_rule_and_correction():
     assert sev == "none" and "No contamination test" in text  # Min-K% alone measures nothing that counts
     assert assess("m", "t", {})["measured"] is False and assess("m", "t", {"verbatim": off})["measured"] is True
     row = assess("m", "t", {"verbatim": on})
-    assert row["severity"] == "weak" and "Not measured: option order, law residual" in row["evidence"]
+    assert row["severity"] == "weak" and "Not measured: option order, Min-K% vs the other split, law residual" in row["evidence"]
     # one signal alone is strong only with a tiny adjusted p AND a measured positive-control power
     tiny = {**on, "p_adjusted": 1e-9}
     power = dict(CONTROL_POWER)

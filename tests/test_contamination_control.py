@@ -23,7 +23,7 @@ from reporter.cli import main
 from .conftest import tiny_lm
 
 ROOT = Path(__file__).resolve().parents[1]
-N_ITEMS = 12
+N_ITEMS = 16
 
 
 def _script():
@@ -78,9 +78,10 @@ def test_the_contaminated_task_is_flagged(control):
     assert control["losses"][-1] < control["losses"][0] / 4  # it did learn its items
     assert s["detected"] == {"weak_or_strong": 1, "strong": 1, "of": 1}
     row = next(v for v in s["verdicts"] if v["role"] == "contaminated")
-    assert {"option_order", "verbatim"} <= set(row["fired"])
+    assert {"option_order", "split_min_k", "verbatim"} <= set(row["fired"])
     auc = {a["signal"]: a["auc"] for a in s["aucs"]}
     assert auc["option_order"] >= 0.9 and auc["verbatim"] >= 0.9  # trained-on vs held-out items of the same task
+    assert auc["split_min_k"] >= 0.9, auc
 
 
 def test_nothing_else_is_flagged(control):
@@ -94,6 +95,7 @@ def test_the_markdown_table_and_results_json_agree(control):
     md = control["ctl"].markdown(control["summary"], {"items": N_ITEMS, "tasks": ["arc_challenge"],
                                                       "untouched": ["arc_easy"], "epochs": 30, "lr": 1e-2})
     assert "| contaminated | arc_challenge | contaminated | strong |" in md
+    assert "| model | task | role | severity | option order | split min k | verbatim | law residual |" in md
     assert "False alarms: 0 of 3" in md
     res = json.loads((control["run"] / "results.json").read_text())
     rows = {(r["model"], r["task"]): r for r in res["analysis"]["contamination"]}

@@ -37,6 +37,7 @@ from ..store.layout import (
     OPTION_ORDER,
     REFERENCE_LOGPROBS,
     REFERENCE_VERBATIM,
+    SPLIT_REFERENCE,
     VERBATIM,
     RunDir,
 )
@@ -54,6 +55,7 @@ from .contamination import (
     law_residual_signal,
     min_k_signal,
     option_order_signal,
+    split_signal,
     verbatim_signal,
 )
 from .coreset import coreset_document, pooled_core_set, reproduction
@@ -249,6 +251,7 @@ def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
             tdir = rd.task_dir(slug, task)
             signals[(name, task)] = (baseline, {
                 "option_order": option_order_signal(read_json(tdir / OPTION_ORDER)),
+                "split_min_k": split_signal(read_json(tdir / SPLIT_REFERENCE)),
                 "verbatim": verbatim_signal(read_json(tdir / VERBATIM), ref_verbatim),
                 "law_residual": _law_signal(name, task, baseline, fits),
                 "min_k": _min_k(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS, baseline)})

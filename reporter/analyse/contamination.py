@@ -24,10 +24,19 @@ how formulaic the benchmark's text is:
    distribution with ``n - 3`` degrees of freedom. Needs at least ``LAW_MIN_POINTS`` trained
    models on the task; otherwise "not measurable", with the reason.
 
-Min-K% Prob (Shi et al. 2023) of the question tokens against reference prose is still
-computed and shown, but it is **descriptive, never a test**: the only reference text available
-offline is not format-matched (exam questions are more predictable than fiction whether or not
-a model has seen them), so it cannot tell contamination from format.
+4. **Min-K% against the other split** (Shi et al. 2023's Min-K% Prob, k = 20%, with a
+   format-matched reference as the issue's reviewers asked): each evaluated item is paired with
+   an item of the same data's other split (ARC's test split, MMLU's validation split within the
+   subject, MATH's other test problems within the subject; GSM8K's train split from the hub),
+   drawn at random from its stratum (``split_reference.json``). The two splits come from one
+   pool, so without exposure to the evaluated split the pair is exchangeable and the difference
+   of their Min-K% is symmetric about 0: one-sided Wilcoxon signed-rank test, exact. A model
+   trained on the *other* split only makes the test conservative. Effect: share of pairs whose
+   evaluated item has the higher Min-K%, minus 1/2.
+
+Min-K% Prob of the question tokens against reference prose (LAMBADA) is still computed and
+shown, but it is **descriptive, never a test**: that reference is not format-matched (exam
+questions are more predictable than fiction whether or not a model has seen them).
 
 All p-values of a run (every model x task x test, untrained baselines included) are corrected
 together with Benjamini-Hochberg (``scipy.stats.false_discovery_control``); a signal *fires*
@@ -56,12 +65,12 @@ from ..metrics.min_k import min_k_percent_prob
 from .numbers import finite_or_none as _f
 
 __all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
-           "law_residual_signal", "min_k_signal", "verbatim_signal", "option_order_signal", "order_null_pvalue",
+           "law_residual_signal", "min_k_signal", "split_signal", "verbatim_signal", "option_order_signal", "order_null_pvalue",
            "order_fisher_pvalue", "fisher_scores",
            "apply_fdr", "combine", "assess", "MEANING"]
 
 #: the signals that are hypothesis tests (Min-K% is descriptive)
-TESTS = ("option_order", "verbatim", "law_residual")
+TESTS = ("option_order", "split_min_k", "verbatim", "law_residual")
 FDR_Q = 0.01  # Benjamini-Hochberg level over every test of a run
 STRONG_P = 1e-6
 STRONG_POWER = 0.9
@@ -74,13 +83,15 @@ STRONG_POWER = 0.9
 #: 2026-12-01, Fisher's combination and the wider convention filter: option order 2 of 2 again, on the
 #: control above and on a second one with fresh items, trained half and fine-tuning (seed 2027), strong
 #: on all four pairs; 0 false alarms in 21 + 21 pairs.
-CONTROL_POWER: dict[str, float | None] = {"option_order": 1.0, "verbatim": 0.0, "law_residual": 0.0}
+CONTROL_POWER: dict[str, float | None] = {"option_order": 1.0, "split_min_k": None, "verbatim": 0.0,
+                                          "law_residual": 0.0}
 
 LAW_MIN_POINTS = 4  # a leave-one-out residual needs the law fitted on >= 3 other points
 MINK_K = 0.2
 MIN_ITEMS = 5  # per side, for Min-K% and for the option-order test
 MIN_TOKENS = 4  # a text with fewer scored tokens is left out of the Min-K% comparison
 ORDER_MIN_EXCESS = 0.10  # option order: top share minus chance share
+SPLIT_MIN_EXCESS = 0.10  # Min-K% vs the other split: share of pairs won minus 1/2
 VERBATIM_MIN_EXACT = 2
 VERBATIM_MIN_EXCESS = 0.10  # verbatim: benchmark rate minus held-out rate
 VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
@@ -95,10 +106,15 @@ CONTAMINATION_RULE = (
     "convolution), which suits a subset of items memorised; items whose order is a convention (options referring to "
     "other options, numbers or ordinals in sorted order, fixed grids such as 'True, True / False, False', a task's "
     "shared label set) are left out; effect = share of items whose published order is the most "
-    f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). (2) Verbatim "
+    f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). (2) Min-K% "
+    "against the other split: each evaluated item is paired with an item of the same data's other split (drawn at "
+    "random within its stratum, e.g. MMLU's subject), both shown as the task shows a question and scored alone; "
+    "without exposure to the evaluated split the pair is exchangeable, so a one-sided Wilcoxon signed-rank test of "
+    f"the differences of Min-K% Prob (k = {MINK_K:g}) is exact; effect = share of pairs won minus 1/2 (at least "
+    f"{SPLIT_MIN_EXCESS:g}; at least {MIN_ITEMS} pairs). (3) Verbatim "
     "completion: from the first half of a question, greedy decoding reproduces the next tokens exactly; one-sided "
     "Fisher exact test against the same check on held-out text (LAMBADA passages cut to question length); effect = "
-    f"rate difference (at least {VERBATIM_MIN_EXCESS:g}, and at least {VERBATIM_MIN_EXACT} exact items). (3) Law "
+    f"rate difference (at least {VERBATIM_MIN_EXCESS:g}, and at least {VERBATIM_MIN_EXACT} exact items). (4) Law "
     "residual: the point lies above the task's Utility Law (one-sided p of the leave-one-out studentised residual, t "
     f"with n-3 df) while its score is above the task's median; needs at least {LAW_MIN_POINTS} trained models on the "
     "task. All p-values of the run are adjusted together (Benjamini-Hochberg); a signal fires when its adjusted p < "
@@ -107,12 +123,13 @@ CONTAMINATION_RULE = (
     "benchmarks/contamination_control.py on a model fine-tuned on test items); weak = one signal fires; none = no "
     "signal fires (the row's measured = false when no test could be run: then none means unknown, not clean). A "
     "test that fires on an untrained baseline is discounted for every model on that task. Min-K% Prob (k = 20%) "
-    "against reference prose is shown but never counted: the reference is not format-matched.")
+    "against reference prose is shown but never counted: that reference is not format-matched.")
 
 MEANING = (
     "A warning means the model treats these test items differently from equivalent text it cannot have learnt "
-    "by chance: it prefers the published order of their options, or it continues them word for word more often "
-    "than held-out text. That is what training on the items, or on text that quotes them, produces. It does not "
+    "by chance: it prefers the published order of their options, it predicts them better than items of the same "
+    "data's other split, or it continues them word for word more often than held-out text. That is what training "
+    "on the items, or on text that quotes them, produces. It does not "
     "prove the vendor trained on the benchmark (the items may be quoted widely on the web), it says nothing about "
     "items that were not checked, and no warning is not proof of a clean model: a test with few items has little "
     "power.")
@@ -355,6 +372,65 @@ def min_k_signal(benchmark: Sequence[np.ndarray], reference: Sequence[np.ndarray
                         f"reference prose (AUC {auc:.2f}; not a test)"}
 
 
+# ----------------------------------------------------------------------------- Min-K% against the other split
+
+def split_signal(record: Mapping[str, Any] | None, *, k: float = MINK_K) -> dict[str, Any]:
+    """Signal 4 from ``split_reference.json`` (:func:`reporter.collect.split_reference.collect_split_reference`).
+
+    Each evaluated item is paired with an item of the same data's other split drawn at random from
+    its stratum; without contamination of the evaluated split the two are exchangeable, so the
+    difference of their Min-K% Prob is symmetric about 0 and the one-sided Wilcoxon signed-rank
+    test of the differences is exact. Effect: the share of pairs whose evaluated item has the higher
+    Min-K%, minus the chance share 1/2.
+
+    >>> lp = lambda c: [c] * 10
+    >>> pairs = [{"benchmark_id": str(i), "reference_id": f"r{i}", "benchmark_logprobs": lp(-0.1 - i / 100),
+    ...           "reference_logprobs": lp(-3.0 - i / 100)} for i in range(12)]
+    >>> s = split_signal({"n": 12, "pairs": pairs}); round(s["p_value"], 6), s["meets_effect"]
+    (0.000244, True)
+    """
+    if not record:
+        return _not_measured("no split_reference.json for this task")
+    if not record.get("n"):
+        return _not_measured(str(record.get("reason") or "no item could be paired with the task's other split"))
+    b_ids, r_ids, b, r = [], [], [], []
+    for pr in record.get("pairs") or []:
+        x = np.asarray(pr["benchmark_logprobs"], np.float64)
+        y = np.asarray(pr["reference_logprobs"], np.float64)
+        if x.size >= MIN_TOKENS and y.size >= MIN_TOKENS:
+            b_ids.append(str(pr["benchmark_id"]))
+            r_ids.append(str(pr["reference_id"]))
+            b.append(min_k_percent_prob(x, k))
+            r.append(min_k_percent_prob(y, k))
+    if len(b) < MIN_ITEMS:
+        return _not_measured(f"{len(b)} item(s) paired with the other split (each text with >= {MIN_TOKENS} tokens); "
+                             f"the test needs at least {MIN_ITEMS}")
+    bv, rv = np.asarray(b), np.asarray(r)
+    d = bv - rv
+    if np.all(d == 0):
+        p = 1.0
+    else:
+        p = float(stats.wilcoxon(d, alternative="greater", zero_method="wilcox").pvalue)
+    w_plus = float(stats.rankdata(np.abs(d[d != 0]))[d[d != 0] > 0].sum())
+    share = float(np.mean(d > 0))
+    order = np.argsort(-d)
+    drivers = [{"id": b_ids[i], "reference_id": r_ids[i], "difference": float(d[i]),
+                "benchmark_min_k": float(bv[i]), "reference_min_k": float(rv[i])}
+               for i in order[:N_DRIVERS] if d[i] > 0]
+    source = str(record.get("source") or "the task's other split")
+    return {"measured": True, "test": True, "fires": False, "statistic": w_plus,
+            "statistic_name": "Wilcoxon signed-rank W+", "expected_statistic": len(d[d != 0]) * (len(d[d != 0]) + 1) / 4,
+            "p_value": p, "effect": share - 0.5,
+            "effect_name": "share of pairs whose evaluated item has the higher Min-K% Prob, minus 1/2",
+            "meets_effect": bool(share - 0.5 >= SPLIT_MIN_EXCESS), "n": len(d), "k": k, "share": share,
+            "median_difference": float(np.median(d)), "benchmark_median": float(np.median(bv)),
+            "reference_median": float(np.median(rv)), "source": source, "stratified": bool(record.get("stratified")),
+            "item_ids": b_ids, "item_values": b, "reference_ids": r_ids, "reference_values": r, "drivers": drivers,
+            "evidence": f"Min-K% Prob (k = {k:g}) is higher than that of a same-stratum item of the other split for "
+                        f"{int(np.sum(d > 0))} of {len(d)} items (chance 50%; median difference {np.median(d):+.2f} "
+                        f"nats; reference: {source})"}
+
+
 # ----------------------------------------------------------------------------- correction and severity
 
 def apply_fdr(rows: Sequence[Mapping[str, dict[str, Any]]], q: float = FDR_Q) -> int:
@@ -380,7 +456,7 @@ def apply_fdr(rows: Sequence[Mapping[str, dict[str, Any]]], q: float = FDR_Q) ->
 
 
 _NAMES = {"law_residual": "law residual", "min_k": "Min-K% Prob", "verbatim": "verbatim completion",
-          "option_order": "option order"}
+          "option_order": "option order", "split_min_k": "Min-K% vs the other split"}
 
 
 def _strong_alone(name: str, s: Mapping[str, Any]) -> bool:
@@ -400,7 +476,7 @@ def combine(signals: Mapping[str, dict[str, Any] | None]) -> tuple[str, str]:
     measured = [k for k, v in tests.items() if v.get("measured", True)]
     fired = [k for k in measured if tests[k].get("fires")]
     if not measured:
-        return "none", "No contamination test could be run (no option orders, verbatim check or law residual)."
+        return "none", "No contamination test could be run (no option orders, other split, verbatim check or law residual)."
     if len(fired) >= 2:
         severity, head = "strong", f"{len(fired)} independent tests fire"
     elif fired and _strong_alone(fired[0], tests[fired[0]]):

@@ -430,8 +430,9 @@ def _training(card: dict[str, Any]) -> dict[str, Any] | None:
 
 
 _CONTAMINATION_STATS = {"option_order": "option order: z of the published order",
+                        "split_min_k": "Min-K% Prob vs the other split's items",
                         "verbatim": "verbatim: share of tokens continued",
-                        "min_k": "Min-K% Prob (shown only)"}
+                        "min_k": "Min-K% Prob vs prose (shown only)"}
 
 
 @CHARTS.register("contamination_items")

@@ -31,18 +31,20 @@ from ..store.layout import (
     REFERENCE_LOGPROBS,
     REFERENCE_VERBATIM,
     SMOKE,
+    SPLIT_REFERENCE,
     VALIDATION,
     VERBATIM,
     RunDir,
 )
 from ..store.ragged import ragged_ok
-from ..tasks import is_probe
+from ..tasks import Task, is_probe
 from .ablation import validate_neurons
 from .collectors import enabled_collectors
 from .option_order import collect_option_order
 from .plan import plan_task
 from .reference import collect_reference
 from .smoke import smoke
+from .split_reference import collect_split_reference
 from .task_run import run_task, task_complete
 from .verbatim import collect_verbatim, verbatim_tokens
 
@@ -62,7 +64,8 @@ def task_done(profile: Profile, task: TaskConfig, task_dir: Path, evidence: bool
         return False
     if _validating(profile) and not json_ok(task_dir / VALIDATION):
         return False
-    return not evidence or is_probe(task.name) or (json_ok(task_dir / VERBATIM) and json_ok(task_dir / OPTION_ORDER))
+    return not evidence or is_probe(task.name) or all(
+        json_ok(task_dir / name) for name in (VERBATIM, OPTION_ORDER, SPLIT_REFERENCE))
 
 
 def wants_evidence(spec: ModelSpec, profile: Profile) -> bool:
@@ -158,7 +161,7 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         plan = plan_task(lm, task, cfg.seed)
         summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
         if evidence and not plan.task.probe:  # generated probes have no published text that could have leaked
-            _collect_evidence(lm, plan.items, task_dir, profile, cfg.seed)
+            _collect_evidence(lm, plan.task, plan.items, task_dir, profile, cfg.seed)
         if _validating(profile):
             validate_neurons(lm, plan, task_dir, seed=cfg.seed)
     except UserError as e:
@@ -170,9 +173,10 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
     return []
 
 
-def _collect_evidence(lm: Any, items: Any, task_dir: Path, profile: Profile, seed: int) -> None:
-    """A task's option orders, then its verbatim check: the option-order pass over each item's
-    published-order text gives the verbatim answers of the items it covers on the way.
+def _collect_evidence(lm: Any, task: Task, items: Any, task_dir: Path, profile: Profile, seed: int) -> None:
+    """A task's option orders, then its verbatim check (the option-order pass over each item's
+    published-order text gives the verbatim answers of the items it covers on the way), then its
+    items against as many of its other split (the Min-K% test's format-matched reference).
     """
     settings = profile.contamination
     # asked for even when verbatim.json exists: the answers change where the pass splits each text, so
@@ -180,4 +184,5 @@ def _collect_evidence(lm: Any, items: Any, task_dir: Path, profile: Profile, see
     greedy_for = verbatim_tokens(lm, items, settings, seed=seed)
     order = collect_option_order(lm, items, task_dir, settings, seed=seed, greedy_for=greedy_for)
     collect_verbatim(lm, items, task_dir, settings, seed=seed, known=order.get("greedy"))
+    collect_split_reference(lm, task, items, task_dir, settings, seed=seed)
 

@@ -108,6 +108,7 @@ class ContaminationConfig:
     order_items: int = 32  # multiple-choice items scored in permuted option orders, per task (0: off)
     order_permutations: int = 8  # other option orders scored per item (all of them when there are fewer)
     order_window: int = 6  # tokens scored from the start of each option line (0: the whole option block)
+    split_items: int = 32  # items compared with as many of the task's other split (Min-K%), per task (0: off)
     untrained: bool = False  # also collect it for untrained (random:) baselines: chance by construction
 
 

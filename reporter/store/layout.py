@@ -58,6 +58,7 @@ FEATURES = "features.npz"
 LOGPROBS = "logprobs.npz"
 VERBATIM = "verbatim.json"
 OPTION_ORDER = "option_order.json"
+SPLIT_REFERENCE = "split_reference.json"
 VALIDATION = "validation.json"
 
 

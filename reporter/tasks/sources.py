@@ -49,16 +49,46 @@ def load_disk(rel: str) -> Any:
     return load_from_disk(str(path))
 
 
-def offline_then_hub(offline: Callable[[], T], hub: Callable[[], T], what: str) -> T:
-    """The offline packaged copy first, then the hub; one error naming both failures."""
+def offline_then_hub(offline: Callable[[], T], hub: Callable[[], T], what: str,
+                     origin: dict[str, str] | None = None) -> T:
+    """The offline packaged copy first, then the hub; one error naming both failures.
+
+    ``origin`` (when given) records which copy answered: ``origin["copy"]`` is "offline" or
+    "hub", so that a task's other split can come from the same copy (:func:`same_copy`).
+    """
     try:
-        return offline()
+        out = offline()
+        if origin is not None:
+            origin["copy"] = "offline"
+        return out
     except UserError as offline_err:
         try:
-            return hub()
+            out = hub()
+            if origin is not None:
+                origin["copy"] = "hub"
+            return out
         except Exception as e:  # network, auth, missing dataset
             raise UserError(f"{what}: no offline copy ({offline_err}) and the hub is unreachable "
                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+
+
+def same_copy(origin: dict[str, str], offline: Callable[[], T], hub: Callable[[], T], what: str) -> T:
+    """A task's other split from the copy its evaluated items came from (``origin``, filled by
+    :func:`offline_then_hub`): the offline package's when they came from it, else the hub's.
+
+    A benchmark read offline is never paired with a hub download (an offline machine would wait
+    on the network for it, and the two copies may split the data differently).
+
+    >>> same_copy({"copy": "offline"}, lambda: "packaged", lambda: "hub", "x")
+    'packaged'
+    """
+    if origin.get("copy") == "hub":
+        try:
+            return hub()
+        except Exception as e:  # network, auth, missing dataset
+            raise UserError(f"{what}: the hub is unreachable ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    return offline()
 
 
 def lambada_texts(n: int | None = None) -> list[str]:

