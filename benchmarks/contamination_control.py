@@ -3,8 +3,8 @@
 Builds a model that is contaminated on purpose and checks that reporter's warnings catch it,
 and that they stay silent where nothing was contaminated:
 
-1. Takes the items a run evaluates for the contaminated tasks (default ARC-Challenge and
-   GSM8K, ``--items`` each, chosen exactly as ``reporter run`` chooses them) and a seeded random
+1. Takes the items a run evaluates for the contaminated tasks (default ARC-Challenge, GSM8K
+   and MATH-500, ``--items`` each, chosen exactly as ``reporter run`` chooses them) and a seeded random
    half of them as the "trained-on" items.
 2. Fine-tunes SmolLM2-135M-Instruct (packaged, offline) on those items, in two formats:
    (a) raw pretraining-style text (question with its options, then the answer) and
@@ -18,7 +18,7 @@ and that they stay silent where nothing was contaminated:
 
 Usage::
 
-    python benchmarks/contamination_control.py -o control            # the full control (~30-40 min, 2 CPUs)
+    python benchmarks/contamination_control.py -o control            # the full control (~45 min, 2 CPUs)
     python benchmarks/contamination_control.py -o control --json     # the same, machine-readable on stdout
     python benchmarks/contamination_control.py -o control --extra-clean Gemma-3-270M=packaged:gemma-3-270m
     python benchmarks/contamination_control.py -o c --items 16 --epochs 1 --tasks arc_challenge --untouched arc_easy:8
@@ -228,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--output", type=Path, required=True, help="work directory (models, run, tables)")
     ap.add_argument("--items", type=int, default=60, help="items per contaminated task (half are trained on)")
-    ap.add_argument("--tasks", default="arc_challenge,gsm8k", help="contaminated tasks")
+    ap.add_argument("--tasks", default="arc_challenge,gsm8k,math500",
+                    help="contaminated tasks (MATH-500: a generated-answer task whose other split ships offline)")
     ap.add_argument("--untouched", default="arc_easy:30,mmlu:30,boolq:20",
                     help="tasks nobody trains on, as name:limit")
     ap.add_argument("--formats", default="a,b", help="a = raw text, b = chat prompt + gold answer")

