@@ -70,3 +70,17 @@ def tiny_lm(family: str = "llama", *, kind: str = "base", init_std: float = 0.5,
     spec = ModelSpec(name=f"tiny-{family}", source=f"random:{family}", kind=kind, max_batch_size=8)
     return LoadedModel(spec=spec, model=model, tokenizer=tok, adapter=get_adapter(model), device=torch.device("cpu"),
                        dtype=torch.float32, kind=kind, use_chat_template=kind == "instruct", meta={})
+
+
+def train_on(lm, texts, *, steps: int, lr: float = 1e-2) -> None:
+    """Contaminate ``lm`` on purpose: full-batch AdamW on ``texts`` (padding masked out) for ``steps`` steps."""
+    enc = lm.tokenizer(list(texts), return_tensors="pt", padding=True)
+    labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
+    lm.model.train()
+    opt = torch.optim.AdamW(lm.model.parameters(), lr=lr)
+    for _ in range(steps):
+        loss = lm.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    lm.model.eval()

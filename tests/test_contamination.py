@@ -49,7 +49,7 @@ from reporter.metrics.min_k import min_k_percent_prob, question_logprobs
 from reporter.store.logprobs import load_logprobs, merge_logprobs, save_logprobs
 from reporter.tasks.sources import lambada_texts
 
-from .conftest import tiny_lm, tiny_model
+from .conftest import tiny_lm, tiny_model, train_on
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one intra-op thread is fastest
 
@@ -341,19 +341,9 @@ def trained_and_untouched():
     torch.manual_seed(0)
     items = toy_items()
     lm = tiny_lm("llama")
-    tok = lm.tokenizer
     refs = lambada_texts(16)
     untouched = evidence(lm, items, refs)
-    enc = tok([f"{it.question}\nAnswer: {it.answer}" for it in items], return_tensors="pt", padding=True)
-    labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
-    lm.model.train()
-    opt = torch.optim.AdamW(lm.model.parameters(), lr=1e-2)
-    for _ in range(80):
-        loss = lm.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    lm.model.eval()
+    train_on(lm, [f"{it.question}\nAnswer: {it.answer}" for it in items], steps=80)
     return {"untouched": untouched, "trained": evidence(lm, items, refs), "lm": lm, "items": items}
 
 

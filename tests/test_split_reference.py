@@ -32,7 +32,7 @@ from reporter.errors import UserError
 from reporter.tasks import Item, Task, get_task, select_items
 from reporter.tasks.base import mc_question
 
-from .conftest import tiny_lm
+from .conftest import tiny_lm, train_on
 
 # ---------------------------------------------------------------- slow references
 
@@ -221,16 +221,7 @@ def toy_control(one_thread):
     root = Path(tempfile.mkdtemp())
     clean = collect_split_reference(lm, task, evaluated, root / "clean", cfg, seed=0)
     trained = [it for j, it in enumerate(evaluated) if j % 2 == 0]
-    enc = lm.tokenizer([it.question for it in trained], return_tensors="pt", padding=True)
-    labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
-    lm.model.train()
-    opt = torch.optim.AdamW(lm.model.parameters(), lr=1e-2)
-    for _ in range(60):
-        loss = lm.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    lm.model.eval()
+    train_on(lm, [it.question for it in trained], steps=60)
     dirty = collect_split_reference(lm, task, evaluated, root / "dirty", cfg, seed=0)
     sig = {"clean": {"split_min_k": split_signal(clean)}, "dirty": {"split_min_k": split_signal(dirty)}}
     apply_fdr(list(sig.values()))
