@@ -22,8 +22,6 @@ from reporter.analyse.contamination import (
     law_residual_signal,
     min_k_signal,
     option_order_signal,
-    order_fisher_pvalue,
-    order_null_pvalue,
     verbatim_signal,
 )
 from reporter.collect import reference, verbatim
@@ -46,6 +44,7 @@ from reporter.config import ContaminationConfig
 from reporter.instrument.batch import left_pad
 from reporter.instrument.hooked_pass import PassBatch, hooked_pass
 from reporter.metrics.min_k import min_k_percent_prob, question_logprobs
+from reporter.metrics.rank_tests import order_fisher_pvalue, order_null_pvalue
 from reporter.store.logprobs import load_logprobs, merge_logprobs, save_logprobs
 from reporter.tasks.sources import lambada_texts
 

