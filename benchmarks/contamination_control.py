@@ -183,6 +183,8 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     lines = [f"Control: {meta['items']} items per contaminated task ({', '.join(meta['tasks'])}), half of them trained on "
              f"for {meta['epochs']} epoch(s) at lr {meta['lr']:g}; untouched tasks: {', '.join(meta['untouched']) or 'none'}; "
              f"collection {meta.get('run_s', 0):.0f} s, fine-tuning {meta.get('finetune_s', 0):.0f} s.", "",
+             *(["Other splits from files: " + ", ".join(f"{t} = {f}" for t, f in meta["other_split"].items()), ""]
+               if meta.get("other_split") else []),
              "Item-level AUC, trained-on vs held-out items of the same task (1.0 = perfect separation):", "",
              "| model | task | " + " | ".join(SIGNALS) + " |", "|---|---|" + "---|" * len(SIGNALS)]
     by = {}
@@ -240,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--extra-clean", default="",
                     help="more clean models, as name=source,... (e.g. Gemma-3-270M=packaged:gemma-3-270m): "
                          "negative controls of another family, and with 4 trained models the law residual is measurable")
+    ap.add_argument("--other-split", action="append", default=[], metavar="TASK=PATH",
+                    help="a JSON-lines file of a task's other split, for the Min-K%% test where nothing installed "
+                         "ships one (e.g. gsm8k=train.jsonl from openai/grade-school-math); repeatable")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON instead of Markdown")
     args = ap.parse_args(argv)
 
@@ -277,14 +282,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     models.append({"name": "Random-init baseline", "source": "random:llama", "kind": "base"})
     (out / "models.yaml").write_text(yaml.safe_dump({"models": models}, sort_keys=False))
     gen = {"gsm8k", "math500", "humaneval", "mbpp"}
+    other_split = dict(o.split("=", 1) for o in args.other_split)
+    other_split = {t: str(Path(f).resolve()) for t, f in other_split.items()}
     profile = {"name": "contamination-control", "mui": {"top_ratio": 0.001, "mode": "score"},
                "lpp": {"enabled": False},
                "contamination": {"verbatim_items": args.items, "order_items": args.items, "order_permutations": 8,
                                  "reference_texts": 64, "split_items": args.items},
                "smoke_texts": 4,
-               "tasks": [{"name": t, "limit": args.items, **({"max_new_tokens": args.max_new_tokens} if t in gen else {})}
+               "tasks": [{"name": t, "limit": args.items, **({"max_new_tokens": args.max_new_tokens} if t in gen else {}),
+                          **({"other_split": other_split[t]} if t in other_split else {})}
                          for t in tasks]
-               + [{"name": n, "limit": int(k), **({"max_new_tokens": args.max_new_tokens} if n in gen else {})}
+               + [{"name": n, "limit": int(k), **({"max_new_tokens": args.max_new_tokens} if n in gen else {}),
+                   **({"other_split": other_split[n]} if n in other_split else {})}
                   for n, k in untouched]}
     (out / "profile.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     t1 = time.perf_counter()
@@ -296,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [m["name"] for m in models]
     summary = summarise(out / "run", trained, [n for n in names if "contaminated" in n],
                         ["SmolLM2-clean"] + [n for n, _ in extra], ["Random-init baseline"])
-    meta = {"items": args.items, "tasks": tasks, "untouched": [n for n, _ in untouched], "epochs": args.epochs, "extra_clean": [n for n, _ in extra],
+    meta = {"items": args.items, "tasks": tasks, "other_split": other_split, "untouched": [n for n, _ in untouched], "epochs": args.epochs, "extra_clean": [n for n, _ in extra],
             "lr": args.lr, "seed": args.seed, "finetune_s": finetune_s, "run_s": run_s}
     (out / "control.json").write_text(json.dumps({"meta": meta, **summary}, indent=1))
     (out / "control.md").write_text(markdown(summary, meta) + "\n")

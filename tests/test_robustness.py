@@ -289,6 +289,15 @@ BAD = {
     "jsonl bad JSON": (_jsonl_profile("bad.jsonl"), None, "line 2: not valid JSON"),
     "jsonl is a directory": (_jsonl_profile("adir"), None, "is a directory, not a JSON-lines file"),
     "non-utf8 jsonl": (_jsonl_profile("latin1.jsonl"), None, "line 1: not UTF-8 text (byte 0xe9)"),
+    "other split for a task that takes none": ("tasks:\n  - {name: hellaswag, other_split: bad.jsonl}\n", None,
+                                               "tasks[0].other_split: task 'hellaswag' takes no other split from a "
+                                               "file; the tasks that do: arc_challenge, arc_easy, gsm8k, mmlu"),
+    "other split file missing": ("tasks:\n  - {name: gsm8k, other_split: nope.jsonl}\n", None,
+                                 "tasks[0].other_split: "),
+    "other split not a path": ("tasks:\n  - {name: gsm8k, other_split: 3}\n", None,
+                               "tasks[0].other_split: must be the path of a JSON-lines file"),
+    "other split rows of another data": ("tasks:\n  - {name: gsm8k, other_split: missing.jsonl}\n", None,
+                                         "tasks[0].other_split (gsm8k): "),
 }
 
 

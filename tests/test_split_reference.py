@@ -274,3 +274,101 @@ def test_items_from_the_hub_take_their_other_split_from_the_hub(monkeypatch):
     arc = get_task("arc_challenge")
     assert arc.items()[0].id == "test-0" and arc.other_split()[0].id == "validation-0"
     assert ("openai/gsm8k", "main", "train") in calls and ("allenai/ai2_arc", "ARC-Challenge", "validation") in calls
+
+
+# ---------------------------------------------------------------- the other split from a user's file
+
+def _gsm8k_rows(items):
+    """GSM8K rows as openai/grade-school-math and the hub publish them (solution, then ``#### N``)."""
+    return "".join(json.dumps({"question": it.question, "answer": f"Some working.\n#### {it.answer}"}) + "\n"
+                   for it in items)
+
+
+def test_gsm8k_takes_its_other_split_from_a_file_and_never_the_hub(tmp_path, monkeypatch):
+    """Offline, GSM8K's train split can come from a JSON-lines file (openai/grade-school-math's train.jsonl,
+    or the hub's split saved with ``to_json``). CI has no copy of it, so this file holds generated word
+    problems in the published schema: what is tested is the route."""
+    import datasets
+
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("the hub was asked"))
+    from reporter.collect.plan import build_task
+    from reporter.config import TaskConfig
+
+    gsm = get_task("gsm8k")
+    evaluated, _ = select_items(gsm, 8, seed=0, shots=0)
+    rest = [Item(it.id, it.question.split("\nA. ")[0], it.choices[0]) for it in _toy(3, 40, "gen")]
+    path = tmp_path / "train.jsonl"
+    path.write_text(_gsm8k_rows(rest))
+    task = build_task(TaskConfig(name="gsm8k", limit=8, other_split=str(path)))
+    others = task.other_split()
+    assert [(o.question, o.answer) for o in others] == [(it.question, it.answer) for it in rest]
+    assert task.other_split_file == str(path) and str(path) in task.other_split_source
+    rec = collect_split_reference(tiny_lm("llama"), task, evaluated, tmp_path / "run",
+                                  ContaminationConfig(split_items=8), seed=0)
+    assert rec["n"] == 8 and rec["other_split_file"] == str(path) and rec["n_own_texts"] == 0
+    assert {p["reference_id"] for p in rec["pairs"]} <= {o.id for o in others}
+    assert split_signal(rec)["measured"]
+    # gzip-compressed works alike
+    gz = tmp_path / "train.jsonl.gz"
+    import gzip
+
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    assert [o.question for o in build_task(TaskConfig(name="gsm8k", other_split=str(gz))).other_split()] == \
+        [o.question for o in others]
+
+
+def test_the_evaluated_split_given_as_the_other_split_is_not_measurable_and_says_why(tmp_path):
+    gsm = get_task("gsm8k")
+    evaluated, _ = select_items(gsm, 6, seed=0, shots=0)
+    path = tmp_path / "test.jsonl"
+    path.write_text(_gsm8k_rows(gsm.items()[:200]))
+    gsm.use_other_split_file(str(path))
+    rec = collect_split_reference(None, gsm, evaluated, tmp_path, ContaminationConfig(split_items=6))
+    assert rec["n"] == 0 and rec["n_own_texts"] == 200
+    assert "200 of the other split's 200 texts are the task's own items" in rec["reason"]
+
+
+@pytest.mark.parametrize("name, row, fields", [
+    ("arc_challenge", {"id": "x-1", "question": "Which gas do plants take in?", "answerKey": "B",
+                       "choices": {"label": ["A", "B"], "text": ["oxygen", "carbon dioxide"]}},
+     "id, question, choices, answerKey"),
+    ("mmlu", {"question": "What is 2+2?", "subject": "elementary_mathematics", "choices": ["3", "4", "5", "6"],
+              "answer": 1}, "question, subject, choices, answer"),
+])
+def test_multiple_choice_other_splits_from_files_read_the_hub_schema(tmp_path, name, row, fields):
+    task = get_task(name)
+    path = tmp_path / "other.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    task.use_other_split_file(str(path))
+    (o,) = task.other_split()
+    want = task.items()[0]
+    assert o.choices and o.question == mc_question(o.question.split("\nA. ")[0], o.choices)
+    assert ("\nA. " in want.question) and o.answer == "B"
+    if task.stratum is not None:
+        assert task.stratum(o) == "elementary_mathematics"
+    bad = dict(row)
+    bad.pop("question")
+    path.write_text(json.dumps(row) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(UserError, match=rf"other.jsonl: line 2: missing field\(s\) question; .*needs the fields {fields}"):
+        task.other_split()
+
+
+def test_a_jsonl_task_reads_its_other_split_with_its_own_fields(tmp_path):
+    from reporter.tasks import jsonl_task
+
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps({"q": f"test {i}?", "a": str(i)}) + "\n" for i in range(6)))
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"q": f"train {i}?", "a": str(i)}) + "\n"
+                                                  for i in range(9)))
+    t = jsonl_task("faq", str(tmp_path / "test.jsonl"), "q", "a", "exact")
+    t.use_other_split_file(str(tmp_path / "train.jsonl"))
+    others = t.other_split()
+    assert [o.question for o in others] == [f"train {i}?" for i in range(9)]
+    assert len({o.id for o in others} | {i.id for i in t.items()}) == 15  # ids of the two files never collide
+    (tmp_path / "train.jsonl").write_text(json.dumps({"question": "?"}) + "\n")
+    with pytest.raises(UserError, match="line 1: missing field 'q'"):
+        t.other_split()
+
+
+def test_a_task_without_a_usable_other_split_refuses_a_file(tmp_path):
+    with pytest.raises(UserError, match="takes no other split"):
+        get_task("hellaswag").use_other_split_file(str(tmp_path / "x.jsonl"))

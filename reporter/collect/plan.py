@@ -41,6 +41,8 @@ def build_task(config: TaskConfig) -> Task:
         task = get_task(config.name)
         if config.instruction:
             task.instruction = config.instruction
+    if config.other_split:
+        task.use_other_split_file(config.other_split)
     if config.max_new_tokens:
         task.max_new_tokens = config.max_new_tokens
     if config.stop is not None:

@@ -95,7 +95,8 @@ def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir
         return read_json(path)  # type: ignore[no-any-return]
     t0 = time.perf_counter()
     base = {"n": 0, "max_items": settings.split_items, "max_tokens": SPLIT_MAX_TOKENS, "seed": seed,
-            "source": task.other_split_source, "stratified": task.stratum is not None, "pairs": []}
+            "source": task.other_split_source, "other_split_file": task.other_split_file,
+            "stratified": task.stratum is not None, "pairs": []}
     reason = None
     others: list[Item] = []
     if settings.split_items <= 0:
@@ -110,9 +111,14 @@ def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir
     pairs: list[tuple[Item, Item, str]] = []
     if reason is None:
         pairs, unmatched = split_pairs(task, items, others, settings.split_items, seed)
+        own = {it.question.strip() for it in task.items()}
+        base["n_own_texts"] = n_own = sum(o.question.strip() in own for o in others)  # left out: not another split
         if len(pairs) < MIN_ITEMS:  # the test could not be measured: spend nothing on it
             reason = (f"{len(pairs)} item(s) could be paired with the other split ({unmatched} without a partner in "
                       f"their stratum); the test needs at least {MIN_ITEMS}")
+            if others and n_own > len(others) // 2:
+                reason += (f"; {n_own} of the other split's {len(others)} texts are the task's own items: is it the "
+                           "evaluated split itself?")
     if reason is None:
         tok = lm.tokenizer
         texts = [t.question.strip() for p in pairs for t in p[:2]]

@@ -25,7 +25,7 @@ from ..metrics.mui import DEFINITIONS as MUI_DEFINITIONS
 from ..metrics.mui import MODES as MUI_MODES
 from ..registry import did_you_mean, unknown_name
 from ..store.layout import slugify
-from ..tasks import JSONL_SCORERS, TASKS
+from ..tasks import JSONL_SCORERS, TASKS, get_task
 from .files import Problems, load_yaml, read_text, short
 from .sae import MUI_UNITS, SAEConfig, parse_sae
 
@@ -49,6 +49,9 @@ class TaskConfig:
     #: evaluate only these item ids (from ``items: coreset.json`` or a list of ids); ``limit`` still caps them
     items: tuple[str, ...] | None = None
     items_from: str | None = None  # the core-set file the ids came from (recorded, never written by hand)
+    #: a JSON-lines file of the data's other split (GSM8K's train.jsonl, say), the reference of the
+    #: contamination test "Min-K% vs the other split" where nothing installed ships one
+    other_split: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The keys that were set, as plain data."""
@@ -246,6 +249,9 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
         p.add(f"{k}.name", unknown_name("task", name, TASKS))
     for key in ("limit", "shots", "max_new_tokens"):
         _int(p, f"{k}.{key}", t.get(key), 0 if key == "shots" else 1)
+    if "other_split" in t:
+        values["other_split"] = _other_split(p, f"{k}.other_split", t["other_split"], name,
+                                             t.get("type") == "jsonl", base_dir, recorded)
     if "items" in t:
         values["items"], values["items_from"] = _items(p, f"{k}.items", t["items"], name, base_dir)
         if recorded and isinstance(t.get("items_from"), str):
@@ -256,6 +262,25 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
         else:
             p.add(f"{k}.stop", "must be a list of strings")
     return TaskConfig(**values) if len(p.lines) == n0 else None
+
+
+def _other_split(p: Problems, key: str, v: Any, task: str, jsonl: bool, base_dir: Path, recorded: bool) -> str | None:
+    """``other_split:`` — the path of a JSON-lines file of the task's other split (resolved against the profile)."""
+    if not isinstance(v, str) or not v.strip():
+        p.add(key, f"must be the path of a JSON-lines file of the task's other split, got {short(v)}")
+        return None
+    path = Path(v).expanduser()
+    path = path if path.is_absolute() else (base_dir / path).resolve()
+    if recorded:
+        return str(path)
+    if not jsonl and task in TASKS and get_task(task).other_split_from_file is None:
+        takers = sorted(n for n in TASKS if get_task(n).other_split_from_file is not None)
+        p.add(key, f"task '{task}' takes no other split from a file; the tasks that do: {', '.join(takers)}, and "
+                   "jsonl tasks")
+    elif not path.is_file():
+        p.add(key, f"{path} is not a file; give a JSON-lines file (.jsonl or .jsonl.gz) of the task's other split, "
+                   "rows as the data's hub copy has them")
+    return str(path)
 
 
 def _items(p: Problems, key: str, v: Any, task: str, base_dir: Path) -> tuple[tuple[str, ...] | None, str | None]:

@@ -68,10 +68,17 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
 
 
 def check_user_data(profile: Profile) -> None:
-    """Read every ``type: jsonl`` task's file, and check every ``items:`` core set against its task,
-    now, so that their problems stop the run before a model loads.
+    """Read every ``type: jsonl`` task's file and every ``other_split:`` file, and check every ``items:``
+    core set against its task, now, so that their problems stop the run before a model loads.
     """
-    for t in profile.tasks:
+    for i, t in enumerate(profile.tasks):
+        if t.other_split:
+            read = build_task(t).other_split
+            try:
+                if read is not None:
+                    read()
+            except UserError as e:
+                raise UserError(f"tasks[{i}].other_split ({t.name}): {e}") from None
         if t.type == "jsonl" or t.items is not None:
             task = build_task(t)
             known = {i.id for i in task.items()}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import UserError
@@ -81,8 +82,30 @@ class Task:
     #: the stratum an item was split within (MMLU's subject), so that reference items are drawn
     #: from the same stratum as the item they are compared with; None = one stratum
     stratum: Callable[[Item], str] | None = None
+    #: reads the other split from a user's JSON-lines file, in the data's published (hub) schema (the
+    #: profile's ``tasks[].other_split``); None when the task takes none
+    other_split_from_file: Callable[[Path], list[Item]] | None = None
+    other_split_file: str | None = None  # the file ``other_split`` reads, once :meth:`use_other_split_file` set it
 
     _cache: list[Item] | None = field(default=None, repr=False)
+
+    def use_other_split_file(self, path: str) -> None:
+        """Take the other split from a JSON-lines file (for data whose other split ships with nothing
+        installed, such as GSM8K's train split offline).
+
+        >>> import json, tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "train.jsonl"
+        >>> _ = p.write_text(json.dumps({"question": "Tom has 3 apples...", "answer": "... #### 3"}) + "\\n")
+        >>> t = get_task("gsm8k"); t.use_other_split_file(str(p)); t.other_split()[0].answer
+        '3'
+        """
+        read = self.other_split_from_file
+        if read is None:
+            raise UserError(f"task '{self.name}' takes no other split from a file")
+        p = Path(path)
+        self.other_split = lambda: read(p)
+        self.other_split_source = f"{p} (the profile's other_split file)"
+        self.other_split_file = str(p)
 
     def items(self) -> list[Item]:
         """Every item of the task (loaded once)."""

