@@ -10,6 +10,7 @@ Usage::
 
     python benchmarks/other_split_null.py                      # Gemma-3-270M and SmolLM2, 60 pairs, seed 2027
     python benchmarks/other_split_null.py --items 30 --tasks mmlu --models smollm2-135m-instruct
+    python benchmarks/other_split_null.py --tasks gsm8k --other-split gsm8k=train.jsonl  # openai/grade-school-math's
 """
 from __future__ import annotations
 
@@ -27,7 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tasks", default="arc_challenge,arc_easy,mmlu,math500")
     ap.add_argument("--items", type=int, default=60)
     ap.add_argument("--seed", type=int, default=2027)
+    ap.add_argument("--other-split", action="append", default=[], metavar="TASK=PATH",
+                    help="a JSON-lines file of a task's other split (as a profile's tasks[].other_split); repeatable")
     args = ap.parse_args(argv)
+    files = dict(o.split("=", 1) for o in args.other_split)
 
     from reporter.analyse.contamination import split_signal
     from reporter.collect.split_reference import collect_split_reference
@@ -42,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lm = load_model(spec, run_device="cpu")
         for task in [t for t in args.tasks.split(",") if t]:
             t = get_task(task)
+            if task in files:
+                t.use_other_split_file(files[task])
             items, _ = select_items(t, args.items, seed=args.seed, shots=0)
             t0 = time.perf_counter()
             rec = collect_split_reference(lm, t, items, Path(tempfile.mkdtemp()),
