@@ -307,7 +307,9 @@ def test_gsm8k_takes_its_other_split_from_a_file_and_never_the_hub(tmp_path, mon
                                   ContaminationConfig(split_items=8), seed=0)
     assert rec["n"] == 8 and rec["other_split_file"] == str(path) and rec["n_own_texts"] == 0
     assert {p["reference_id"] for p in rec["pairs"]} <= {o.id for o in others}
-    assert split_signal(rec)["measured"]
+    sig = split_signal(rec)
+    assert sig["measured"] and f"reference: {path} (the profile's other_split file)" in sig["evidence"]
+    assert "a randomly drawn item of the other split" in sig["evidence"]  # GSM8K has no strata
     # gzip-compressed works alike
     gz = tmp_path / "train.jsonl.gz"
     import gzip

@@ -373,7 +373,8 @@ def split_signal(record: Mapping[str, Any] | None, *, k: float = MINK_K) -> dict
             "median_difference": float(np.median(d)), "benchmark_median": float(np.median(bv)),
             "reference_median": float(np.median(rv)), "source": source, "stratified": bool(record.get("stratified")),
             "item_ids": b_ids, "item_values": b, "reference_ids": r_ids, "reference_values": r, "drivers": drivers,
-            "evidence": f"Min-K% Prob (k = {k:g}) is higher than that of a same-stratum item of the other split for "
+            "evidence": f"Min-K% Prob (k = {k:g}) is higher than that of "
+                        f"{'a same-stratum' if record.get('stratified') else 'a randomly drawn'} item of the other split for "
                         f"{int(np.sum(d > 0))} of {len(d)} items (chance 50%; median difference {np.median(d):+.2f} "
                         f"nats; reference: {source})"}
 
