@@ -119,3 +119,20 @@ def test_cli_overrides_for_seed_and_device(tiny_yaml, tmp_path):
     res = json.loads((out / "results.json").read_text())
     assert {m["meta"]["device"] for m in res["models"].values()} == {"cpu"}
     assert {m["meta"]["random_seed"] for m in res["models"].values()} == {3}
+
+
+def test_an_other_split_file_counts_by_its_content_not_its_place(tmp_path):
+    """Moving the other-split file keeps a run resumable; changing what is in it does not."""
+    from reporter.run.manifest import config_hash
+
+    def h(path):
+        return config_hash({"config": {"seed": 1, "output": "x"},
+                            "profile": {"tasks": [{"name": "gsm8k", "limit": 5, "other_split": str(path)}]}})
+
+    a, b = tmp_path / "a" / "train.jsonl", tmp_path / "b" / "moved.jsonl"
+    for p in (a, b):
+        p.parent.mkdir()
+        p.write_text('{"question": "q?", "answer": "#### 1"}\n')
+    assert h(a) == h(b)
+    b.write_text('{"question": "another q?", "answer": "#### 2"}\n')
+    assert h(a) != h(b)

@@ -31,7 +31,8 @@ def config_hash(resolved: dict[str, Any]) -> str:
     """A short hash of what decides a run's results: the resolved models and profile.
 
     Where the files live (the ``profile`` path, the ``output`` directory, a task's core-set
-    file) is left out, so a run directory can be moved and resumed with its models file.
+    file) is left out, so a run directory can be moved and resumed with its models file; a
+    task's ``other_split`` file counts by its content.
 
     >>> config_hash({"config": {"seed": 1, "output": "a"}, "profile": {}}) == \\
     ...     config_hash({"config": {"seed": 1, "output": "b"}, "profile": {}})
@@ -39,11 +40,38 @@ def config_hash(resolved: dict[str, Any]) -> str:
     """
     config = {k: v for k, v in resolved["config"].items() if k not in ("profile", "output")}
     profile = dict(resolved["profile"])
-    if isinstance(profile.get("tasks"), list):  # the item ids count, not the core-set file they came from
-        profile["tasks"] = [{k: v for k, v in t.items() if k != "items_from"} if isinstance(t, dict) else t
-                            for t in profile["tasks"]]
+    if isinstance(profile.get("tasks"), list):
+        profile["tasks"] = [_task_for_hash(t) if isinstance(t, dict) else t for t in profile["tasks"]]
     blob = json.dumps({"config": config, "profile": profile}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _task_for_hash(t: dict[str, Any]) -> dict[str, Any]:
+    """A task entry as the hash sees it: the item ids count, not the core-set file they came from, and an
+    ``other_split`` file counts by its content (sha256), not by where it lies.
+    """
+    out = {k: v for k, v in t.items() if k != "items_from"}
+    if isinstance(out.get("other_split"), str):
+        out["other_split"] = file_sha256(out["other_split"]) or out["other_split"]
+    return out
+
+
+def file_sha256(path: str | Path) -> str | None:
+    """``sha256:<hex>`` of a file's bytes, or None when it cannot be read.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "f.txt"; _ = p.write_text("abc")
+    >>> file_sha256(p)[:19], file_sha256(p.with_name("missing"))
+    ('sha256:ba7816bf8f01', None)
+    """
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    return f"sha256:{h.hexdigest()}"
 
 
 def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:
