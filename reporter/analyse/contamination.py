@@ -66,7 +66,7 @@ from ..metrics.min_k import min_k_percent_prob
 from ..metrics.rank_tests import order_fisher_pvalue, order_null_pvalue
 from .numbers import finite_or_none as _f
 
-__all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
+__all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "SIGNAL_NAMES", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
            "law_residual_signal", "min_k_signal", "split_signal", "verbatim_signal", "option_order_signal",
            "apply_fdr", "combine", "assess", "MEANING"]
 
@@ -403,8 +403,9 @@ def apply_fdr(rows: Sequence[Mapping[str, dict[str, Any]]], q: float = FDR_Q) ->
     return len(tests)
 
 
-_NAMES = {"law_residual": "law residual", "min_k": "Min-K% Prob", "verbatim": "verbatim completion",
-          "option_order": "option order", "split_min_k": "Min-K% vs the other split"}
+#: what the card and the evidence sentences call each signal (the tests in TESTS order, then the descriptive one)
+SIGNAL_NAMES = {"option_order": "option order", "split_min_k": "Min-K% vs the other split",
+                "verbatim": "verbatim completion", "law_residual": "law residual", "min_k": "Min-K% Prob"}
 
 
 def _strong_alone(name: str, s: Mapping[str, Any]) -> bool:
@@ -434,9 +435,9 @@ def combine(signals: Mapping[str, dict[str, Any] | None]) -> tuple[str, str]:
         severity, head = "weak", "one test fires"
     else:
         severity, head = "none", "no test fires"
-    parts = [f"{_NAMES.get(k, k)}: {tests[k].get('evidence', '')} (adjusted p = {tests[k].get('p_adjusted', float('nan')):.2g})"
+    parts = [f"{SIGNAL_NAMES.get(k, k)}: {tests[k].get('evidence', '')} (adjusted p = {tests[k].get('p_adjusted', float('nan')):.2g})"
              for k in fired]
-    missing = [_NAMES.get(k, k) for k in tests if k not in measured]
+    missing = [SIGNAL_NAMES.get(k, k) for k in tests if k not in measured]
     text = head + (": " + "; ".join(parts) if parts else "") + "."
     if missing:
         text += f" Not measured: {', '.join(missing)}."

@@ -9,12 +9,15 @@ from importlib.resources import files
 
 import jinja2
 
+from ..analyse.contamination import SIGNAL_NAMES, TESTS
 from .format import fmt_about, fmt_num, fmt_p, fmt_p_is, fmt_pct, fmt_signed, md_escape
 from .sections import SECTIONS
 
 __all__ = ["asset", "load_template", "html_environment", "markdown_environment"]
 
 _FILTERS = dict(pct=fmt_pct, num=fmt_num, pval=fmt_p, p_is=fmt_p_is, signed=fmt_signed, about=fmt_about)
+#: names every template may use: the contamination tests in order and what each signal is called
+_GLOBALS = dict(contamination_tests=TESTS, signal_names=SIGNAL_NAMES)
 
 
 def asset(name: str) -> str:
@@ -37,6 +40,7 @@ def html_environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FunctionLoader(load_template), autoescape=True, trim_blocks=True,
                              lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(_FILTERS)
+    env.globals.update(_GLOBALS)
     return env
 
 
@@ -45,4 +49,5 @@ def markdown_environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FunctionLoader(load_template), autoescape=False, trim_blocks=True,
                              lstrip_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters.update(_FILTERS, md=md_escape)
+    env.globals.update(_GLOBALS)
     return env

@@ -68,8 +68,12 @@ def offline_then_hub(offline: Callable[[], T], hub: Callable[[], T], what: str,
                 origin["copy"] = "hub"
             return out
         except Exception as e:  # network, auth, missing dataset
-            raise UserError(f"{what}: no offline copy ({offline_err}) and the hub is unreachable "
-                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+            raise UserError(f"{what}: no offline copy ({offline_err}) and the hub is unreachable ({_why(e)})") from None
+
+
+def _why(e: Exception) -> str:
+    """An exception in one line: its type and the first line of its message."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def same_copy(origin: dict[str, str], offline: Callable[[], T], hub: Callable[[], T], what: str) -> T:
@@ -86,8 +90,7 @@ def same_copy(origin: dict[str, str], offline: Callable[[], T], hub: Callable[[]
         try:
             return hub()
         except Exception as e:  # network, auth, missing dataset
-            raise UserError(f"{what}: the hub is unreachable ({type(e).__name__}: "
-                            f"{str(e).splitlines()[0] if str(e) else ''})") from None
+            raise UserError(f"{what}: the hub is unreachable ({_why(e)})") from None
     return offline()
 
 
