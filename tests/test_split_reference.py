@@ -330,14 +330,15 @@ def test_the_evaluated_split_given_as_the_other_split_is_not_measurable_and_says
     assert "200 of the other split's 200 texts are the task's own items" in rec["reason"]
 
 
-@pytest.mark.parametrize("name, row, fields", [
+@pytest.mark.parametrize("name, row, fields, shown", [
     ("arc_challenge", {"id": "x-1", "question": "Which gas do plants take in?", "answerKey": "B",
                        "choices": {"label": ["A", "B"], "text": ["oxygen", "carbon dioxide"]}},
-     "id, question, choices, answerKey"),
+     "id, question, choices, answerKey", mc_question("Which gas do plants take in?", ["oxygen", "carbon dioxide"])),
     ("mmlu", {"question": "What is 2+2?", "subject": "elementary_mathematics", "choices": ["3", "4", "5", "6"],
-              "answer": 1}, "question, subject, choices, answer"),
+              "answer": 1}, "question, subject, choices, answer",
+     mc_question("(elementary mathematics) What is 2+2?", ["3", "4", "5", "6"])),
 ])
-def test_multiple_choice_other_splits_from_files_read_the_hub_schema(tmp_path, name, row, fields):
+def test_multiple_choice_other_splits_from_files_read_the_hub_schema(tmp_path, name, row, fields, shown):
     task = get_task(name)
     path = tmp_path / "other.jsonl"
     path.write_text(json.dumps(row) + "\n")
@@ -346,6 +347,7 @@ def test_multiple_choice_other_splits_from_files_read_the_hub_schema(tmp_path, n
     want = task.items()[0]
     assert o.choices and o.question == mc_question(o.question.split("\nA. ")[0], o.choices)
     assert ("\nA. " in want.question) and o.answer == "B"
+    assert o.question == shown  # shown exactly as the task shows its own items
     if task.stratum is not None:
         assert task.stratum(o) == "elementary_mathematics"
     bad = dict(row)
