@@ -72,21 +72,21 @@ def check_user_data(profile: Profile) -> None:
     core set against its task, now, so that their problems stop the run before a model loads.
     """
     for i, t in enumerate(profile.tasks):
-        if t.other_split:
-            read = build_task(t).other_split
-            try:
-                if read is not None:
-                    read()
-            except UserError as e:
-                raise UserError(f"tasks[{i}].other_split ({t.name}): {e}") from None
+        if not (t.type == "jsonl" or t.items is not None or t.other_split):
+            continue
+        task = build_task(t)
         if t.type == "jsonl" or t.items is not None:
-            task = build_task(t)
-            known = {i.id for i in task.items()}
+            known = {it.id for it in task.items()}
             if t.items is not None and not set(t.items) <= known:
                 missing = sorted(set(t.items) - known)
                 raise UserError(f"task '{t.name}': items: {len(missing)} of its {len(t.items)} item ids are not items "
                                 f"of the task (first: {missing[0]!r}); was {t.items_from or 'the list'} written for "
                                 "this task?")
+        if t.other_split and task.other_split is not None:
+            try:
+                task.other_split()
+            except UserError as e:
+                raise UserError(f"tasks[{i}].other_split ({t.name}): {e}") from None
 
 
 def create_run_dir(root: Path) -> None:
