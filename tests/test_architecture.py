@@ -1,4 +1,4 @@
-"""The seams of the architecture: analyse and render without torch, the registry, the README's schema."""
+"""The seams of the architecture: analyse and render without torch, the registry, the generated schema reference."""
 from __future__ import annotations
 
 import json
@@ -111,11 +111,36 @@ def test_every_registry_name_lookup_uses_the_one_helper():
 
 # --- the schema ---------------------------------------------------------------------------------
 
-def test_readme_schema_tables_are_schema_py():
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- schema:begin -->\n(.*?)<!-- schema:end -->", readme, re.S)
-    assert block, "README.md has no schema block; paste the output of `python -m reporter.schema`"
-    assert block.group(1) == schema.markdown()
+def _docs_hooks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_docs_results_json_reference_is_generated_from_the_schema():
+    import yaml
+
+    hooks = _docs_hooks()
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    assert "docs/hooks.py" in site["hooks"], "mkdocs.yml no longer runs docs/hooks.py: the reference would be empty"
+    assert "reference/results-json.md" in str(site["nav"])
+    page = (ROOT / "docs" / "reference" / "results-json.md").read_text()
+    assert page.count(hooks.SCHEMA_MARK) == 1, "the results.json page lost its <!-- schema --> marker"
+    assert "| key | type | required |" not in page, "the results.json page keeps a hand-made copy of the tables"
+    built = hooks.on_page_markdown(page, page=None, config=None, files=None)
+    block = re.search(r"<!-- schema:begin -->\n(.*?)<!-- schema:end -->", built, re.S)
+    assert block, "docs/hooks.py did not put the schema tables into the results.json page"
+    assert block.group(1) == schema.markdown(level=hooks.SCHEMA_LEVEL)
+    assert [f"## `{td.__name__}`" for td in schema.DOCUMENTS] == re.findall(r"^## `\w+`", block.group(1), re.M)
+    assert "#### `Results`" in schema.markdown()  # `python -m reporter.schema` keeps its own heading level
+    # the architecture page's contracts are pyproject's, every one of them
+    contracts = hooks.tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    arch = hooks.on_page_markdown((ROOT / "docs" / "architecture.md").read_text(), page=None, config=None, files=None)
+    assert hooks.CONTRACTS_MARK not in arch
+    assert all(f"**{c['name']}**" in arch for c in contracts) and len(contracts) >= 4
 
 
 def test_schema_validates_real_results_and_names_the_bad_key(finished_run):

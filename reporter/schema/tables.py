@@ -1,4 +1,8 @@
-"""The README's schema tables (:func:`markdown`), generated from the document types."""
+"""The schema tables of the docs' results.json reference (:func:`markdown`), generated from the document types.
+
+``python -m reporter.schema`` prints them; ``docs/hooks.py`` puts them into ``docs/reference/results-json.md``
+when the site is built, so the reference is never kept by hand.
+"""
 # no ``from __future__ import annotations``: the tables read live Required[...] markers
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -49,15 +53,19 @@ def _public_name(tp: Any) -> str:
     return str(tp)
 
 
-def markdown() -> str:
-    """The schema as Markdown tables, one per document (what the README shows).
+def markdown(level: int = 4) -> str:
+    """The schema as Markdown tables, one per document, each under a heading of ``level`` (what the docs show).
 
     >>> print(markdown().splitlines()[0])
     #### `Results`
+    >>> print(markdown(level=2).splitlines()[0])
+    ## `Results`
     """
+    if not 1 <= level <= 6:
+        raise ValueError(f"a Markdown heading level is 1 to 6, got {level}")
     out = []
     for td in DOCUMENTS:
-        out.append(f"#### `{td.__name__}`\n")
+        out.append(f"{'#' * level} `{td.__name__}`\n")
         out.append((td.__doc__ or "").strip().splitlines()[0] + "\n")
         out.append("| key | type | required |\n| --- | --- | --- |")
         required = td.__required_keys__
