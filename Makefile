@@ -13,7 +13,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 SYSTEM_PKGS := chromium poppler-utils fonts-dejavu-core
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint venv install assets system-deps clean
+.PHONY: demo test lint docs venv install assets system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,7 @@ test: venv system-deps
 	$(PIP) install -e '.[test]'
 	$(PIP) install --no-deps $(DEMO_ASSETS)
 	$(MAKE) lint
+	$(MAKE) docs
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # Static checks (part of `make test`): style and docstrings, types, the import-layer contracts.
@@ -47,6 +48,11 @@ lint:
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# The documentation site (part of `make test`): fails on a broken link, a missing anchor or a page outside nav.
+# Not -q: with --quiet, mkdocs 1.6 does not count warnings and --strict passes anyway.
+docs:
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d build/site
 
 clean:
 	rm -rf $(VENV) build *.egg-info
