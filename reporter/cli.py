@@ -237,5 +237,33 @@ def validate(file):
                f"{prof.name or cfg.profile}, {len(prof.tasks)} task{'s' if len(prof.tasks) != 1 else ''})")
 
 
+@main.command()
+@click.argument("document", default="results", metavar="[DOCUMENT]")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the schema to this file instead of stdout.")
+def schema(document, output):
+    """Print the JSON Schema (draft 2020-12) of results.json (default), compare.json or an artifact.
+
+    summary is a task's summary.json; lpp, model and smoke are a model's lpp.json, model.json and
+    smoke.json; validation is a task's validation.json; all bundles every one. The package ships the
+    same files (reporter/data/DOCUMENT.schema.json); analyse checks each results.json it writes against it.
+
+    \b
+    Examples:
+      reporter schema > results.schema.json
+      reporter schema compare -o compare.schema.json
+    """
+    from .schema.published import DOCUMENTS, schema_text
+
+    if document not in (*DOCUMENTS, "all"):
+        _fail(UserError(f"reporter schema: no document '{document}'; choose one of {', '.join([*DOCUMENTS, 'all'])}"))
+    text = schema_text(document)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"{document}: {output}", err=True)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

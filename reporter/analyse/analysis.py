@@ -27,7 +27,7 @@ import numpy as np
 
 from ..metrics.min_k import question_logprobs
 from ..metrics.mui import LEGACY_DEFINITION
-from ..schema import is_untrained
+from ..schema import check_document, is_untrained
 from ..store.atomic import read_json, write_json
 from ..store.layout import (
     CORESET,
@@ -419,6 +419,7 @@ def write_analysis(run_dir: str | Path, **kwargs) -> dict:
     results = read_json(rd.results)
     if results is None:
         results = build_results(run_dir)
+        check_document(results)
         write_json(rd.results, results)
     analysis = analyse(run_dir, **kwargs)
     results["analysis"] = analysis
@@ -426,5 +427,6 @@ def write_analysis(run_dir: str | Path, **kwargs) -> dict:
         write_json(rd.coreset, coreset_document(analysis["coreset"]["tasks"], results.get("run") or {}))
     else:
         rd.coreset.unlink(missing_ok=True)
+    check_document(results)  # the published schema (reporter/data/results.schema.json), at the boundary
     write_json(rd.results, results)
     return analysis

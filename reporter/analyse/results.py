@@ -15,7 +15,7 @@ from typing import Any
 from ..config import Profile
 from ..errors import UserError
 from ..metrics.stats import ALPHA, all_pairs, holm
-from ..schema import SCHEMA_VERSION
+from ..schema import SCHEMA_VERSION, check_document
 from ..store.atomic import read_json, write_json
 from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, slugify
 from ..store.samples import read_samples
@@ -98,5 +98,6 @@ def comparisons(per_item: dict[str, dict[str, dict[str, float]]], *, seed: int) 
 def write_results(run_dir: str | Path) -> dict[str, Any]:
     """Build results.json from the artifacts and write it (without the analysis section)."""
     res = build_results(run_dir)
+    check_document(res)  # the published schema (reporter/data/results.schema.json), at the boundary
     write_json(RunDir(run_dir).results, res)
     return res

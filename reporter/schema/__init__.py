@@ -1,8 +1,9 @@
 """The types at the stage seams: ``summary.json``, ``lpp.json`` and ``results.json``.
 
-Three modules with one job each: :mod:`~reporter.schema.documents` (the TypedDicts),
-:mod:`~reporter.schema.check` (:func:`validate`) and :mod:`~reporter.schema.tables`
-(:func:`markdown`); everything is importable from ``reporter.schema``.
+Four modules with one job each: :mod:`~reporter.schema.documents` (the TypedDicts),
+:mod:`~reporter.schema.check` (:func:`validate`), :mod:`~reporter.schema.tables`
+(:func:`markdown`) and :mod:`~reporter.schema.published` (the published JSON Schema:
+:func:`json_schema`, :func:`check_document`); everything is importable from ``reporter.schema``.
 
 Each document is a :class:`~typing.TypedDict`; :func:`validate` checks a loaded JSON value
 against one and normalises it for the renderer: a missing or null optional key becomes
@@ -23,4 +24,6 @@ from .check import validate as validate
 from .documents import *  # noqa: F403  (every document type)
 from .documents import SCHEMA_VERSION as SCHEMA_VERSION
 from .documents import is_untrained as is_untrained
+from .published import check_document as check_document
+from .published import json_schema as json_schema
 from .tables import markdown as markdown

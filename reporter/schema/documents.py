@@ -126,7 +126,10 @@ class TaskSummary(TypedDict, total=False):
     source: str
     description: str
     mean_response_tokens: float
-    collection: str
+    #: "fused" (the collectors rode generation) or "teacher-forced" (one pass after it)
+    collection: Literal["fused", "teacher-forced"]
+    #: why a task that asked for the fused path ran the teacher-forced pass instead
+    collection_fallback: str
     mui: float
     mui_per_layer: list[float]
     mui_settings: MUISettings
@@ -399,6 +402,8 @@ class ContaminationRow(TypedDict, total=False):
 
 
 class _OverlapShape(TypedDict, total=False):
+    """Task × task overlap of key-neuron unions: a square matrix, one row and column per task."""
+
     tasks: Required[list[str]]
     matrix: Required[list[list[float]]]
     matrix_kind: str
@@ -418,6 +423,8 @@ def _same_length(v: dict, where: str, _validate: Callable[..., Any]) -> dict:
 
 
 class _SaturationShape(TypedDict, total=False):
+    """The key-neuron union of a task as samples are added (``n`` and ``union`` of equal length)."""
+
     n: Required[list[float]]
     union: Required[list[float]]
     n95: float
@@ -622,6 +629,111 @@ class Results(TypedDict, total=False):
     analysis: Analysis
 
 
+# --- compare.json ----------------------------------------------------------------------------------
+
+class RunSide(TypedDict, total=False):
+    """One side of a comparison: the run directory and its ``run`` block."""
+
+    dir: Required[str]
+    name: Required[str]
+    created: str
+    config_hash: str
+    profile: str
+    reporter_version: str
+    seed: int
+
+
+class Pair(TypedDict):
+    """A model of the base run paired with a model of the new run."""
+
+    base: str
+    new: str
+
+
+class Unpaired(TypedDict, total=False):
+    """The models of each run that were not paired, so not compared."""
+
+    base: list[str]
+    new: list[str]
+
+
+class MUIDelta(TypedDict, total=False):
+    """The MUI of one task in both runs (only when they recorded the same MUI settings)."""
+
+    base: Required[float]
+    new: Required[float]
+    delta: Required[float]
+    definition: str
+    n_samples: int
+
+
+class SeverityChange(TypedDict, total=False):
+    """The contamination verdict of one task in both runs (null: not measured) and how it moved."""
+
+    base: Literal["strong", "weak", "none"]
+    new: Literal["strong", "weak", "none"]
+    change: Required[Literal["new", "cleared", "changed", "unchanged", "not measured"]]
+
+
+class ComparisonRow(TypedDict, total=False):
+    """One paired model and task: the score change new − base on the items both runs answered."""
+
+    base_model: Required[str]
+    new_model: Required[str]
+    task: Required[str]
+    n: Required[int]
+    base_score: Fraction
+    new_score: Fraction
+    delta: Required[float]
+    ci_low: float
+    ci_high: float
+    ci_method: str
+    test: str
+    p_value: float
+    n_regressed: int
+    n_improved: int
+    reference: bool
+    mui: MUIDelta
+    contamination: SeverityChange
+    p_holm: float
+    significant: bool
+    status: Required[Literal["regression", "improvement", "no significant change"]]
+
+
+class MetricDelta(TypedDict):
+    """One LPP number in both runs."""
+
+    base: float
+    new: float
+    delta: float
+
+
+class LPPDelta(TypedDict, total=False):
+    """The LPP signature deltas of one paired model, or why they are not compared."""
+
+    base_model: Required[str]
+    new_model: Required[str]
+    compared: Required[bool]
+    reason: str
+    metrics: dict[str, MetricDelta]
+
+
+class CompareDocument(TypedDict, total=False):
+    """``compare.json``: what changed between two runs (``reporter compare BASE NEW``)."""
+
+    version: Required[int]
+    alpha: float
+    family: int
+    base: RunSide
+    new: RunSide
+    pairs: list[Pair]
+    unpaired: Unpaired
+    failures: list[str]
+    rows: Required[list[ComparisonRow]]
+    lpp: list[LPPDelta]
+    notes: list[str]
+
+
 #: the documents of the README's schema section, in reading order
 DOCUMENTS: tuple[Any, ...] = (Results, RunInfo, ModelResult, ModelMeta, Smoke, TaskSummary, MUISettings, SAESettings,
                               SAEInfo, TopFeature, Calibration, ARMetrics,
@@ -629,6 +741,9 @@ DOCUMENTS: tuple[Any, ...] = (Results, RunInfo, ModelResult, ModelMeta, Smoke, T
                               Law, LawFit, NoFit, LawPoint, Excluded, Fairness, FairRow, Ranking, RankRow, LeaderDiff,
                               Reference, NotRanked, ChanceTest, Ties, Power, PowerRow, ContaminationRow, Signal,
                               Diversity, Advice, CoreSet, CoreSetExport, Training, TrainingPoint)
+#: the types of compare.json, in reading order
+COMPARE_DOCUMENTS: tuple[Any, ...] = (CompareDocument, RunSide, Pair, Unpaired, ComparisonRow, MUIDelta, SeverityChange,
+                                      LPPDelta, MetricDelta)
 
 
 # --- shared facts about the documents ------------------------------------------------------------
