@@ -24,7 +24,11 @@ def _fail(e: UserError) -> NoReturn:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="reporter")
-def main() -> None:
+@click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
+              help="Import MODULE (a module name or a .py file) first: the collectors, tasks, card sections and "
+                   "model sources it registers join the built-in ones. Repeatable. Installed packages' plugins "
+                   "(entry points) need no option.")
+def main(plugins: tuple[str, ...] = ()) -> None:
     """Compare LLMs by benchmarks and by what happens inside them; write a model card.
 
     \b
@@ -34,6 +38,13 @@ def main() -> None:
 
     Each command has its own example: reporter COMMAND --help.
     """
+    from .registry import import_plugin
+
+    for module in plugins:
+        try:
+            import_plugin(module)
+        except UserError as e:
+            _fail(e)
 
 
 @main.command()

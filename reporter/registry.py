@@ -1,6 +1,6 @@
 """One generic registry for everything that is looked up by name.
 
-Tasks, scorers, architecture adapters, collectors and card sections are each a
+Tasks, scorers, architecture adapters, collectors, card sections and model sources are each a
 :class:`Registry`: entries are registered with a decorator, a second, different entry under
 a taken name is an error, and an unknown name gets one "did you mean" message from
 :func:`unknown_name` (the same helper every validation message uses).
@@ -14,15 +14,35 @@ a taken name is an error, and an unknown name gets one "did you mean" message fr
 >>> colours.get("rde")
 Traceback (most recent call last):
 reporter.errors.UserError: unknown colour 'rde' (did you mean 'red'?); available: red
+
+**Installed plugins.** A registry made with an ``entry_point_group`` also holds the entry points
+of that group (``importlib.metadata.entry_points(group=...)``) of every installed package,
+loaded lazily: on the first lookup or listing, never at import. A broken one (its import
+fails, it is not of the registry's type, its name is taken) is one warning line on stderr
+naming its package and entry point, and the registry goes on without it. The four plugin
+groups are :data:`PLUGIN_GROUPS`; a plugin declares its profile settings (a dataclass read from
+the profile's ``plugins.<name>``) as its ``settings`` attribute, gathered by
+:func:`declared_settings`.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
-from typing import Callable, Generic, Iterable, Iterator, TypeVar
+import sys
+from importlib import metadata
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import UserError
 
 T = TypeVar("T")
+
+#: the entry-point groups installed packages add plugins through, with the kind of plugin each holds
+PLUGIN_GROUPS = {
+    "reporter.collectors": "collector",
+    "reporter.tasks": "task",
+    "reporter.sections": "card section",
+    "reporter.sources": "model source",
+}
 
 
 def did_you_mean(word: str, candidates: Iterable[str], *, prefix: str = "") -> str:
@@ -52,6 +72,157 @@ def unknown_name(kind: str, name: str, candidates: Iterable[str], *, prefix: str
             + ", ".join(f"{prefix}{n}" for n in shown))
 
 
+# -- installed plugins (entry points)
+
+#: every warning line printed, so that a broken plugin is reported once per process
+_WARNED: set[str] = set()
+#: each plugin group's entry points, loaded once: ``(entry point, object)``, or the exception loading it raised
+_GROUPS: dict[str, list[tuple[metadata.EntryPoint, Any, BaseException | None]]] = {}
+#: the registry that holds each plugin group
+_BY_GROUP: dict[str, "Registry[Any]"] = {}
+
+
+def plugin_origin(ep: metadata.EntryPoint) -> str:
+    """How a warning names an entry point: its package (distribution) and its ``name = module:attr`` line.
+
+    >>> ep = metadata.EntryPoint("toy", "toy_pkg:Toy", "reporter.collectors")
+    >>> plugin_origin(ep)
+    "entry point 'toy = toy_pkg:Toy' (reporter.collectors) of an unknown package"
+    """
+    dist = getattr(ep, "dist", None)
+    package = f"package '{dist.name}' {dist.version}" if dist is not None else "an unknown package"
+    return f"entry point '{ep.name} = {ep.value}' ({ep.group}) of {package}"
+
+
+def plugin_warning(kind: str, name: str, origin: str, why: BaseException | str) -> None:
+    """Print the one warning line of a plugin that is skipped (once per process).
+
+    >>> import contextlib, io
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     plugin_warning("collector", "toy", "entry point 'toy = toy:T'", ImportError("No module named 'numpyy'"))
+    >>> err.getvalue()
+    "warning: skipped the collector plugin 'toy' (entry point 'toy = toy:T'): ImportError: No module named 'numpyy'\\n"
+    """
+    if isinstance(why, BaseException):
+        text = str(why).strip().splitlines()
+        why = f"{type(why).__name__}: {text[0][:300]}" if text else type(why).__name__
+    line = f"warning: skipped the {kind} plugin '{name}' ({origin}): {why}"
+    if line not in _WARNED:
+        _WARNED.add(line)
+        print(line, file=sys.stderr, flush=True)
+
+
+def _load_group(group: str) -> list[tuple[metadata.EntryPoint, Any, BaseException | None]]:
+    """Import every installed entry point of ``group``, once; a failure is kept, not raised."""
+    if group not in _GROUPS:
+        _GROUPS[group] = []  # set first: a plugin that looks a registry up while it is imported sees no loop
+        loaded = []
+        for ep in sorted(metadata.entry_points(group=group), key=lambda e: e.name):
+            try:
+                loaded.append((ep, ep.load(), None))
+            except Exception as e:  # a broken plugin never stops the run
+                loaded.append((ep, None, e))
+        _GROUPS[group] = loaded
+    return _GROUPS[group]
+
+
+def check_settings(owner: str, settings: Any) -> None:
+    """Raise :class:`TypeError` unless ``settings`` is None or a dataclass whose every field has a default.
+
+    >>> @dataclasses.dataclass
+    ... class Good:
+    ...     window: int = 4
+    >>> check_settings("toy", Good)
+    >>> check_settings("toy", dict)
+    Traceback (most recent call last):
+    TypeError: toy: settings must be a dataclass (every field with a default), got dict
+    """
+    if settings is None:
+        return
+    if not (isinstance(settings, type) and dataclasses.is_dataclass(settings)):
+        got = settings.__name__ if isinstance(settings, type) else type(settings).__name__
+        raise TypeError(f"{owner}: settings must be a dataclass (every field with a default), got {got}")
+    required = [f.name for f in dataclasses.fields(settings)
+                if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if required:
+        raise TypeError(f"{owner}: every field of its settings {settings.__name__} needs a default "
+                        f"(not: {', '.join(required)})")
+
+
+def declared_settings() -> dict[str, type]:
+    """Each plugin's settings dataclass by plugin name, over the four plugin kinds (installed or in-process).
+
+    Loads the installed plugins of every group in :data:`PLUGIN_GROUPS`. Two plugins of
+    different kinds may share a name and one settings class; two different classes under one
+    name keep the first, with one warning.
+
+    >>> isinstance(declared_settings(), dict)
+    True
+    """
+    out: dict[str, type] = {}
+    for group in PLUGIN_GROUPS:
+        _load_group(group)  # importing a plugin module also imports (so creates) the registry it adds to
+    for group, registry in list(_BY_GROUP.items()):
+        for name, entry in registry.items():
+            cls = getattr(entry, "settings", None)
+            if cls is None:
+                continue
+            if name in out and out[name] is not cls:
+                plugin_warning(registry.kind, name, registry.origin(name),
+                               f"its settings {cls.__name__} clash with {out[name].__name__}, declared by another "
+                               f"plugin named '{name}'; the profile's plugins.{name} is read as the latter")
+                continue
+            out[name] = cls
+    return out
+
+
+def import_plugin(module: str) -> Any:
+    """Import a module that registers plugins in-process (``reporter --plugin MODULE``): a dotted module name
+    (looked for in the current directory too) or the path of a ``.py`` file.
+
+    A module that cannot be imported is a :class:`UserError` (it was asked for by name, unlike an installed
+    plugin, which is skipped with a warning).
+
+    >>> import_plugin("reporter.errors").__name__
+    'reporter.errors'
+    >>> import_plugin("no_such_plugin_module")
+    Traceback (most recent call last):
+    reporter.errors.UserError: --plugin no_such_plugin_module: cannot import it (ModuleNotFoundError: No module named 'no_such_plugin_module')
+    """
+    import importlib
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    try:
+        if module.endswith(".py") or os.sep in module:
+            path = Path(module).expanduser().resolve()
+            if not path.is_file():
+                raise UserError(f"--plugin {module}: no such file ({path})")
+            name = f"reporter_plugin_{path.stem}"
+            if getattr(sys.modules.get(name), "__file__", None) == str(path):  # imported once per process
+                return sys.modules[name]
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise UserError(f"--plugin {module}: not a Python file")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+            return mod
+        sys.path.insert(0, os.getcwd())
+        try:
+            return importlib.import_module(module)
+        finally:
+            sys.path.remove(os.getcwd())
+    except UserError:
+        raise
+    except Exception as e:
+        text = str(e).strip().splitlines()
+        raise UserError(f"--plugin {module}: cannot import it ({type(e).__name__}"
+                        f"{': ' + text[0][:300] if text else ''})") from None
+
+
 class Registry(Generic[T]):
     """Named entries of one kind, in registration order.
 
@@ -62,16 +233,36 @@ class Registry(Generic[T]):
     ValueError: number 'one' is already registered
     >>> "one" in r, r.names()
     (True, ['one'])
+
+    With ``entry_point_group``, the installed entry points of that group join on the first lookup or
+    listing (:meth:`get`, :meth:`names`, :meth:`items`, ``in``, iteration, ``len``), after the
+    entries registered in-process; ``load(name, obj)`` turns a loaded object into an entry (and
+    raises :class:`TypeError` or :class:`ValueError` for one of the wrong type). An in-process
+    registration takes a name from an installed plugin, with a warning.
+
+    >>> plugins = Registry[int]("number", entry_point_group="reporter.no-such-group")
+    >>> plugins.names()
+    []
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, entry_point_group: str | None = None,
+                 load: Callable[[str, Any], T] | None = None) -> None:
         self.kind = kind
+        self.entry_point_group = entry_point_group
+        self._load = load
         self._entries: dict[str, T] = {}
+        self._origins: dict[str, str] = {}  # the entry point of each entry an installed plugin added
+        self._loaded = entry_point_group is None
+        if entry_point_group is not None:
+            _BY_GROUP[entry_point_group] = self
 
     def add(self, name: str, entry: T) -> None:
         """Register ``entry`` under ``name``; re-registering the very same entry is allowed."""
         if name in self._entries and self._entries[name] is not entry:
-            raise ValueError(f"{self.kind} '{name}' is already registered")
+            origin = self._origins.pop(name, None)
+            if origin is None:
+                raise ValueError(f"{self.kind} '{name}' is already registered")
+            plugin_warning(self.kind, name, origin, f"the name is taken by the {self.kind} registered in-process")
         self._entries[name] = entry
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -86,9 +277,47 @@ class Registry(Generic[T]):
     def remove(self, name: str) -> None:
         """Forget ``name`` (for plugins defined by a test)."""
         self._entries.pop(name, None)
+        self._origins.pop(name, None)
+
+    def load_plugins(self) -> None:
+        """Add the installed plugins of :attr:`entry_point_group` (once; every lookup calls it).
+
+        Each broken plugin is one warning line on stderr (see :func:`plugin_warning`) and is left out.
+
+        >>> Registry[int]("number").load_plugins()  # no group: nothing to load
+        """
+        if self._loaded or self.entry_point_group is None:
+            return
+        self._loaded = True  # first: a plugin that looks this registry up while it loads sees no loop
+        for ep, obj, error in _load_group(self.entry_point_group):
+            origin = plugin_origin(ep)
+            if error is None:
+                try:
+                    obj = self._load(ep.name, obj) if self._load is not None else obj
+                except (TypeError, ValueError) as e:
+                    error = e
+            if error is not None:
+                plugin_warning(self.kind, ep.name, origin, error)
+            elif ep.name in self._entries and self._entries[ep.name] is not obj:
+                taken = self._origins.get(ep.name)
+                plugin_warning(self.kind, ep.name, origin,
+                               f"the name is taken by the {taken}" if taken else
+                               f"the name is taken by a built-in {self.kind}")
+            else:
+                self._entries[ep.name] = obj
+                self._origins[ep.name] = origin
+
+    def origin(self, name: str) -> str:
+        """Where entry ``name`` came from: an installed plugin's entry point, or ``registered in-process``.
+
+        >>> r = Registry[int]("number"); r.add("one", 1); r.origin("one")
+        'registered in-process'
+        """
+        return self._origins.get(name, "registered in-process")
 
     def get(self, name: str) -> T:
         """The entry registered as ``name``; a :class:`UserError` naming the closest match otherwise."""
+        self.load_plugins()
         try:
             return self._entries[name]
         except KeyError:
@@ -96,17 +325,22 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """Registered names in registration order."""
+        self.load_plugins()
         return list(self._entries)
 
     def items(self) -> list[tuple[str, T]]:
         """``(name, entry)`` pairs in registration order."""
+        self.load_plugins()
         return list(self._entries.items())
 
     def __contains__(self, name: object) -> bool:
+        self.load_plugins()
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
+        self.load_plugins()
         return iter(list(self._entries))
 
     def __len__(self) -> int:
+        self.load_plugins()
         return len(self._entries)

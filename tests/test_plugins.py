@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -20,8 +22,11 @@ from reporter.card.render import render
 from reporter.card.sections import SECTIONS, Section, register_section
 from reporter.cli import main
 from reporter.collect.collectors import COLLECTORS, CollectorPlugin, register_collector
+from reporter.config import Profile
+from reporter.errors import ConfigError
 from reporter.instrument.hooked_pass import PassBatch, hooked_pass
 from reporter.models.adapters import get_adapter
+from reporter.run.manifest import config_hash
 from reporter.store.atomic import read_json, write_json
 
 from .conftest import tiny_model
@@ -145,3 +150,79 @@ def test_a_section_defined_here_renders_or_says_why_not(tmp_path):
     finally:
         SECTIONS.remove("toy")
         SECTIONS.remove("quiet")
+
+
+@dataclass(frozen=True)
+class ScaleSettings:
+    scale: float = 1.0
+    layers: Literal["all", "last"] = "all"
+    skip: tuple[int, ...] = ()
+
+
+class ScaledPlugin(CollectorPlugin):
+    name = "toy_scaled"
+    settings = ScaleSettings
+
+
+@pytest.fixture
+def scaled_plugin():
+    register_collector(ScaledPlugin)
+    yield
+    COLLECTORS.remove("toy_scaled")
+
+
+def test_a_plugins_settings_are_parsed_recorded_and_hashed(scaled_plugin):
+    tasks = ["arc_easy"]
+    prof = Profile.from_dict({"tasks": tasks, "plugins": {"toy_scaled": {"scale": 2, "skip": [0, 1]}}})
+    assert prof.plugin_settings("toy_scaled") == ScaleSettings(scale=2.0, skip=(0, 1))  # typed, with defaults
+    assert prof.to_dict()["plugins"] == {"toy_scaled": {"scale": 2.0, "layers": "all", "skip": (0, 1)}}
+    recorded = Profile.from_dict(json.loads(json.dumps(prof.to_dict())), recorded=True)  # as a manifest reads it
+    assert recorded.plugin_settings("toy_scaled") == prof.plugin_settings("toy_scaled")
+    assert Profile.from_dict({"tasks": tasks}).plugin_settings("toy_scaled") == ScaleSettings()  # not given: defaults
+    assert "plugins" not in Profile.from_dict({"tasks": tasks}).to_dict()  # nothing new in an old profile's hash
+
+    def hashed(p):
+        return config_hash({"config": {"seed": 1}, "profile": p.to_dict()})
+
+    other = Profile.from_dict({"tasks": tasks, "plugins": {"toy_scaled": {"scale": 3}}})
+    assert len({hashed(prof), hashed(other), hashed(Profile.from_dict({"tasks": tasks}))}) == 3
+    with pytest.raises(ConfigError, match="plugin 'toy_layer_norm' declares no settings"):
+        prof.plugin_settings("toy_layer_norm")
+
+
+def test_a_plugins_settings_are_checked_with_one_line_each(scaled_plugin):
+    bad = {"scale": "x", "layers": "first", "skip": [0, "a"], "scael": 1}
+    with pytest.raises(ConfigError) as e:
+        Profile.from_dict({"tasks": ["arc_easy"], "plugins": {"toy_scaled": bad, "toy_scalde": {}}}, "p.yaml")
+    assert e.value.lines == [
+        "p.yaml: plugins.toy_scaled.scael: unknown key 'scael' (did you mean 'scale'?); valid keys: scale, layers, skip",
+        "p.yaml: plugins.toy_scaled.scale: must be a number, got 'x'",
+        "p.yaml: plugins.toy_scaled.layers: 'first' is not valid; use one of all, last",
+        "p.yaml: plugins.toy_scaled.skip: item 1 must be an integer, got 'a'",
+        "p.yaml: plugins.toy_scalde: unknown plugin 'toy_scalde' (did you mean 'toy_scaled'?); plugins with settings: "
+        "toy_scaled",
+    ]
+    with pytest.raises(ConfigError, match=r"p.yaml: plugins: must be a mapping of plugin name to its settings"):
+        Profile.from_dict({"tasks": ["arc_easy"], "plugins": ["toy_scaled"]}, "p.yaml")
+
+
+def test_a_plugin_module_given_on_the_command_line_registers_its_plugins(tmp_path):
+    (tmp_path / "my_plugins.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from reporter.collect.collectors import CollectorPlugin, register_collector\n\n"
+        "@dataclass(frozen=True)\nclass Settings:\n    window: int = 4\n\n"
+        "@register_collector\nclass FilePlugin(CollectorPlugin):\n    name, settings = 'toy_file', Settings\n")
+    (tmp_path / "models.yaml").write_text(f"profile: {tmp_path / 'profile.yaml'}\nmodels:\n"
+                                          "  - {name: tiny, source: 'random:llama'}\n")
+    try:
+        for window, code, said in (("8", 0, "models.yaml: OK (1 model"),
+                                   ("wide", 2, "plugins.toy_file.window: must be an integer, got 'wide'")):
+            (tmp_path / "profile.yaml").write_text(f"plugins: {{toy_file: {{window: {window}}}}}\ntasks: [arc_easy]\n")
+            r = CliRunner().invoke(main, ["--plugin", str(tmp_path / "my_plugins.py"), "validate",
+                                          str(tmp_path / "models.yaml")])
+            assert r.exit_code == code and said in r.output, r.output
+    finally:
+        COLLECTORS.remove("toy_file")
+    r = CliRunner().invoke(main, ["--plugin", "no_such_plugin_module", "validate", str(tmp_path / "models.yaml")])
+    assert r.exit_code == 2 and r.output.strip() == ("error: --plugin no_such_plugin_module: cannot import it "
+                                                     "(ModuleNotFoundError: No module named 'no_such_plugin_module')")

@@ -56,8 +56,27 @@ class Section:
         return self.missing or f"{self.title}: not measured in this run ({absent[0]} is missing from the results)."
 
 
-#: card sections by name
-SECTIONS: Registry[Section] = Registry("card section")
+def _plugin_section(name: str, obj: Any) -> Section:
+    """An installed card section (entry-point group ``reporter.sections``): a :class:`Section` named like
+    its entry point, with its Jinja ``source`` inline (a plugin ships no file into reporter's templates).
+
+    >>> _plugin_section("toy", Section("toy", "Toy", source="<p>toy</p>")).title
+    'Toy'
+    >>> _plugin_section("toy", Section("toy", "Toy", template="toy.j2"))
+    Traceback (most recent call last):
+    ValueError: an installed section gives its template as source= (Jinja text), not template='toy.j2'
+    """
+    if not isinstance(obj, Section):
+        raise TypeError(f"{obj!r} is not a reporter.card.sections.Section")
+    if obj.name != name:
+        raise ValueError(f"the entry point is named '{name}' but its section is named {obj.name!r}")
+    if obj.source is None:
+        raise ValueError(f"an installed section gives its template as source= (Jinja text), not template={obj.template!r}")
+    return obj
+
+
+#: card sections by name (installed ones, entry-point group ``reporter.sections``, after the built-in ones)
+SECTIONS: Registry[Section] = Registry("card section", entry_point_group="reporter.sections", load=_plugin_section)
 
 
 def register_section(section: Section) -> Section:

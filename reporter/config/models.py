@@ -26,6 +26,7 @@ from ..registry import Registry, unknown_name
 from ..store.layout import slugify
 from .files import Problems, load_yaml, short, type_name
 from .sae import SAEConfig, parse_sae
+from .sources import SOURCES, source_prefix
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 KINDS = ("base", "instruct")
@@ -67,7 +68,7 @@ class ModelSpec:
 
     @property
     def source_type(self) -> str:
-        """One of ``packaged``, ``random``, ``local`` or ``hub``."""
+        """One of ``packaged``, ``random``, ``local``, ``hub`` or a plugin's source prefix."""
         return source_type(self.source)
 
     def __post_init__(self) -> None:
@@ -109,7 +110,7 @@ EXECUTORS = ("local", "ray")
 
 
 def source_type(source: str) -> str:
-    """One of ``packaged``, ``random``, ``local`` or ``hub`` for a ``source:`` value.
+    """One of ``packaged``, ``random``, ``local``, ``hub`` or a plugin's source prefix, for a ``source:`` value.
 
     >>> source_type("packaged:smollm2-135m-instruct"), source_type("Qwen/Qwen2.5-0.5B")
     ('packaged', 'hub')
@@ -120,7 +121,7 @@ def source_type(source: str) -> str:
         return "random"
     if source.startswith(("/", "./", "../", "~")) or Path(source).expanduser().is_dir():
         return "local"
-    return "hub"
+    return source_prefix(source) or "hub"  # a prefix a plugin registered (reporter.config.sources), or a hub id
 
 
 def _is_path(value: str) -> bool:
@@ -170,6 +171,16 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
     kind = source_type(v)
     if kind in ("packaged", "random"):
         if kind in SOURCE_CHECKS and (problem := SOURCE_CHECKS.get(kind)(v.split(":", 1)[1])) is not None:
+            p.add(key, problem)
+            return None
+        return v
+    if kind not in ("local", "hub"):  # a source a plugin registered: its own check of what follows the colon
+        src = SOURCES.get(kind)
+        try:
+            problem = src.check(v.split(":", 1)[1]) if src.check is not None else None
+        except Exception as e:  # a plugin's bug is one line, not a traceback
+            problem = f"the {kind}: source's check failed ({type(e).__name__}: {e})"
+        if problem is not None:
             p.add(key, problem)
             return None
         return v

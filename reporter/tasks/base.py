@@ -114,8 +114,31 @@ class Task:
         return self._cache
 
 
-#: task factories by name
-TASKS: Registry[Callable[..., Task]] = Registry("task")
+def _plugin_task(name: str, obj: Any) -> Callable[..., Task]:
+    """An installed task (entry-point group ``reporter.tasks``): a factory whose call with no arguments
+    gives a :class:`Task` named like its entry point.
+
+    >>> _plugin_task("t", lambda: Task("t", "exact", "", "", load=list)).__name__
+    '<lambda>'
+    >>> _plugin_task("t", 42)
+    Traceback (most recent call last):
+    TypeError: 42 is not a task factory (a callable returning a reporter.tasks.Task)
+    """
+    if not callable(obj):
+        raise TypeError(f"{obj!r} is not a task factory (a callable returning a reporter.tasks.Task)")
+    try:
+        task = obj()
+    except Exception as e:
+        raise TypeError(f"the task factory failed with no arguments: {type(e).__name__}: {e}") from None
+    if not isinstance(task, Task):
+        raise TypeError(f"the task factory returned {type(task).__name__}, not a reporter.tasks.Task")
+    if task.name != name:
+        raise ValueError(f"the entry point is named '{name}' but its task is named {task.name!r}")
+    return obj
+
+
+#: task factories by name (installed ones, entry-point group ``reporter.tasks``, after the built-in ones)
+TASKS: Registry[Callable[..., Task]] = Registry("task", entry_point_group="reporter.tasks", load=_plugin_task)
 
 
 def register_task(name: str) -> Callable[[Callable[..., Task]], Callable[..., Task]]:

@@ -31,7 +31,7 @@ from ...config import Profile, TaskConfig
 from ...instrument.decode import StepCollector
 from ...instrument.hooked_pass import Collector
 from ...models.generation import Generation
-from ...registry import Registry
+from ...registry import Registry, check_settings
 from ...store.layout import PARTS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,6 +91,9 @@ class CollectorPlugin:
     name: ClassVar[str] = ""
     #: how failures and progress name it
     label: ClassVar[str] = ""
+    #: the dataclass of this plugin's profile settings (``plugins.<name>:`` in a profile; every field with a
+    #: default), read with ``profile.plugin_settings(name)``; None: it takes none
+    settings: ClassVar[type | None] = None
 
     def enabled(self, profile: Profile) -> bool:
         """Whether ``profile`` turns this collector on."""
@@ -141,8 +144,23 @@ class CollectorPlugin:
         return True
 
 
-#: collector plugins by name, in the order they run
-COLLECTORS: Registry[CollectorPlugin] = Registry("collector")
+_INSTANCES: dict[type, CollectorPlugin] = {}
+
+
+def _plugin_instance(name: str, obj: Any) -> CollectorPlugin:
+    """The one instance of a :class:`CollectorPlugin` subclass (an installed entry point's object) named ``name``."""
+    if not (isinstance(obj, type) and issubclass(obj, CollectorPlugin)):
+        raise TypeError(f"{obj!r} is not a subclass of reporter.collect.collectors.CollectorPlugin")
+    if obj.name != name:
+        raise ValueError(f"the entry point is named '{name}' but {obj.__name__}.name is {obj.name!r}")
+    check_settings(f"collector '{name}'", obj.settings)
+    return _INSTANCES.setdefault(obj, obj())
+
+
+#: collector plugins by name, in the order they run (installed ones, entry-point group ``reporter.collectors``,
+#: after the built-in ones)
+COLLECTORS: Registry[CollectorPlugin] = Registry("collector", entry_point_group="reporter.collectors",
+                                                 load=_plugin_instance)
 
 P = TypeVar("P", bound=type[CollectorPlugin])
 
@@ -151,7 +169,8 @@ def register_collector(cls: P) -> P:
     """Class decorator: register one instance of a :class:`CollectorPlugin` subclass under ``cls.name``."""
     if not cls.name:
         raise ValueError(f"{cls.__name__}: a collector plugin needs a name")
-    COLLECTORS.add(cls.name, cls())
+    check_settings(f"collector '{cls.name}'", cls.settings)
+    COLLECTORS.add(cls.name, _INSTANCES.setdefault(cls, cls()))
     return cls
 
 
