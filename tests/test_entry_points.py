@@ -348,6 +348,10 @@ def test_plugin_settings_and_sources_are_validated_with_the_files(site, tmp_path
     models.write_text(f"profile: {profile}\nmodels:\n  - {{name: m, source: 'toy:gpt2'}}\n")
     r = validate(PROFILE)
     assert f"error: {models}: models[0].source: unknown toy model 'gpt2'; use toy:llama" in r.stderr
+    models.write_text(f"profile: {profile}\nmodels:\n  - {{name: m, source: 'toyy:llama'}}\n")
+    r = validate(PROFILE)
+    assert (f"error: {models}: models[0].source: unknown model source 'toyy:' (did you mean 'toy:'?); use a hub id "
+            "(owner/name), an existing directory or one of: packaged:, random:, toy:") in r.stderr
 
 
 # -- the registry's entry-point loading, on entry points made here (no package installed)

@@ -196,6 +196,12 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
             return None
         return str(path.resolve())
     if not _HUB_RE.match(v):
+        prefix = re.match(r"^([A-Za-z][A-Za-z0-9_.\-]*):", v)
+        if prefix:  # the form of a source prefix none has registered
+            names = list(dict.fromkeys(["packaged", "random", *SOURCES.names()]))
+            p.add(key, unknown_name("model source", f"{prefix.group(1)}:", [f"{n}:" for n in names],
+                                    listing="use a hub id (owner/name), an existing directory or one of"))
+            return None
         p.add(key, f"{short(v)} is neither a hub id (owner/name), an existing directory, "
                    "packaged:NAME nor random:ARCH")
         return None
