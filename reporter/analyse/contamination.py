@@ -63,7 +63,7 @@ from scipy import stats
 
 from ..config import ContaminationConfig
 from ..metrics.min_k import min_k_percent_prob
-from ..metrics.rank_tests import order_fisher_pvalue, order_null_pvalue
+from ..metrics.rank_tests import MIN_ITEMS, order_fisher_pvalue, order_null_pvalue
 from .numbers import finite_or_none as _f
 
 __all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "SIGNAL_NAMES", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
@@ -93,7 +93,6 @@ CONTROL_POWER: dict[str, float | None] = {"option_order": 1.0, "split_min_k": 1.
 
 LAW_MIN_POINTS = 4  # a leave-one-out residual needs the law fitted on >= 3 other points
 MINK_K = 0.2
-MIN_ITEMS = 5  # per side, for Min-K% and for the option-order test
 MIN_TOKENS = 4  # a text with fewer scored tokens is left out of the Min-K% comparison
 ORDER_MIN_EXCESS = 0.10  # option order: top share minus chance share
 SPLIT_MIN_EXCESS = 0.10  # Min-K% vs the other split: share of pairs won minus 1/2

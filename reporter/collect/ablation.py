@@ -25,14 +25,16 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from ..config import Profile
 from ..instrument.hooks import HookSet
 from ..metrics.mui import random_neurons_like, union
 from ..models.adapters import Adapter, get_adapter
 from ..models.generation import generate
 from ..scoring import get_scorer
-from ..store.atomic import json_ok, read_json, write_json
+from ..store.atomic import json_ok, read_json
 from ..store.layout import NEURONS, SUMMARY, VALIDATION
 from ..store.neurons import load_neuron_sets
+from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 from .plan import TaskPlan
 
 
@@ -56,20 +58,44 @@ def ablate(model: torch.nn.Module, adapter: Adapter | None, neuron_ids: Any) -> 
 
 def validate_neurons(lm: Any, plan: TaskPlan, task_dir: Path, *, seed: int) -> dict[str, Any]:
     """Scores with the task's key neurons zeroed and with as many random ones; writes ``validation.json``."""
-    out_path = task_dir / VALIDATION
-    if json_ok(out_path):
-        return read_json(out_path)  # type: ignore[no-any-return]
-    scorer = get_scorer(plan.task.scorer)
-    _, sets, _ = load_neuron_sets(task_dir / NEURONS)
-    key = np.unique(np.concatenate(sets)) if sets else np.zeros(0, dtype=np.int64)
-    rnd = random_neurons_like(key, lm.adapter.n_layers, lm.adapter.d_ff, seed=seed)
-    res: dict[str, Any] = {"n_neurons": int(key.size)}
-    for label, neurons in (("key", key), ("random", rnd)):
-        with ablate(lm.model, lm.adapter, neurons):
-            gens = generate(lm, plan.prompt_ids, max_new_tokens=plan.task.max_new_tokens, stop=plan.stop,
-                            batch_size=lm.spec.max_batch_size)
-        scores = [scorer(g.text, it.scorer_item())[1] for g, it in zip(gens, plan.items)]
-        res[f"score_ablated_{label}"] = float(np.mean(scores)) if scores else float("nan")
-    res["score"] = read_json(task_dir / SUMMARY)["score"]
-    write_json(out_path, res)
-    return res
+
+    def compute(_batch_size: int) -> dict[str, Any]:
+        scorer = get_scorer(plan.task.scorer)
+        _, sets, _ = load_neuron_sets(task_dir / NEURONS)
+        key = np.unique(np.concatenate(sets)) if sets else np.zeros(0, dtype=np.int64)
+        rnd = random_neurons_like(key, lm.adapter.n_layers, lm.adapter.d_ff, seed=seed)
+        res: dict[str, Any] = {"n_neurons": int(key.size)}
+        for label, neurons in (("key", key), ("random", rnd)):
+            with ablate(lm.model, lm.adapter, neurons):
+                gens = generate(lm, plan.prompt_ids, max_new_tokens=plan.task.max_new_tokens, stop=plan.stop,
+                                batch_size=lm.spec.max_batch_size)
+            scores = [scorer(g.text, it.scorer_item())[1] for g, it in zip(gens, plan.items)]
+            res[f"score_ablated_{label}"] = float(np.mean(scores)) if scores else float("nan")
+        res["score"] = read_json(task_dir / SUMMARY)["score"]
+        return res
+
+    return measured(task_dir / VALIDATION, compute, lm)
+
+
+@register_evidence
+class AblationPass(EvidencePass):
+    """``validation.json`` (``mui: {validate_neurons: true}``): every task, probes too, every model."""
+
+    name = "ablation"
+    order = 50
+    label = "key-neuron ablation"
+    contamination = False
+
+    def enabled(self, profile: Profile) -> bool:
+        """On with ``mui.validate_neurons`` (and MUI itself)."""
+        return profile.mui.validate_neurons and profile.mui.enabled
+
+    def done(self, directory: Path) -> bool:
+        """Whether ``validation.json`` reads back."""
+        return json_ok(directory / VALIDATION)
+
+    def run(self, ctx: EvidenceContext) -> None:
+        """Re-generate the task twice, with the key and with random neurons zeroed."""
+        if ctx.plan is None:
+            raise ValueError("the ablation check is a task-scope pass")
+        validate_neurons(ctx.lm, ctx.plan, ctx.directory, seed=ctx.seed)

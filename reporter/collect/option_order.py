@@ -29,20 +29,20 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..config import ContaminationConfig
-from ..store.atomic import json_ok, read_json, write_json
+from ..store.atomic import json_ok
 from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
 from .collectors.logprobs import prefix_scores, token_logprobs
+from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 
 __all__ = ["option_stem", "permutations_for", "order_is_convention", "order_variants", "option_order_evidence",
-           "collect_option_order", "option_token_starts", "option_windows"]
+           "collect_option_order", "option_token_starts", "option_windows", "OptionOrderPass"]
 
 # options that point at other options or positions: moving them changes what they say
 _REFERS = re.compile(r"(?i:\b(all|none|both|neither|any) of (the )?(above|below|these|those|them|the options)\b)"
@@ -241,14 +241,41 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     """
     plan, texts, starts, skipped = order_variants(lm.tokenizer, items, n_perms=n_perms, max_items=max_items,
                                                   seed=seed)
-    where = [[]] * len(texts)
-    plan_id = {p["first"]: p["id"] for p in plan}
+    where = _scored_positions(plan, texts, starts, window)
+    wants, shared = _verbatim_positions(plan, texts, starts, greedy_for)
+    # a causal model's log-probs at the scored tokens do not depend on the tokens after the last one
+    cut = [t[:max(w + g, default=s) + 1] for t, w, g, s in zip(texts, where, wants, starts)]
+    lps, best = _score_variants(lm, cut, shared, where, wants, batch_size)
+    out = {"n": len(plan), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
+           "max_items": max_items, "seed": seed, "window": window,
+           "per_item": _item_records(plan, texts, starts, lps, window)}
+    if greedy_for is not None:
+        out["greedy"] = {p["id"]: best[p["first"]] for p in plan if wants[p["first"]] and best[p["first"]] is not None}
+    return out
+
+
+def _scored_positions(plan: Sequence[dict[str, Any]], texts: Sequence[Sequence[int]], starts: Sequence[int],
+                      window: int | None) -> list[list[int]]:
+    """Per variant text, the token indices its log-likelihood sums: each option line's window, from the
+    variants' shared prefix on (:func:`option_windows`).
+    """
+    where: list[list[int]] = [[] for _ in texts]
     for p in plan:
         for k, opt in enumerate(p["option_starts"]):
             i = p["first"] + k
             where[i] = [j for j in option_windows(opt, len(texts[i]), window, first=starts[i]) if j >= starts[i]]
+    return where
+
+
+def _verbatim_positions(plan: Sequence[dict[str, Any]], texts: Sequence[Sequence[int]], starts: Sequence[int],
+                        greedy_for: Mapping[str, tuple[Sequence[int], int]] | None
+                        ) -> tuple[list[list[int]], list[int]]:
+    """Per variant text, the target positions of the verbatim check whose argmax this pass can give (only the
+    published order, where its text starts with the check's tokens), and the shared prefix of each variant,
+    cut to the check's prompt so that its target lies after it.
+    """
     shared = list(starts)
-    wants: list[list[int]] = [[] for _ in texts]  # per text, the tokens whose argmax the verbatim check needs
+    wants: list[list[int]] = [[] for _ in texts]
     for p in plan:
         seq, k = (greedy_for or {}).get(p["id"], ((), 0))
         i = p["first"]
@@ -256,23 +283,35 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
             wants[i] = list(range(k, len(seq)))
             for v in range(i, i + len(p["option_starts"])):
                 shared[v] = min(shared[v], k)
-    # a causal model's log-probs at the scored tokens do not depend on the tokens after the last one
-    cut = [t[:max(w + g, default=s) + 1] for t, w, g, s in zip(texts, where, wants, starts)]
-    stem = [i for i, (t, s) in enumerate(zip(cut, shared)) if 2 <= s < len(t)]  # the stem once, its cache shared
-    rest = sorted(set(range(len(texts))) - set(stem))
-    lps: list[np.ndarray] = [np.zeros(0, np.float32)] * len(texts)
-    greedy: dict[str, list[int]] = {}
+    return wants, shared
+
+
+def _score_variants(lm: Any, cut: Sequence[Sequence[int]], shared: Sequence[int], where: Sequence[Sequence[int]],
+                    wants: Sequence[Sequence[int]], batch_size: int
+                    ) -> tuple[list[np.ndarray], list[list[int] | None]]:
+    """The log-probs at ``where`` of every variant, and the argmaxes at ``wants`` where the pass gives them:
+    texts with a shared stem of at least 2 tokens run the stem once and reuse its cache
+    (:func:`prefix_scores`, which gives the argmaxes too), the rest plainly (no argmaxes: None).
+    """
+    stem = [i for i, (t, s) in enumerate(zip(cut, shared)) if 2 <= s < len(t)]
+    rest = sorted(set(range(len(cut))) - set(stem))
+    lps: list[np.ndarray] = [np.zeros(0, np.float32)] * len(cut)
+    best: list[list[int] | None] = [None] * len(cut)
     if stem:
-        got, best = prefix_scores(lm, [cut[i] for i in stem], [shared[i] for i in stem], [where[i] for i in stem],
-                                  [wants[i] for i in stem], batch_size=batch_size)
-        for i, a, b in zip(stem, got, best):
-            lps[i] = a
-            if wants[i]:
-                greedy[plan_id[i]] = b
+        got, argmax = prefix_scores(lm, [cut[i] for i in stem], [shared[i] for i in stem], [where[i] for i in stem],
+                                    [wants[i] for i in stem], batch_size=batch_size)
+        for i, a, b in zip(stem, got, argmax):
+            lps[i], best[i] = a, b
     if rest:
         got = token_logprobs(lm, [cut[i] for i in rest], batch_size=batch_size, positions=[where[i] for i in rest])
         for i, a in zip(rest, got):
             lps[i] = a
+    return lps, best
+
+
+def _item_records(plan: Sequence[dict[str, Any]], texts: Sequence[Sequence[int]], starts: Sequence[int],
+                  lps: Sequence[np.ndarray], window: int | None) -> list[dict[str, Any]]:
+    """Per item: the published order's log-likelihood, its permutations', and how many tokens each summed."""
     lls = [float(np.sum(np.asarray(a, np.float64))) for a in lps]
     per_item = []
     for p in plan:
@@ -282,11 +321,7 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
         if window is not None:
             rec["n_scored"] = [len(lps[start + k]) for k in range(1 + len(perms))]
         per_item.append(rec)
-    out = {"n": len(per_item), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
-           "max_items": max_items, "seed": seed, "window": window, "per_item": per_item}
-    if greedy_for is not None:
-        out["greedy"] = greedy
-    return out
+    return per_item
 
 
 def option_token_starts(tokenizer: Any, stem: str, options: Sequence[str]) -> tuple[list[int], list[int]]:
@@ -368,19 +403,34 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
     ``greedy_for``, its ``greedy`` tokens for the verbatim check (not stored: ``verbatim.json``
     is their record; ``seconds`` here includes their LM head).
     """
-    path = Path(task_dir) / OPTION_ORDER
-    if json_ok(path):
-        return read_json(path)  # type: ignore[no-any-return]
-    bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
-    t0 = time.perf_counter()
-    if settings.order_items > 0:
-        res = option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
-                                    seed=seed, batch_size=bs, window=settings.order_window or None,
-                                    greedy_for=greedy_for)
-    else:
-        res = {"n": 0, "n_skipped": len(items), "n_perms": settings.order_permutations, "max_items": 0, "seed": seed,
-               "per_item": [], "disabled": True}
-    res["seconds"] = time.perf_counter() - t0
-    greedy = res.pop("greedy", None)
-    write_json(path, res)
-    return res if greedy is None else {**res, "greedy": greedy}
+    def compute(bs: int) -> dict[str, Any]:
+        if settings.order_items <= 0:
+            return {"n": 0, "n_skipped": len(items), "n_perms": settings.order_permutations, "max_items": 0,
+                    "seed": seed, "per_item": [], "disabled": True}
+        return option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
+                                     seed=seed, batch_size=bs, window=settings.order_window or None,
+                                     greedy_for=greedy_for)
+
+    return measured(Path(task_dir) / OPTION_ORDER, compute, lm, batch_size=batch_size, transient=("greedy",))
+
+
+@register_evidence
+class OptionOrderPass(EvidencePass):
+    """``option_order.json``: the first contamination pass of a task; it also answers the verbatim check's
+    tokens where they are a prefix of an item's published-order text (``shared["verbatim_answers"]``).
+    """
+
+    name = "option_order"
+    order = 20
+    label = "option order"
+
+    def done(self, directory: Path) -> bool:
+        """Whether ``option_order.json`` reads back."""
+        return json_ok(directory / OPTION_ORDER)
+
+    def run(self, ctx: EvidenceContext) -> None:
+        """Score the task's items in their published and permuted option orders."""
+        rec = collect_option_order(ctx.lm, ctx.items, ctx.directory, ctx.profile.contamination, seed=ctx.seed,
+                                     greedy_for=ctx.shared.get("verbatim_tokens"))
+        if "greedy" in rec:
+            ctx.shared["verbatim_answers"] = rec["greedy"]

@@ -19,20 +19,22 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
-from ..config import ContaminationConfig
-from ..instrument.batch import PassBatch, left_pad
+from ..config import ContaminationConfig, Profile
+from ..instrument.batch import padded_batches
 from ..instrument.hooked_pass import hooked_pass
-from ..store.atomic import json_ok, read_json, write_json
+from ..store.atomic import json_ok, read_json
 from ..store.layout import REFERENCE_LOGPROBS, REFERENCE_VERBATIM
 from ..store.logprobs import save_logprobs
 from ..store.ragged import ragged_ok
+from ..tasks import is_probe
 from ..tasks.sources import lambada_texts
 from .collectors.logprobs import target_logprobs
+from .evidence import EvidenceContext, EvidencePass, batch_size_for, measured, register_evidence
 from .verbatim import greedy_under_teacher_forcing, verbatim_plan, verbatim_result
 
-__all__ = ["REFERENCE_MAX_TOKENS", "REFERENCE_VERBATIM_TOKENS", "logprobs_and_greedy", "collect_reference"]
+__all__ = ["REFERENCE_MAX_TOKENS", "REFERENCE_VERBATIM_TOKENS", "ReferencePass", "logprobs_and_greedy",
+           "collect_reference"]
 
 #: each reference passage is cut to this many tokens (the Min-K% reference is computed on them)
 REFERENCE_MAX_TOKENS = 64
@@ -52,21 +54,16 @@ def logprobs_and_greedy(lm: Any, id_lists: Sequence[Sequence[int]], *,
     >>> [a.shape for a in lps], [g.shape for g in greedy]
     ([(2,), (1,)], [(2,), (1,)])
     """
-    order = sorted(range(len(id_lists)), key=lambda i: (-len(id_lists[i]), i))
     lps: list[np.ndarray] = [np.zeros(0, np.float32)] * len(id_lists)
     greedy: list[np.ndarray] = [np.zeros(0, np.int64)] * len(id_lists)
-    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
-    for s in range(0, len(order), batch_size):
-        idx = order[s:s + batch_size]
-        ids, mask = left_pad([list(id_lists[i]) for i in idx], pad, lm.device)
-        logits = hooked_pass(lm.model, lm.adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)), [])
-        W = ids.shape[1]
-        for r, i in enumerate(idx):
-            n = len(id_lists[i])
+    for pb in padded_batches(id_lists, batch_size, lm.tokenizer.pad_token_id, lm.device):
+        logits = hooked_pass(lm.model, lm.adapter, pb.batch, [])
+        W = pb.width
+        for r, (i, n) in enumerate(zip(pb.idx, pb.lengths)):
             if n < 2:
                 continue
             x = logits[r, W - n: W - 1]  # predicts tokens 1..n-1
-            lps[i] = target_logprobs(x, ids[r, W - n + 1:]).cpu().numpy()
+            lps[i] = target_logprobs(x, pb.input_ids[r, W - n + 1:]).cpu().numpy()
             greedy[i] = x.argmax(-1).cpu().numpy().astype(np.int64)
     return lps, greedy
 
@@ -89,27 +86,42 @@ def collect_reference(lm: Any, model_dir: Path, settings: ContaminationConfig, *
     """
     model_dir = Path(model_dir)
     lp_path, vb_path = model_dir / REFERENCE_LOGPROBS, model_dir / REFERENCE_VERBATIM
-    need_lp, need_vb = not ragged_ok(lp_path), verbatim and not json_ok(vb_path)
-    if not need_lp and not need_vb:
-        return read_json(vb_path) if verbatim else {}  # type: ignore[no-any-return]
-    if texts is None:
-        texts = lambada_texts(settings.reference_texts)
-    bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
-    tok = lm.tokenizer
-    t0 = time.perf_counter()
-    ids = [list(tok(t)["input_ids"])[:REFERENCE_MAX_TOKENS] for t in texts]
-    lps, greedy = logprobs_and_greedy(lm, ids, batch_size=bs)
-    seconds = time.perf_counter() - t0
-    model_dir.mkdir(parents=True, exist_ok=True)
-    if need_lp:
-        save_logprobs(lp_path, [f"ref-{j:04d}" for j in range(len(texts))], lps,
-                      meta={"kind": "reference", "corpus": "lambada", "max_tokens": REFERENCE_MAX_TOKENS,
-                            "model": getattr(getattr(lm, "spec", None), "name", None), "seconds": seconds})
-    if not verbatim:
+    passages = list(texts) if texts is not None else None
+
+    def compute(bs: int) -> dict[str, Any]:
+        tok = lm.tokenizer
+        body = passages if passages is not None else lambada_texts(settings.reference_texts)
+        t0 = time.perf_counter()
+        ids = [list(tok(t)["input_ids"])[:REFERENCE_MAX_TOKENS] for t in body]
+        lps, greedy = logprobs_and_greedy(lm, ids, batch_size=bs)
+        seconds = time.perf_counter() - t0
+        wrote_lp = not ragged_ok(lp_path)
+        if wrote_lp:
+            model_dir.mkdir(parents=True, exist_ok=True)
+            save_logprobs(lp_path, [f"ref-{j:04d}" for j in range(len(body))], lps,
+                          meta={"kind": "reference", "corpus": "lambada", "max_tokens": REFERENCE_MAX_TOKENS,
+                                "model": getattr(getattr(lm, "spec", None), "name", None), "seconds": seconds})
+        if not verbatim:
+            return {}
+        if json_ok(vb_path):  # only the log-probs were missing: the record is kept as it was
+            return read_json(vb_path)  # type: ignore[no-any-return]
+        t1 = time.perf_counter()
+        res = _reference_verbatim(lm, settings, seed, body, ids, greedy, bs)
+        # the shared pass is counted once, in reference_logprobs.npz's meta, when it wrote that file too
+        res["seconds"] = time.perf_counter() - t1 + (0.0 if wrote_lp else seconds)
+        return res
+
+    if not verbatim:  # the log-probs alone: no verbatim record to write
+        if not ragged_ok(lp_path):
+            compute(batch_size_for(lm, batch_size))
         return {}
-    if not need_vb:
-        return read_json(vb_path)  # type: ignore[no-any-return]
-    t1 = time.perf_counter()
+    return measured(vb_path, compute, lm, batch_size=batch_size, done=lambda: json_ok(vb_path) and ragged_ok(lp_path))
+
+
+def _reference_verbatim(lm: Any, settings: ContaminationConfig, seed: int, texts: Sequence[str],
+                        ids: Sequence[Sequence[int]], greedy: Sequence[np.ndarray], bs: int) -> dict[str, Any]:
+    """The verbatim record of the passages cut to :data:`REFERENCE_VERBATIM_TOKENS`, from the pass's argmaxes."""
+    tok = lm.tokenizer
     kept, prompts, targets, skipped = verbatim_plan(
         tok, [(f"ref-{j:04d}", t) for j, t in enumerate(texts)], settings.verbatim_tokens, None, seed=seed,
         min_target_tokens=settings.verbatim_min_target, max_text_tokens=REFERENCE_VERBATIM_TOKENS)
@@ -118,7 +130,7 @@ def collect_reference(lm: Any, model_dir: Path, settings: ContaminationConfig, *
     missing = []
     for k, (iid, p, t) in enumerate(zip(kept, prompts, targets)):
         j, end = by_id[iid], len(p) + len(t)
-        if ids[j][:end] == list(p) + list(t):  # the pass saw exactly this prompt and target
+        if list(ids[j][:end]) == list(p) + list(t):  # the pass saw exactly this prompt and target
             best.append([int(x) for x in greedy[j][len(p) - 1: end - 1]])
         else:  # a tokenizer that adds a suffix or tokenises the cut text differently: its own pass
             best.append(None)
@@ -131,8 +143,26 @@ def collect_reference(lm: Any, model_dir: Path, settings: ContaminationConfig, *
                           n_tokens=settings.verbatim_tokens, min_target_tokens=settings.verbatim_min_target,
                           seed=seed, max_items=None)
     res["corpus"] = "lambada"
-    # the shared pass is counted once, in reference_logprobs.npz's meta, when it wrote that file too
-    res["seconds"] = time.perf_counter() - t1 + (0.0 if need_lp else seconds)
-    write_json(vb_path, res)
     return res
 
+
+@register_evidence
+class ReferencePass(EvidencePass):
+    """The held-out reference text, once per model (``reference_logprobs.npz``, ``reference_verbatim.json``)."""
+
+    name = "reference"
+    order = 10
+    label = "held-out reference text"
+    scope = "model"
+
+    def enabled(self, profile: Profile) -> bool:
+        """Whether a task has published text (the reference is its counterpart; probes have none)."""
+        return any(not is_probe(t.name) for t in profile.tasks)
+
+    def done(self, directory: Path) -> bool:
+        """Whether both files read back whole."""
+        return json_ok(directory / REFERENCE_VERBATIM) and ragged_ok(directory / REFERENCE_LOGPROBS)
+
+    def run(self, ctx: EvidenceContext) -> None:
+        """One pass over the packaged LAMBADA passages."""
+        collect_reference(ctx.lm, ctx.directory, ctx.profile.contamination, seed=ctx.seed)

@@ -21,20 +21,20 @@ ships only its test split), gets a record with ``n = 0`` and the reason.
 from __future__ import annotations
 
 import random
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..analyse.contamination import MIN_ITEMS
 from ..config import ContaminationConfig
 from ..errors import UserError
-from ..store.atomic import json_ok, read_json, write_json
+from ..metrics.rank_tests import MIN_ITEMS
+from ..store.atomic import json_ok
 from ..store.layout import SPLIT_REFERENCE
 from ..tasks.base import Item, Task
+from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 from .reference import logprobs_and_greedy
 
-__all__ = ["SPLIT_MAX_TOKENS", "split_pairs", "collect_split_reference"]
+__all__ = ["SPLIT_MAX_TOKENS", "SplitReferencePass", "split_pairs", "collect_split_reference"]
 
 #: each text of a pair is cut to this many tokens (on the third positive control, 64 kept the power of 128
 #: at 80% of the cost: benchmarks/RESULTS.md)
@@ -90,13 +90,16 @@ def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir
     >>> rec["n"], sorted(rec["pairs"][0])
     (5, ['benchmark_id', 'benchmark_logprobs', 'reference_id', 'reference_logprobs', 'stratum'])
     """
-    path = Path(task_dir) / SPLIT_REFERENCE
-    if json_ok(path):
-        return read_json(path)  # type: ignore[no-any-return]
-    t0 = time.perf_counter()
-    base = {"n": 0, "max_items": settings.split_items, "max_tokens": SPLIT_MAX_TOKENS, "seed": seed,
-            "source": task.other_split_source, "other_split_file": task.other_split_file,
-            "stratified": task.stratum is not None, "pairs": []}
+    return measured(Path(task_dir) / SPLIT_REFERENCE, lambda bs: _split_record(lm, task, items, settings, seed, bs),
+                    lm, batch_size=batch_size)
+
+
+def _split_record(lm: Any, task: Task, items: Sequence[Item], settings: ContaminationConfig, seed: int,
+                  batch_size: int) -> dict[str, Any]:
+    """The ``split_reference.json`` record: the scored pairs, or ``n = 0`` and the reason."""
+    base: dict[str, Any] = {"n": 0, "max_items": settings.split_items, "max_tokens": SPLIT_MAX_TOKENS, "seed": seed,
+                            "source": task.other_split_source, "other_split_file": task.other_split_file,
+                            "stratified": task.stratum is not None, "pairs": []}
     reason = None
     others: list[Item] = []
     if settings.split_items <= 0:
@@ -123,8 +126,7 @@ def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir
         tok = lm.tokenizer
         texts = [t.question.strip() for p in pairs for t in p[:2]]
         ids = [list(tok(t)["input_ids"])[:SPLIT_MAX_TOKENS] for t in texts]
-        bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
-        lps, _ = logprobs_and_greedy(lm, ids, batch_size=bs)
+        lps, _ = logprobs_and_greedy(lm, ids, batch_size=batch_size)
         base.update(n=len(pairs), unmatched=unmatched, pairs=[
             {"benchmark_id": str(a.id), "reference_id": str(b.id), "stratum": key,
              "benchmark_logprobs": [round(float(x), 5) for x in lps[2 * j]],
@@ -132,6 +134,21 @@ def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir
             for j, (a, b, key) in enumerate(pairs)])
     else:
         base["reason"] = reason
-    base["seconds"] = time.perf_counter() - t0
-    write_json(path, base)
     return base
+
+
+@register_evidence
+class SplitReferencePass(EvidencePass):
+    """``split_reference.json``: Min-K% of the evaluated items against as many of the task's other split."""
+
+    name = "split_reference"
+    order = 40
+    label = "other split"
+
+    def done(self, directory: Path) -> bool:
+        """Whether ``split_reference.json`` reads back."""
+        return json_ok(directory / SPLIT_REFERENCE)
+
+    def run(self, ctx: EvidenceContext) -> None:
+        """Pair the items with the other split and score both texts of each pair."""
+        collect_split_reference(ctx.lm, ctx.task, ctx.items, ctx.directory, ctx.profile.contamination, seed=ctx.seed)

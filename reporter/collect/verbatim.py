@@ -12,19 +12,18 @@ decoding follows the target before it first diverges and the token it writes the
 """
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from ..config import ContaminationConfig
-from ..instrument.batch import PassBatch, left_pad
+from ..instrument.batch import padded_batches
 from ..instrument.hooked_pass import hooked_pass
-from ..store.atomic import json_ok, read_json, write_json
+from ..store.atomic import json_ok
 from ..store.layout import VERBATIM
+from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 
 VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
 VERBATIM_MIN_TARGET = ContaminationConfig.verbatim_min_target
@@ -174,19 +173,14 @@ def _first_divergence(best: Sequence[int], target: Sequence[int]) -> int:
 def _greedy(lm: Any, prompts: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
             batch_size: int) -> list[list[int]]:
     """:func:`greedy_under_teacher_forcing` over every target position."""
-    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
-    order = sorted(range(len(prompts)), key=lambda i: (-(len(prompts[i]) + len(targets[i])), i))
     out: list[list[int]] = [[] for _ in prompts]
-    for s in range(0, len(order), batch_size):
-        idx = order[s:s + batch_size]
-        ids, mask = left_pad([list(prompts[i]) + list(targets[i]) for i in idx], pad, lm.device)
-        keep = max(len(targets[i]) for i in idx) + 1
-        logits = hooked_pass(lm.model, lm.adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)),
-                             [], logits_to_keep=keep)
+    seqs = [list(p) + list(t) for p, t in zip(prompts, targets)]
+    for pb in padded_batches(seqs, batch_size, lm.tokenizer.pad_token_id, lm.device):
+        keep = max(len(targets[i]) for i in pb.idx) + 1
+        logits = hooked_pass(lm.model, lm.adapter, pb.batch, [], logits_to_keep=keep)
         best = logits[:, :-1].argmax(-1).cpu().tolist()  # position keep-1-n .. keep-2 predict the n target tokens
-        for r, i in enumerate(idx):
-            n = len(targets[i])
-            out[i] = best[r][keep - 1 - n:]
+        for r, i in enumerate(pb.idx):
+            out[i] = best[r][keep - 1 - len(targets[i]):]
     return out
 
 
@@ -218,14 +212,35 @@ def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: Co
     work when the file exists (resume). ``known``: answers another pass already gave (see
     :func:`verbatim_completion`). Returns the stored dict.
     """
-    path = Path(task_dir) / VERBATIM
-    if json_ok(path):
-        return read_json(path)  # type: ignore[no-any-return]
-    bs = batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", 8) or 8
-    t0 = time.perf_counter()
-    res = verbatim_completion(lm, [_item_text(it) for it in items], n_tokens=settings.verbatim_tokens,
-                              max_items=settings.verbatim_items, seed=seed,
-                              min_target_tokens=settings.verbatim_min_target, batch_size=bs, known=known)
-    res["seconds"] = time.perf_counter() - t0
-    write_json(path, res)
-    return res
+    def compute(bs: int) -> dict[str, Any]:
+        return verbatim_completion(lm, [_item_text(it) for it in items], n_tokens=settings.verbatim_tokens,
+                                   max_items=settings.verbatim_items, seed=seed,
+                                   min_target_tokens=settings.verbatim_min_target, batch_size=bs, known=known)
+
+    return measured(Path(task_dir) / VERBATIM, compute, lm, batch_size=batch_size)
+
+
+@register_evidence
+class VerbatimPass(EvidencePass):
+    """``verbatim.json``: greedy completion of each question's second half from its first."""
+
+    name = "verbatim"
+    order = 30
+    label = "verbatim completion"
+
+    def done(self, directory: Path) -> bool:
+        """Whether ``verbatim.json`` reads back."""
+        return json_ok(directory / VERBATIM)
+
+    def prepare(self, ctx: EvidenceContext) -> None:
+        """Say which tokens the check needs (``shared["verbatim_tokens"]``), for a pass over the same text.
+
+        Asked for even when ``verbatim.json`` exists: where the option-order pass splits each
+        text depends on them, so its numbers are the same in a fresh and in a resumed run.
+        """
+        ctx.shared["verbatim_tokens"] = verbatim_tokens(ctx.lm, ctx.items, ctx.profile.contamination, seed=ctx.seed)
+
+    def run(self, ctx: EvidenceContext) -> None:
+        """Check the items, reusing the answers an earlier pass left (``shared["verbatim_answers"]``)."""
+        collect_verbatim(ctx.lm, ctx.items, ctx.directory, ctx.profile.contamination, seed=ctx.seed,
+                         known=ctx.shared.get("verbatim_answers"))

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -99,6 +99,48 @@ def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | 
             ids[i, width - len(s):] = torch.tensor(list(s), dtype=torch.long)
             mask[i, width - len(s):] = 1
     return ids.to(device), mask.to(device)
+
+
+@dataclass
+class PaddedBatch:
+    """One batch of :func:`padded_batches`: which of the caller's sequences it holds, and the batch itself.
+
+    ``idx[r]`` is the caller's index of row ``r``; ``lengths[r]`` its token count. The sequences
+    are right-aligned, so token ``j`` of row ``r`` sits at column ``width - lengths[r] + j``.
+    """
+
+    idx: list[int]
+    lengths: list[int]
+    batch: PassBatch
+
+    @property
+    def width(self) -> int:
+        """The padded length T of the batch."""
+        return int(self.batch.input_ids.shape[1])
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        """The left-padded token ids [B, T]."""
+        return self.batch.input_ids
+
+
+def padded_batches(seqs: Sequence[Sequence[int]], batch_size: int, pad_id: int | None,
+                   device: torch.device | str) -> Iterator[PaddedBatch]:
+    """The ONE batching loop of every scoring pass: longest sequences first (ties in the caller's order),
+    ``batch_size`` at a time, left-padded, no response tokens.
+
+    Sorting by length keeps the padding of each batch small; left padding puts every sequence's
+    last token in the last column, which is what ``logits_to_keep`` counts from.
+
+    >>> [(b.idx, b.lengths, b.width) for b in padded_batches([[1], [2, 3, 4], [5, 6]], 2, None, "cpu")]
+    [([1, 2], [3, 2], 3), ([0], [1], 1)]
+    """
+    pad = pad_id if pad_id is not None else 0
+    order = sorted(range(len(seqs)), key=lambda i: (-len(seqs[i]), i))
+    for s in range(0, len(order), max(1, batch_size)):
+        idx = order[s:s + max(1, batch_size)]
+        ids, mask = left_pad([list(seqs[i]) for i in idx], pad, device)
+        yield PaddedBatch(idx, [len(seqs[i]) for i in idx], PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)))
 
 
 def teacher_forced_batch(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,

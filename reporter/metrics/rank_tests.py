@@ -14,7 +14,12 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["FISHER_GRID", "fisher_scores", "order_fisher_pvalue", "order_null_pvalue"]
+__all__ = ["FISHER_GRID", "MIN_ITEMS", "fisher_scores", "order_fisher_pvalue", "order_null_pvalue"]
+
+#: the fewest items (per side) a contamination test is computed on: the option-order test, Min-K% against held-out
+#: text and against the other split. The collect stage spends nothing on a test that would have fewer; the analyse
+#: stage reports it "not measurable".
+MIN_ITEMS = 5
 
 
 def order_null_pvalue(ranks: Sequence[int], n_perms: Sequence[int]) -> float:

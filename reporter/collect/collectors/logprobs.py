@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ...config import Profile
-from ...instrument.batch import PassBatch, left_pad
+from ...instrument.batch import PassBatch, padded_batches
 from ...instrument.gather import logits_at
 from ...instrument.hooked_pass import hooked_pass
 from ...instrument.prefix import logits_after_prefix
@@ -222,15 +222,11 @@ def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: in
     >>> token_logprobs(lm, [[1, 2, 3, 4]], positions=[[1, 3]])[0].shape
     (2,)
     """
-    order = sorted(range(len(id_lists)), key=lambda i: (-len(id_lists[i]), i))
     out: list[np.ndarray | None] = [None] * len(id_lists)
-    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
-    for s in range(0, len(order), batch_size):
-        idx = order[s:s + batch_size]
-        ids, mask = left_pad([list(id_lists[i]) for i in idx], pad, lm.device)
-        batch = PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool))
+    for pb in padded_batches(id_lists, batch_size, lm.tokenizer.pad_token_id, lm.device):
+        idx, lens, batch, ids = pb.idx, pb.lengths, pb.batch, pb.input_ids
         if positions is not None:
-            _logprobs_at(lm, batch, idx, [len(id_lists[i]) for i in idx], positions, out)
+            _logprobs_at(lm, batch, idx, lens, positions, out)
             continue
         if starts is None:
             col = TokenLogProbCollector()
@@ -238,18 +234,16 @@ def token_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: in
             for i, a in zip(idx, col.prompt_results()):
                 out[i] = a
             continue
-        lens = [len(id_lists[i]) for i in idx]
         first = [min(max(1, int(starts[i])), n) for i, n in zip(idx, lens)]
         keep = max(n - f for n, f in zip(lens, first)) + 1  # the positions predicting the scored tails (+ the last)
-        W = ids.shape[1]
+        W = pb.width
         logits = hooked_pass(lm.model, lm.adapter, batch, [], logits_to_keep=keep)  # [B, keep, V]
         for r, (i, n, f) in enumerate(zip(idx, lens, first)):
             if n - f <= 0:
                 out[i] = np.zeros(0, np.float32)
                 continue
-            x = logits[r, keep - 1 - (n - f): keep - 1].float()  # predicts tokens f..n-1
-            tgt = ids[r, W - (n - f):].to(x.device)
-            out[i] = (x.gather(-1, tgt[:, None]).squeeze(-1) - torch.logsumexp(x, dim=-1)).cpu().numpy()
+            x = logits[r, keep - 1 - (n - f): keep - 1]  # predicts tokens f..n-1
+            out[i] = target_logprobs(x, ids[r, W - (n - f):]).cpu().numpy()
     return out  # type: ignore[return-value]
 
 
