@@ -68,6 +68,8 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     card["mui_definitions"] = mui_definitions(card)
     card["lpp_short_texts"] = sorted({str((m.get("lpp") or {}).get("short_texts") or "exclude") for m in models
                                       if m.get("lpp")})
+    card["collection_fallbacks"] = [{"model": m["name"], "task": t, "reason": s["collection_fallback"]}
+                                    for m in models for t, s in m["tasks"].items() if s.get("collection_fallback")]
     card["holm"] = any(c.get("p_holm") is not None for c in card["comparisons"])
     for c in card["comparisons"]:
         if c.get("significant") is None:  # results.json from before the Holm adjustment: the bootstrap CI

@@ -82,7 +82,8 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
             if any(items[i].id not in done for i in idx) or not all(p.batch_done(ctx, b) for p in plugins)]
     bar = tqdm(total=len(items), initial=len(items) - sum(len(i) for _, i in todo), disable=not progress,
                desc=f"{lm.spec.name}: {plan.task.name}", leave=False)
-    fused = collection_path(lm, profile, plugins) == "fused"
+    path, fallback = collection_choice(lm, profile, plugins)
+    fused = path == "fused"
     for b, idx in todo:
         batch = BatchContext(task=ctx, index=b, positions=idx, generations=[])
         riders = [(p, p.for_generation(batch)) for p in plugins] if fused else []
@@ -110,7 +111,7 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
         append_samples(samples_path, [r for r in batch.records if r["id"] not in done])
         bar.update(len(idx))
     bar.close()
-    return finish_task(ctx, plugins, fused)
+    return finish_task(ctx, plugins, fused, fallback)
 
 
 def collection_path(lm: Any, profile: Profile, plugins: list[CollectorPlugin] | None = None) -> str:
@@ -122,10 +123,38 @@ def collection_path(lm: Any, profile: Profile, plugins: list[CollectorPlugin] | 
     >>> collection_path(lm, Profile(name="doc")), collection_path(lm, Profile(name="doc", collection="teacher-forced"))
     ('fused', 'teacher-forced')
     """
-    if profile.collection != "fused" or fusable_generation(lm) is not None:
-        return "teacher-forced"
+    return collection_choice(lm, profile, plugins)[0]
+
+
+def collection_choice(lm: Any, profile: Profile, plugins: list[CollectorPlugin] | None = None
+                      ) -> tuple[str, str | None]:
+    """:func:`collection_path`, and why a task that asked for the fused path falls back to the slower
+    teacher-forced pass (None when it does not: it rides generation, or the profile asked for the pass).
+
+    The reason lands in the task's ``summary.json`` (``collection_fallback``), the manifest and the
+    card's methods section.
+
+    >>> from reporter.config import Profile
+    >>> from reporter.collect.collectors import COLLECTORS
+    >>> collection_choice(lm, Profile(name="doc"), [COLLECTORS.get("mui")])
+    ('fused', None)
+    >>> class TeacherForcedOnly(CollectorPlugin):
+    ...     name = "tf_only"
+    ...     def for_batch(self, batch): return None
+    >>> collection_choice(lm, Profile(name="doc"), [COLLECTORS.get("lpp"), TeacherForcedOnly()])
+    ('teacher-forced', "collector 'tf_only' cannot ride generation under this profile")
+    """
+    if profile.collection != "fused":
+        return "teacher-forced", None
+    why = fusable_generation(lm)
+    if why is not None:
+        return "teacher-forced", f"the model's generation cannot carry the collectors: {why}"
     plugins = enabled_collectors(profile) if plugins is None else plugins
-    return "fused" if all(p.fusable(profile) for p in plugins) else "teacher-forced"
+    slow = [p.name for p in plugins if not p.fusable(profile)]
+    if slow:
+        names = ", ".join(f"'{n}'" for n in slow)
+        return "teacher-forced", f"collector{'s' if len(slow) > 1 else ''} {names} cannot ride generation under this profile"
+    return "fused", None
 
 
 def _nan_message(lm: Any, plan: TaskPlan) -> str:
@@ -148,7 +177,8 @@ def _collect(lm: Any, batch: BatchContext, plugins: list[CollectorPlugin]) -> No
         p.save_batch(c, batch)
 
 
-def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool) -> dict[str, Any]:
+def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
+                fallback: str | None = None) -> dict[str, Any]:
     """Score with a CI, let every plugin merge its batches into summary fields, write ``summary.json``."""
     plan = ctx.plan
     samples = read_samples(ctx.task_dir / SAMPLES)
@@ -160,6 +190,8 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool) -
         "source": plan.task.source, "description": plan.task.description,
         "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0,
         "collection": "fused" if fused else "teacher-forced"}
+    if fallback:
+        summary["collection_fallback"] = fallback
     for p in plugins:
         summary.update(p.finish_task(ctx, samples))
     if plan.task.summarize is not None:

@@ -12,6 +12,8 @@ from typing import Any
 
 from .. import __version__
 from ..config import Profile, RunConfig
+from ..store.atomic import read_json
+from ..store.layout import MODEL_META, SUMMARY, RunDir
 
 
 def _git_commit() -> str | None:
@@ -99,3 +101,30 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
         "resolved": resolved,
         "config_hash": config_hash(resolved),
     }
+
+
+def collection_record(rd: RunDir) -> dict[str, Any]:
+    """Per model and task, which path fed the collectors and, where a task fell back from the fused path, why.
+
+    ``{"<model>": {"<task>": {"path": "fused" | "teacher-forced", "fallback": reason}}}`` from the
+    tasks' ``summary.json`` files; the pipeline adds it to the manifest (``collection``) after collecting.
+
+    >>> import tempfile
+    >>> rd = RunDir(tempfile.mkdtemp())
+    >>> from reporter.store.atomic import write_json
+    >>> write_json(rd.task_dir("m", "t") / "summary.json", {"collection": "teacher-forced", "collection_fallback": "x"})
+    >>> collection_record(rd)
+    {'m': {'t': {'path': 'teacher-forced', 'fallback': 'x'}}}
+    """
+    out: dict[str, Any] = {}
+    for summary in sorted(rd.root.glob(f"models/*/tasks/*/{SUMMARY}")):
+        s = read_json(summary, {})
+        if not isinstance(s, dict) or "collection" not in s:
+            continue
+        rec = {"path": s["collection"]}
+        if s.get("collection_fallback"):
+            rec["fallback"] = s["collection_fallback"]
+        mdir = summary.parent.parent.parent
+        name = (read_json(mdir / MODEL_META, {}) or {}).get("name") or mdir.name
+        out.setdefault(name, {})[s.get("task") or summary.parent.name] = rec
+    return out
