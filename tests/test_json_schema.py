@@ -85,7 +85,8 @@ def test_the_bundle_holds_each_document_under_its_own_id():
 def test_committed_results_validate(path):
     doc = json.loads(path.read_text())
     assert schema_errors(doc) == []
-    validate(doc, Results)  # and the checker the card uses agrees
+    check_document(doc)  # the analyse stage's faster validator agrees
+    validate(doc, Results)  # and so does the checker the card uses
 
 
 def test_a_real_run_and_its_artifacts_validate(run_dir):
@@ -140,6 +141,8 @@ def _first_task(doc):
     (lambda t: t.update(ci_high=1.5), "ci_high", "1.5 is greater than the maximum of 1.000000001"),
     (lambda t: t.update(mui_per_layer=[0.1, "x"]), "mui_per_layer[1]", "'x' is not of type 'number'"),
     (lambda t: t.update(calibration={"n": 4, "ece": 0.1}), "calibration.brier", "missing"),
+    (lambda t: t.update(description=5), "description", "5 is not of type 'string', 'null'"),
+    (lambda t: t.update(mui_settings={"rho": "high"}), "mui_settings.rho", "'high' is not of type 'number', 'null'"),
 ])
 def test_a_bad_task_summary_is_rejected_with_its_path(golden, mutate, where, message):
     model, task = _first_task(golden)
@@ -147,6 +150,7 @@ def test_a_bad_task_summary_is_rejected_with_its_path(golden, mutate, where, mes
     with pytest.raises(SchemaError) as e:
         check_document(golden)
     assert str(e.value) == f"results.json: models.{model}.tasks.{task}.{where}: {message}"
+    assert schema_errors(golden)  # jsonschema alone, on the shipped file as another tool reads it
     with pytest.raises(SchemaError, match=rf"models\.{model}\.tasks\.{task}\.{where.split('[')[0]}"):
         validate(golden, Results)  # the checker the card uses rejects it too
 

@@ -4,8 +4,9 @@
 The schema says what :func:`reporter.schema.validate` accepts, in JSON Schema draft 2020-12, so that
 another tool can check a results.json without reporter:
 
-- one ``$defs`` entry per :class:`~typing.TypedDict`, described by its docstring; every object allows
-  keys it does not list (``additionalProperties: true``: plugin collectors add their own);
+- one ``$defs`` entry per :class:`~typing.TypedDict`, described by its docstring (a key by the ``#:`` comment
+  above it, :func:`field_comments`); every object allows keys it does not list (``additionalProperties:
+  true``: plugin collectors add their own);
 - an optional key may be ``null`` (the checker reads a null optional as missing); a required key may not;
 - a fraction is a number in [0, 1] (give or take the checker's rounding tolerance of 1e-9);
 - a whole-value check (:class:`~reporter.schema.documents.Check`: a square overlap matrix, a law fit or
@@ -21,6 +22,7 @@ with :func:`write_shipped` (a test keeps them equal to :func:`json_schema` and s
 import functools
 import inspect
 import json
+import re
 import types
 from importlib import resources
 from pathlib import Path
@@ -32,7 +34,7 @@ from . import documents
 from .check import _hints, _strip_required
 from .documents import Check, _error, _Fraction
 
-__all__ = ["DOCUMENTS", "DRAFT", "check_document", "json_schema", "schema_text", "shipped", "write_shipped"]
+__all__ = ["DOCUMENTS", "DRAFT", "check_document", "field_comments", "json_schema", "schema_text", "shipped", "write_shipped"]
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 #: the documents with a published schema: name -> (file it describes, its type)
@@ -52,6 +54,30 @@ _PRIMITIVES = {float: "number", int: "integer", str: "string", bool: "boolean", 
 
 def _def_name(td: Any) -> str:
     return td.__name__.lstrip("_")
+
+
+def field_comments(td: Any) -> dict[str, str]:
+    """The ``#:`` comments above the keys of a TypedDict in its source, by key (the keys' descriptions).
+
+    >>> field_comments(documents.TaskSummary)["collection"]
+    '"fused" (the collectors rode generation) or "teacher-forced" (one pass after it)'
+    """
+    try:
+        lines = inspect.getsource(td).splitlines()[1:]
+    except (OSError, TypeError):  # no source (a frozen or generated type)
+        return {}
+    out: dict[str, str] = {}
+    pending: list[str] = []
+    for line in lines:
+        text = line.strip()
+        if text.startswith("#:"):
+            pending.append(text[2:].strip())
+            continue
+        key = re.match(r"(\w+)\s*:", text)
+        if key and pending:
+            out[key.group(1)] = " ".join(pending)
+        pending = []
+    return out
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -87,11 +113,12 @@ class _Builder:
         out: dict[str, Any] = {"type": "object"}
         if td.__doc__ and not td.__doc__.startswith(td.__name__ + "("):  # not the generated signature
             out["description"] = inspect.cleandoc(td.__doc__)
-        required = td.__required_keys__
+        required, comments = td.__required_keys__, field_comments(td)
         props = {}
         for key, tp in _hints(td).items():
             sub = self.schema(_strip_required(tp))
-            props[key] = sub if key in required else _nullable(sub)
+            sub = sub if key in required else _nullable(sub)
+            props[key] = {**sub, "description": comments[key]} if key in comments else sub
         out["properties"] = props
         if required:
             out["required"] = [k for k in props if k in required]
@@ -185,9 +212,86 @@ def shipped(name: str = "results") -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=None)
 def _validator(name: str) -> Any:
+    """A draft 2020-12 validator of the shipped schema with a fast path: a value whose schema is only a ``type``
+    of plain values (most of a results.json: numbers, per-layer lists) is tested in one step; any other value,
+    or one that fails the step, goes to jsonschema's own keywords, so what fails and its message are theirs.
+    """
     import jsonschema
 
-    return jsonschema.Draft202012Validator(shipped(name))  # the schema itself is checked by the tests
+    base = jsonschema.Draft202012Validator
+    items = base.VALIDATORS["items"]
+    plain: dict[int, Any] = {}  # id of a subschema -> (the subschema, kept alive; its test or None)
+
+    def test(sub: Any) -> Any:
+        """A sufficient test of a value against ``sub``, or None (``sub`` is more than a plain type)."""
+        key = id(sub)
+        if key not in plain:
+            kinds = sub.get("type") if isinstance(sub, dict) and len(sub) == 1 else None
+            kinds = [kinds] if isinstance(kinds, str) else kinds
+            tests = [_PLAIN.get(k) for k in kinds] if isinstance(kinds, list) else [None]
+            plain[key] = (sub, None if None in tests else (lambda v, ts=tuple(tests): any(t(v) for t in ts)))
+        return plain[key][1]
+
+    def fast_items(validator: Any, sub: Any, instance: Any, schema: Any) -> Any:
+        ok = test(sub)
+        if ok is not None and validator.is_type(instance, "array") and all(map(ok, instance)):
+            return
+        yield from items(validator, sub, instance, schema)
+
+    def fast_properties(validator: Any, properties: Any, instance: Any, schema: Any) -> Any:
+        if not validator.is_type(instance, "object"):
+            return
+        for key, sub in properties.items():
+            if key in instance:
+                ok = test(sub)
+                if ok is None or not ok(instance[key]):
+                    yield from validator.descend(instance[key], sub, path=key, schema_path=key)
+
+    fast = jsonschema.validators.extend(base, {"items": fast_items, "properties": fast_properties})
+    return fast(_inlined(shipped(name)))  # the schema itself is checked by the tests
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with each ``{"$ref": "#/$defs/X"}`` replaced by X (the types do not refer to themselves, so the
+    result is finite; a reference that would recurse is kept) and descriptions dropped: a validator then takes
+    one step less per object.
+
+    >>> _inlined({"$ref": "#/$defs/A", "$defs": {"A": {"description": "a", "type": "object", "properties": {
+    ...     "description": {"$ref": "#/$defs/B"}}}, "B": {"type": "integer"}}})["properties"]
+    {'description': {'type': 'integer'}}
+    """
+    defs = schema.get("$defs", {})
+
+    def walk(x: Any, seen: tuple[str, ...]) -> Any:
+        """One schema (never a map of property names, whose keys may be any word, "description" included)."""
+        if not isinstance(x, dict):
+            return x
+        ref = x.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs and ref[8:] not in seen:
+            return {**walk(defs[ref[8:]], (*seen, ref[8:])), **walk({k: v for k, v in x.items() if k != "$ref"}, seen)}
+        out: dict[str, Any] = {}
+        for k, v in x.items():
+            if k in ("properties", "$defs"):
+                out[k] = {name: walk(sub, seen) for name, sub in v.items()}
+            elif k in ("items", "additionalProperties"):
+                out[k] = walk(v, seen)
+            elif k == "anyOf":
+                out[k] = [walk(sub, seen) for sub in v]
+            elif k not in ("description", "title"):
+                out[k] = v
+        return out
+
+    return walk(schema, ())
+
+
+#: a sufficient test that a value has a JSON type (jsonschema's own test decides the rest)
+_PLAIN: dict[str, Any] = {
+    "number": lambda v: type(v) is float or type(v) is int,
+    "integer": lambda v: type(v) is int,
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+}
 
 
 def _where(path: Any) -> str:
