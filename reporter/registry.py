@@ -42,6 +42,7 @@ PLUGIN_GROUPS = {
     "reporter.tasks": "task",
     "reporter.sections": "card section",
     "reporter.sources": "model source",
+    "reporter.evidence": "evidence pass",
 }
 
 

@@ -41,6 +41,9 @@ toy_sums = "reporter_toy.task:toy_sums"
 [project.entry-points."reporter.sources"]
 toy = "reporter_toy.source:SOURCE"
 
+[project.entry-points."reporter.evidence"]
+toy_question_tokens = "reporter_toy.evidence:QuestionTokens"
+
 [tool.setuptools]
 packages = ["reporter_toy"]
 """
@@ -106,6 +109,28 @@ class LayerNormPlugin(CollectorPlugin):
         n = len(parts[0]["sums"])
         return {"toy_norm": [scale * sum(p["sums"][i] for p in parts) / total for i in range(n)],
                 "toy_scale": scale}
+'''
+
+TOY_EVIDENCE = '''\
+"""An evidence pass: the token count of each evaluated question, once per task, resumable."""
+from reporter.collect.evidence import EvidencePass, measured
+
+FILE = "toy_question_tokens.json"
+
+
+class QuestionTokens(EvidencePass):
+    name = "toy_question_tokens"
+    label = "toy question tokens"
+    contamination = False  # every model, every task
+    order = 60  # after the built-in passes
+
+    def done(self, directory):
+        return (directory / FILE).is_file()
+
+    def run(self, ctx):
+        tok = ctx.lm.tokenizer
+        measured(ctx.directory / FILE, lambda bs: {"tokens": {it.id: len(tok(it.question)["input_ids"])
+                                                              for it in ctx.items}, "batch_size": bs}, ctx.lm)
 '''
 
 TOY_SECTION = '''\
@@ -234,7 +259,8 @@ def site(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("plugins")
     toy = _write(root / "toy", {"pyproject.toml": TOY_PYPROJECT, "reporter_toy/__init__.py": "",
                                 "reporter_toy/collector.py": TOY_COLLECTOR, "reporter_toy/section.py": TOY_SECTION,
-                                "reporter_toy/task.py": TOY_TASK, "reporter_toy/source.py": TOY_SOURCE})
+                                "reporter_toy/task.py": TOY_TASK, "reporter_toy/source.py": TOY_SOURCE,
+                                "reporter_toy/evidence.py": TOY_EVIDENCE})
     broken = _write(root / "broken", {"pyproject.toml": BROKEN_PYPROJECT, "reporter_broken/__init__.py": BROKEN_INIT,
                                       "reporter_broken/needs_missing.py": "import reporter_missing_dependency\n"})
     site = root / "site"
@@ -278,6 +304,27 @@ def test_an_installed_collector_task_and_source_reach_summary_and_results(toy_ru
     assert task["toy_norm"] == norms and task["n"] == 3 and 0 <= task["score"] <= 1
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["resolved"]["profile"]["plugins"] == {"toy_layer_norm": {"scale": 2.5}}  # recorded and hashed
+
+
+def test_an_installed_evidence_pass_runs_once_per_task_and_resumes(toy_run, site):
+    from reporter.models.loading import load_tokenizer
+    from reporter.models.packaged import PACKAGED, tokenizer_dir
+
+    out, _ = toy_run
+    task_dir = out / "models" / "toy-model" / "tasks" / "toy_sums"
+    rec = json.loads((task_dir / "toy_question_tokens.json").read_text())
+    samples = [json.loads(line) for line in (task_dir / "samples.jsonl").read_text().splitlines()]
+    tok = load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
+    questions = {f"sum-{a}-{b}": f"What is {a} + {b}?" for a in range(1, 4) for b in range(2, 4)}
+    assert rec["tokens"] == {s["id"]: len(tok(questions[s["id"]])["input_ids"]) for s in samples}  # each item
+    assert rec["batch_size"] == 8 and rec["seconds"] >= 0  # through the skeleton: its batch size, its time
+    kept = {p.name: p.stat().st_mtime_ns for p in task_dir.iterdir() if p.is_file()}
+    (task_dir / "toy_question_tokens.json").unlink()  # lost: a rerun measures it again, and nothing else
+    del kept["toy_question_tokens.json"]
+    again = _reporter(site, "run", str(out.parent / "models.yaml"), "-o", str(out), "--no-progress", "--no-render")
+    assert again.returncode == 0, again.stderr
+    assert json.loads((task_dir / "toy_question_tokens.json").read_text())["tokens"] == rec["tokens"]
+    assert {name: (task_dir / name).stat().st_mtime_ns for name in kept} == kept  # the task itself was not rerun
 
 
 def test_the_card_shows_the_installed_section_the_task_and_the_collector(toy_run):

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Sequence, TypeVar
 
 from ..config import ModelSpec, Profile, TaskConfig
-from ..registry import Registry
+from ..registry import Registry, check_settings
 from ..store.atomic import json_ok, read_json, write_json
 from ..tasks import is_probe
 
@@ -130,6 +130,8 @@ class EvidencePass:
     #: passes run by this number, then by registration (the built-ins: 10 reference, 20 option order,
     #: 30 verbatim, 40 other split, 50 ablation)
     order: ClassVar[int] = 100
+    #: a dataclass of the pass's profile settings (``plugins.<name>`` in a profile), or None
+    settings: ClassVar[type | None] = None
 
     def enabled(self, profile: Profile) -> bool:
         """Whether ``profile`` turns this pass on."""
@@ -151,8 +153,25 @@ class EvidencePass:
         raise NotImplementedError
 
 
-#: evidence passes by name, in the order they run
-EVIDENCE: Registry[EvidencePass] = Registry("evidence pass")
+_INSTANCES: dict[type, EvidencePass] = {}
+
+
+def _plugin_instance(name: str, obj: Any) -> EvidencePass:
+    """The one instance of an :class:`EvidencePass` subclass (an installed entry point's object) named ``name``."""
+    if not (isinstance(obj, type) and issubclass(obj, EvidencePass)):
+        raise TypeError(f"{obj!r} is not a subclass of reporter.collect.evidence.EvidencePass")
+    if obj.name != name:
+        raise ValueError(f"the entry point is named '{name}' but {obj.__name__}.name is {obj.name!r}")
+    if obj.scope not in ("model", "task"):
+        raise ValueError(f"{obj.__name__}.scope must be 'model' or 'task', got {obj.scope!r}")
+    check_settings(f"evidence pass '{name}'", obj.settings)
+    return _INSTANCES.setdefault(obj, obj())
+
+
+#: evidence passes by name (installed ones, entry-point group ``reporter.evidence``, after the built-in ones);
+#: they run by :attr:`EvidencePass.order`
+EVIDENCE: Registry[EvidencePass] = Registry("evidence pass", entry_point_group="reporter.evidence",
+                                            load=_plugin_instance)
 
 P = TypeVar("P", bound=type[EvidencePass])
 
@@ -161,7 +180,8 @@ def register_evidence(cls: P) -> P:
     """Class decorator: register one instance of an :class:`EvidencePass` subclass under ``cls.name``."""
     if not cls.name:
         raise ValueError(f"{cls.__name__}: an evidence pass needs a name")
-    EVIDENCE.add(cls.name, cls())
+    check_settings(f"evidence pass '{cls.name}'", cls.settings)
+    EVIDENCE.add(cls.name, _INSTANCES.setdefault(cls, cls()))
     return cls
 
 
