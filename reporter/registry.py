@@ -345,3 +345,49 @@ class Registry(Generic[T]):
     def __len__(self) -> int:
         self.load_plugins()
         return len(self._entries)
+
+
+class ClassPlugins(Generic[T]):
+    """Plugins given as subclasses of ``base`` with a ``name`` (and optional ``settings``): one instance each.
+
+    :meth:`load` is a registry's entry-point converter (an installed entry point names the class);
+    :meth:`register` is the in-process class decorator's body. Both check the class the same way.
+
+    >>> class Base:
+    ...     name = ""
+    ...     settings = None
+    >>> reg = Registry[Base]("widget")
+    >>> widgets = ClassPlugins(Base, "widget")
+    >>> class Knob(Base):
+    ...     name = "knob"
+    >>> widgets.register(reg, Knob) is Knob, reg.get("knob") is widgets.load("knob", Knob)
+    (True, True)
+    >>> widgets.load("dial", Knob)
+    Traceback (most recent call last):
+    ValueError: the entry point is named 'dial' but Knob.name is 'knob'
+    """
+
+    def __init__(self, base: type, kind: str, check: Callable[[type], None] | None = None) -> None:
+        self.base, self.kind, self.check = base, kind, check
+        self._instances: dict[type, T] = {}
+
+    def _instance(self, cls: Any) -> T:
+        check_settings(f"{self.kind} '{cls.name}'", getattr(cls, "settings", None))
+        if self.check is not None:
+            self.check(cls)
+        return self._instances.setdefault(cls, cls())
+
+    def load(self, name: str, obj: Any) -> T:
+        """The one instance of the class an installed entry point named ``name`` gives."""
+        if not (isinstance(obj, type) and issubclass(obj, self.base)):
+            raise TypeError(f"{obj!r} is not a subclass of {self.base.__module__}.{self.base.__name__}")
+        if obj.name != name:
+            raise ValueError(f"the entry point is named '{name}' but {obj.__name__}.name is {obj.name!r}")
+        return self._instance(obj)
+
+    def register(self, registry: "Registry[T]", cls: Any) -> Any:
+        """Add the one instance of ``cls`` to ``registry`` under ``cls.name``; returns ``cls``."""
+        if not cls.name:
+            raise ValueError(f"{cls.__name__}: every {self.kind} plugin needs a name")
+        registry.add(cls.name, self._instance(cls))
+        return cls

@@ -31,7 +31,7 @@ from ..metrics.mui import random_neurons_like, union
 from ..models.adapters import Adapter, get_adapter
 from ..models.generation import generate
 from ..scoring import get_scorer
-from ..store.atomic import json_ok, read_json
+from ..store.atomic import read_json
 from ..store.layout import NEURONS, SUMMARY, VALIDATION
 from ..store.neurons import load_neuron_sets
 from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
@@ -83,16 +83,13 @@ class AblationPass(EvidencePass):
 
     name = "ablation"
     order = 50
+    artifact = VALIDATION
     label = "key-neuron ablation"
     contamination = False
 
     def enabled(self, profile: Profile) -> bool:
         """On with ``mui.validate_neurons`` (and MUI itself)."""
         return profile.mui.validate_neurons and profile.mui.enabled
-
-    def done(self, directory: Path) -> bool:
-        """Whether ``validation.json`` reads back."""
-        return json_ok(directory / VALIDATION)
 
     def run(self, ctx: EvidenceContext) -> None:
         """Re-generate the task twice, with the key and with random neurons zeroed."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Sequence, TypeVar
 
 from ..config import ModelSpec, Profile, TaskConfig
-from ..registry import Registry, check_settings
+from ..registry import ClassPlugins, Registry
 from ..store.atomic import json_ok, read_json, write_json
 from ..tasks import is_probe
 
@@ -132,6 +132,8 @@ class EvidencePass:
     order: ClassVar[int] = 100
     #: a dataclass of the pass's profile settings (``plugins.<name>`` in a profile), or None
     settings: ClassVar[type | None] = None
+    #: the file a pass writes into its directory, when it is one JSON document (the default :meth:`done` reads it)
+    artifact: ClassVar[str | None] = None
 
     def enabled(self, profile: Profile) -> bool:
         """Whether ``profile`` turns this pass on."""
@@ -142,8 +144,12 @@ class EvidencePass:
         return not (self.contamination and is_probe(task.name))
 
     def done(self, directory: Path) -> bool:
-        """Whether the pass's artifacts in ``directory`` are there, whole (resume)."""
-        raise NotImplementedError
+        """Whether the pass's artifacts in ``directory`` are there, whole (resume): by default, whether
+        :attr:`artifact` reads back as JSON.
+        """
+        if self.artifact is None:
+            raise NotImplementedError(f"{type(self).__name__}: an evidence pass needs an artifact or a done()")
+        return json_ok(directory / self.artifact)
 
     def prepare(self, ctx: EvidenceContext) -> None:
         """Before any pass of the task runs: leave in ``ctx.shared`` what an earlier pass could compute on its way."""
@@ -153,36 +159,24 @@ class EvidencePass:
         raise NotImplementedError
 
 
-_INSTANCES: dict[type, EvidencePass] = {}
+def _check_scope(cls: type[EvidencePass]) -> None:
+    if cls.scope not in ("model", "task"):
+        raise ValueError(f"{cls.__name__}.scope must be 'model' or 'task', got {cls.scope!r}")
 
 
-def _plugin_instance(name: str, obj: Any) -> EvidencePass:
-    """The one instance of an :class:`EvidencePass` subclass (an installed entry point's object) named ``name``."""
-    if not (isinstance(obj, type) and issubclass(obj, EvidencePass)):
-        raise TypeError(f"{obj!r} is not a subclass of reporter.collect.evidence.EvidencePass")
-    if obj.name != name:
-        raise ValueError(f"the entry point is named '{name}' but {obj.__name__}.name is {obj.name!r}")
-    if obj.scope not in ("model", "task"):
-        raise ValueError(f"{obj.__name__}.scope must be 'model' or 'task', got {obj.scope!r}")
-    check_settings(f"evidence pass '{name}'", obj.settings)
-    return _INSTANCES.setdefault(obj, obj())
-
+_CLASSES: ClassPlugins[EvidencePass] = ClassPlugins(EvidencePass, "evidence pass", _check_scope)
 
 #: evidence passes by name (installed ones, entry-point group ``reporter.evidence``, after the built-in ones);
 #: they run by :attr:`EvidencePass.order`
 EVIDENCE: Registry[EvidencePass] = Registry("evidence pass", entry_point_group="reporter.evidence",
-                                            load=_plugin_instance)
+                                            load=_CLASSES.load)
 
 P = TypeVar("P", bound=type[EvidencePass])
 
 
 def register_evidence(cls: P) -> P:
     """Class decorator: register one instance of an :class:`EvidencePass` subclass under ``cls.name``."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__}: an evidence pass needs a name")
-    check_settings(f"evidence pass '{cls.name}'", cls.settings)
-    EVIDENCE.add(cls.name, _INSTANCES.setdefault(cls, cls()))
-    return cls
+    return _CLASSES.register(EVIDENCE, cls)  # type: ignore[no-any-return]
 
 
 def evidence_passes(profile: Profile, spec: ModelSpec, scope: str,

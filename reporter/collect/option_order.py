@@ -35,7 +35,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..config import ContaminationConfig
-from ..store.atomic import json_ok
 from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
 from .collectors.logprobs import prefix_scores, token_logprobs
@@ -422,11 +421,8 @@ class OptionOrderPass(EvidencePass):
 
     name = "option_order"
     order = 20
+    artifact = OPTION_ORDER
     label = "option order"
-
-    def done(self, directory: Path) -> bool:
-        """Whether ``option_order.json`` reads back."""
-        return json_ok(directory / OPTION_ORDER)
 
     def run(self, ctx: EvidenceContext) -> None:
         """Score the task's items in their published and permuted option orders."""

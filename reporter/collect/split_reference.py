@@ -28,7 +28,6 @@ from typing import Any, Sequence
 from ..config import ContaminationConfig
 from ..errors import UserError
 from ..metrics.rank_tests import MIN_ITEMS
-from ..store.atomic import json_ok
 from ..store.layout import SPLIT_REFERENCE
 from ..tasks.base import Item, Task
 from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
@@ -143,11 +142,8 @@ class SplitReferencePass(EvidencePass):
 
     name = "split_reference"
     order = 40
+    artifact = SPLIT_REFERENCE
     label = "other split"
-
-    def done(self, directory: Path) -> bool:
-        """Whether ``split_reference.json`` reads back."""
-        return json_ok(directory / SPLIT_REFERENCE)
 
     def run(self, ctx: EvidenceContext) -> None:
         """Pair the items with the other split and score both texts of each pair."""

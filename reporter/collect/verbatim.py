@@ -21,7 +21,6 @@ import numpy as np
 from ..config import ContaminationConfig
 from ..instrument.batch import padded_batches
 from ..instrument.hooked_pass import hooked_pass
-from ..store.atomic import json_ok
 from ..store.layout import VERBATIM
 from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 
@@ -226,11 +225,8 @@ class VerbatimPass(EvidencePass):
 
     name = "verbatim"
     order = 30
+    artifact = VERBATIM
     label = "verbatim completion"
-
-    def done(self, directory: Path) -> bool:
-        """Whether ``verbatim.json`` reads back."""
-        return json_ok(directory / VERBATIM)
 
     def prepare(self, ctx: EvidenceContext) -> None:
         """Say which tokens the check needs (``shared["verbatim_tokens"]``), for a pass over the same text.

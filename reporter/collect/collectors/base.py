@@ -31,7 +31,7 @@ from ...config import Profile, TaskConfig
 from ...instrument.decode import StepCollector
 from ...instrument.hooked_pass import Collector
 from ...models.generation import Generation
-from ...registry import Registry, check_settings
+from ...registry import ClassPlugins, Registry
 from ...store.layout import PARTS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -144,34 +144,19 @@ class CollectorPlugin:
         return True
 
 
-_INSTANCES: dict[type, CollectorPlugin] = {}
-
-
-def _plugin_instance(name: str, obj: Any) -> CollectorPlugin:
-    """The one instance of a :class:`CollectorPlugin` subclass (an installed entry point's object) named ``name``."""
-    if not (isinstance(obj, type) and issubclass(obj, CollectorPlugin)):
-        raise TypeError(f"{obj!r} is not a subclass of reporter.collect.collectors.CollectorPlugin")
-    if obj.name != name:
-        raise ValueError(f"the entry point is named '{name}' but {obj.__name__}.name is {obj.name!r}")
-    check_settings(f"collector '{name}'", obj.settings)
-    return _INSTANCES.setdefault(obj, obj())
-
+_CLASSES: ClassPlugins[CollectorPlugin] = ClassPlugins(CollectorPlugin, "collector")
 
 #: collector plugins by name, in the order they run (installed ones, entry-point group ``reporter.collectors``,
 #: after the built-in ones)
 COLLECTORS: Registry[CollectorPlugin] = Registry("collector", entry_point_group="reporter.collectors",
-                                                 load=_plugin_instance)
+                                                 load=_CLASSES.load)
 
 P = TypeVar("P", bound=type[CollectorPlugin])
 
 
 def register_collector(cls: P) -> P:
     """Class decorator: register one instance of a :class:`CollectorPlugin` subclass under ``cls.name``."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__}: a collector plugin needs a name")
-    check_settings(f"collector '{cls.name}'", cls.settings)
-    COLLECTORS.add(cls.name, _INSTANCES.setdefault(cls, cls()))
-    return cls
+    return _CLASSES.register(COLLECTORS, cls)  # type: ignore[no-any-return]
 
 
 def enabled_collectors(profile: Profile) -> list[CollectorPlugin]:
