@@ -24,7 +24,7 @@ corpus, so it has no test). Comparisons that cannot be paired are refused with o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence, TypedDict
 
 import numpy as np
 from scipy import stats
@@ -36,14 +36,135 @@ from ..schema import is_untrained
 from ..store.atomic import read_json
 from ..store.layout import SAMPLES, RunDir, slugify
 from ..store.samples import read_samples
+from .numbers import tested_p
 
-__all__ = ["COMPARE_VERSION", "LPP_KEYS", "compare_runs", "parse_pairs"]
+__all__ = ["COMPARE_VERSION", "LPP_KEYS", "compare_runs", "parse_pairs", "CompareDocument", "ComparisonRow", "LPPDelta"]
 
 COMPARE_VERSION = 1
 #: the LPP signature's numbers that a comparison reports, with their card names
 LPP_KEYS = {"entropy_floor": "entropy floor", "participation_ratio": "participation ratio",
             "effective_rank": "effective rank"}
 _FIRES = ("weak", "strong")
+
+# What compare_runs builds, key for key. reporter.schema's Compare, CompareRow ... describe compare.json for a
+# reader (a null there reads as absent); these types also say where compare_runs writes a null.
+
+
+class MUIDelta(TypedDict):
+    """The MUI of one paired model and task in both runs (compared only at equal settings)."""
+
+    base: float
+    new: float
+    delta: float
+    definition: str
+    n_samples: int | None
+
+
+class SeverityChange(TypedDict):
+    """A task's contamination severity in both runs and how it moved (:func:`_contamination_change`)."""
+
+    base: str | None
+    new: str | None
+    change: str
+
+
+class ComparisonRow(TypedDict, total=False):
+    """One paired model and task: the score delta with its CI and Holm-adjusted test, MUI and contamination."""
+
+    base_model: str
+    new_model: str
+    task: str
+    n: int
+    base_score: float
+    new_score: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    ci_method: str
+    test: str | None
+    p_value: float
+    n_regressed: int | None
+    n_improved: int | None
+    reference: bool
+    mui: MUIDelta | None
+    contamination: SeverityChange
+    p_holm: float
+    significant: bool
+    status: str
+
+
+class MetricDelta(TypedDict):
+    """One LPP number in both runs."""
+
+    base: float
+    new: float
+    delta: float
+
+
+class LPPDelta(TypedDict, total=False):
+    """The LPP signature deltas of one paired model, or why they are not compared."""
+
+    base_model: str
+    new_model: str
+    compared: bool
+    reason: str
+    metrics: dict[str, MetricDelta]
+
+
+class RunSide(TypedDict):
+    """Where one side of the comparison came from."""
+
+    dir: str
+    name: str
+    created: str | None
+    config_hash: str | None
+    profile: str | None
+    reporter_version: str | None
+    seed: int | None
+
+
+class Pair(TypedDict):
+    """A paired model: its name in the base run and in the new one."""
+
+    base: str
+    new: str
+
+
+class CompareDocument(TypedDict):
+    """``compare.json``: what :func:`compare_runs` returns."""
+
+    version: int
+    alpha: float
+    family: int
+    base: RunSide
+    new: RunSide
+    pairs: list[Pair]
+    unpaired: dict[str, list[str]]
+    failures: list[str]
+    rows: list[ComparisonRow]
+    lpp: list[LPPDelta]
+    notes: list[str]
+
+
+class _Run(TypedDict):
+    """An analysed run directory as loaded by :func:`_load`."""
+
+    dir: Path
+    rd: RunDir
+    results: dict[str, Any]
+    manifest: dict[str, Any]
+
+
+class _Work(NamedTuple):
+    """One paired model and task to compare: the names, both task entries and both runs' item scores."""
+
+    old: str
+    nw: str
+    task: str
+    b_entry: dict[str, Any]
+    n_entry: dict[str, Any]
+    bi: dict[str, float]
+    ni: dict[str, float]
 
 
 def parse_pairs(specs: Iterable[str]) -> list[tuple[str, str]]:
@@ -61,7 +182,7 @@ def parse_pairs(specs: Iterable[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _load(run_dir: Path, role: str) -> dict[str, Any]:
+def _load(run_dir: Path, role: str) -> _Run:
     rd = RunDir(run_dir)
     if not rd.manifest.is_file():
         raise UserError(f"{run_dir}: not a run directory (no manifest.json); {role} must be a `reporter run` output")
@@ -73,7 +194,7 @@ def _load(run_dir: Path, role: str) -> dict[str, Any]:
     return {"dir": run_dir, "rd": rd, "results": res, "manifest": read_json(rd.manifest) or {}}
 
 
-def _pairs(base: dict[str, Any], new: dict[str, Any], explicit: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+def _pairs(base: _Run, new: _Run, explicit: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     bm, nm = list(base["results"]["models"]), list(new["results"]["models"])
     if explicit:
         for old, nw in explicit:
@@ -89,7 +210,7 @@ def _pairs(base: dict[str, Any], new: dict[str, Any], explicit: Sequence[tuple[s
     return pairs
 
 
-def _items(run: dict[str, Any], model: str, task: str) -> dict[str, float]:
+def _items(run: _Run, model: str, task: str) -> dict[str, float]:
     slug = run["results"]["models"][model].get("slug") or slugify(model)
     return {r["id"]: float(r["score"]) for r in read_samples(run["rd"].task_dir(slug, task) / SAMPLES).values()}
 
@@ -120,7 +241,7 @@ def _describe(s: dict[str, Any], keys: Iterable[str]) -> str:
     return ", ".join(f"{k} {s.get(k)}" for k in keys)
 
 
-def _severity(run: dict[str, Any], model: str, task: str) -> str | None:
+def _severity(run: _Run, model: str, task: str) -> str | None:
     for row in run["results"]["analysis"].get("contamination") or []:
         if row.get("model") == model and row.get("task") == task:
             return str(row.get("severity")) if row.get("measured", True) else None
@@ -146,14 +267,15 @@ def _contamination_change(before: str | None, after: str | None) -> str:
 _IGNORED_TASK_KEYS = ("name", "items", "items_from", "path")  # ids are compared item by item; paths move
 
 
-def _task_settings(run: dict[str, Any], task: str) -> dict[str, Any]:
+def _task_settings(run: _Run, task: str) -> dict[str, Any]:
     tasks = ((run["manifest"].get("resolved") or {}).get("profile") or {}).get("tasks") or []
     entry = next((t for t in tasks if isinstance(t, dict) and t.get("name") == task), {})
     return {k: v for k, v in entry.items() if k not in _IGNORED_TASK_KEYS}
 
 
-def _lpp(base: dict[str, Any], new: dict[str, Any], old: str, nw: str) -> dict[str, Any]:
-    row: dict[str, Any] = {"base_model": old, "new_model": nw}
+def _lpp(base: _Run, new: _Run, old: str, nw: str) -> LPPDelta:
+    """LPP deltas only when both runs measured LPP with the same settings (descriptive: no test)."""
+    row: LPPDelta = {"base_model": old, "new_model": nw}
     settings = [((r["manifest"].get("resolved") or {}).get("profile") or {}).get("lpp") for r in (base, new)]
     lpp = [r["results"]["models"][m].get("lpp") for r, m in ((base, old), (new, nw))]
     if not all(isinstance(x, dict) for x in lpp):
@@ -164,7 +286,7 @@ def _lpp(base: dict[str, Any], new: dict[str, Any], old: str, nw: str) -> dict[s
         keys = [k for k in sorted(set(b) | set(n)) if b.get(k) != n.get(k)]
         return {**row, "compared": False, "reason": "the runs used different LPP settings (" + "; ".join(
             f"{k} {b.get(k, 'unset')} → {n.get(k, 'unset')}" for k in keys) + ")"}
-    metrics = {}
+    metrics: dict[str, MetricDelta] = {}
     for key in LPP_KEYS:
         b, n = lpp[0].get(key), lpp[1].get(key)
         if isinstance(b, (int, float)) and isinstance(n, (int, float)):
@@ -172,16 +294,13 @@ def _lpp(base: dict[str, Any], new: dict[str, Any], old: str, nw: str) -> dict[s
     return {**row, "compared": True, "metrics": metrics}
 
 
-def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[tuple[str, str]] = (),
-                 mui: bool = True, shared_only: bool = False) -> dict[str, Any]:
-    """The comparison document (``compare.json``) of two analysed run directories; see the module doc."""
-    base, new = _load(Path(base_dir), "BASE_RUN"), _load(Path(new_dir), "NEW_RUN")
-    paired = _pairs(base, new, pairs)
-    seed = int((base["results"].get("run") or {}).get("seed") or 0)
-    rows: list[dict[str, Any]] = []
-    tasks_only: dict[str, set[str]] = {"base": set(), "new": set()}
-    notes: list[str] = []
+def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
+                 shared_only: bool) -> tuple[list[_Work], dict[str, set[str]]]:
+    """Tasks pair by name and items by id: both runs must have answered the same items (with ``shared_only``, at
+    least one shared item), else the comparison is refused; tasks in one run only are counted, not compared.
+    """
     work = []
+    tasks_only: dict[str, set[str]] = {"base": set(), "new": set()}
     for old, nw in paired:
         b_tasks = base["results"]["models"][old].get("tasks") or {}
         n_tasks = new["results"]["models"][nw].get("tasks") or {}
@@ -199,67 +318,122 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
                 raise UserError(f"{task} of {_who(old, nw)}: no answered item in "
                                 f"{'either run' if not bi and not ni else 'the base run' if not bi else 'the new run'} "
                                 "(its samples.jsonl is missing or empty); rerun `reporter run` on that run directory")
-            work.append((old, nw, task, b_tasks[task], n_tasks[task], bi, ni))
-    for task in sorted({w[2] for w in work}):
+            work.append(_Work(old, nw, task, b_tasks[task], n_tasks[task], bi, ni))
+    return work, tasks_only
+
+
+def _settings_notes(base: _Run, new: _Run, work: Sequence[_Work]) -> list[str]:
+    """A task whose profile settings differ between the runs gets a note: its change may come from the settings."""
+    notes = []
+    for task in sorted({w.task for w in work}):
         b_set, n_set = _task_settings(base, task), _task_settings(new, task)
         if b_set != n_set:
             changed = [k for k in sorted(set(b_set) | set(n_set)) if b_set.get(k) != n_set.get(k)]
             notes.append(f"Task {task}: its settings differ between the runs ("
                          + "; ".join(f"{k} {b_set.get(k, 'default')} → {n_set.get(k, 'default')}" for k in changed)
                          + "): a score change on it may come from the settings, not only from the model.")
-    same_items = all(set(bi) == set(ni) for *_, bi, ni in work)
-    mui_compared = mui and same_items
-    for old, nw, task, b_entry, n_entry, bi, ni in work:
-        ms = [_mui_settings(b_entry), _mui_settings(n_entry)]
-        if mui_compared and ms[0] and ms[1] and ms[0] != ms[1]:
-            keys = [k for k in sorted(set(ms[0]) | set(ms[1])) if ms[0].get(k) != ms[1].get(k)]
-            raise UserError(f"{task} of {_who(old, nw)}: MUI is not comparable, the runs recorded different MUI "
-                            f"settings (base: {_describe(ms[0], keys)}; new: {_describe(ms[1], keys)}); rerun with "
-                            "the same mui settings and limit, or pass --no-mui to compare scores only")
-        shared = sorted(set(bi) & set(ni))
-        c = paired_comparison(nw, ni, old, bi, task=task, seed=seed)
-        b_sev, n_sev = _severity(base, old, task), _severity(new, nw, task)
-        row = {"base_model": old, "new_model": nw, "task": task, "n": c.n,
-               "base_score": sum(bi[i] for i in shared) / len(shared),
-               "new_score": sum(ni[i] for i in shared) / len(shared),
-               "delta": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "ci_method": c.method,
-               "test": c.test, "p_value": c.p_value, "n_regressed": c.n01, "n_improved": c.n10,
-               "reference": is_untrained(base["results"]["models"][old]), "mui": None,
-               "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}}
-        if mui_compared and ms[0] and ms[1]:
-            row["mui"] = {"base": b_entry["mui"], "new": n_entry["mui"], "delta": n_entry["mui"] - b_entry["mui"],
-                          "definition": ms[1]["definition"], "n_samples": ms[1].get("n_samples")}
-        row["_diffs"] = np.array([ni[i] - bi[i] for i in shared], dtype=np.float64)
-        rows.append(row)
-    failures = [f"{name} failed in the {role} run: {str(entry.get('error') or 'see its error.json')[:200]}"
-                for o, n in paired for role, run, name in (("base", base, o), ("new", new, n))
-                if (entry := run["results"]["models"][name]).get("status") == "failed"]
+    return notes
+
+
+def _check_mui(w: _Work, mui_compared: bool) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """MUI is compared only under equal settings (MUI_COMPARABLE): different recorded settings refuse the comparison
+    (unless MUI is not compared). Returns both runs' comparable settings.
+    """
+    ms = _mui_settings(w.b_entry), _mui_settings(w.n_entry)
+    if mui_compared and ms[0] and ms[1] and ms[0] != ms[1]:
+        keys = [k for k in sorted(set(ms[0]) | set(ms[1])) if ms[0].get(k) != ms[1].get(k)]
+        raise UserError(f"{w.task} of {_who(w.old, w.nw)}: MUI is not comparable, the runs recorded different MUI "
+                        f"settings (base: {_describe(ms[0], keys)}; new: {_describe(ms[1], keys)}); rerun with "
+                        "the same mui settings and limit, or pass --no-mui to compare scores only")
+    return ms
+
+
+def _row(base: _Run, new: _Run, w: _Work, seed: int, mui_compared: bool) -> tuple[ComparisonRow, np.ndarray]:
+    """One paired model and task on the shared items: the score delta with its paired CI and test, the MUI delta
+    (when compared and measured in both runs) and the contamination change; and the per-item differences.
+    """
+    ms = _check_mui(w, mui_compared)
+    old, nw, task, bi, ni = w.old, w.nw, w.task, w.bi, w.ni
+    shared = sorted(set(bi) & set(ni))
+    c = paired_comparison(nw, ni, old, bi, task=task, seed=seed)
+    b_sev, n_sev = _severity(base, old, task), _severity(new, nw, task)
+    row: ComparisonRow = {"base_model": old, "new_model": nw, "task": task, "n": c.n,
+                       "base_score": sum(bi[i] for i in shared) / len(shared),
+                       "new_score": sum(ni[i] for i in shared) / len(shared),
+                       "delta": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "ci_method": c.method,
+                       "test": c.test, "p_value": tested_p(c.p_value), "n_regressed": c.n01, "n_improved": c.n10,
+                       "reference": is_untrained(base["results"]["models"][old]), "mui": None,
+                       "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}}
+    if mui_compared and ms[0] and ms[1]:
+        row["mui"] = {"base": w.b_entry["mui"], "new": w.n_entry["mui"], "delta": w.n_entry["mui"] - w.b_entry["mui"],
+                      "definition": ms[1]["definition"], "n_samples": ms[1].get("n_samples")}
+    return row, np.array([ni[i] - bi[i] for i in shared], dtype=np.float64)
+
+
+def _failures(base: _Run, new: _Run, paired: Sequence[tuple[str, str]]) -> list[str]:
+    """A paired model that failed in either run is named with the first 200 characters of its error."""
+    return [f"{name} failed in the {role} run: {str(entry.get('error') or 'see its error.json')[:200]}"
+            for o, n in paired for role, run, name in (("base", base, o), ("new", new, n))
+            if (entry := run["results"]["models"][name]).get("status") == "failed"]
+
+
+def _holm_status(rows: Sequence[ComparisonRow], diffs: Sequence[np.ndarray]) -> None:
+    """Holm over every test of the comparison; a row is a regression or an improvement only when its adjusted p is
+    below ALPHA and the paired test's direction (:func:`_direction`) agrees with the mean delta.
+    """
+    adjusted = holm([r["p_value"] for r in rows])
+    for r, d, p in zip(rows, diffs, adjusted):
+        direction = _direction(r, d)
+        significant = p < ALPHA and direction != 0
+        r.update({"p_holm": p, "significant": significant,
+                  "status": ("regression" if direction < 0 else "improvement") if significant
+                  else "no significant change"})
+
+
+def _mui_notes(mui: bool, mui_compared: bool, rows: Sequence[ComparisonRow]) -> list[str]:
+    """Why MUI was not compared: --no-mui, different item sets (MUI grows with the items), or not measured in both."""
+    if not mui:
+        return ["MUI was not compared (--no-mui)."]
+    if not mui_compared:
+        return ["MUI was not compared: the item sets differ, and MUI grows with the items it is measured on."]
+    if not any(r["mui"] is not None for r in rows):
+        return ["MUI was not compared: it was not measured in both runs."]
+    return []
+
+
+def _unpaired(base: _Run, new: _Run, paired: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """The models of each run that are in no pair (listed, not compared)."""
+    paired_names = ({o for o, _ in paired}, {n for _, n in paired})
+    return {"base": [m for m in base["results"]["models"] if m not in paired_names[0]],
+            "new": [m for m in new["results"]["models"] if m not in paired_names[1]]}
+
+
+def _left_out_notes(tasks_only: dict[str, set[str]], unpaired: dict[str, list[str]]) -> list[str]:
+    """Tasks, then models, that are in one run only: named in a note each, not compared."""
+    notes = [f"Only in the {role} run, not compared: {', '.join(sorted(ts))}." for role, ts in tasks_only.items() if ts]
+    notes += [f"Models only in the {role} run, not compared: {', '.join(names)}."
+              for role, names in unpaired.items() if names]
+    return notes
+
+
+def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[tuple[str, str]] = (),
+                 mui: bool = True, shared_only: bool = False) -> CompareDocument:
+    """The comparison document (``compare.json``) of two analysed run directories; see the module doc."""
+    base, new = _load(Path(base_dir), "BASE_RUN"), _load(Path(new_dir), "NEW_RUN")
+    paired = _pairs(base, new, pairs)
+    seed = int((base["results"].get("run") or {}).get("seed") or 0)
+    work, tasks_only = _paired_work(base, new, paired, shared_only)
+    notes = _settings_notes(base, new, work)
+    mui_compared = mui and all(set(w.bi) == set(w.ni) for w in work)
+    rows_diffs = [_row(base, new, w, seed, mui_compared) for w in work]
+    rows = [r for r, _ in rows_diffs]
+    failures = _failures(base, new, paired)
     if not rows:
         raise UserError("the paired models share no task; nothing to compare"
                         + (f" ({'; '.join(failures)})" if failures else ""))
-    adjusted = holm([r["p_value"] for r in rows])
-    for r, p in zip(rows, adjusted):
-        direction = _direction(r)
-        significant = p < ALPHA and direction != 0
-        r.update(p_holm=p, significant=significant,
-                 status=("regression" if direction < 0 else "improvement") if significant else "no significant change")
-    for r in rows:
-        r.pop("_diffs", None)
-    if not mui:
-        notes.append("MUI was not compared (--no-mui).")
-    elif not mui_compared:
-        notes.append("MUI was not compared: the item sets differ, and MUI grows with the items it is measured on.")
-    elif not any(r["mui"] is not None for r in rows):
-        notes.append("MUI was not compared: it was not measured in both runs.")
-    for role, ts in tasks_only.items():
-        if ts:
-            notes.append(f"Only in the {role} run, not compared: {', '.join(sorted(ts))}.")
-    paired_names = ({o for o, _ in paired}, {n for _, n in paired})
-    unpaired = {"base": [m for m in base["results"]["models"] if m not in paired_names[0]],
-                "new": [m for m in new["results"]["models"] if m not in paired_names[1]]}
-    for role, names in unpaired.items():
-        if names:
-            notes.append(f"Models only in the {role} run, not compared: {', '.join(names)}.")
+    _holm_status(rows, [d for _, d in rows_diffs])
+    unpaired = _unpaired(base, new, paired)
+    notes += _mui_notes(mui, mui_compared, rows) + _left_out_notes(tasks_only, unpaired)
     return {
         "version": COMPARE_VERSION,
         "alpha": ALPHA,
@@ -275,32 +449,32 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
     }
 
 
-def _direction(row: dict[str, Any]) -> int:
+def _direction(row: ComparisonRow, diffs: np.ndarray) -> int:
     """The sign of the change the paired test detected: the discordant counts for McNemar, the signed-rank
     sums for Wilcoxon (rank-based, so it can disagree with the mean; then the row is not called a change).
 
-    >>> _direction({"test": "wilcoxon", "delta": 0.031, "_diffs": np.array([-0.05] * 12 + [1.0])})
+    >>> _direction({"test": "wilcoxon", "delta": 0.031}, np.array([-0.05] * 12 + [1.0]))
     0
-    >>> _direction({"test": "mcnemar-exact", "delta": -0.1, "n_regressed": 5, "n_improved": 1})
+    >>> _direction({"test": "mcnemar-exact", "delta": -0.1, "n_regressed": 5, "n_improved": 1}, np.zeros(0))
     -1
     """
     if row["test"] == "mcnemar-exact":
         sign = int(np.sign((row["n_improved"] or 0) - (row["n_regressed"] or 0)))
     else:
-        d = row["_diffs"][row["_diffs"] != 0]
+        d = diffs[diffs != 0]
         ranks = stats.rankdata(np.abs(d))
         sign = int(np.sign(ranks[d > 0].sum() - ranks[d < 0].sum()))
     return sign if sign == int(np.sign(row["delta"])) else 0
 
 
-def _run_info(run: dict[str, Any]) -> dict[str, Any]:
+def _run_info(run: _Run) -> RunSide:
     info = run["results"].get("run") or {}
     return {"dir": str(run["dir"]), "name": Path(run["dir"]).resolve().name, "created": info.get("created"), "config_hash": info.get("config_hash"),
             "profile": info.get("profile"), "reporter_version": info.get("reporter_version"),
             "seed": info.get("seed")}
 
 
-def _ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _ordered(rows: list[ComparisonRow]) -> list[ComparisonRow]:
     """Significant regressions first (largest drop first), then improvements (largest first), then the rest."""
     rank = {"regression": 0, "improvement": 1, "no significant change": 2}
     return sorted(rows, key=lambda r: (rank[r["status"]], r["delta"] if r["status"] == "regression"

@@ -37,3 +37,14 @@ def json_ready(x: Any) -> Any:
     if isinstance(x, (float, np.floating)):
         return float(x) if math.isfinite(x) else None
     return x
+
+
+def tested_p(p: float | None) -> float:
+    """A paired comparison's p-value (:func:`reporter.metrics.stats.paired_comparison` always sets it).
+
+    >>> tested_p(0.25)
+    0.25
+    """
+    if p is None:
+        raise ValueError("a paired comparison without a p-value cannot be adjusted")
+    return p
