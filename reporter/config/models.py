@@ -208,90 +208,150 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
     return v
 
 
-def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True) -> ModelSpec | None:
-    k = f"models[{i}]"
-    if not isinstance(m, dict):
-        p.add(k, f"each model must be a mapping with at least name and source, got {type_name(m)}")
-        return None
-    n0 = len(p.lines)
+@dataclass(frozen=True)
+class _Entry:
+    """What a field rule of a model entry may read besides its own value."""
+
+    raw: dict[str, Any]
+    base_dir: Path
+    local: bool
+
+
+def _known_keys(p: Problems, k: str, m: dict[str, Any]) -> None:
+    """Every key of a model entry is a field of :class:`ModelSpec`; ``name`` and ``source`` are required."""
     for key in m:
         if key not in MODEL_FIELDS:
             p.add(f"{k}.{key}", _unknown_key(str(key), MODEL_FIELDS))
     for req in ("name", "source"):
         if req not in m:
             p.add(f"{k}.{req}", "is required")
-    spec: dict[str, Any] = {}
-    if "name" in m:
-        if not isinstance(m["name"], str) or not m["name"].strip():
-            p.add(f"{k}.name", f"must be a non-empty string, got {type_name(m['name'])}")
-        elif len(m["name"].strip()) > MAX_NAME:
-            p.add(f"{k}.name", f"is {len(m['name'].strip())} characters long; use at most {MAX_NAME}")
+
+
+def _model_name(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
+    """``name``: a non-empty string of at most MAX_NAME characters, stripped."""
+    if not isinstance(v, str) or not v.strip():
+        p.add(key, f"must be a non-empty string, got {type_name(v)}")
+    elif len(v.strip()) > MAX_NAME:
+        p.add(key, f"is {len(v.strip())} characters long; use at most {MAX_NAME}")
+    else:
+        return v.strip()
+    return None
+
+
+def _model_source(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
+    """``source``: a hub id, a local model directory, ``packaged:NAME`` or ``random:ARCH`` (:func:`_check_source`)."""
+    return _check_source(p, key, v, e.base_dir)
+
+
+def _model_device(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
+    """``device``: auto, cpu, cuda or cuda:N, present on this machine when the executor is local."""
+    return _check_device(p, key, v, e.local)
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[Problems, str, Any, _Entry], str | None]:
+    """A field rule: the value is one of ``choices``."""
+    def check(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
+        return _check_choice(p, key, v, choices)
+    check.__doc__ = f"One of {', '.join(choices)}."
+    return check
+
+
+def _non_negative(p: Problems, key: str, v: Any, e: _Entry) -> float | None:
+    """``num_gpus``, ``num_cpus``: a non-negative number."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        p.add(key, f"must be a non-negative number, got {short(v)}")
+        return None
+    return v
+
+
+def _model_revision(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
+    """``revision``: a branch, tag or commit (a number is read as a string), or null."""
+    if v is not None and not isinstance(v, (str, int)):
+        p.add(key, f"must be a branch, tag or commit string, got {type_name(v)}")
+        return None
+    return None if v is None else str(v)
+
+
+def _model_trust_remote_code(p: Problems, key: str, v: Any, e: _Entry) -> bool | None:
+    """``trust_remote_code``: true or false."""
+    if not isinstance(v, bool):
+        p.add(key, f"must be true or false, got {short(v)}")
+        return None
+    return v
+
+
+def _model_max_batch_size(p: Problems, key: str, v: Any, e: _Entry) -> int | None:
+    """``max_batch_size``: a positive integer."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        p.add(key, f"must be a positive integer, got {short(v)}")
+        return None
+    return v
+
+
+def _model_checkpoint(p: Problems, key: str, v: Any, e: _Entry) -> float | None:
+    """``checkpoint``: a non-negative training step or token count, with an optional k/M/B/T suffix."""
+    c = _parse_checkpoint(v)
+    if c is None:
+        p.add(key, f"must be a non-negative training step or token count (e.g. 20000 or '1.5T'), got {short(v)}")
+    return c
+
+
+def _model_random(p: Problems, key: str, v: Any, e: _Entry) -> dict[str, int] | None:
+    """``random``: size overrides, only with a ``random:ARCH`` source; each of RANDOM_KEYS a positive integer
+    (``seed`` may be 0).
+    """
+    if not str(e.raw.get("source", "")).startswith("random:"):
+        p.add(key, "size overrides are only valid with a random:ARCH source")
+        return None
+    if not isinstance(v, dict):
+        p.add(key, f"must be a mapping of {', '.join(RANDOM_KEYS)}, got {type_name(v)}")
+        return None
+    ok = {}
+    for rk, rv in v.items():
+        if rk not in RANDOM_KEYS:
+            p.add(f"{key}.{rk}", _unknown_key(str(rk), RANDOM_KEYS))
+        elif isinstance(rv, bool) or not isinstance(rv, int) or (rv < 1 and rk != "seed") or rv < 0:
+            p.add(f"{key}.{rk}", f"must be a positive integer, got {short(rv)}")
         else:
-            spec["name"] = m["name"].strip()
-    if "source" in m:
-        spec["source"] = _check_source(p, f"{k}.source", m["source"], base_dir)
-    if "dtype" in m:
-        spec["dtype"] = _check_choice(p, f"{k}.dtype", m["dtype"], DTYPES)
-    if "device" in m:
-        spec["device"] = _check_device(p, f"{k}.device", m["device"], local)
-    if "device_map" in m:
-        spec["device_map"] = _check_choice(p, f"{k}.device_map", m["device_map"], DEVICE_MAPS)
-    if "generation_backend" in m:
-        spec["generation_backend"] = _check_choice(p, f"{k}.generation_backend", m["generation_backend"], BACKENDS)
-    for key in ("num_gpus", "num_cpus"):
-        if key in m:
-            v = m[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                p.add(f"{k}.{key}", f"must be a non-negative number, got {short(v)}")
-            else:
-                spec[key] = v
-    if "revision" in m:
-        if m["revision"] is not None and not isinstance(m["revision"], (str, int)):
-            p.add(f"{k}.revision", f"must be a branch, tag or commit string, got {type_name(m['revision'])}")
-        else:
-            spec["revision"] = None if m["revision"] is None else str(m["revision"])
-    if "kind" in m:
-        spec["kind"] = _check_choice(p, f"{k}.kind", m["kind"], KINDS)
-    if "chat_template" in m:
-        spec["chat_template"] = _check_choice(p, f"{k}.chat_template", m["chat_template"], CHAT_TEMPLATES)
-    if "trust_remote_code" in m:
-        if not isinstance(m["trust_remote_code"], bool):
-            p.add(f"{k}.trust_remote_code", f"must be true or false, got {short(m['trust_remote_code'])}")
-        else:
-            spec["trust_remote_code"] = m["trust_remote_code"]
-    if "max_batch_size" in m:
-        v = m["max_batch_size"]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            p.add(f"{k}.max_batch_size", f"must be a positive integer, got {short(v)}")
-        else:
-            spec["max_batch_size"] = v
-    if "checkpoint" in m:
-        c = _parse_checkpoint(m["checkpoint"])
-        if c is None:
-            p.add(f"{k}.checkpoint", f"must be a non-negative training step or token count "
-                                     f"(e.g. 20000 or '1.5T'), got {short(m['checkpoint'])}")
-        else:
-            spec["checkpoint"] = c
-    if "random" in m:
-        r = m["random"]
-        if not str(m.get("source", "")).startswith("random:"):
-            p.add(f"{k}.random", "size overrides are only valid with a random:ARCH source")
-        elif not isinstance(r, dict):
-            p.add(f"{k}.random", f"must be a mapping of {', '.join(RANDOM_KEYS)}, got {type_name(r)}")
-        else:
-            ok = {}
-            for rk, rv in r.items():
-                if rk not in RANDOM_KEYS:
-                    p.add(f"{k}.random.{rk}", _unknown_key(str(rk), RANDOM_KEYS))
-                elif isinstance(rv, bool) or not isinstance(rv, int) or (rv < 1 and rk != "seed") or rv < 0:
-                    p.add(f"{k}.random.{rk}", f"must be a positive integer, got {short(rv)}")
-                else:
-                    ok[rk] = rv
-            spec["random"] = ok
-    if "sae" in m and m["sae"] is not None:
-        spec["sae"] = parse_sae(p, f"{k}.sae", m["sae"], base_dir)
+            ok[rk] = rv
+    return ok
+
+
+def _model_sae(p: Problems, key: str, v: Any, e: _Entry) -> SAEConfig | None:
+    """``sae``: this model's SAEs (:func:`reporter.config.sae.parse_sae`); null means the profile's."""
+    return None if v is None else parse_sae(p, key, v, e.base_dir)
+
+
+#: the field rules of a model entry, in the order their problems are reported
+_FIELD_RULES: tuple[tuple[str, Callable[[Problems, str, Any, _Entry], Any]], ...] = (
+    ("name", _model_name), ("source", _model_source), ("dtype", _choice(DTYPES)), ("device", _model_device),
+    ("device_map", _choice(DEVICE_MAPS)), ("generation_backend", _choice(BACKENDS)),
+    ("num_gpus", _non_negative), ("num_cpus", _non_negative), ("revision", _model_revision),
+    ("kind", _choice(KINDS)), ("chat_template", _choice(CHAT_TEMPLATES)),
+    ("trust_remote_code", _model_trust_remote_code), ("max_batch_size", _model_max_batch_size),
+    ("checkpoint", _model_checkpoint), ("random", _model_random), ("sae", _model_sae))
+
+
+def _backend_fits_source(p: Problems, k: str, m: dict[str, Any], spec: dict[str, Any]) -> None:
+    """vLLM loads weights from a checkpoint, so it cannot load a ``random:ARCH`` model."""
     if spec.get("generation_backend") == "vllm" and str(m.get("source", "")).startswith("random:"):
         p.add(f"{k}.generation_backend", "vllm cannot load a random:ARCH model; use transformers")
+
+
+def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True) -> ModelSpec | None:
+    """One entry of ``models:``: its keys, each field's rule (:data:`_FIELD_RULES`) and the cross-field rules.
+
+    Every problem is added to ``p``; the spec is returned only when the entry has none.
+    """
+    k = f"models[{i}]"
+    if not isinstance(m, dict):
+        p.add(k, f"each model must be a mapping with at least name and source, got {type_name(m)}")
+        return None
+    n0 = len(p.lines)
+    _known_keys(p, k, m)
+    entry = _Entry(m, base_dir, local)
+    spec = {key: rule(p, f"{k}.{key}", m[key], entry) for key, rule in _FIELD_RULES if key in m}
+    _backend_fits_source(p, k, m, spec)
     if len(p.lines) > n0:
         return None
     spec.setdefault("device", None)
