@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import numpy as np
 
 from ..metrics.min_k import question_logprobs
 from ..metrics.mui import LEGACY_DEFINITION
-from ..schema import check_document, is_untrained
+from ..schema import Analysis, NotRanked, Ties, check_document, is_untrained, validate
 from ..store.atomic import read_json, write_json
 from ..store.layout import (
     CORESET,
@@ -50,6 +50,8 @@ from .contamination import (
     CONTAMINATION_RULE,
     CONTROL_POWER,
     MEANING,
+    ContaminationVerdict,
+    SignalResult,
     apply_fdr,
     assess,
     law_residual_signal,
@@ -58,19 +60,62 @@ from .contamination import (
     split_signal,
     verbatim_signal,
 )
-from .coreset import coreset_document, pooled_core_set, reproduction
-from .diversity import model_diversity
-from .fairness import FAIRNESS_DEFINITION, fairness
-from .law import MIN_POINTS, LawFit, describe_fit, fit_points
-from .leaderboard import PerItem, leaderboard, per_item_scores
+from .coreset import PooledCoreSet, Reproduction, coreset_document, pooled_core_set, reproduction
+from .diversity import ModelDiversity, model_diversity
+from .fairness import FAIRNESS_DEFINITION, FairnessResult, fairness
+from .law import MIN_POINTS, FitDescription, LawFit, describe_fit, fit_points
+from .leaderboard import Leaderboard, PerItem, PowerAdvice, ReferenceRow, leaderboard, per_item_scores
 from .numbers import json_ready
 from .results import build_results
-from .training import PHASE_RULE, training_phases
+from .training import PHASE_RULE, TrainingResult, training_phases
 
-__all__ = ["analyse", "write_analysis", "ANALYSIS_VERSION"]
+__all__ = ["analyse", "write_analysis", "ANALYSIS_VERSION", "AnalysisDoc", "LawSection", "CoreSetSection"]
 
 ANALYSIS_VERSION = 2
 _SETTINGS = ("definition", "mode", "top_ratio", "rho", "n_samples")
+
+
+class LawSection(TypedDict, total=False):
+    """``analysis.law`` and ``analysis.law_sae`` (:class:`reporter.schema.Law`): the fits and what they leave out."""
+
+    pooled: FitDescription
+    per_task: dict[str, FitDescription]
+    per_model_average: FitDescription
+    excluded: list[dict[str, Any]]
+    notes: list[str]
+    left_out: list[dict[str, Any]]
+
+
+class CoreSetSection(TypedDict):
+    """``analysis.coreset`` (:class:`reporter.schema.CoreSetExport`): the pooled core sets and their reproduction."""
+
+    tasks: dict[str, PooledCoreSet]
+    reproduction: Reproduction
+    file: str
+
+
+class AnalysisDoc(TypedDict, total=False):
+    """What :func:`analyse` returns: ``results.json``'s ``analysis`` (:class:`reporter.schema.Analysis`, checked
+    against it before it is returned), with the analysis version and seed.
+    """
+
+    version: int
+    seed: int
+    law: LawSection
+    fairness: FairnessResult
+    ranking: dict[str, Any] | None
+    references: list[ReferenceRow]
+    not_ranked: list[NotRanked]
+    above_chance: list[dict[str, Any]]
+    ties: Ties | None
+    power: PowerAdvice | None
+    contamination: list[ContaminationVerdict]
+    law_sae: LawSection
+    diversity: dict[str, ModelDiversity]
+    coreset: CoreSetSection | None
+    training: TrainingResult | None
+    definitions: dict[str, Any]
+    notes: list[str]
 
 
 def _finite(v: Any) -> bool:
@@ -152,7 +197,7 @@ def _strip(p: dict) -> dict:
     return {k: v for k, v in p.items() if k != "settings"}
 
 
-def _law(law_pts: dict, seed: int, n_resamples: int) -> tuple[dict, dict, list[dict]]:
+def _law(law_pts: dict, seed: int, n_resamples: int) -> tuple[LawSection, dict, list[dict]]:
     """The law section, the per-task LawFit objects, and the per-model average points."""
     notes = []
     pooled_pts = [{**_strip(p), "label": f"{m} / {t}"} for m, ts in law_pts.items() for t, p in ts.items()]
@@ -166,7 +211,8 @@ def _law(law_pts: dict, seed: int, n_resamples: int) -> tuple[dict, dict, list[d
         fit, reason = fit_points(pooled_pts, seed=seed, n_resamples=n_resamples)
     pooled = describe_fit(fit, reason, pooled_pts)
     tasks = sorted({t for ts in law_pts.values() for t in ts})
-    per_task, fits = {}, {}
+    per_task: dict[str, FitDescription] = {}
+    fits: dict[str, tuple[LawFit | None, str | None, list[dict]]] = {}
     for t in tasks:
         pts = [_strip(ts[t]) for ts in law_pts.values() if t in ts]
         f, r = fit_points(pts, seed=seed, n_resamples=n_resamples)
@@ -181,14 +227,15 @@ def _law(law_pts: dict, seed: int, n_resamples: int) -> tuple[dict, dict, list[d
         f, r = fit_points(avg, seed=seed, n_resamples=n_resamples)
     else:
         f, r = None, "no model has a task with both a score and MUI"
-    per_model = {**describe_fit(f, r, avg), "tasks": common, "tasks_dropped": dropped}
+    per_model: FitDescription = {**describe_fit(f, r, avg), "tasks": common, "tasks_dropped": dropped}
     if dropped:
         notes.append(f"per-model averages use the {len(common)} task(s) every model finished; dropped: {', '.join(dropped)}")
     if fit is not None and len(tasks) > 1:
         notes.append("the pooled fit mixes tasks whose MUI levels differ; per-task and per-model-average fits "
                      "are the paper's views")
     excluded: dict[tuple, dict] = {}  # one entry per (model, task, reason), with the fits it is left out of
-    for scope, blk in [("pooled", pooled), ("per_model_average", per_model)] + [(f"task {t}", b) for t, b in per_task.items()]:
+    scopes: list[tuple[str, FitDescription]] = [("pooled", pooled), ("per_model_average", per_model)]
+    for scope, blk in scopes + [(f"task {t}", b) for t, b in per_task.items()]:
         for p in blk["points"]:
             if "excluded" in p:
                 key = (p.get("model"), p.get("task"), p["excluded"])
@@ -198,7 +245,7 @@ def _law(law_pts: dict, seed: int, n_resamples: int) -> tuple[dict, dict, list[d
              "notes": notes}, fits, avg)
 
 
-def _law_signal(model: str, task: str, baseline: bool, fits: dict) -> dict:
+def _law_signal(model: str, task: str, baseline: bool, fits: dict) -> SignalResult:
     if baseline:
         return {"measured": False, "fires": False, "reason": "untrained baseline: not a point of the law"}
     if task not in fits:
@@ -214,7 +261,7 @@ def _law_signal(model: str, task: str, baseline: bool, fits: dict) -> dict:
                                n_points=fit.n)
 
 
-def _min_k(task_dir: Path, ref_path: Path, baseline: bool = False) -> dict[str, Any]:
+def _min_k(task_dir: Path, ref_path: Path, baseline: bool = False) -> SignalResult:
     lp_path = task_dir / LOGPROBS
     if not lp_path.is_file():
         return {"measured": False, "fires": False, "reason": f"no {LOGPROBS} for this task"}
@@ -234,7 +281,7 @@ def _min_k(task_dir: Path, ref_path: Path, baseline: bool = False) -> dict[str, 
     return out
 
 
-def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
+def _contamination(results: dict, rd: RunDir, fits: dict) -> list[ContaminationVerdict]:
     """Rows per model x task, tests corrected together over the run (Benjamini-Hochberg).
 
     Untrained baselines are a negative control: they cannot have seen any data, so a test that
@@ -263,11 +310,12 @@ def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
         if baseline:
             fired = [k for k, v in sig.items() if v and v.get("fires")]
             row = assess(name, task, sig)
-            row.update(severity="none", evidence="untrained baseline: a negative control that cannot be contaminated"
-                       + (f"; its firing test(s) ({', '.join(fired)}) are discounted for every model on this task"
-                          if fired else "" if row["measured"] else
-                          " (no evidence is collected for untrained models: with no knowledge of language their "
-                          "option orders and continuations are chance by construction)"))
+            row.update({"severity": "none",
+                        "evidence": "untrained baseline: a negative control that cannot be contaminated"
+                        + (f"; its firing test(s) ({', '.join(fired)}) are discounted for every model on this task"
+                           if fired else "" if row["measured"] else
+                           " (no evidence is collected for untrained models: with no knowledge of language their "
+                           "option orders and continuations are chance by construction)")})
         else:
             sig = {k: ({**v, "fires": False, "confounded": True,
                         "reason": "also fires on the untrained baseline (negative control): not evidence on this task"}
@@ -279,7 +327,7 @@ def _contamination(results: dict, rd: RunDir, fits: dict) -> list[dict]:
 
 
 def _diversity(results: dict, rd: RunDir, per_item: PerItem, seed: int, n_resamples: int,
-               notes: list[str]) -> tuple[dict, dict | None]:
+               notes: list[str]) -> tuple[dict[str, ModelDiversity], CoreSetSection | None]:
     """Per trained model: diversity facts and advice; and the pooled core sets with their reproduction."""
     out, neurons = {}, {}
     for name, e in (results.get("models") or {}).items():
@@ -306,23 +354,23 @@ def _diversity(results: dict, rd: RunDir, per_item: PerItem, seed: int, n_resamp
         out[name] = d
         neurons[name] = {t: (ids_by_task[t], sets_by_task[t]) for t in sets_by_task}
     tasks = sorted({t for by_task in neurons.values() for t in by_task if not is_probe(t)})
-    core = {}
+    core: dict[str, PooledCoreSet] = {}
     for t in tasks:
         by_model = {m: by_task[t] for m, by_task in neurons.items() if t in by_task}
-        c = pooled_core_set(by_model)
-        if c["n"]:
-            core[t] = c
+        pooled = pooled_core_set(by_model)
+        if pooled["n"]:
+            core[t] = pooled
     repro = reproduction({m: per_item.get(m, {}) for m in neurons}, {t: c["items"] for t, c in core.items()},
                          seed=seed, n_resamples=n_resamples)
     for name, d in out.items():
         rows = {t: r["per_model"][name] for t, r in repro["per_task"].items() if name in r["per_model"]}
         task_sets = {t: s for t, (_, s) in neurons[name].items() if not is_probe(t)}
         d.update(advise(name, task_sets, seed=seed, core=core, reproduction=rows))
-    coreset = {"tasks": core, "reproduction": repro, "file": CORESET} if core else None
+    coreset: CoreSetSection | None = {"tasks": core, "reproduction": repro, "file": CORESET} if core else None
     return out, coreset
 
 
-def _training(results: dict, law_pts: dict) -> dict | None:
+def _training(results: dict, law_pts: dict) -> TrainingResult | None:
     ck = {m: (results["models"][m].get("meta") or {}).get("checkpoint") for m in law_pts}
     ck = {m: c for m, c in ck.items() if _finite(c)}
     if len(ck) < 2:
@@ -340,20 +388,21 @@ def _training(results: dict, law_pts: dict) -> dict | None:
     return out
 
 
-def _flag_fairness(fair: dict, contamination: list[dict]) -> None:
+def _flag_fairness(fair: FairnessResult, contamination: list[ContaminationVerdict]) -> None:
     """Append a contamination caveat to the fairness sentence when the top-ranked model carries a warning."""
     if not fair.get("available") or not fair.get("per_model"):
         return
     top = min(fair["per_model"], key=lambda r: r["rank_adjusted"])["label"]
     warn = [r for r in contamination if r["model"] == top and r["severity"] in ("weak", "strong")]
-    if warn:
+    sentence = fair["sentence"]  # an available adjustment always has its sentence
+    if warn and sentence is not None:
         worst = "strong" if any(r["severity"] == "strong" for r in warn) else "weak"
         tasks = ", ".join(sorted(r["task"] for r in warn))
-        fair["sentence"] += (f" Note: {top} also carries a {worst} contamination warning ({tasks}); its scores on "
-                             "those tasks may partly come from memorised test items.")
+        fair["sentence"] = sentence + (f" Note: {top} also carries a {worst} contamination warning ({tasks}); its "
+                                       "scores on those tasks may partly come from memorised test items.")
 
 
-def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 2000) -> dict:
+def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 2000) -> AnalysisDoc:
     """Compute the ``analysis`` section of results.json from a run directory's artifacts.
 
     Returns ``{version, law, fairness, ranking, references, not_ranked, above_chance, ties, power,
@@ -390,23 +439,27 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
         law_sae["left_out"] = sae_left
     per_item = per_item_scores(results, rd.root)
     diversity, coreset = _diversity(results, rd, per_item, seed, n_resamples, notes)
-    out = {"version": ANALYSIS_VERSION, "seed": seed, "law": law, "fairness": fair,
-           **leaderboard(results, per_item, seed=seed, n_resamples=n_resamples),
-           "contamination": contamination,
-           **({"law_sae": law_sae} if law_sae is not None else {}),  # only when a model counted SAE features
-           "diversity": diversity, "coreset": coreset,
-           "training": _training(results, law_pts),
-           "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE, "contamination_meaning": MEANING,
-                           "contamination_power": dict(CONTROL_POWER),
-                           "training": PHASE_RULE, "advice": ADVICE_RULES,
-                           "law": "MUI = a + b*ln(P), OLS of MUI on ln P (P, MUI in %), pairs-bootstrap percentile CIs"},
-           "notes": notes}
+    board: Leaderboard = leaderboard(results, per_item, seed=seed, n_resamples=n_resamples)
+    out: AnalysisDoc = {"version": ANALYSIS_VERSION, "seed": seed, "law": law, "fairness": fair, **board,
+                        "contamination": contamination}
+    if law_sae is not None:  # only when a model counted SAE features
+        out["law_sae"] = law_sae
+    out.update({"diversity": diversity, "coreset": coreset,
+                "training": _training(results, law_pts),
+                "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE,
+                                "contamination_meaning": MEANING, "contamination_power": dict(CONTROL_POWER),
+                                "training": PHASE_RULE, "advice": ADVICE_RULES,
+                                "law": "MUI = a + b*ln(P), OLS of MUI on ln P (P, MUI in %), pairs-bootstrap "
+                                       "percentile CIs"},
+                "notes": notes})
     if not law_pts:
         notes.append("no trained model has both a score and MUI: the Utility Law analyses are not possible")
-    return json_ready(out)
+    doc: AnalysisDoc = json_ready(out)
+    validate(doc, Analysis, "analysis")  # the boundary: a wrong key or type fails here, naming its path
+    return doc
 
 
-def write_analysis(run_dir: str | Path, **kwargs) -> dict:
+def write_analysis(run_dir: str | Path, **kwargs: Any) -> AnalysisDoc:
     """Run :func:`analyse` and store it as ``results["analysis"]`` in results.json (atomic write).
 
     results.json is built from the artifacts first when it is missing. Also writes ``coreset.json``
@@ -423,8 +476,8 @@ def write_analysis(run_dir: str | Path, **kwargs) -> dict:
         write_json(rd.results, results)
     analysis = analyse(run_dir, **kwargs)
     results["analysis"] = analysis
-    if analysis.get("coreset"):
-        write_json(rd.coreset, coreset_document(analysis["coreset"]["tasks"], results.get("run") or {}))
+    if coreset := analysis.get("coreset"):
+        write_json(rd.coreset, coreset_document(coreset["tasks"], results.get("run") or {}))
     else:
         rd.coreset.unlink(missing_ok=True)
     check_document(results)  # the published schema (reporter/data/results.schema.json), at the boundary

@@ -56,7 +56,7 @@ none otherwise.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, TypedDict
 
 import numpy as np
 from scipy import stats
@@ -68,7 +68,7 @@ from .numbers import finite_or_none as _f
 
 __all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "SIGNAL_NAMES", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
            "law_residual_signal", "min_k_signal", "split_signal", "verbatim_signal", "option_order_signal",
-           "apply_fdr", "combine", "assess", "MEANING"]
+           "apply_fdr", "combine", "assess", "MEANING", "SignalResult", "ContaminationVerdict", "Severity"]
 
 #: the signals that are hypothesis tests (Min-K% is descriptive)
 TESTS = ("option_order", "split_min_k", "verbatim", "law_residual")
@@ -139,13 +139,86 @@ MEANING = (
     "power.")
 
 
-def _not_measured(reason: str) -> dict[str, Any]:
+Severity = Literal["strong", "weak", "none"]
+
+
+class SignalResult(TypedDict, total=False):
+    """One signal as the functions below return it: the keys of :class:`reporter.schema.Signal` (what the card
+    reads), null where a number is not finite, plus each signal's own figures.
+    """
+
+    measured: bool
+    test: bool
+    fires: bool
+    statistic: float | str | None
+    statistic_name: str
+    expected_statistic: float
+    p_value: float
+    p_adjusted: float
+    n_tests: int
+    effect: float
+    effect_name: str
+    meets_effect: bool
+    confounded: bool
+    drivers: list[dict[str, Any]]
+    item_ids: list[str]
+    item_values: list[float]
+    reference_ids: list[str]
+    reference_values: list[float]
+    evidence: str
+    reason: str
+    n: int
+    k: float
+    # law residual
+    z: float | None
+    P: float
+    median_P: float
+    n_points: int
+    # option order
+    ranks_sum: int
+    expected_ranks_sum: float
+    p_value_rank_sum: float
+    top_share: float
+    chance_share: float
+    # verbatim completion
+    rate: float
+    n_exact: int
+    token_match: float
+    reference_n: int
+    reference_rate: float
+    # Min-K% (descriptive) and Min-K% against the other split
+    n_benchmark: int
+    n_reference: int
+    benchmark_median: float
+    reference_median: float
+    reference_length: int | None
+    auc: float
+    question_spans_known: int
+    share: float
+    median_difference: float
+    source: str
+    stratified: bool
+
+
+class ContaminationVerdict(TypedDict, total=False):
+    """One row of ``analysis.contamination`` (:class:`reporter.schema.ContaminationRow`) as :func:`assess` builds it."""
+
+    model: str
+    task: str
+    severity: Severity
+    measured: bool
+    signals: dict[str, SignalResult]
+    evidence: str
+    baseline: bool
+
+
+def _not_measured(reason: str) -> SignalResult:
     return {"measured": False, "fires": False, "reason": reason}
 
 
 # ----------------------------------------------------------------------------- law residual
 
-def law_residual_signal(z: float | None, P: float, median_P: float, *, n_points: int) -> dict[str, Any]:
+def law_residual_signal(z: float | None, P: float, median_P: float, *, n_points: int) -> SignalResult:
     """Signal 3 from a point's leave-one-out studentised residual ``z`` on its task's law.
 
     ``p_value`` = P(t_{n-3} >= z); ``meets_effect`` = the score is above the task's median.
@@ -186,7 +259,7 @@ def _zscore(x: float, others: np.ndarray) -> float:
     return (x - float(np.mean(others))) / sd if sd > 0 else 0.0
 
 
-def option_order_signal(order: Mapping[str, Any] | None) -> dict[str, Any]:
+def option_order_signal(order: Mapping[str, Any] | None) -> SignalResult:
     """Signal 1 from ``option_order.json`` (:func:`reporter.collect.option_order.option_order_evidence`).
 
     Item-level statistic (for the chart): the published order's log-likelihood as a z-score
@@ -240,7 +313,7 @@ def option_order_signal(order: Mapping[str, Any] | None) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- verbatim
 
-def verbatim_signal(v: Mapping[str, Any] | None, reference: Mapping[str, Any] | None) -> dict[str, Any]:
+def verbatim_signal(v: Mapping[str, Any] | None, reference: Mapping[str, Any] | None) -> SignalResult:
     """Signal 2 from ``verbatim.json`` (benchmark questions) and ``reference_verbatim.json`` (held-out text).
 
     >>> s = verbatim_signal({"n": 20, "rate": 0.5, "token_match": 0.7}, {"n": 20, "rate": 0.0, "token_match": 0.1})
@@ -289,7 +362,7 @@ def _min_k_scores(arrays: Sequence[np.ndarray], k: float, length: int | None = N
 
 
 def min_k_signal(benchmark: Sequence[np.ndarray], reference: Sequence[np.ndarray], *, k: float = MINK_K,
-                 match_length: bool = True, ids: Sequence[str] | None = None) -> dict[str, Any]:
+                 match_length: bool = True, ids: Sequence[str] | None = None) -> SignalResult:
     """Min-K% Prob of benchmark questions vs reference texts: shown on the card, never counted.
 
     With ``match_length`` each reference text is cut to the median benchmark length (Min-K%
@@ -319,7 +392,7 @@ def min_k_signal(benchmark: Sequence[np.ndarray], reference: Sequence[np.ndarray
 
 # ----------------------------------------------------------------------------- Min-K% against the other split
 
-def split_signal(record: Mapping[str, Any] | None, *, k: float = MINK_K) -> dict[str, Any]:
+def split_signal(record: Mapping[str, Any] | None, *, k: float = MINK_K) -> SignalResult:
     """Signal 4 from ``split_reference.json`` (:func:`reporter.collect.split_reference.collect_split_reference`).
 
     Each evaluated item is paired with an item of the same data's other split drawn at random from
@@ -380,7 +453,7 @@ def split_signal(record: Mapping[str, Any] | None, *, k: float = MINK_K) -> dict
 
 # ----------------------------------------------------------------------------- correction and severity
 
-def apply_fdr(rows: Sequence[Mapping[str, dict[str, Any]]], q: float = FDR_Q) -> int:
+def apply_fdr(rows: Sequence[Mapping[str, SignalResult]], q: float = FDR_Q) -> int:
     """Benjamini-Hochberg over every measured test in ``rows`` (one signals dict per model x task).
 
     Sets ``p_adjusted`` and ``fires`` (adjusted p < ``q`` and the effect floor met) in place;
@@ -407,13 +480,13 @@ SIGNAL_NAMES = {"option_order": "option order", "split_min_k": "Min-K% vs the ot
                 "verbatim": "verbatim completion", "law_residual": "law residual", "min_k": "Min-K% Prob"}
 
 
-def _strong_alone(name: str, s: Mapping[str, Any]) -> bool:
+def _strong_alone(name: str, s: SignalResult) -> bool:
     power = CONTROL_POWER.get(name)
     return bool(s.get("fires") and power is not None and power >= STRONG_POWER
                 and float(s.get("p_adjusted", 1.0)) <= STRONG_P)
 
 
-def combine(signals: Mapping[str, dict[str, Any] | None]) -> tuple[str, str]:
+def combine(signals: Mapping[str, SignalResult | None]) -> tuple[Severity, str]:
     """Severity and one evidence sentence from corrected signals (``CONTAMINATION_RULE``).
 
     >>> combine({"verbatim": {"measured": True, "test": True, "fires": False}, "option_order": {"measured": False}})
@@ -425,6 +498,7 @@ def combine(signals: Mapping[str, dict[str, Any] | None]) -> tuple[str, str]:
     fired = [k for k in measured if tests[k].get("fires")]
     if not measured:
         return "none", "No contamination test could be run (no option orders, other split, verbatim check or law residual)."
+    severity: Severity
     if len(fired) >= 2:
         severity, head = "strong", f"{len(fired)} independent tests fire"
     elif fired and _strong_alone(fired[0], tests[fired[0]]):
@@ -443,7 +517,7 @@ def combine(signals: Mapping[str, dict[str, Any] | None]) -> tuple[str, str]:
     return severity, text
 
 
-def assess(model: str, task: str, signals: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+def assess(model: str, task: str, signals: Mapping[str, SignalResult]) -> ContaminationVerdict:
     """One contamination row ``{model, task, severity, measured, signals, evidence}`` from corrected signals.
 
     ``measured`` is False when no test could be run (severity is then "none" = unknown).
@@ -451,7 +525,7 @@ def assess(model: str, task: str, signals: Mapping[str, dict[str, Any]]) -> dict
     >>> row = assess("m", "t", {}); row["severity"], row["measured"]
     ('none', False)
     """
-    sig = {k: dict(signals.get(k) or _not_measured("not measured")) for k in (*TESTS, "min_k")}
+    sig = {k: (signals.get(k) or _not_measured("not measured")).copy() for k in (*TESTS, "min_k")}
     severity, evidence = combine(sig)
     measured = any(v.get("measured", False) for k, v in sig.items() if k in TESTS)
     return {"model": model, "task": task, "severity": severity, "measured": measured, "signals": sig,

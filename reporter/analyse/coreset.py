@@ -23,21 +23,93 @@ the ranking (per task, and for the mean over tasks).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 import numpy as np
 from scipy import stats
 
 from .diversity import COVERAGE_FRACTION, greedy_core_set
 
-__all__ = ["pooled_core_set", "reproduction", "coreset_document", "CORESET_VERSION"]
+__all__ = ["pooled_core_set", "reproduction", "coreset_document", "CORESET_VERSION", "PooledCoreSet", "Reproduction",
+           "CoreSetDocument"]
 
 CORESET_VERSION = 1
 
 NeuronSets = Mapping[str, tuple[Sequence[str], Sequence[np.ndarray]]]  # {model: (item ids, key-neuron sets)}
 
 
-def pooled_core_set(by_model: NeuronSets, *, fraction: float = COVERAGE_FRACTION) -> dict[str, Any]:
+class PooledCoreSet(TypedDict):
+    """The pooled core set of one task (:func:`pooled_core_set`)."""
+
+    items: list[str]
+    size: int
+    n: int
+    covered: int
+    total: int
+    coverage: float
+    fraction: float
+    models: list[str]
+
+
+class Kendall(TypedDict):
+    """Kendall's tau between core-set and full-task scores, or why there is none."""
+
+    tau: float | None
+    p: float | None
+    reason: str | None
+
+
+class ReproductionRow(TypedDict):
+    """One model on one task: its core-set score minus its full-task score, with the 95% CI."""
+
+    full: float
+    core: float | None
+    diff: float | None
+    ci_low: float
+    ci_high: float
+    n: int
+    n_core: int
+
+
+class TaskReproduction(TypedDict):
+    """How one task's core set reproduces each model's score and the ranking."""
+
+    per_model: dict[str, ReproductionRow]
+    kendall: Kendall
+
+
+class Scores(TypedDict):
+    """A model's mean full-task and core-set scores over the tasks."""
+
+    full: float
+    core: float
+
+
+class OverallReproduction(TypedDict):
+    """The same over the mean of the tasks, for the models with a core-set score on every task."""
+
+    per_model: dict[str, Scores]
+    tasks: list[str]
+    kendall: Kendall
+
+
+class Reproduction(TypedDict):
+    """What :func:`reproduction` returns (``analysis.coreset.reproduction``)."""
+
+    per_task: dict[str, TaskReproduction]
+    overall: OverallReproduction
+
+
+class CoreSetDocument(TypedDict):
+    """``coreset.json`` (:func:`coreset_document`)."""
+
+    version: int
+    about: str
+    run: dict[str, Any]
+    tasks: dict[str, dict[str, Any]]
+
+
+def pooled_core_set(by_model: NeuronSets, *, fraction: float = COVERAGE_FRACTION) -> PooledCoreSet:
     """The greedy core set of one task over the items every model answered, pooled over the models.
 
     Returns ``{"items": [ids in pick order], "size", "n", "covered", "total", "coverage", "fraction",
@@ -70,7 +142,7 @@ def _diff_ci(core: np.ndarray, rest: np.ndarray, *, seed: int, n_resamples: int)
     return float(lo), float(hi)
 
 
-def _tau(core: list[float], full: list[float]) -> dict[str, Any]:
+def _tau(core: list[float | None], full: list[float]) -> Kendall:
     if len(core) < 3:
         return {"tau": None, "p": None, "reason": f"needs 3 or more trained models, this run has {len(core)}"}
     res = stats.kendalltau(core, full)
@@ -80,7 +152,7 @@ def _tau(core: list[float], full: list[float]) -> dict[str, Any]:
 
 
 def reproduction(per_item: Mapping[str, Mapping[str, Mapping[str, float]]], core: Mapping[str, Sequence[str]], *,
-                 seed: int, n_resamples: int = 2000) -> dict[str, Any]:
+                 seed: int, n_resamples: int = 2000) -> Reproduction:
     """How well each task's core set reproduces each model's full-task score, and the ranking.
 
     ``per_item[model][task][item id] = score``; ``core[task]`` = the core-set item ids.
@@ -91,10 +163,10 @@ def reproduction(per_item: Mapping[str, Mapping[str, Mapping[str, float]]], core
     >>> r["per_task"]["t"]["per_model"]["m"]["diff"]
     0.33333333333333337
     """
-    per_task: dict[str, Any] = {}
+    per_task: dict[str, TaskReproduction] = {}
     for t, ids in core.items():
         chosen = set(ids)
-        rows: dict[str, dict[str, Any]] = {}
+        rows: dict[str, ReproductionRow] = {}
         for m, tasks in per_item.items():
             scores = tasks.get(t)
             if not scores or not chosen <= set(scores):
@@ -111,14 +183,15 @@ def reproduction(per_item: Mapping[str, Mapping[str, Mapping[str, float]]], core
                        "kendall": _tau([rows[m]["core"] for m in ok], [rows[m]["full"] for m in ok])}
     models = [m for m in per_item if all(m in per_task[t]["per_model"] and per_task[t]["per_model"][m]["core"]
                                          is not None for t in per_task)] if per_task else []
-    overall = {m: {"full": float(np.mean([per_task[t]["per_model"][m]["full"] for t in per_task])),
-                   "core": float(np.mean([per_task[t]["per_model"][m]["core"] for t in per_task]))} for m in models}
+    overall: dict[str, Scores] = {m: {"full": float(np.mean([per_task[t]["per_model"][m]["full"] for t in per_task])),
+                                      "core": float(np.mean([per_task[t]["per_model"][m]["core"] for t in per_task]))}
+                                  for m in models}
     return {"per_task": per_task,
             "overall": {"per_model": overall, "tasks": list(per_task),
                         "kendall": _tau([overall[m]["core"] for m in models], [overall[m]["full"] for m in models])}}
 
 
-def coreset_document(core_sets: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any]) -> dict[str, Any]:
+def coreset_document(core_sets: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any]) -> CoreSetDocument:
     """The ``coreset.json`` document: per task, the core-set item ids and how they were chosen.
 
     >>> coreset_document({"t": {"items": ["a"], "size": 1, "n": 3, "coverage": 1.0, "fraction": 0.95,

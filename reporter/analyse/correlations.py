@@ -11,7 +11,7 @@ With fewer than 5 models a correlation is marked unreliable; with fewer than 3 i
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Mapping, TypedDict
 
 import numpy as np
 from scipy import stats
@@ -22,11 +22,25 @@ LATENT_METRICS = ("entropy_floor", "participation_ratio", "effective_rank")
 MIN_RELIABLE = 5
 
 
-def lpp_correlations(results: dict[str, Any]) -> list[dict[str, Any]]:
+class Correlation(TypedDict, total=False):
+    """One latent metric against one task's score (:class:`reporter.schema.LPPCorrelation`; null: not computed)."""
+
+    metric: str
+    task: str
+    n: int
+    reliable: bool
+    pearson_r: float | None
+    pearson_p: float | None
+    spearman_r: float | None
+    spearman_p: float | None
+    reason: str
+
+
+def lpp_correlations(results: Mapping[str, Any]) -> list[Correlation]:
     """Pearson and Spearman (with p-values and n) of each latent metric against each task score."""
     models = {n: m for n, m in results.get("models", {}).items() if m.get("lpp") and not is_untrained(m)}
     tasks = sorted({t for m in models.values() for t in m.get("tasks", {})})
-    out = []
+    out: list[Correlation] = []
     for metric in LATENT_METRICS:
         for task in tasks + ["mean"]:
             xs: list[float] = []
@@ -41,16 +55,16 @@ def lpp_correlations(results: dict[str, Any]) -> list[dict[str, Any]]:
                 if x is not None and y is not None and np.isfinite(x) and np.isfinite(y):
                     xs.append(float(x))
                     ys.append(float(y))
-            row: dict[str, Any] = {"metric": metric, "task": task, "n": len(xs), "reliable": len(xs) >= MIN_RELIABLE}
+            row: Correlation = {"metric": metric, "task": task, "n": len(xs), "reliable": len(xs) >= MIN_RELIABLE}
             if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
-                row.update(pearson_r=None, pearson_p=None, spearman_r=None, spearman_p=None,
-                           reason="fewer than 3 models with varying values" if len(xs) < 3 else "no variation")
+                row.update({"pearson_r": None, "pearson_p": None, "spearman_r": None, "spearman_p": None,
+                            "reason": "fewer than 3 models with varying values" if len(xs) < 3 else "no variation"})
             else:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     pr = stats.pearsonr(xs, ys)
                     sr = stats.spearmanr(xs, ys)
-                row.update(pearson_r=float(pr.statistic), pearson_p=float(pr.pvalue),
-                           spearman_r=float(sr.statistic), spearman_p=float(sr.pvalue))
+                row.update({"pearson_r": float(pr.statistic), "pearson_p": float(pr.pvalue),
+                            "spearman_r": float(sr.statistic), "spearman_p": float(sr.pvalue)})
             out.append(row)
     return out

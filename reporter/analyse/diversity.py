@@ -28,16 +28,98 @@ Union sizes grow with the number of samples, so compare tasks at similar sample 
 from __future__ import annotations
 
 import heapq
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypedDict
 
 import numpy as np
 
+from ..schema import Advice
+
 __all__ = ["task_unions", "overlap", "saturation_curve", "greedy_core_set", "marginal_gains",
-           "model_diversity", "REDUNDANT_AT", "COVERAGE_FRACTION"]
+           "model_diversity", "REDUNDANT_AT", "COVERAGE_FRACTION", "OverlapMatrices", "SaturationCurve",
+           "GreedyCoreSet", "MarginalGain", "ModelDiversity"]
 
 COVERAGE_FRACTION = 0.95
 REDUNDANT_AT = 0.8  # "task X is p% redundant with Y" is said when red(X, Y) >= this
 _CURVE_POINTS = 64  # the saturation curve is stored at about this many sample counts
+
+
+class OverlapMatrices(TypedDict):
+    """Task x task overlap (:func:`overlap`); ``matrix``/``matrix_kind`` are what the card's heatmap shows."""
+
+    tasks: list[str]
+    sizes: list[int]
+    jaccard: list[list[float]]
+    redundancy: list[list[float]]
+    matrix: list[list[float]]
+    matrix_kind: str
+
+
+class SaturationCurve(TypedDict):
+    """A task's key-neuron union against the number of samples (:func:`saturation_curve`)."""
+
+    n_samples: int
+    total: int
+    fraction: float
+    n_at_fraction: int
+    seed: int
+    n: list[int]
+    union_size: list[int]
+    union: list[int]
+    n95: int
+
+
+class GreedyCoreSet(TypedDict):
+    """The greedy core set of one task (:func:`greedy_core_set`)."""
+
+    indices: list[int]
+    size: int
+    n_samples: int
+    total: int
+    covered: int
+    coverage: float
+    fraction: float
+
+
+class MarginalGain(TypedDict):
+    """The key neurons only one task activates (:func:`marginal_gains`)."""
+
+    task: str
+    new_neurons: int
+    share_of_all: float
+    union_size: int
+
+
+class TaskCoreSet(TypedDict, total=False):
+    """A core set as a model's diversity entry stores it: item positions here, item ids once the analysis maps them."""
+
+    size: int
+    n_samples: int
+    total: int
+    covered: int
+    coverage: float
+    fraction: float
+    item_indices: list[int]
+    items: list[str]
+    n: int
+
+
+class ModelDiversity(TypedDict, total=False):
+    """One model's ``analysis.diversity`` entry (:class:`reporter.schema.Diversity`): the facts of
+    :func:`model_diversity`, and the advice that :func:`reporter.analyse.advice.advise` adds.
+    """
+
+    overlap: OverlapMatrices
+    saturation: dict[str, SaturationCurve]
+    core_sets: dict[str, TaskCoreSet]
+    marginal_gain: list[MarginalGain]
+    fraction: float
+    redundant_at: float
+    seed: int
+    definitions: dict[str, str]
+    advice: list[Advice]
+    withheld: list[str]
+    min_items: int
+    rules: str
 
 
 def task_unions(sets_by_task: Mapping[str, Sequence[np.ndarray]]) -> dict[str, np.ndarray]:
@@ -50,7 +132,7 @@ def task_unions(sets_by_task: Mapping[str, Sequence[np.ndarray]]) -> dict[str, n
                 if len(sets) else np.zeros(0, np.int64)) for t, sets in sets_by_task.items()}
 
 
-def overlap(unions: Mapping[str, np.ndarray]) -> dict:
+def overlap(unions: Mapping[str, np.ndarray]) -> OverlapMatrices:
     """Task x task Jaccard and redundancy matrices (rows X, columns Y), tasks in the given order.
 
     Empty unions give 0 (and redundancy 0 for an empty X).
@@ -77,7 +159,7 @@ def _reached(count: float, total: int, fraction: float) -> bool:
 
 
 def saturation_curve(sets: Sequence[np.ndarray], *, seed: int = 0, fraction: float = COVERAGE_FRACTION,
-                     max_points: int = _CURVE_POINTS) -> dict:
+                     max_points: int = _CURVE_POINTS) -> SaturationCurve:
     """Union size after the first n samples (seeded random order) and the n reaching ``fraction``.
 
     Computed in O(total ids): each neuron's first appearance in the order, then a cumulative
@@ -118,7 +200,7 @@ def _curve(sets: Sequence[np.ndarray], order: np.ndarray) -> np.ndarray:
     return full
 
 
-def greedy_core_set(sets: Sequence[np.ndarray], *, fraction: float = COVERAGE_FRACTION) -> dict:
+def greedy_core_set(sets: Sequence[np.ndarray], *, fraction: float = COVERAGE_FRACTION) -> GreedyCoreSet:
     """Greedy maximum coverage until ``fraction`` of the union is covered (lazy greedy, exact).
 
     Returns ``{"indices": picks in order, "size", "n_samples", "total", "covered", "coverage",
@@ -154,7 +236,7 @@ def greedy_core_set(sets: Sequence[np.ndarray], *, fraction: float = COVERAGE_FR
             "coverage": n_cov / total if total else 1.0, "fraction": fraction}
 
 
-def marginal_gains(unions: Mapping[str, np.ndarray]) -> list[dict]:
+def marginal_gains(unions: Mapping[str, np.ndarray]) -> list[MarginalGain]:
     """Per task: neurons no other task activates (count, share of the all-task union); largest first.
 
     >>> [(g["task"], g["new_neurons"]) for g in marginal_gains({"x": np.array([1, 2]), "y": np.array([2])})]
@@ -162,7 +244,7 @@ def marginal_gains(unions: Mapping[str, np.ndarray]) -> list[dict]:
     """
     tasks = list(unions)
     everything = np.unique(np.concatenate(list(unions.values()))) if tasks else np.zeros(0, np.int64)
-    out = []
+    out: list[MarginalGain] = []
     for t in tasks:
         others = [unions[o] for o in tasks if o != t]
         rest = np.unique(np.concatenate(others)) if others else np.zeros(0, np.int64)
@@ -177,7 +259,7 @@ def _pct(x: float) -> str:
 
 
 def model_diversity(model: str, sets_by_task: Mapping[str, Sequence[np.ndarray]], *, seed: int = 0,
-                    fraction: float = COVERAGE_FRACTION, redundant_at: float = REDUNDANT_AT) -> dict:
+                    fraction: float = COVERAGE_FRACTION, redundant_at: float = REDUNDANT_AT) -> ModelDiversity:
     """Everything above for one model (the facts; advice is :func:`reporter.analyse.advice.advise`).
 
     >>> d = model_diversity("m", {"x": [np.array([1, 2, 3])], "y": [np.array([1, 2, 3, 4]), np.array([9])]})
@@ -187,12 +269,12 @@ def model_diversity(model: str, sets_by_task: Mapping[str, Sequence[np.ndarray]]
     unions = task_unions(sets_by_task)
     ov = overlap(unions)
     sat = {t: saturation_curve(s, seed=seed, fraction=fraction) for t, s in sets_by_task.items()}
-    core = {}
+    core: dict[str, TaskCoreSet] = {}
     for t, s in sets_by_task.items():
         c = greedy_core_set(s, fraction=fraction)
-        core[t] = {k: v for k, v in c.items() if k != "indices"}
-        core[t]["item_indices"] = c["indices"]
-        core[t]["n"] = c["n_samples"]
+        core[t] = {"size": c["size"], "n_samples": c["n_samples"], "total": c["total"], "covered": c["covered"],
+                   "coverage": c["coverage"], "fraction": c["fraction"], "item_indices": c["indices"],
+                   "n": c["n_samples"]}
     gains = marginal_gains(unions) if len(unions) > 1 else []
     return {"overlap": ov, "saturation": sat, "core_sets": core, "marginal_gain": gains,
             "fraction": fraction, "redundant_at": redundant_at, "seed": seed,

@@ -12,14 +12,62 @@ False
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict, cast
 
 import numpy as np
 
-from .law import MIN_POINTS, LawFit, fit_points
+from .law import MIN_POINTS, FitDict, LawFit, fit_points
 from .numbers import finite_or_none as _f
 
-__all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "fairness"]
+__all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "fairness", "AdjustedRow", "FairBlock", "FairnessResult"]
+
+
+class AdjustedRow(TypedDict, total=False):
+    """One point with its law-adjusted score and ranks (:func:`adjusted_scores`; :class:`reporter.schema.FairRow`).
+
+    The point's own keys (``label``, ``P``, ``MUI``, ``model``, ``task``, ``n_tasks`` ...) are kept.
+    """
+
+    label: str
+    model: str
+    task: str
+    n_tasks: int
+    P: float
+    MUI: float
+    P_law: float | None
+    adjusted: float | None
+    MUI_law: float | None
+    effort_ratio: float | None
+    score: float
+    mui: float
+    p_law: float | None
+    rank_raw: int
+    rank_adjusted: int
+    shift: int
+
+
+class FairBlock(TypedDict, total=False):
+    """The adjustment on one set of points (the per-model averages or one task's points), or why there is none."""
+
+    available: bool
+    reason: str | None
+    fit: FitDict
+    rows: list[AdjustedRow]
+    caution: str
+
+
+class FairnessResult(TypedDict, total=False):
+    """``analysis.fairness`` (:class:`reporter.schema.Fairness`) as :func:`fairness` builds it."""
+
+    definition: str
+    reference_rows: list[dict[str, Any]]
+    available: bool
+    per_model: list[AdjustedRow]
+    sentence: str | None
+    per_task: dict[str, FairBlock]
+    reason: str | None
+    fit: FitDict | None
+    caution: str | None
 
 FAIRNESS_DEFINITION = (
     "Law-adjusted score = P x MUI_law(P) / MUI. The Utility Law MUI = a + b*ln(P) is fitted (OLS of MUI on "
@@ -34,7 +82,7 @@ FAIRNESS_DEFINITION = (
     "and a negative fitted slope b; otherwise no adjustment is given.")
 
 
-def adjusted_scores(fit: LawFit, points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def adjusted_scores(fit: LawFit, points: Sequence[dict[str, Any]]) -> list[AdjustedRow]:
     """Law-adjusted score P x MUI_law(P) / MUI per point (see ``FAIRNESS_DEFINITION``), with ranks.
 
     ``MUI_law`` = a + b ln P is the effort the law expects at this performance and
@@ -49,17 +97,18 @@ def adjusted_scores(fit: LawFit, points: Sequence[dict[str, Any]]) -> list[dict[
     >>> [(r["label"], round(r["adjusted"], 1), r["rank_adjusted"], r["shift"]) for r in rows]
     [('a', 17.8, 2, 0), ('b', 106.7, 1, 0)]
     """
-    rows = []
+    rows: list[AdjustedRow] = []
     for p in points:
         P, M = float(p["P"]), float(p["MUI"])
         p_law = float(fit.invert(M))
         m_law = float(fit.predict_mui(P)) if P > 0 else float("nan")
         # a law that predicts no effort at this P (extrapolated past MUI_law = 0) gives no adjustment
         adj = 0.0 if P <= 0 else (P * m_law / M if m_law > 0 and M > 0 else float("nan"))
-        rows.append({**p, "P_law": _f(p_law), "adjusted": _f(adj), "MUI_law": _f(m_law),
+        rows.append(cast(AdjustedRow, {**p, "P_law": _f(p_law), "adjusted": _f(adj), "MUI_law": _f(m_law),
                      "effort_ratio": _f(M / m_law) if m_law > 0 else None,
                      # the same in the card's units: scores as fractions, MUI in %
-                     "model": p.get("model", p["label"]), "score": P / 100.0, "mui": M, "p_law": _f(p_law / 100.0)})
+                     "model": p.get("model", p["label"]), "score": P / 100.0, "mui": M,
+                                        "p_law": _f(p_law / 100.0)}))
     raw = sorted(rows, key=lambda r: (-float(r["P"]), str(r["label"])))
     adj_order = sorted(rows, key=lambda r: (-(r["adjusted"] if r["adjusted"] is not None else -np.inf), str(r["label"])))
     for k, r in enumerate(raw, 1):
@@ -74,15 +123,14 @@ def _ordinal(k: int) -> str:
     return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
-def _fair_block(fit: LawFit | None, reason: str | None, points: Sequence[dict[str, Any]], what: str) -> dict[str, Any]:
+def _fair_block(fit: LawFit | None, reason: str | None, points: Sequence[dict[str, Any]], what: str) -> FairBlock:
     if fit is None:
         return {"available": False, "reason": f"no fair adjustment is possible: {reason}", "rows": []}
     if not fit.slope < 0:
         return {"available": False, "rows": [],
                 "reason": (f"no fair adjustment is possible: the fitted slope b = {fit.slope:.3g} is not negative, "
                            f"so the Utility Law does not hold across these {what}")}
-    out: dict[str, Any] = {"available": True, "reason": None, "fit": fit.to_dict(),
-                           "rows": adjusted_scores(fit, points)}
+    out: FairBlock = {"available": True, "reason": None, "fit": fit.to_dict(), "rows": adjusted_scores(fit, points)}
     lo, hi = fit.slope_ci
     if not (hi < 0):
         out["caution"] = (f"the {int(100 * fit.confidence)}% bootstrap CI of the slope ({lo:.3g}, {hi:.3g}) "
@@ -90,7 +138,7 @@ def _fair_block(fit: LawFit | None, reason: str | None, points: Sequence[dict[st
     return out
 
 
-def _sentence(block: dict[str, Any], n_models: int) -> str:
+def _sentence(block: FairBlock, n_models: int) -> str:
     rows = sorted(block["rows"], key=lambda r: r["rank_adjusted"])
     best = rows[0]
     moved = [r for r in rows if r["shift"] != 0]
@@ -110,7 +158,7 @@ def _sentence(block: dict[str, Any], n_models: int) -> str:
 
 def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, Sequence[dict[str, Any]]] | None = None,
              *, seed: int = 0, n_resamples: int = 2000,
-             reference_rows: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+             reference_rows: Sequence[dict[str, Any]] = ()) -> FairnessResult:
     """Law-adjusted fairness per model (on per-model averages) and per task.
 
     ``model_points``: one dict per model with "label", "P" (average %), "MUI" (average %);
@@ -121,20 +169,21 @@ def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, 
     >>> out["available"], out["reason"]
     (False, 'no fair adjustment is possible: 2 models were compared; the law needs at least 3')
     """
-    out: dict[str, Any] = {"definition": FAIRNESS_DEFINITION, "reference_rows": list(reference_rows)}
+    out: FairnessResult = {"definition": FAIRNESS_DEFINITION, "reference_rows": list(reference_rows)}
     if len(model_points) < MIN_POINTS:
         n = len(model_points)
-        out.update(available=False, per_model=[], sentence=None, per_task={},
-                   reason=f"no fair adjustment is possible: {n} model{' was' if n == 1 else 's were'} compared; "
-                          f"the law needs at least {MIN_POINTS}")
+        out.update({"available": False, "per_model": [], "sentence": None, "per_task": {},
+                    "reason": f"no fair adjustment is possible: {n} model{' was' if n == 1 else 's were'} compared; "
+                              f"the law needs at least {MIN_POINTS}"})
     else:
         fit, reason = fit_points(model_points, seed=seed, n_resamples=n_resamples)
         blk = _fair_block(fit, reason, model_points, "models")
-        out.update(available=blk["available"], reason=blk["reason"], per_model=blk["rows"],
-                   fit=blk.get("fit"), caution=blk.get("caution"))
-        out["sentence"] = _sentence(blk, fit.n) if fit is not None and blk["available"] else None
-        if blk["available"] and blk.get("caution"):
-            out["sentence"] += f" Caution: {blk['caution']}."
+        out.update({"available": blk["available"], "reason": blk["reason"], "per_model": blk["rows"],
+                    "fit": blk.get("fit"), "caution": blk.get("caution")})
+        sentence = _sentence(blk, fit.n) if fit is not None and blk["available"] else None
+        if sentence is not None and blk.get("caution"):  # a sentence means the adjustment is available
+            sentence += f" Caution: {blk['caution']}."
+        out["sentence"] = sentence
     out["per_task"] = {}
     for task, pts in (per_task_points or {}).items():
         if len(pts) < MIN_POINTS:

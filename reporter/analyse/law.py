@@ -31,16 +31,64 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict, cast
 
 import numpy as np
 from scipy import stats
 
 from .numbers import finite_or_none as _f
 
-__all__ = ["LawFit", "LawError", "fit_utility_law", "fit_points", "describe_fit", "MIN_POINTS"]
+__all__ = ["LawFit", "LawError", "fit_utility_law", "fit_points", "describe_fit", "MIN_POINTS", "FitDict",
+           "FitDescription"]
 
 MIN_POINTS = 3
+
+
+class FitDict(TypedDict):
+    """A fit as JSON-ready data (:meth:`LawFit.to_dict`; null where a number is not finite)."""
+
+    slope: float | None
+    intercept: float | None
+    r2: float | None
+    n: int
+    slope_ci: list[float | None]
+    intercept_ci: list[float | None]
+    slope_stderr: float | None
+    p_value: float | None
+    residual_std: float | None
+    confidence: float
+    n_resamples: int
+    n_resamples_used: int
+    seed: int
+    equation: str
+    excluded: list[dict[str, Any]]
+
+
+class FitDescription(TypedDict, total=False):
+    """A law fit with its points (:func:`describe_fit`; :data:`reporter.schema.LawFitOrReason`): the fields of
+    :class:`FitDict` when there is a fit, ``reason`` when there is none. The per-model average adds the tasks used.
+    """
+
+    slope: float | None
+    intercept: float | None
+    r2: float | None
+    n: int
+    slope_ci: list[float | None]
+    intercept_ci: list[float | None]
+    slope_stderr: float | None
+    p_value: float | None
+    residual_std: float | None
+    confidence: float
+    n_resamples: int
+    n_resamples_used: int
+    seed: int
+    equation: str
+    excluded: list[dict[str, Any]]
+    reason: str | None
+    n_points: int
+    points: list[dict[str, Any]]
+    tasks: list[str]
+    tasks_dropped: list[str]
 
 class LawError(ValueError):
     """No fit is possible; ``reason`` says why in one sentence."""
@@ -118,7 +166,7 @@ class LawFit:
         t[(e == 0)] = 0.0
         return t
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> FitDict:
         """The fit as JSON-ready data (NaN as None)."""
         return {"slope": _f(self.slope), "intercept": _f(self.intercept), "r2": _f(self.r2), "n": self.n,
                 "slope_ci": [_f(v) for v in self.slope_ci], "intercept_ci": [_f(v) for v in self.intercept_ci],
@@ -203,7 +251,7 @@ def fit_points(points: Sequence[dict], *, seed: int = 0, n_resamples: int = 2000
         return None, e.reason
 
 
-def describe_fit(fit: LawFit | None, reason: str | None, points: Sequence[dict]) -> dict:
+def describe_fit(fit: LawFit | None, reason: str | None, points: Sequence[dict]) -> FitDescription:
     """JSON-ready description: the fit's fields (or only ``reason`` when there is none) and every point.
 
     With a fit: ``slope``, ``intercept``, ``r2``, ``n``, ``slope_ci``, ``intercept_ci`` … (``LawFit.to_dict``)
@@ -236,5 +284,5 @@ def describe_fit(fit: LawFit | None, reason: str | None, points: Sequence[dict])
         elif p["label"] in excl:
             row["excluded"] = excl[p["label"]]
         rows.append(row)
-    head = fit.to_dict() if fit is not None else {}
-    return {**head, "reason": None if fit is not None else reason, "n_points": len(points), "points": rows}
+    head: dict[str, Any] = dict(fit.to_dict()) if fit is not None else {}
+    return cast(FitDescription, {**head, "reason": None if fit is not None else reason, "n_points": len(points), "points": rows})

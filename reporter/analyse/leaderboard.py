@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -34,12 +34,12 @@ from ..metrics.power import (
 )
 from ..metrics.ranking import bootstrap_ranks
 from ..metrics.stats import ALPHA, above_chance
-from ..schema import is_untrained
+from ..schema import NotRanked, Ties, is_untrained
 from ..store.layout import SAMPLES, RunDir
 from ..store.samples import read_samples
 from ..tasks import is_probe
 
-__all__ = ["leaderboard", "per_item_scores", "PLANNED_DIFFERENCE", "FALLBACK_CHANCE"]
+__all__ = ["leaderboard", "per_item_scores", "PLANNED_DIFFERENCE", "FALLBACK_CHANCE", "Leaderboard", "PowerAdvice"]
 
 #: the difference (a fraction) the sample-size advice plans for: 5 percentage points
 PLANNED_DIFFERENCE = 0.05
@@ -48,6 +48,53 @@ PLANNED_DIFFERENCE = 0.05
 FALLBACK_CHANCE = {"bool": 0.5, "exact": 0.0, "numeric": 0.0, "math": 0.0, "code": 0.0}
 
 PerItem = dict[str, dict[str, dict[str, float]]]  # {model: {task: {item id: score}}}
+
+
+class ReferenceRow(TypedDict):
+    """An untrained model's score, or the theoretical chance level (``model`` null), below the ranking."""
+
+    model: str | None
+    score: float
+    kind: str
+    reason: str
+
+
+class PowerRow(TypedDict, total=False):
+    """One task's power for the top two models (:class:`reporter.schema.PowerRow`; null: nothing to plan from)."""
+
+    task: str
+    n: int
+    observed_diff: float
+    test: str
+    discordance: float
+    sd_diff: float
+    min_detectable: float | None
+    n_needed: int | None
+    reason: str
+    underpowered: bool
+
+
+class PowerAdvice(TypedDict):
+    """``analysis.power`` (:class:`reporter.schema.Power`): the top two models' power per task, and the headline."""
+
+    models: list[str]
+    alpha: float
+    power: float
+    planned_difference: float
+    per_task: list[PowerRow]
+    underpowered: list[str]
+    headline: dict[str, Any] | None
+
+
+class Leaderboard(TypedDict):
+    """What :func:`leaderboard` returns: the ranking keys of ``analysis`` (:class:`reporter.schema.Analysis`)."""
+
+    ranking: dict[str, Any] | None
+    references: list[ReferenceRow]
+    not_ranked: list[NotRanked]
+    above_chance: list[dict[str, Any]]
+    ties: Ties | None
+    power: PowerAdvice | None
 
 
 def per_item_scores(results: dict[str, Any], run_dir: str | Path) -> PerItem:
@@ -68,7 +115,7 @@ def _chance(summary: dict[str, Any]) -> float | None:
     return FALLBACK_CHANCE.get(str(summary.get("scorer")))
 
 
-def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resamples: int = 2000) -> dict[str, Any]:
+def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resamples: int = 2000) -> Leaderboard:
     """The ``ranking``, ``references``, ``not_ranked``, ``above_chance``, ``ties`` and ``power`` of a run."""
     models = results.get("models") or {}
     usable = {n: e for n, e in models.items() if e.get("status") != "failed"}
@@ -77,7 +124,9 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     for t in benchmarks:
         levels = {_chance(e["tasks"][t]) for e in usable.values() if t in (e.get("tasks") or {})}
         chance[t] = levels.pop() if len(levels) == 1 else None
-    ranked, not_ranked, references = [], [], []
+    ranked: list[str] = []
+    not_ranked: list[NotRanked] = []
+    references: list[str] = []
     for name, e in models.items():
         missing = [t for t in benchmarks if t not in (e.get("tasks") or {}) or name not in per_item
                    or not per_item[name].get(t)]
@@ -89,8 +138,8 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
             references.append(name)
         else:
             ranked.append(name)
-    out: dict[str, Any] = {"ranking": None, "references": [], "not_ranked": not_ranked, "above_chance": [],
-                           "ties": None, "power": None}
+    out: Leaderboard = {"ranking": None, "references": [], "not_ranked": not_ranked, "above_chance": [],
+                        "ties": None, "power": None}
     if ranked and benchmarks:
         common = {t: sorted(set.intersection(*(set(per_item[m][t]) for m in ranked))) for t in benchmarks}
         tasks = [t for t in benchmarks if common[t]]
@@ -125,16 +174,16 @@ def _significant(c: dict[str, Any]) -> bool:
     return bool(c["ci_low"] > 0 or c["ci_high"] < 0)  # results.json from before the Holm adjustment
 
 
-def _ties(a: str, b: str, benchmarks: list[str], comparisons: list[dict[str, Any]]) -> dict[str, Any]:
+def _ties(a: str, b: str, benchmarks: list[str], comparisons: list[dict[str, Any]]) -> Ties:
     cells = [c for c in comparisons if {c["model_a"], c["model_b"]} == {a, b} and c["task"] in benchmarks]
     tied = sorted(c["task"] for c in cells if not _significant(c))
     return {"models": [a, b], "tied": tied, "n_tasks": len(cells),
             "separated": sorted(c["task"] for c in cells if _significant(c))}
 
 
-def _power(a: str, b: str, benchmarks: list[str], per_item: PerItem) -> dict[str, Any]:
+def _power(a: str, b: str, benchmarks: list[str], per_item: PerItem) -> PowerAdvice:
     """Per task: smallest detectable difference at this n, and the n for a 5-point difference."""
-    rows = []
+    rows: list[PowerRow] = []
     for t in benchmarks:
         ids = sorted(set(per_item[a][t]) & set(per_item[b][t]))
         if not ids:
@@ -142,28 +191,30 @@ def _power(a: str, b: str, benchmarks: list[str], per_item: PerItem) -> dict[str
         x = np.array([per_item[a][t][i] for i in ids])
         y = np.array([per_item[b][t][i] for i in ids])
         n = len(ids)
-        row: dict[str, Any] = {"task": t, "n": n, "observed_diff": float(x.mean() - y.mean())}
+        row: PowerRow = {"task": t, "n": n, "observed_diff": float(x.mean() - y.mean())}
         if np.all((x == 0) | (x == 1)) and np.all((y == 0) | (y == 1)):
             psi = float(np.mean(x != y))
-            row.update(test="mcnemar-exact (exact power)", discordance=psi)
+            row.update({"test": "mcnemar-exact (exact power)", "discordance": psi})
             if psi > 0:
-                row.update(min_detectable=min_detectable_mcnemar(n, psi),
-                           n_needed=n_needed_mcnemar(max(psi, PLANNED_DIFFERENCE), PLANNED_DIFFERENCE))
+                row.update({"min_detectable": min_detectable_mcnemar(n, psi),
+                            "n_needed": n_needed_mcnemar(max(psi, PLANNED_DIFFERENCE), PLANNED_DIFFERENCE)})
             else:
-                row.update(min_detectable=None, n_needed=None,
-                           reason="the two models never disagreed on these items: no discordance to plan from")
+                row.update({"min_detectable": None, "n_needed": None,
+                            "reason": "the two models never disagreed on these items: no discordance to plan from"})
         else:
             d = x - y
             sd = float(np.std(d, ddof=1)) if n > 1 else 0.0
-            row.update(test="paired t (statsmodels TTestPower)", sd_diff=sd,
-                       min_detectable=ttest_min_detectable(n, sd), n_needed=ttest_n_needed(sd, PLANNED_DIFFERENCE))
+            row.update({"test": "paired t (statsmodels TTestPower)", "sd_diff": sd,
+                        "min_detectable": ttest_min_detectable(n, sd),
+                        "n_needed": ttest_n_needed(sd, PLANNED_DIFFERENCE)})
             if not sd > 0:
                 row["reason"] = "the paired differences do not vary: no spread to plan from"
-        row["underpowered"] = row["n_needed"] is None or n < row["n_needed"]
+        needed = row["n_needed"]
+        row["underpowered"] = needed is None or n < needed
         rows.append(row)
     under = [r for r in rows if r["underpowered"]]
     known = [r for r in under if r["n_needed"] is not None]
-    headline = max(known, key=lambda r: (r["n"], -r["n_needed"])) if known else None
+    headline = max(known, key=lambda r: (r["n"], -(r["n_needed"] or 0))) if known else None
     return {"models": [a, b], "alpha": ALPHA, "power": POWER, "planned_difference": PLANNED_DIFFERENCE,
             "per_task": rows, "underpowered": [r["task"] for r in under],
             "headline": None if headline is None else {k: headline[k] for k in ("task", "n", "n_needed")}}

@@ -10,7 +10,7 @@ the model ``failed``), and every task's ``summary.json`` is its task entry as wr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..config import Profile
 from ..errors import UserError
@@ -19,10 +19,58 @@ from ..schema import SCHEMA_VERSION, check_document
 from ..store.atomic import read_json, write_json
 from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, slugify
 from ..store.samples import read_samples
-from .correlations import lpp_correlations
+from .correlations import Correlation, lpp_correlations
+from .numbers import tested_p
 
 
-def build_results(run_dir: str | Path) -> dict[str, Any]:
+class RunBlock(TypedDict):
+    """``results.json``'s ``run`` (:class:`reporter.schema.RunInfo`), copied from the manifest."""
+
+    created: str | None
+    reporter_version: str | None
+    seed: int | None
+    config_hash: str | None
+    profile: str | None
+
+
+class PairRow(TypedDict, total=False):
+    """One paired comparison with its Holm adjustment (:class:`reporter.schema.Comparison`; null: not a 0/1 task)."""
+
+    model_a: str
+    model_b: str
+    task: str
+    n: int
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    mcnemar_p: float | None
+    n01: int | None
+    n10: int | None
+    method: str
+    p_value: float
+    test: str | None
+    p_holm: float
+    significant: bool
+    family: int
+
+
+class ResultsDocument(TypedDict, total=False):
+    """``results.json`` (:class:`reporter.schema.Results`) as :func:`build_results` builds it, before
+    :func:`reporter.analyse.write_analysis` adds ``analysis`` (:class:`reporter.analyse.analysis.AnalysisDoc`).
+
+    A model entry is open by design: every ``models/<slug>/*.json`` document becomes one of its keys (a plugin
+    collector's included), so it stays a mapping; :func:`reporter.schema.check_document` checks the keys the
+    schema knows before the file is written.
+    """
+
+    schema_version: int
+    run: RunBlock
+    models: dict[str, dict[str, Any]]
+    comparisons: list[PairRow]
+    lpp_correlations: list[Correlation]
+
+
+def build_results(run_dir: str | Path) -> ResultsDocument:
     """Assemble the machine-readable result of a run from its artifacts."""
     rd = RunDir(run_dir)
     manifest = read_json(rd.manifest)
@@ -62,7 +110,7 @@ def build_results(run_dir: str | Path) -> dict[str, Any]:
         elif "meta" in entry:
             entry["status"] = "partial"
         out_models[m["name"]] = entry
-    res: dict[str, Any] = {
+    res: ResultsDocument = {
         "schema_version": SCHEMA_VERSION,
         "run": {
             "created": manifest.get("created"),
@@ -78,7 +126,7 @@ def build_results(run_dir: str | Path) -> dict[str, Any]:
     return res
 
 
-def comparisons(per_item: dict[str, dict[str, dict[str, float]]], *, seed: int) -> list[dict[str, Any]]:
+def comparisons(per_item: dict[str, dict[str, dict[str, float]]], *, seed: int) -> list[PairRow]:
     """Every paired comparison of the run, with Holm-adjusted p-values over all of them.
 
     The family is every pair of models on every task they share (benchmarks and probes,
@@ -88,14 +136,17 @@ def comparisons(per_item: dict[str, dict[str, dict[str, float]]], *, seed: int) 
     ...     {"m1": {"t": {"q": 1, "r": 1}}, "m2": {"t": {"q": 0, "r": 0}}}, seed=0)]
     [('m1', 0.5, False)]
     """
-    rows = [c.to_dict() for c in all_pairs(per_item, seed=seed)]
+    rows: list[PairRow] = [{"model_a": c.model_a, "model_b": c.model_b, "task": c.task, "n": c.n, "mean_diff": c.mean_diff,
+                            "ci_low": c.ci_low, "ci_high": c.ci_high, "mcnemar_p": c.mcnemar_p, "n01": c.n01,
+                            "n10": c.n10, "method": c.method, "p_value": tested_p(c.p_value), "test": c.test}
+                           for c in all_pairs(per_item, seed=seed)]  # PairedComparison's fields, in its order
     adjusted = holm([c["p_value"] for c in rows])
     for c, p in zip(rows, adjusted):
-        c.update(p_holm=p, significant=p < ALPHA, family=len(rows))
+        c.update({"p_holm": p, "significant": p < ALPHA, "family": len(rows)})
     return rows
 
 
-def write_results(run_dir: str | Path) -> dict[str, Any]:
+def write_results(run_dir: str | Path) -> ResultsDocument:
     """Build results.json from the artifacts and write it (without the analysis section)."""
     res = build_results(run_dir)
     check_document(res)  # the published schema (reporter/data/results.schema.json), at the boundary

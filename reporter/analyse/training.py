@@ -15,9 +15,50 @@ larger MUI).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
-__all__ = ["PHASES", "PHASE_RULE", "phase_label", "training_phases", "TOL_P", "TOL_MUI_REL"]
+__all__ = ["PHASES", "PHASE_RULE", "phase_label", "training_phases", "TOL_P", "TOL_MUI_REL", "TrainingResult"]
+
+
+#: one step between consecutive checkpoints and its phase (functional form: ``from`` is a keyword)
+Step = TypedDict("Step", {"from": str, "to": str, "checkpoint_from": Any, "checkpoint_to": Any, "dP": float,
+                          "dMUI": float, "phase": str})
+
+
+class TaskPhases(TypedDict):
+    """The steps of one task's checkpoint series."""
+
+    steps: list[Step]
+    collapse: bool
+
+
+class SeriesPoint(TypedDict):
+    """One checkpoint in the card's units (:class:`reporter.schema.TrainingPoint`), with the step into it."""
+
+    model: str
+    checkpoint: Any
+    P: float
+    MUI: float
+    dP: float | None
+    dMUI: float | None
+    phase: str | None
+
+
+class TrainingResult(TypedDict, total=False):
+    """``analysis.training`` (:class:`reporter.schema.Training`) as :func:`training_phases` builds it."""
+
+    rule: str
+    tolerance: dict[str, float]
+    series: list[dict[str, Any]]
+    steps: list[Step]
+    collapse: bool
+    collapse_steps: list[str]
+    per_task: dict[str, TaskPhases]
+    notes: list[str]
+    model_series: list[SeriesPoint]
+    summary: str
+    tasks: list[str]
+    tasks_dropped: list[str]
 
 TOL_P = 0.5  # percentage points
 TOL_MUI_REL = 0.01  # share of the larger MUI of the two checkpoints
@@ -50,8 +91,8 @@ def phase_label(d_p: float, d_mui: float, *, mui_scale: float = 0.0, tol_p: floa
     return _TABLE[(_sign(d_p, tol_p), _sign(d_mui, tol_mui_rel * abs(mui_scale)))]
 
 
-def _steps(series: Sequence[dict], tol_p: float, tol_mui_rel: float) -> list[dict]:
-    out = []
+def _steps(series: Sequence[dict], tol_p: float, tol_mui_rel: float) -> list[Step]:
+    out: list[Step] = []
     for a, b in zip(series, series[1:]):
         d_p, d_m = b["P"] - a["P"], b["MUI"] - a["MUI"]
         out.append({"from": a["label"], "to": b["label"], "checkpoint_from": a["checkpoint"],
@@ -62,7 +103,7 @@ def _steps(series: Sequence[dict], tol_p: float, tol_mui_rel: float) -> list[dic
 
 
 def training_phases(points: Sequence[dict], per_task: dict[str, Sequence[dict]] | None = None, *,
-                    tol_p: float = TOL_P, tol_mui_rel: float = TOL_MUI_REL) -> dict | None:
+                    tol_p: float = TOL_P, tol_mui_rel: float = TOL_MUI_REL) -> TrainingResult | None:
     """Order checkpoints, label each step, flag collapse; None with fewer than 2 checkpoints.
 
     ``points``: one dict per checkpoint model with "label", "checkpoint", "P" (%), "MUI" (%)
@@ -81,7 +122,7 @@ def training_phases(points: Sequence[dict], per_task: dict[str, Sequence[dict]] 
     if len(set(cps)) < len(cps):
         notes.append("several models share a checkpoint value; they are ordered by name")
     steps = _steps(series, tol_p, tol_mui_rel)
-    out: dict[str, Any] = {"rule": PHASE_RULE, "tolerance": {"P_points": tol_p, "MUI_relative": tol_mui_rel},
+    out: TrainingResult = {"rule": PHASE_RULE, "tolerance": {"P_points": tol_p, "MUI_relative": tol_mui_rel},
            "series": [{k: p[k] for k in ("label", "checkpoint", "P", "MUI")} for p in series], "steps": steps,
            "collapse": any(s["phase"] == "collapsing" for s in steps),
            "collapse_steps": [f"{s['from']} -> {s['to']}" for s in steps if s["phase"] == "collapsing"],
