@@ -1,8 +1,10 @@
-"""Command-line interface: ``reporter run``, ``analyse``, ``render``, ``compare`` and ``validate``.
+"""Command-line interface: ``reporter run``, ``analyse``, ``render``, ``compare``, ``validate`` and ``schema``.
 
 Bad input is one line per problem on stderr and exit code 2, never a traceback. Progress goes to
 stderr and the final summary to stdout, so output can be piped (``reporter compare A B > notes.md``).
-``analyse``, ``render`` and ``compare`` never import torch, so they run on a machine without it.
+``analyse``, ``render``, ``compare`` and ``schema`` never import torch, so they run on a machine without it.
+``--plugin MODULE`` imports a module that registers plugins first; installed packages' plugins (entry points)
+need no option.
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ def _fail(e: UserError) -> NoReturn:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="reporter")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
-              help="Import MODULE (a module name or a .py file) first: the collectors, tasks, card sections and "
-                   "model sources it registers join the built-in ones. Repeatable. Installed packages' plugins "
+              help="Import MODULE (a module name or a .py file) first: the collectors, evidence passes, tasks, card "
+                   "sections and model sources it registers join the built-in ones. Repeatable. Installed packages' plugins "
                    "(entry points) need no option.")
 def main(plugins: tuple[str, ...] = ()) -> None:
     """Compare LLMs by benchmarks and by what happens inside them; write a model card.
