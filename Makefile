@@ -41,7 +41,7 @@ test: venv system-deps
 	$(PIP) install --no-deps $(DEMO_ASSETS)
 	$(MAKE) lint
 	$(MAKE) docs
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
 
 # Static checks (part of `make test`): style and docstrings, types, the import-layer contracts.
 lint:

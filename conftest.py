@@ -1,16 +1,13 @@
 """Objects the doctests of ``reporter/`` share (``pytest --doctest-modules``).
 
 A doctest that needs a model or a finished run uses ``lm`` (a tiny random-initialised Llama with
-the packaged SmolLM2 tokenizer) or ``run_dir`` (a tiny three-model run, made once per session),
-so every example in a docstring runs.
+the packaged SmolLM2 tokenizer) or ``run_dir`` (a copy of the tiny three-model run that
+tests/conftest.py builds once per session for the tests too), so every example in a docstring runs.
 """
 from __future__ import annotations
 
-import functools
 import os
-import tempfile
-from pathlib import Path
-from typing import Any
+import resource
 
 import pytest
 from _pytest.doctest import DoctestItem
@@ -18,40 +15,60 @@ from _pytest.doctest import DoctestItem
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-RUN_YAML = """\
-seed: 3
-models:
-  - {name: Llama chat, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}
-  - {name: GPT-2 base, source: random:gpt2, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}
-  - {name: Untrained, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4, seed: 9}}
-"""
-PROFILE_YAML = """\
-lpp: {n_texts: 3, context: 40, min_tokens: 40}
-contamination: {verbatim_items: 2, reference_texts: 4}
-smoke_texts: 2
-tasks:
-  - {name: arc_easy, limit: 2, max_new_tokens: 4}
-  - {name: spc, limit: 2, max_new_tokens: 4}
-"""
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-@functools.lru_cache(maxsize=1)
-def _objects() -> dict[str, Any]:
-    from click.testing import CliRunner
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """With REPORTER_TEST_CPU=FILE, append each test's CPU seconds (setup, call and teardown, all threads,
+    waited-for subprocesses) and node id to FILE: a cost that a busy machine does not inflate, unlike
+    ``--durations``. Module and session fixtures count toward the first test that uses them.
+    """
+    log = os.environ.get("REPORTER_TEST_CPU")
+    start = _cpu_seconds() if log else 0.0
+    yield
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{_cpu_seconds() - start:.2f}\t{item.nodeid}\n")
 
-    from reporter.cli import main
-    from tests.conftest import tiny_lm
 
-    root = Path(tempfile.mkdtemp(prefix="reporter-doctest-"))
-    (root / "profile.yaml").write_text(PROFILE_YAML)
-    (root / "models.yaml").write_text(f"profile: {root / 'profile.yaml'}\n" + RUN_YAML)
-    r = CliRunner().invoke(main, ["run", str(root / "models.yaml"), "-o", str(root / "run"), "--no-progress",
-                                  "--no-render"])
-    assert r.exit_code == 0, r.output
-    return {"lm": tiny_lm("llama"), "run_dir": root / "run"}
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``-n 2 --dist loadfile``), hand out the files that hold a ``slow`` test first.
+
+    A worker takes whole files in collection order; a long file handed out last would leave the other
+    worker idle at the end. Files keep their own order, and so do the tests within a file.
+    """
+    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker
+        return
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: only slow files move, as a block
 
 
 @pytest.fixture(autouse=True)
 def _doctest_objects(request: pytest.FixtureRequest) -> None:
     if isinstance(request.node, DoctestItem):
-        request.getfixturevalue("doctest_namespace").update(_objects())
+        from tests.conftest import doctest_objects
+
+        objects = doctest_objects(request.getfixturevalue("tmp_path_factory"))
+        request.getfixturevalue("doctest_namespace").update(objects)
+
+
+_FACTORY: list[pytest.TempPathFactory] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_tmp_path_factory(tmp_path_factory: pytest.TempPathFactory) -> None:
+    _FACTORY.append(tmp_path_factory)
+
+
+def _objects() -> dict:
+    """The doctests' objects outside a doctest (tests/test_json_schema.py reads ``run_dir``); a test should
+    rather take the ``finished_run`` fixture of tests/conftest.py, the same run.
+    """
+    from tests.conftest import doctest_objects
+
+    return doctest_objects(_FACTORY[0])
+

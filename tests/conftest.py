@@ -1,14 +1,25 @@
-"""Shared fixtures: tiny random-initialised transformers built from real configs."""
+"""Shared fixtures: tiny random-initialised transformers built from real configs, and the suite's one
+tiny finished run (:func:`finished_run`), built once per session and shared by every module that only reads it."""
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# Under pytest-xdist (`make test` runs `-n 2`) the workers share the cores: one intra-op thread each, so two
+# workers do not oversubscribe two cores (tiny models gain nothing from threads anyway). The environment
+# variables reach the `reporter` subprocesses that some tests start.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+if _WORKERS > 1:
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // _WORKERS)))
 
 TINY = dict(layers=2, hidden=64, intermediate=96, heads=4, kv_heads=2)
 
@@ -84,3 +95,81 @@ def train_on(lm, texts, *, steps: int, lr: float = 1e-2) -> None:
         loss.backward()
         opt.step()
     lm.model.eval()
+
+
+# --- the shared finished run -------------------------------------------------------------------------
+
+RUN_YAML = """\
+seed: 3
+models:
+  - {name: Llama chat, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}
+  - {name: GPT-2 base, source: random:gpt2, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}
+  - {name: Untrained, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4, seed: 9}}
+"""
+PROFILE_YAML = """\
+lpp: {n_texts: 3, context: 40, min_tokens: 40}
+contamination: {verbatim_items: 2, reference_texts: 4}
+smoke_texts: 2
+tasks:
+  - {name: arc_easy, limit: 2, max_new_tokens: 4}
+  - {name: spc, limit: 2, max_new_tokens: 4}
+"""
+
+
+def _session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's base temporary directory, the same for every pytest-xdist worker."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``reporter run`` (card included) of RUN_YAML with PROFILE_YAML, made once per session.
+
+    The first process to ask builds it under a file lock; every other one (the other xdist workers) waits
+    and reads the same directory. Its ``models.yaml`` and ``profile.yaml`` sit beside it (``run.parent``).
+    """
+    root = _session_dir(tmp_path_factory) / "finished-run"
+    root.mkdir(exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "done").is_file():
+            from click.testing import CliRunner
+
+            from reporter.cli import main
+
+            shutil.rmtree(root / "run", ignore_errors=True)  # a build that failed half-way
+            (root / "profile.yaml").write_text(PROFILE_YAML)
+            (root / "models.yaml").write_text(f"profile: {root / 'profile.yaml'}\n" + RUN_YAML)
+            r = CliRunner().invoke(main, ["run", str(root / "models.yaml"), "-o", str(root / "run"),
+                                          "--no-progress"])
+            assert r.exit_code == 0, r.output
+            (root / "done").write_text("")
+    return root / "run"
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory) -> Path:
+    """A finished, rendered tiny run: three models (Llama chat, GPT-2 base, Untrained), arc_easy and spc.
+
+    Shared by the whole session (and by the doctests): read it, never write to it; a test that changes a
+    run works on its own copy (:func:`copy_run`).
+    """
+    return shared_run(tmp_path_factory)
+
+
+def copy_run(run: Path, dest: Path) -> Path:
+    """A private copy of a finished run (``dest`` must not exist yet), for a test that changes it."""
+    shutil.copytree(run, dest)
+    return dest
+
+
+_DOCTEST_OBJECTS: dict = {}
+
+
+def doctest_objects(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """What the doctests of ``reporter/`` see, made once per process: ``lm`` (a tiny Llama) and ``run_dir``
+    (this process's own copy of the shared run, since some doctests write into their run)."""
+    if not _DOCTEST_OBJECTS:
+        run = copy_run(shared_run(tmp_path_factory), tmp_path_factory.mktemp("doctest") / "run")
+        _DOCTEST_OBJECTS.update(lm=tiny_lm("llama"), run_dir=run)
+    return _DOCTEST_OBJECTS

@@ -84,6 +84,7 @@ def _row(doc: dict, task: str) -> dict:
     return next(r for r in doc["rows"] if r["task"] == task)
 
 
+@pytest.mark.slow
 def test_damaged_release_is_a_significant_regression(runs):
     doc = compare_runs(runs["base"], runs["new"])
     mine, gsm = _row(doc, "mine"), _row(doc, "gsm8k")
@@ -105,6 +106,7 @@ def test_damaged_release_is_a_significant_regression(runs):
         mine["mui"]["new"] - mine["mui"]["base"])
 
 
+@pytest.mark.slow
 def test_cli_writes_release_notes_and_pipes_markdown(runs, tmp_path):
     r = CliRunner().invoke(main, ["compare", str(runs["base"]), str(runs["new"]), "-o", str(tmp_path / "c")])
     assert r.exit_code == 0, r.output
@@ -126,6 +128,7 @@ def test_cli_writes_release_notes_and_pipes_markdown(runs, tmp_path):
     assert (tmp_path / "c" / "compare.pdf").read_bytes()[:5] == b"%PDF-"
 
 
+@pytest.mark.slow
 def test_default_output_is_inside_the_new_run(runs):
     r = CliRunner().invoke(main, ["compare", str(runs["base"]), str(runs["base"])])
     assert r.exit_code == 0, r.output
@@ -133,6 +136,7 @@ def test_default_output_is_inside_the_new_run(runs):
     assert "## Significant regressions\n\n- none" in r.stdout
 
 
+@pytest.mark.slow
 def test_different_items_are_refused_in_one_line(runs):
     r = CliRunner().invoke(main, ["compare", str(runs["fewer"]), str(runs["base"])])
     assert r.exit_code == 2
@@ -145,6 +149,7 @@ def test_different_items_are_refused_in_one_line(runs):
     assert any("MUI was not compared" in n for n in doc["notes"])
 
 
+@pytest.mark.slow
 def test_different_mui_settings_are_refused_in_one_line(runs):
     r = CliRunner().invoke(main, ["compare", str(runs["other_mui"]), str(runs["base"])])
     assert r.exit_code == 2
@@ -159,6 +164,7 @@ def test_different_mui_settings_are_refused_in_one_line(runs):
     assert "## Effort (MUI)\n\n- not compared" in r.stdout and "MUI was not compared (--no-mui)." in r.stdout
 
 
+@pytest.mark.slow
 def test_changed_task_settings_are_named_in_the_notes(runs):
     doc = compare_runs(runs["base"], runs["longer"])
     assert any(n.startswith("Task mine: its settings differ between the runs (max_new_tokens 2 → 3)")
@@ -167,6 +173,7 @@ def test_changed_task_settings_are_named_in_the_notes(runs):
     assert not any("settings differ" in n for n in compare_runs(runs["base"], runs["new"])["notes"])
 
 
+@pytest.mark.slow
 def test_pairs_by_explicit_names_and_refuses_unknown_ones(runs):
     with pytest.raises(UserError, match="'Nope' is not a model of the new run"):
         compare_runs(runs["base"], runs["new"], pairs=[("Release", "Nope")])
@@ -176,6 +183,7 @@ def test_pairs_by_explicit_names_and_refuses_unknown_ones(runs):
     assert r.exit_code == 2 and "expected OLD=NEW" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_release_that_fails_to_load_is_named_not_hidden(runs):
     root = runs["root"]
     broken = root / "v-broken"

@@ -168,6 +168,7 @@ def trained_and_untouched():
     return {"untouched": untouched, "trained": evidence(lm, items, refs), "lm": lm, "items": items}
 
 
+@pytest.mark.slow
 def test_trained_on_test_items_is_flagged(trained_and_untouched):
     t = trained_and_untouched["trained"]
     sig = t["row"]["signals"]
@@ -178,6 +179,7 @@ def test_trained_on_test_items_is_flagged(trained_and_untouched):
     assert ex["target"] == ex["generated"] and len(ex["target"]) > 5
 
 
+@pytest.mark.slow
 def test_untouched_model_is_not_flagged(trained_and_untouched):
     u = trained_and_untouched["untouched"]
     assert u["row"]["severity"] == "none"
@@ -185,6 +187,7 @@ def test_untouched_model_is_not_flagged(trained_and_untouched):
     assert u["verbatim"]["rate"] == 0.0 and u["verbatim"]["n"] == 10 and u["reference"]["n"] == 16
 
 
+@pytest.mark.slow
 def test_option_order_evidence_matches_per_text_reference(trained_and_untouched):
     """Each stored log-likelihood equals a plain float64 sum, one sequence at a time, over the tokens
     after the prefix all orders share; the differences between orders (all the test uses) equal
@@ -213,6 +216,7 @@ def test_option_order_evidence_matches_per_text_reference(trained_and_untouched)
 
 
 @pytest.mark.parametrize("window", [2, 6])
+@pytest.mark.slow
 def test_option_order_window_matches_per_text_reference(trained_and_untouched, window):
     """With a window, each stored log-likelihood is the float64 sum over the first ``window``
     tokens of each option line (from the variants' shared prefix on), one sequence at a time;
@@ -309,6 +313,7 @@ def test_token_logprobs_at_positions_equal_the_whole_sequence():
             token_logprobs(lm, seqs[:1], positions=[[0]])
 
 
+@pytest.mark.slow
 def test_verbatim_probe_scores_the_rest_only_where_the_first_tokens_match(trained_and_untouched):
     """The early exit loses nothing :func:`verbatim_result` reads: per item the probed output is the full
     one up to and including its first divergence, or all of it; records are equal (both kinds present)."""
@@ -329,6 +334,7 @@ def test_verbatim_probe_scores_the_rest_only_where_the_first_tokens_match(traine
         verbatim.verbatim_result(lm.tokenizer, ids, targets, full, **kw)
 
 
+@pytest.mark.slow
 def test_verbatim_answers_from_the_option_order_pass_equal_its_own_pass(trained_and_untouched, tmp_path):
     """The option-order pass over each item's published-order text gives the verbatim check's answers on
     the way: the same records as the check's own pass, the same option-order likelihoods as without it,
@@ -373,6 +379,7 @@ def test_answers_known_from_another_pass_are_not_used_for_an_id_that_occurs_twic
                                                ContaminationConfig(verbatim_min_target=4))
 
 
+@pytest.mark.slow
 def test_verbatim_without_generation_equals_greedy_decoding(trained_and_untouched):
     """The teacher-forced check gives what greedy generation gives: the same exact matches, and its
     'generated' text is greedy decoding's own output up to its first wrong token (slow reference:
@@ -398,6 +405,7 @@ def test_verbatim_without_generation_equals_greedy_decoding(trained_and_untouche
         assert p["generated"] == tok.decode(real[:min(j + 1, len(target))])
 
 
+@pytest.mark.slow
 def test_verbatim_per_item_and_sampling(trained_and_untouched):
     lm, items = trained_and_untouched["lm"], trained_and_untouched["items"]
     v = verbatim_completion(lm, list(items) + [("short", "Too short.")], n_tokens=32, max_items=None)
@@ -409,6 +417,7 @@ def test_verbatim_per_item_and_sampling(trained_and_untouched):
     assert sub["n"] == 3 and len({p["id"] for p in sub["per_item"]}) == 3
 
 
+@pytest.mark.slow
 def test_collect_stage_artifacts(trained_and_untouched, tmp_path, monkeypatch):
     lm, items = trained_and_untouched["lm"], trained_and_untouched["items"]
     from reporter.tasks import Item
@@ -428,6 +437,7 @@ def test_collect_stage_artifacts(trained_and_untouched, tmp_path, monkeypatch):
     assert order["window"] == cfg.order_window and all(len(r["n_scored"]) == 4 for r in order["per_item"])
 
 
+@pytest.mark.slow
 def test_reference_pass_gives_both_reference_files(trained_and_untouched, tmp_path, monkeypatch):
     """One pass over held-out text writes the Min-K% reference log-probs and the verbatim chance rate;
     each equals what its own computation gives (plain log-probs; the verbatim check on the passages
@@ -482,6 +492,7 @@ def test_order_conventions_are_recognised(choices, why):
     assert order_is_convention(choices) == why
 
 
+@pytest.mark.slow
 def test_option_orders_that_are_conventions_are_not_tested(trained_and_untouched):
     """Orders a clean model may prefer without having seen the item are left out (they would be false alarms)."""
     from reporter.tasks import Item

@@ -22,6 +22,8 @@ from reporter.cli import main
 
 from .conftest import tiny_lm
 
+pytestmark = pytest.mark.slow  # every test reads the fine-tuned model's run of `control`
+
 ROOT = Path(__file__).resolve().parents[1]
 #: 16 items left the other-split and verbatim tests at the edge of the run-wide correction on an AMD EPYC
 #: machine (adjusted p 0.010 and 0.035 against 0.01: float rounding of the fine-tuning); 20 clear it (0.002, 0.003)

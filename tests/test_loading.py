@@ -96,6 +96,7 @@ def test_checksum_mismatch_is_a_clear_error(tmp_path, monkeypatch):
         assembled_gguf(pm, tmp_path)
 
 
+@pytest.mark.slow
 def test_packaged_source_converts_once_then_loads_from_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     spec = ModelSpec(name="smol", source="packaged:smollm2-135m-instruct")

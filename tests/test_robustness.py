@@ -128,6 +128,7 @@ def test_a_damaged_cache_entry_is_detected_and_rebuilt(tmp_path, capsys):
     assert "tokenizer.json" in cache_problem(entry)
 
 
+@pytest.mark.slow
 def test_nan_weights_fail_the_model_with_a_clear_message(tmp_path):
     lm = tiny_lm("llama")
     with torch.no_grad():
@@ -221,6 +222,7 @@ def test_hostile_yaml_fails_fast_with_one_line(case, tmp_path):
 
 # --- 8. chart injection -------------------------------------------------------------------------
 
+@pytest.mark.browser
 def test_a_hostile_model_name_leaves_every_chart_rendering(tmp_path):
     from .test_card import _assert_charts_drawn, _open_in_chromium
 

@@ -4,9 +4,12 @@ import os
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from reporter.cli import main
+
+from .conftest import copy_run
 
 YAML = """
 seed: 11
@@ -29,6 +32,7 @@ def _yaml(tiny_yaml, text=YAML, name="models.yaml"):
     return tiny_yaml(f"profile: {prof}\n" + text, name)
 
 
+@pytest.mark.slow
 def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
     p = _yaml(tiny_yaml)
     out = tmp_path / "run"
@@ -85,11 +89,13 @@ def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
     assert json.loads((out / "results.json").read_text())["analysis"]["law"] == res["analysis"]["law"]
 
 
+@pytest.mark.slow
 def test_a_failing_model_does_not_lose_the_others(tiny_yaml, tmp_path):
     p = _yaml(tiny_yaml, YAML + "  - name: hub-model\n    source: Qwen/Qwen2.5-0.5B-Instruct\n")
     out = tmp_path / "run"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, "-m", "reporter.cli", "run", str(p), "-o", str(out), "--no-progress"],
+    r = subprocess.run([sys.executable, "-m", "reporter.cli", "run", str(p), "-o", str(out), "--no-progress",
+                        "--no-render"],  # the card of a failed model: tests/test_robustness.py (NaN weights)
                        capture_output=True, text=True, env=env)
     assert r.returncode == 2
     assert "error: model 'hub-model': cannot load hub model 'Qwen/Qwen2.5-0.5B-Instruct'" in r.stderr
@@ -99,15 +105,20 @@ def test_a_failing_model_does_not_lose_the_others(tiny_yaml, tmp_path):
     assert res["models"]["hub-model"]["status"] == "failed"
 
 
-def test_changed_config_in_the_same_directory_is_refused(tiny_yaml, tmp_path):
-    out = tmp_path / "run"
-    p = _yaml(tiny_yaml)
-    assert CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress"]).exit_code == 0
-    p2 = _yaml(tiny_yaml, YAML.replace("seed: 11", "seed: 12"), "other.yaml")
-    r = CliRunner().invoke(main, ["run", str(p2), "-o", str(out), "--no-progress"])
+def test_changed_config_in_the_same_directory_is_refused(finished_run, tmp_path):
+    out = copy_run(finished_run, tmp_path / "run")  # the suite's shared run, made by finished_run.parent/models.yaml
+    made_by = (finished_run.parent / "models.yaml").read_text()
+    assert "seed: 3\n" in made_by
+    (tmp_path / "other.yaml").write_text(made_by.replace("seed: 3\n", "seed: 4\n"))  # only the seed differs
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "other.yaml"), "-o", str(out), "--no-progress"])
     assert r.exit_code == 2 and "holds a run with a different configuration" in r.output
+    # the unchanged configuration resumes the copy: the refusal above was the seed's doing
+    r = CliRunner().invoke(main, ["run", str(finished_run.parent / "models.yaml"), "-o", str(out), "--no-progress",
+                                  "--no-render"])
+    assert r.exit_code == 0 and "already complete" in r.output, r.output
 
 
+@pytest.mark.slow
 def test_cli_overrides_for_seed_and_device(tiny_yaml, tmp_path):
     p = _yaml(tiny_yaml, YAML.replace("seed: 11", "seed: 11\ndevice: auto"))
     out = tmp_path / "run"

@@ -48,6 +48,7 @@ def _assert_same(x, y, path="results"):
         assert x == y, path
 
 
+@pytest.mark.slow
 def test_ray_executor_equals_local(tiny_yaml, tmp_path):
     prof = tiny_yaml(PROFILE, "profile.yaml")
     models = tiny_yaml(YAML.format(profile=prof))

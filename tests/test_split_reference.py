@@ -231,6 +231,7 @@ def toy_control(one_thread):
     return {"sig": sig, "trained": {str(it.id) for it in trained}}
 
 
+@pytest.mark.slow
 def test_a_model_trained_on_half_the_items_is_flagged_and_its_items_drive_it(toy_control):
     s = toy_control["sig"]["dirty"]["split_min_k"]
     assert s["fires"] and s["share"] >= 0.75
@@ -241,6 +242,7 @@ def test_a_model_trained_on_half_the_items_is_flagged_and_its_items_drive_it(toy
     assert assess("dirty", "toy", toy_control["sig"]["dirty"])["severity"] == "weak"  # one test, power unmeasured
 
 
+@pytest.mark.slow
 def test_the_same_model_before_training_is_not_flagged(toy_control):
     s = toy_control["sig"]["clean"]["split_min_k"]
     assert s["measured"] and not s["fires"] and s["p_value"] > 0.05
