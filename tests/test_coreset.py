@@ -20,9 +20,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from reporter.card.render import render
 from reporter.cli import main
 from reporter.store.samples import read_samples
 from tests.test_golden import _save_local_model
+
+pytestmark = pytest.mark.slow  # every test reads the two runs of `runs`
 
 PROFILE = """\
 name: coreset-test
@@ -53,7 +56,7 @@ models:
 
 
 def _run(models_yaml: Path, out: Path) -> dict:
-    r = CliRunner().invoke(main, ["run", str(models_yaml), "-o", str(out), "--no-progress"])
+    r = CliRunner().invoke(main, ["run", str(models_yaml), "-o", str(out), "--no-progress", "--no-render"])
     assert r.exit_code == 0, r.output
     return json.loads((out / "results.json").read_text())
 
@@ -70,6 +73,7 @@ def runs(tmp_path_factory):
     (root / "full.yaml").write_text(PROFILE.format(dup_items="", copy_items="", sums_items="", arc_items=""))
     (root / "models.yaml").write_text(MODELS.format(profile="full.yaml"))
     full = _run(root / "models.yaml", root / "full")
+    render(root / "full", formats=("html",))  # the card the tests read (the PDF is tests/test_card.py's)
     # the second run evaluates only the core sets (a path relative to the profile file)
     items = ", items: full/coreset.json"
     (root / "core.yaml").write_text(PROFILE.format(dup_items=items, copy_items=items, sums_items=items,

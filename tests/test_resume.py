@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from .conftest import tiny_lm
 
 N_ITEMS = 40
@@ -40,7 +42,8 @@ models:
 
 
 def _run(models, out, **kw):
-    return subprocess.Popen([sys.executable, "-m", "reporter.cli", "run", str(models), "-o", str(out), "--no-progress"],
+    return subprocess.Popen([sys.executable, "-m", "reporter.cli", "run", str(models), "-o", str(out), "--no-progress",
+                             "--no-render"],  # the results are compared, not the card
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
@@ -52,6 +55,7 @@ def _stable(res):
     return res
 
 
+@pytest.mark.slow
 def test_sigkill_mid_task_then_rerun_equals_uninterrupted(tmp_path):
     models = _setup(tmp_path)
     full = _run(models, tmp_path / "full")
