@@ -1,4 +1,4 @@
-"""The model card: HTML (opened in headless Chromium), PDF (read back with pdftotext, its images with pypdf),
+"""The model card: HTML (opened in headless Chromium), PDF (read back with poppler's pdftotext and pdfimages),
 model-index YAML.
 
 Fixtures: tests/data/full (every results.json key, internally consistent, the analysis made by
@@ -256,11 +256,13 @@ def test_pdf_has_sections_tables_and_vector_charts(full):
                   "Layer (0 = first)", "Prefix length m (tokens)", "Samples (n)", "Checkpoint (training step)",
                   "Jaccard (0–1)", "Key neurons in the union", "Effective rank"):
         assert label in text, label
-    reader = PdfReader(pdf)
-    assert all(not page.images for page in reader.pages)
+    # poppler's list of every raster image on every page: its two header lines and no row (pypdf's
+    # page.images gives the same answer in 15 s on this card, as its search is quadratic in the objects)
+    listed = subprocess.run(["pdfimages", "-list", str(pdf)], check=True, capture_output=True, text=True).stdout
+    assert listed.splitlines()[0].split()[:3] == ["page", "num", "type"] and len(listed.splitlines()) == 2, listed
     # running header (date) and page numbers on every page
     n = len(pages)
-    assert n == len(reader.pages)
+    assert n == len(PdfReader(pdf).pages)
     for i, page in enumerate(pages, 1):
         assert f"Page {i} of {n}" in page and "2026-11-28" in page
 
