@@ -54,21 +54,3 @@ def _doctest_objects(request: pytest.FixtureRequest) -> None:
 
         objects = doctest_objects(request.getfixturevalue("tmp_path_factory"))
         request.getfixturevalue("doctest_namespace").update(objects)
-
-
-_FACTORY: list[pytest.TempPathFactory] = []
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _session_tmp_path_factory(tmp_path_factory: pytest.TempPathFactory) -> None:
-    _FACTORY.append(tmp_path_factory)
-
-
-def _objects() -> dict:
-    """The doctests' objects outside a doctest (tests/test_json_schema.py reads ``run_dir``); a test should
-    rather take the ``finished_run`` fixture of tests/conftest.py, the same run.
-    """
-    from tests.conftest import doctest_objects
-
-    return doctest_objects(_FACTORY[0])
-

@@ -35,11 +35,9 @@ def schema_errors(doc, name="results"):
 
 
 @pytest.fixture(scope="module")
-def run_dir():
-    """The doctests' finished tiny run (three models, arc_easy and spc; made once per session): read only."""
-    import conftest  # the repository's root conftest.py
-
-    return Path(conftest._objects()["run_dir"])
+def run_dir(finished_run):
+    """The suite's shared finished tiny run (three models, arc_easy and spc; made once per session): read only."""
+    return Path(finished_run)
 
 
 @pytest.fixture
