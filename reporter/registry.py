@@ -19,7 +19,7 @@ reporter.errors.UserError: unknown colour 'rde' (did you mean 'red'?); available
 of that group (``importlib.metadata.entry_points(group=...)``) of every installed package,
 loaded lazily: on the first lookup or listing, never at import. A broken one (its import
 fails, it is not of the registry's type, its name is taken) is one warning line on stderr
-naming its package and entry point, and the registry goes on without it. The four plugin
+naming its package and entry point, and the registry goes on without it. The five plugin
 groups are :data:`PLUGIN_GROUPS`; a plugin declares its profile settings (a dataclass read from
 the profile's ``plugins.<name>``) as its ``settings`` attribute, gathered by
 :func:`declared_settings`.
@@ -114,18 +114,29 @@ def plugin_warning(kind: str, name: str, origin: str, why: BaseException | str) 
         print(line, file=sys.stderr, flush=True)
 
 
+#: the plugin groups whose modules are being imported right now
+_LOADING: set[str] = set()
+
+
 def _load_group(group: str) -> list[tuple[metadata.EntryPoint, Any, BaseException | None]]:
-    """Import every installed entry point of ``group``, once; a failure is kept, not raised."""
-    if group not in _GROUPS:
-        _GROUPS[group] = []  # set first: a plugin that looks a registry up while it is imported sees no loop
-        loaded = []
-        for ep in sorted(metadata.entry_points(group=group), key=lambda e: e.name):
-            try:
-                loaded.append((ep, ep.load(), None))
-            except Exception as e:  # a broken plugin never stops the run
-                loaded.append((ep, None, e))
+    """Import every installed entry point of ``group``, once; a failure is kept, not raised.
+
+    While the group's modules are imported (one of them may look a registry up), the group is
+    :data:`_LOADING` and reads as empty; its registry then loads it on a later lookup.
+    """
+    if group not in _GROUPS and group not in _LOADING:
+        _LOADING.add(group)
+        try:
+            loaded = []
+            for ep in sorted(metadata.entry_points(group=group), key=lambda e: e.name):
+                try:
+                    loaded.append((ep, ep.load(), None))
+                except Exception as e:  # a broken plugin never stops the run
+                    loaded.append((ep, None, e))
+        finally:
+            _LOADING.discard(group)
         _GROUPS[group] = loaded
-    return _GROUPS[group]
+    return _GROUPS.get(group, [])
 
 
 def check_settings(owner: str, settings: Any) -> None:
@@ -152,7 +163,7 @@ def check_settings(owner: str, settings: Any) -> None:
 
 
 def declared_settings() -> dict[str, type]:
-    """Each plugin's settings dataclass by plugin name, over the four plugin kinds (installed or in-process).
+    """Each plugin's settings dataclass by plugin name, over the five plugin kinds (installed or in-process).
 
     Loads the installed plugins of every group in :data:`PLUGIN_GROUPS`. Two plugins of
     different kinds may share a name and one settings class; two different classes under one
@@ -289,13 +300,15 @@ class Registry(Generic[T]):
         """
         if self._loaded or self.entry_point_group is None:
             return
+        if self.entry_point_group in _LOADING:  # its modules are being imported: load on a later lookup
+            return
         self._loaded = True  # first: a plugin that looks this registry up while it loads sees no loop
         for ep, obj, error in _load_group(self.entry_point_group):
             origin = plugin_origin(ep)
             if error is None:
                 try:
                     obj = self._load(ep.name, obj) if self._load is not None else obj
-                except (TypeError, ValueError) as e:
+                except Exception as e:  # the wrong type, or a plugin whose constructor fails: never the run
                     error = e
             if error is not None:
                 plugin_warning(self.kind, ep.name, origin, error)

@@ -475,3 +475,62 @@ def test_a_collector_registered_by_its_module_and_its_entry_point_is_one_plugin(
         assert type(COLLECTORS.get("twice")).__name__ == "Twice" and capsys.readouterr().err == ""
     finally:
         COLLECTORS.remove("twice")
+
+
+def test_a_plugin_that_looks_its_registry_up_while_imported_is_still_added(monkeypatch, tmp_path, capsys):
+    """declared_settings() imports every group first (a profile with plugins:); a plugin module that
+    looks its own registry up while it is imported must not leave that registry loaded without it."""
+    from reporter.collect.collectors import COLLECTORS
+    from reporter.registry import declared_settings
+
+    _fake_group(monkeypatch, tmp_path, "reporter.collectors", "lookup_plugin_mod", """\
+        from reporter.collect.collectors import COLLECTORS, CollectorPlugin
+
+        BASE = COLLECTORS.get("mui")  # a lookup while the group is being imported
+
+        class Looks(CollectorPlugin):
+            name = "looks"
+        """, {"looks": "Looks"})
+    monkeypatch.setattr(COLLECTORS, "_loaded", False)
+    try:
+        declared_settings()
+        assert "looks" in COLLECTORS.names() and capsys.readouterr().err == ""
+    finally:
+        COLLECTORS.remove("looks")
+
+
+def test_a_plugin_whose_constructor_fails_is_one_warning_and_the_others_load(monkeypatch, tmp_path, capsys):
+    from reporter.collect.evidence import EVIDENCE
+
+    _fake_group(monkeypatch, tmp_path, "reporter.evidence", "ctor_plugin_mod", """\
+        from reporter.collect.evidence import EvidencePass
+
+        class Bad(EvidencePass):
+            name = "bad"
+            artifact = "bad.json"
+            def __init__(self):
+                raise RuntimeError("boom")
+            def run(self, ctx):
+                pass
+
+        class NoArtifact(EvidencePass):
+            name = "no_artifact"
+            def run(self, ctx):
+                pass
+
+        class Good(EvidencePass):
+            name = "good"
+            artifact = "good.json"
+            def run(self, ctx):
+                pass
+        """, {"bad": "Bad", "no_artifact": "NoArtifact", "good": "Good"})
+    monkeypatch.setattr(EVIDENCE, "_loaded", False)
+    try:
+        names = EVIDENCE.names()
+        assert "good" in names and "bad" not in names and "no_artifact" not in names
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 2 and err[0].startswith("warning: skipped the evidence pass plugin 'bad'")
+        assert err[0].endswith("RuntimeError: boom")
+        assert "'no_artifact'" in err[1] and "names its artifact or says when it is done" in err[1]
+    finally:
+        EVIDENCE.remove("good")

@@ -121,7 +121,7 @@ class EvidencePass:
 
     #: the registry name
     name: ClassVar[str] = ""
-    #: how failures name it ("model 'm', task 't': <label>: ..." for a model-scope pass)
+    #: how failure lines name it ("model 'm', <label>: ..." or "model 'm', task 't', <label>: ...")
     label: ClassVar[str] = ""
     #: once per model or once per task
     scope: ClassVar[Literal["model", "task"]] = "task"
@@ -159,12 +159,17 @@ class EvidencePass:
         raise NotImplementedError
 
 
-def _check_scope(cls: type[EvidencePass]) -> None:
+def _check_pass(cls: type[EvidencePass]) -> None:
+    """Refuse, when it is registered or loaded, a pass the job could not drive."""
     if cls.scope not in ("model", "task"):
         raise ValueError(f"{cls.__name__}.scope must be 'model' or 'task', got {cls.scope!r}")
+    if cls.artifact is None and cls.done is EvidencePass.done:
+        raise ValueError(f"{cls.__name__}: an evidence pass names its artifact or says when it is done (done())")
+    if cls.run is EvidencePass.run:
+        raise ValueError(f"{cls.__name__}: an evidence pass needs a run()")
 
 
-_CLASSES: ClassPlugins[EvidencePass] = ClassPlugins(EvidencePass, "evidence pass", _check_scope)
+_CLASSES: ClassPlugins[EvidencePass] = ClassPlugins(EvidencePass, "evidence pass", _check_pass)
 
 #: evidence passes by name (installed ones, entry-point group ``reporter.evidence``, after the built-in ones);
 #: they run by :attr:`EvidencePass.order`

@@ -114,24 +114,42 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
 
 def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_dir: Path,
                   progress: bool) -> list[str]:
-    """One task: run it, then every evidence pass that is not done; the plan is built once."""
+    """One task: run it, then every evidence pass that is not done; the plan is built once.
+
+    A pass that fails is one failure line naming it; the passes after it still run.
+    """
     name = lm.spec.name
     if task_done(profile, lm.spec, task, task_dir):
         return []
     try:
         plan = plan_task(lm, task, cfg.seed)
         summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
-        passes = evidence_passes(profile, lm.spec, "task", task)
-        ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=task_dir, plan=plan)
-        for ev in passes:
-            ev.prepare(ctx)
-        for ev in passes:
-            if not ev.done(task_dir):
-                ev.run(ctx)
     except UserError as e:
         log(f"{name} / {task.name}: FAILED: {e}")
         return [f"model '{name}', task '{task.name}': {line}" for line in e.lines]
     log(f"{name} / {task.name}: {100 * summary['score']:.1f}% "
         f"[{100 * summary['ci_low']:.1f}, {100 * summary['ci_high']:.1f}] n={summary['n']}"
         + (f", MUI {summary['mui']:.2f}%" if "mui" in summary else ""))
-    return []
+    ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=task_dir, plan=plan)
+    failures: list[str] = []
+    passes = []
+    for ev in evidence_passes(profile, lm.spec, "task", task):
+        try:
+            ev.prepare(ctx)
+            passes.append(ev)
+        except UserError as e:
+            failures += _failed(name, task.name, ev.label, e)
+    for ev in passes:
+        if ev.done(task_dir):
+            continue
+        try:
+            ev.run(ctx)
+        except UserError as e:
+            failures += _failed(name, task.name, ev.label, e)
+    return failures
+
+
+def _failed(model: str, task: str, label: str, e: UserError) -> list[str]:
+    """The failure lines of one evidence pass of one task (and its progress line)."""
+    log(f"{model} / {task} / {label}: FAILED: {e}")
+    return [f"model '{model}', task '{task}', {label}: {line}" for line in e.lines]
