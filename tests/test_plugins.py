@@ -226,3 +226,15 @@ def test_a_plugin_module_given_on_the_command_line_registers_its_plugins(tmp_pat
     r = CliRunner().invoke(main, ["--plugin", "no_such_plugin_module", "validate", str(tmp_path / "models.yaml")])
     assert r.exit_code == 2 and r.output.strip() == ("error: --plugin no_such_plugin_module: cannot import it "
                                                      "(ModuleNotFoundError: No module named 'no_such_plugin_module')")
+
+
+def test_settings_whose_annotations_cannot_be_read_are_one_line_not_a_traceback():
+    from reporter.config.files import Problems
+    from reporter.config.profile import _plugin_settings
+
+    ns: dict = {}
+    exec("from dataclasses import dataclass\n@dataclass\nclass Broken:\n    window: 'NotDefinedAnywhere' = 4\n", ns)
+    p = Problems("p.yaml")
+    assert _plugin_settings(p, "plugins.toy", {"window": 8}, ns["Broken"]) is None
+    assert p.lines == ["p.yaml: plugins.toy: the plugin's settings class Broken has annotations that cannot be read "
+                       "(NameError: name 'NotDefinedAnywhere' is not defined); its author must fix it"]

@@ -486,7 +486,12 @@ def _plugin_settings(p: Problems, key: str, value: Any, cls: type) -> Any:
     for k in value:
         if k not in names:
             p.add(f"{key}.{k}", unknown_name("key", str(k), names, listing="valid keys"))
-    hints = typing.get_type_hints(cls)
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as e:  # an annotation the plugin's module cannot resolve: a plugin bug, one line
+        p.add(key, f"the plugin's settings class {cls.__name__} has annotations that cannot be read "
+                   f"({type(e).__name__}: {e}); its author must fix it")
+        return None
     kwargs = {}
     for f in fields:
         if f.name in value:
