@@ -24,7 +24,7 @@ corpus, so it has no test). Comparisons that cannot be paired are refused with o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Sequence, TypedDict
+from typing import Any, Iterable, Literal, NamedTuple, Sequence, TypedDict, cast
 
 import numpy as np
 from scipy import stats
@@ -32,10 +32,11 @@ from scipy import stats
 from ..errors import UserError
 from ..metrics.mui import LEGACY_DEFINITION
 from ..metrics.stats import ALPHA, holm, paired_comparison
-from ..schema import is_untrained
+from ..schema import CompareDocument, ComparisonRow, LPPDelta, MetricDelta, RunSide, Unpaired, is_untrained
 from ..store.atomic import read_json
 from ..store.layout import SAMPLES, RunDir, slugify
 from ..store.samples import read_samples
+from .contamination import Severity
 from .numbers import tested_p
 
 __all__ = ["COMPARE_VERSION", "LPP_KEYS", "compare_runs", "parse_pairs", "CompareDocument", "ComparisonRow", "LPPDelta"]
@@ -45,106 +46,8 @@ COMPARE_VERSION = 1
 LPP_KEYS = {"entropy_floor": "entropy floor", "participation_ratio": "participation ratio",
             "effective_rank": "effective rank"}
 _FIRES = ("weak", "strong")
-
-# What compare_runs builds, key for key. reporter.schema's Compare, CompareRow ... describe compare.json for a
-# reader (a null there reads as absent); these types also say where compare_runs writes a null.
-
-
-class MUIDelta(TypedDict):
-    """The MUI of one paired model and task in both runs (compared only at equal settings)."""
-
-    base: float
-    new: float
-    delta: float
-    definition: str
-    n_samples: int | None
-
-
-class SeverityChange(TypedDict):
-    """A task's contamination severity in both runs and how it moved (:func:`_contamination_change`)."""
-
-    base: str | None
-    new: str | None
-    change: str
-
-
-class ComparisonRow(TypedDict, total=False):
-    """One paired model and task: the score delta with its CI and Holm-adjusted test, MUI and contamination."""
-
-    base_model: str
-    new_model: str
-    task: str
-    n: int
-    base_score: float
-    new_score: float
-    delta: float
-    ci_low: float
-    ci_high: float
-    ci_method: str
-    test: str | None
-    p_value: float
-    n_regressed: int | None
-    n_improved: int | None
-    reference: bool
-    mui: MUIDelta | None
-    contamination: SeverityChange
-    p_holm: float
-    significant: bool
-    status: str
-
-
-class MetricDelta(TypedDict):
-    """One LPP number in both runs."""
-
-    base: float
-    new: float
-    delta: float
-
-
-class LPPDelta(TypedDict, total=False):
-    """The LPP signature deltas of one paired model, or why they are not compared."""
-
-    base_model: str
-    new_model: str
-    compared: bool
-    reason: str
-    metrics: dict[str, MetricDelta]
-
-
-class RunSide(TypedDict):
-    """Where one side of the comparison came from."""
-
-    dir: str
-    name: str
-    created: str | None
-    config_hash: str | None
-    profile: str | None
-    reporter_version: str | None
-    seed: int | None
-
-
-class Pair(TypedDict):
-    """A paired model: its name in the base run and in the new one."""
-
-    base: str
-    new: str
-
-
-class CompareDocument(TypedDict):
-    """``compare.json``: what :func:`compare_runs` returns."""
-
-    version: int
-    alpha: float
-    family: int
-    base: RunSide
-    new: RunSide
-    pairs: list[Pair]
-    unpaired: dict[str, list[str]]
-    failures: list[str]
-    rows: list[ComparisonRow]
-    lpp: list[LPPDelta]
-    notes: list[str]
-
+#: how a task's contamination verdict moved between the runs
+SeverityMove = Literal["new", "cleared", "changed", "unchanged", "not measured"]
 
 class _Run(TypedDict):
     """An analysed run directory as loaded by :func:`_load`."""
@@ -241,14 +144,14 @@ def _describe(s: dict[str, Any], keys: Iterable[str]) -> str:
     return ", ".join(f"{k} {s.get(k)}" for k in keys)
 
 
-def _severity(run: _Run, model: str, task: str) -> str | None:
+def _severity(run: _Run, model: str, task: str) -> Severity | None:
     for row in run["results"]["analysis"].get("contamination") or []:
         if row.get("model") == model and row.get("task") == task:
-            return str(row.get("severity")) if row.get("measured", True) else None
+            return cast(Severity, row.get("severity")) if row.get("measured", True) else None
     return None
 
 
-def _contamination_change(before: str | None, after: str | None) -> str:
+def _contamination_change(before: Severity | None, after: Severity | None) -> SeverityMove:
     """How a task's contamination verdict moved from the base run to the new one.
 
     >>> [_contamination_change(*p) for p in [("none", "weak"), ("strong", "none"), ("weak", "strong"),
@@ -275,7 +178,7 @@ def _task_settings(run: _Run, task: str) -> dict[str, Any]:
 
 def _lpp(base: _Run, new: _Run, old: str, nw: str) -> LPPDelta:
     """LPP deltas only when both runs measured LPP with the same settings (descriptive: no test)."""
-    row: LPPDelta = {"base_model": old, "new_model": nw}
+    row: LPPDelta = {"base_model": old, "new_model": nw, "compared": False}
     settings = [((r["manifest"].get("resolved") or {}).get("profile") or {}).get("lpp") for r in (base, new)]
     lpp = [r["results"]["models"][m].get("lpp") for r, m in ((base, old), (new, nw))]
     if not all(isinstance(x, dict) for x in lpp):
@@ -357,13 +260,14 @@ def _row(base: _Run, new: _Run, w: _Work, seed: int, mui_compared: bool) -> tupl
     shared = sorted(set(bi) & set(ni))
     c = paired_comparison(nw, ni, old, bi, task=task, seed=seed)
     b_sev, n_sev = _severity(base, old, task), _severity(new, nw, task)
-    row: ComparisonRow = {"base_model": old, "new_model": nw, "task": task, "n": c.n,
+    # "status" comes with the run-wide Holm adjustment (_holm_status), once every row exists
+    row = cast(ComparisonRow, {"base_model": old, "new_model": nw, "task": task, "n": c.n,
                        "base_score": sum(bi[i] for i in shared) / len(shared),
                        "new_score": sum(ni[i] for i in shared) / len(shared),
                        "delta": c.mean_diff, "ci_low": c.ci_low, "ci_high": c.ci_high, "ci_method": c.method,
                        "test": c.test, "p_value": tested_p(c.p_value), "n_regressed": c.n01, "n_improved": c.n10,
                        "reference": is_untrained(base["results"]["models"][old]), "mui": None,
-                       "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}}
+                       "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}})
     if mui_compared and ms[0] and ms[1]:
         row["mui"] = {"base": w.b_entry["mui"], "new": w.n_entry["mui"], "delta": w.n_entry["mui"] - w.b_entry["mui"],
                       "definition": ms[1]["definition"], "n_samples": ms[1].get("n_samples")}
@@ -401,18 +305,18 @@ def _mui_notes(mui: bool, mui_compared: bool, rows: Sequence[ComparisonRow]) -> 
     return []
 
 
-def _unpaired(base: _Run, new: _Run, paired: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+def _unpaired(base: _Run, new: _Run, paired: Sequence[tuple[str, str]]) -> Unpaired:
     """The models of each run that are in no pair (listed, not compared)."""
     paired_names = ({o for o, _ in paired}, {n for _, n in paired})
     return {"base": [m for m in base["results"]["models"] if m not in paired_names[0]],
             "new": [m for m in new["results"]["models"] if m not in paired_names[1]]}
 
 
-def _left_out_notes(tasks_only: dict[str, set[str]], unpaired: dict[str, list[str]]) -> list[str]:
+def _left_out_notes(tasks_only: dict[str, set[str]], unpaired: Unpaired) -> list[str]:
     """Tasks, then models, that are in one run only: named in a note each, not compared."""
     notes = [f"Only in the {role} run, not compared: {', '.join(sorted(ts))}." for role, ts in tasks_only.items() if ts]
     notes += [f"Models only in the {role} run, not compared: {', '.join(names)}."
-              for role, names in unpaired.items() if names]
+              for role, names in (("base", unpaired.get("base") or []), ("new", unpaired.get("new") or [])) if names]
     return notes
 
 

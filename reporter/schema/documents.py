@@ -636,11 +636,11 @@ class RunSide(TypedDict, total=False):
 
     dir: Required[str]
     name: Required[str]
-    created: str
-    config_hash: str
-    profile: str
-    reporter_version: str
-    seed: int
+    created: str | None
+    config_hash: str | None
+    profile: str | None
+    reporter_version: str | None
+    seed: int | None
 
 
 class Pair(TypedDict):
@@ -664,14 +664,14 @@ class MUIDelta(TypedDict, total=False):
     new: Required[float]
     delta: Required[float]
     definition: str
-    n_samples: int
+    n_samples: int | None
 
 
 class SeverityChange(TypedDict, total=False):
     """The contamination verdict of one task in both runs (null: not measured) and how it moved."""
 
-    base: Literal["strong", "weak", "none"]
-    new: Literal["strong", "weak", "none"]
+    base: Literal["strong", "weak", "none"] | None
+    new: Literal["strong", "weak", "none"] | None
     change: Required[Literal["new", "cleared", "changed", "unchanged", "not measured"]]
 
 
@@ -688,12 +688,12 @@ class ComparisonRow(TypedDict, total=False):
     ci_low: float
     ci_high: float
     ci_method: str
-    test: str
+    test: str | None
     p_value: float
-    n_regressed: int
-    n_improved: int
+    n_regressed: int | None
+    n_improved: int | None
     reference: bool
-    mui: MUIDelta
+    mui: MUIDelta | None
     contamination: SeverityChange
     p_holm: float
     significant: bool
