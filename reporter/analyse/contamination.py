@@ -64,6 +64,7 @@ from scipy import stats
 from ..config import ContaminationConfig
 from ..metrics.min_k import min_k_percent_prob
 from ..metrics.rank_tests import MIN_ITEMS, order_fisher_pvalue, order_null_pvalue
+from ..schema import Signal
 from .numbers import finite_or_none as _f
 
 __all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "SIGNAL_NAMES", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
@@ -142,31 +143,13 @@ MEANING = (
 Severity = Literal["strong", "weak", "none"]
 
 
-class SignalResult(TypedDict, total=False):
+class SignalResult(Signal, total=False):
     """One signal as the functions below return it: the keys of :class:`reporter.schema.Signal` (what the card
     reads), null where a number is not finite, plus each signal's own figures.
     """
 
-    measured: bool
-    test: bool
-    fires: bool
-    statistic: float | str | None
-    statistic_name: str
     expected_statistic: float
-    p_value: float
-    p_adjusted: float
-    n_tests: int
-    effect: float
-    effect_name: str
-    meets_effect: bool
-    confounded: bool
-    drivers: list[dict[str, Any]]
-    item_ids: list[str]
-    item_values: list[float]
     reference_ids: list[str]
-    reference_values: list[float]
-    evidence: str
-    reason: str
     n: int
     k: float
     # law residual

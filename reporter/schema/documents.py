@@ -372,7 +372,7 @@ class Signal(TypedDict, total=False):
     measured: bool
     test: bool
     fires: bool
-    statistic: Scalar
+    statistic: Union[Scalar, None]  # null: not measured
     statistic_name: str
     p_value: float
     p_adjusted: float
