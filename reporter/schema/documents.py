@@ -109,6 +109,47 @@ class Validation(TypedDict, total=False):
     n_neurons: int
 
 
+class LMEvalDataset(TypedDict, total=False):
+    """The dataset an lm-eval task config names (its ``dataset_path`` / ``dataset_name``)."""
+
+    #: lm-eval's ``dataset_path``: a Hugging Face hub id, or a builder (``json``, ``parquet`` ...) over local files
+    path: str
+    #: lm-eval's ``dataset_name`` (the hub config), null when the task names none
+    name: str
+
+
+class LMEvalInfo(TypedDict, total=False):
+    """How lm-evaluation-harness defines and scored an lm-eval task (``summary.json``'s ``lm_eval``)."""
+
+    #: lm-eval's task name (a leaf task, never a group)
+    task: Required[str]
+    #: the lm-eval group or tag of the profile entry this task came from, null for a task named alone
+    group: str
+    #: the task config's version, as lm-eval reports it
+    version: Scalar
+    #: the number of few-shot examples (lm-eval's ``num_fewshot``)
+    n_shot: int
+    #: lm-eval's request type
+    output_type: Literal["multiple_choice", "loglikelihood", "loglikelihood_rolling", "generate_until"]
+    #: the lm-eval metric (``name,filter``) that is reporter's ``score``, e.g. ``acc,none``
+    metric: str
+    #: every metric lm-eval computed for this task (``acc,none``, ``acc_stderr,none`` ...); a null stderr is lm-eval's N/A
+    metrics: dict[str, Union[float, None]]
+    #: lm-eval's higher_is_better per metric name
+    higher_is_better: dict[str, bool]
+    #: the harness that scored it, e.g. ``lm-eval 0.4.13``
+    harness: str
+    dataset: LMEvalDataset
+    #: a content hash of the resolved task config (the same digest: the same prompts)
+    digest: str
+    #: whether prompts went through the model's chat template
+    chat_template: bool
+    #: the seed of lm-eval's few-shot sampler
+    fewshot_seed: int
+    #: the evaluated document ids (lm-eval's ``samples=``), the same for every model and rerun
+    doc_ids: list[int]
+
+
 class TaskSummary(TypedDict, total=False):
     """``models/<slug>/tasks/<task>/summary.json``: one task of one model (collectors add their own keys)."""
 
@@ -145,6 +186,8 @@ class TaskSummary(TypedDict, total=False):
     answer_accuracy: Fraction
     format_validity: Fraction
     overconfidence: Fraction
+    #: an lm-evaluation-harness task: its lm-eval name, version, n-shot, metrics and data
+    lm_eval: LMEvalInfo
 
 
 # --- per model: lpp.json -------------------------------------------------------------------------
@@ -238,6 +281,20 @@ class Smoke(TypedDict, total=False):
     corpus: str
 
 
+class LMEvalGroup(TypedDict, total=False):
+    """lm-eval's own aggregate of one group over its subtasks (``models/<slug>/lm_eval_groups.json``)."""
+
+    #: lm-eval's group metrics (``acc,none``, ``acc_stderr,none`` ...; a null stderr is lm-eval's N/A) and
+    #: ``sample_count`` (items per metric)
+    metrics: dict[str, Any]
+    #: the group's member tasks (or subgroups), as lm-eval lists them
+    subtasks: list[str]
+    #: the group config's version, as lm-eval reports it
+    version: Scalar
+    #: the harness that aggregated it, e.g. ``lm-eval 0.4.13``
+    harness: str
+
+
 class ModelResult(TypedDict, total=False):
     """One model: its metadata, smoke test, LPP signature and task summaries (every ``models/<slug>/*.json``)."""
 
@@ -249,6 +306,8 @@ class ModelResult(TypedDict, total=False):
     smoke: Smoke
     tasks: dict[str, TaskSummary]
     lpp: LPPProfile
+    #: lm-eval's aggregates of the run's lm-eval groups, by group name (``models/<slug>/lm_eval_groups.json``)
+    lm_eval_groups: dict[str, LMEvalGroup]
 
 
 class Comparison(TypedDict, total=False):
@@ -736,7 +795,7 @@ class CompareDocument(TypedDict, total=False):
 
 #: the documents of the README's schema section, in reading order
 DOCUMENTS: tuple[Any, ...] = (Results, RunInfo, ModelResult, ModelMeta, Smoke, TaskSummary, MUISettings, SAESettings,
-                              SAEInfo, TopFeature, Calibration, ARMetrics,
+                              SAEInfo, TopFeature, Calibration, ARMetrics, LMEvalInfo, LMEvalDataset, LMEvalGroup,
                               Validation, LPPProfile, LPPPrefix, LPPRobust, Comparison, LPPCorrelation, Analysis,
                               Law, LawFit, NoFit, LawPoint, Excluded, Fairness, FairRow, Ranking, RankRow, LeaderDiff,
                               Reference, NotRanked, ChanceTest, Ties, Power, PowerRow, ContaminationRow, Signal,
