@@ -420,11 +420,14 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
         p.add("tasks", "must be a non-empty list of tasks")
         raw_tasks = []
     names: dict[str, str] = {}
+    n0 = len(p.lines)
     include = _lm_eval_include(p, data.get("lm_eval_include"), base_dir, recorded)
+    include_ok = len(p.lines) == n0  # lm-eval tasks are looked up only where their include paths are valid
     tasks: list[TaskConfig | None] = []
     for i, t in enumerate(raw_tasks):
         if isinstance(t, dict) and "lm_eval" in t and not recorded:
-            tasks += _lm_eval_entry(p, f"tasks[{i}]", t, names, include, base_dir)
+            if include_ok:
+                tasks += _lm_eval_entry(p, f"tasks[{i}]", t, names, include, base_dir)
         else:
             tasks.append(_task(p, f"tasks[{i}]", t, names, base_dir, recorded))
     mui = _section(p, data, "mui")
@@ -507,7 +510,7 @@ def _lm_eval_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str]
     lm-eval loads the task (and its data) here, so that an unknown name, a YAML that does not parse or a
     dataset that cannot be reached is one line before any model loads.
     """
-    from ..tasks.lm_eval_source import CONFIG_OVERRIDES, include_dirs, resolve, task_digest
+    from ..tasks.lm_eval_source import CONFIG_OVERRIDES, include_dirs, resolve
 
     n0 = len(p.lines)
     for key in t:
@@ -573,7 +576,7 @@ def _lm_eval_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str]
                               max_new_tokens=t.get("max_new_tokens"), items=items, lm_eval=leaf,
                               lm_eval_group=name if resolved.is_group else None, metric=t.get("metric"),
                               chat_template=t.get("chat_template"), lm_eval_config=overrides,
-                              lm_eval_digest=task_digest(task)))
+                              lm_eval_digest=resolved.digests[leaf]))
     return out
 
 

@@ -81,14 +81,65 @@ def _quiet() -> None:
 
 
 def task_manager(include: tuple[str, ...], defaults: bool = True) -> Any:
-    """lm-eval's ``TaskManager`` over ``include`` (and its own tasks when ``defaults``), built once per process."""
+    """lm-eval's ``TaskManager`` over ``include`` (and its own tasks when ``defaults``), built once per process.
+
+    lm-eval indexes each directory of YAMLs in turn, later ones overriding earlier names; reporter keeps each
+    directory's part of the index (keyed by the directory and its YAML files' sizes and times), so that lm-eval's
+    own several-second index is built once per process, however many include paths are combined with it.
+    """
     key = (include, defaults)
     if key not in _MANAGERS:
         _quiet()
-        from lm_eval.tasks import TaskManager
+        from lm_eval.tasks import TaskManager, _index
 
-        _MANAGERS[key] = TaskManager(include_path=list(include) or None, include_defaults=defaults)
+        original = _index.TaskIndex.build
+
+        def build(paths: Any, *, resolve_includes: bool = True) -> dict[str, Any]:
+            index: dict[str, Any] = {}
+            for root in paths:
+                part = (str(Path(root).resolve()), _stamp(Path(root)), resolve_includes)
+                if part not in _ROOTS:
+                    _ROOTS[part] = original([Path(root)], resolve_includes=resolve_includes)
+                index.update(_ROOTS[part])
+            return index
+
+        _index.TaskIndex.build = staticmethod(build)  # type: ignore[method-assign]
+        try:
+            _MANAGERS[key] = TaskManager(include_path=list(include) or None, include_defaults=defaults)
+        finally:
+            _index.TaskIndex.build = staticmethod(original)  # type: ignore[method-assign]
     return _MANAGERS[key]
+
+
+_ROOTS: dict[tuple[str, str, bool], dict[str, Any]] = {}
+
+
+def _stamp(root: Path) -> str:
+    """What the index of one directory depends on: its YAML files, their sizes and modification times."""
+    h = hashlib.sha256()
+    for p in sorted(root.glob("**/*.yaml")):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _broken_yaml(include: tuple[str, ...]) -> str | None:
+    """The first YAML file of the include paths that does not parse (lm-eval's index skips such files silently)."""
+    import yaml
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    for root in include:
+        for p in sorted(Path(root).glob("**/*.yaml")):
+            try:
+                load_yaml(p, resolve_func=False, recursive=False)
+            except yaml.YAMLError as e:
+                return _yaml_problem(e, include)
+            except Exception:  # not YAML's problem: lm-eval says so when the task is loaded
+                continue
+    return None
 
 
 @dataclass
@@ -98,6 +149,8 @@ class Resolved:
     name: str
     loaded: dict[str, Any]  # TaskManager.load(): tasks, groups, group_map
     leaves: list[str] = field(default_factory=list)
+    #: each leaf's :func:`task_digest`, taken when it was loaded (before a run applies its settings to the task)
+    digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_group(self) -> bool:
@@ -127,6 +180,9 @@ def resolve(name: str, include: tuple[str, ...]) -> Resolved:
     if tm is None:
         tm = _manager_or_error(include, True)
     if name not in tm.all_tasks:
+        broken = _broken_yaml(include)
+        if broken is not None:
+            raise UserError(f"lm-eval has no task, group or tag '{name}', and a task YAML does not parse: {broken}")
         raise UserError(f"lm-eval has no task, group or tag '{name}'{did_you_mean(name, tm.all_tasks)}"
                         + (f" in its own tasks or {', '.join(include)}" if include else
                            "; list them with `lm_eval ls tasks`, or add a directory of your own YAMLs with "
@@ -146,7 +202,7 @@ def resolve(name: str, include: tuple[str, ...]) -> Resolved:
         if kind not in OUTPUT_TYPES:
             raise UserError(f"lm-eval task '{leaf}': output_type {kind!r} is not one reporter runs; it runs "
                             f"{', '.join(OUTPUT_TYPES)}")
-    _LOADED[key] = Resolved(name, loaded, leaves)
+    _LOADED[key] = Resolved(name, loaded, leaves, {leaf: task_digest(loaded["tasks"][leaf]) for leaf in leaves})
     return _LOADED[key]
 
 
