@@ -1,6 +1,8 @@
 """Hugging Face model-card ``model-index`` metadata, one YAML document per model (benchmark tasks only).
 
-The dataset of a built-in task comes from its registration (:class:`reporter.tasks.HubDataset`).
+The dataset of a built-in task comes from its registration (:class:`reporter.tasks.HubDataset`); an lm-eval
+task's (one with an ``lm_eval`` block) from its lm-eval config: lm-eval's task name, dataset, n-shot and
+metric (``acc``, ``acc_norm`` ...), even where a built-in task has the same name.
 
 >>> from reporter.card.data import load_card
 >>> doc = model_index(load_card(run_dir))["Llama-chat"]["model-index"][0]
@@ -26,6 +28,41 @@ def _dataset(task: str, source: str | None) -> dict[str, Any]:
             **({"split": split} if split in ("train", "validation", "test") else {})}
 
 
+#: lm-eval ``dataset_path`` values that are ``datasets`` builders over local files, not hub datasets
+_LOCAL_BUILDERS = frozenset({"json", "csv", "parquet", "arrow", "text", "pandas"})
+
+
+def _lm_eval_dataset(info: dict[str, Any]) -> dict[str, Any]:
+    """An lm-eval task's model-index dataset: its name, its config's dataset (a local builder's files: the task
+    name), ``dataset_name`` as config and the n-shot as ``num_few_shot``.
+
+    >>> _lm_eval_dataset({"task": "arc_challenge", "n_shot": 0, "dataset": {"path": "allenai/ai2_arc",
+    ...                   "name": "ARC-Challenge"}})
+    {'name': 'arc_challenge', 'type': 'allenai/ai2_arc', 'config': 'ARC-Challenge', 'args': {'num_few_shot': 0}}
+    >>> _lm_eval_dataset({"task": "arc_challenge", "n_shot": 5, "dataset": {"path": "json", "name": None}})["type"]
+    'arc_challenge'
+    """
+    ds = info.get("dataset") or {}
+    path = ds.get("path")
+    return {"name": info["task"], "type": info["task"] if not path or path in _LOCAL_BUILDERS else path,
+            **({"config": ds["name"]} if ds.get("name") else {}),
+            **({"args": {"num_few_shot": info["n_shot"]}} if info.get("n_shot") is not None else {})}
+
+
+def _lm_eval_result(r: dict[str, Any]) -> dict[str, Any]:
+    """One lm-eval task's model-index result: lm-eval's task name, its dataset, and its metric (``acc`` ...)."""
+    info = r["lm_eval"]
+    metric = info.get("metric") or "acc,none"
+    name = metric.partition(",")[0]
+    metrics = [{"type": name, "value": round(100 * r["score"], 2),
+                "name": f"{metric} ({info.get('harness') or 'lm-eval'}, %, n={r['n']}, 95% CI "
+                        f"{100 * r['ci_low']:.1f}–{100 * r['ci_high']:.1f})"}]
+    if r["mui"] is not None:
+        metrics.append({"type": "mui", "value": round(r["mui"], 4), "name": "Model Utilization Index (% of FFN neurons)"})
+    return {"task": {"type": "text-generation", "name": info["task"]}, "dataset": _lm_eval_dataset(info),
+            "metrics": metrics}
+
+
 def model_index(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``{slug: {"model-index": [...]}}`` for every model with a benchmark result."""
     out = {}
@@ -33,6 +70,9 @@ def model_index(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
         results = []
         for t in card["benchmarks"]:
             if (r := m["tasks"].get(t)) is None:
+                continue
+            if r.get("lm_eval"):  # lm-eval's own name, data and metric, never a built-in task's of the same name
+                results.append(_lm_eval_result(r))
                 continue
             metric = METRICS.get(r["scorer"] or "", "accuracy")
             metrics = [{"type": metric, "value": round(100 * r["score"], 2),
