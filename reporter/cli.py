@@ -1,4 +1,5 @@
-"""Command-line interface: ``reporter run``, ``analyse``, ``render``, ``compare``, ``validate`` and ``schema``.
+"""Command-line interface: ``reporter run``, ``analyse``, ``render``, ``compare``, ``validate``, ``schema`` and
+``lm-eval`` (lm-eval's own command line with reporter as its model ``reporter``).
 
 Bad input is one line per problem on stderr and exit code 2, never a traceback. Progress goes to
 stderr and the final summary to stdout, so output can be piped (``reporter compare A B > notes.md``).
@@ -110,6 +111,38 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
         click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf", "md") if k in files))
     if failures:
         _fail(UserError(failures))
+
+
+@main.command("lm-eval", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                            "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def lm_eval_command(args: tuple[str, ...]) -> None:
+    """lm-eval's own command line, with reporter registered as its model `reporter`.
+
+    ARGS are lm_eval's (run `reporter lm-eval --help` for lm-eval's help). With `--model reporter` and
+    output=DIR in --model_args, reporter runs its collect stage on exactly the tasks and documents of the
+    command (collectors on) and writes DIR as `reporter run` does; lm-eval then scores from the same answers
+    and writes its own outputs as always.
+
+    \b
+    Example:
+      reporter lm-eval --model reporter \\
+        --model_args pretrained=packaged:smollm2-135m-instruct,output=runs/smol \\
+        --tasks arc_challenge --include_path my_tasks --limit 20
+    """
+    from .tasks.lm_eval_source import require
+
+    try:
+        require("--model reporter")
+        from .run.lm_eval_cli import main as lm_eval_main
+
+        lm_eval_main(list(args))
+    except UserError as e:
+        _fail(e)
+    except KeyboardInterrupt:
+        click.echo("interrupted: finished work is saved in the run directory; rerun the same command to resume",
+                   err=True)
+        sys.exit(130)
 
 
 def _strip_defaults(data: dict[str, Any]) -> dict[str, Any]:

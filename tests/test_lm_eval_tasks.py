@@ -431,3 +431,39 @@ def test_bad_keys_and_values_are_one_line_each(env, tmp_path):
     assert "tasks[0].lm_eval_config.doc_to_text" in line and "fewshot_split" in line
     line = _bad(tmp_path, "lm_eval_include: [nowhere]\ntasks:\n  - {lm_eval: arc_challenge}\n")
     assert "lm_eval_include[0]" in line and "not a directory" in line
+
+
+# --- the other direction: an lm-eval command line with --model reporter ---------------------------------------
+
+def test_lm_eval_command_line_with_model_reporter_writes_reporters_run(env, lm, tmp_path):
+    """`reporter lm-eval` is lm-eval's own command line; --model reporter with output= also writes reporter's run,
+    on exactly the documents the command chose, and lm-eval scores from the answers reporter collected."""
+    import glob
+
+    model_dir = tmp_path / "tiny"
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    (tmp_path / "collectors.yaml").write_text(
+        "lpp: {enabled: false}\nsmoke_texts: 2\ncontamination: {verbatim_items: 2, reference_texts: 4, order_items: 2,"
+        " split_items: 0}\ntasks: [arc_easy]\n")
+    out = tmp_path / "run"
+    r = _cli("lm-eval", "--model", "reporter", "--model_args",
+             f"pretrained={model_dir},name=tiny,output={out},profile={tmp_path / 'collectors.yaml'}",
+             "--tasks", "arc_challenge", "--include_path", env["packaged"], "--limit", "5", "--num_fewshot", "1",
+             "--output_path", str(tmp_path / "lmeval"), "--log_samples", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    results = json.loads((out / "results.json").read_text())
+    entry = results["models"]["tiny"]["tasks"]["arc_challenge"]
+    assert entry["lm_eval"]["doc_ids"] == [0, 1, 2, 3, 4] and entry["lm_eval"]["n_shot"] == 1 and "mui" in entry
+    ours = {json.loads(x)["id"]: json.loads(x) for x in (out / "models" / "tiny" / "tasks" / "arc_challenge" /
+                                                           "samples.jsonl").read_text().splitlines()}
+    theirs = [json.loads(x) for x in open(glob.glob(str(tmp_path / "lmeval" / "*" / "samples_arc_challenge_*"))[0])]
+    assert sorted(s["doc_id"] for s in theirs) == [0, 1, 2, 3, 4]
+    for s in theirs:
+        mine = ours[str(s["doc_id"])]
+        assert float(s["acc"]) == mine["score"] and float(s["acc_norm"]) == mine["lm_eval_metrics"]["acc_norm,none"]
+        np.testing.assert_allclose([float(x[0]) for x in s["filtered_resps"]], mine["loglikelihoods"], atol=1e-5)
+    # what reporter cannot reproduce is one line, exit 2
+    r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir},output={out},colour=red",
+             "--tasks", "arc_challenge", "--include_path", env["packaged"], "--limit", "5")
+    assert r.exit_code == 2 and "colour" in r.output and "valid keys" in r.output, r.output

@@ -61,8 +61,12 @@ def model_done(rd: RunDir, spec: ModelSpec, profile: Profile) -> bool:
 
 
 def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool = False,
-                  progress: bool = True) -> list[str]:
-    """Load model ``index`` of ``cfg``, measure it and write its artifacts under ``root``; returns failure lines."""
+                  progress: bool = True, loaded: Any = None) -> list[str]:
+    """Load model ``index`` of ``cfg``, measure it and write its artifacts under ``root``; returns failure lines.
+
+    ``loaded``: the model already loaded (a :class:`~reporter.models.loading.LoadedModel` of that entry), as
+    lm-eval's command line hands it over (:mod:`reporter.run.lm_eval_cli`).
+    """
     rd = RunDir(root)
     spec = cfg.models[index]
     mdir = rd.model_dir(spec.slug)
@@ -73,7 +77,8 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         return []
     (mdir / ERROR).unlink(missing_ok=True)
     try:
-        lm = load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype, run_seed=cfg.seed)
+        lm = loaded if loaded is not None else load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype,
+                                                          run_seed=cfg.seed)
         for plugin in enabled_collectors(profile):  # e.g. an SAE that does not fit this model: fail before any work
             plugin.check_model(lm, profile)
     except UserError as e:

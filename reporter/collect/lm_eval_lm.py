@@ -37,6 +37,12 @@ from ..models.generation import Generation, fusable_generation, generate, genera
 __all__ = ["ReporterLM"]
 
 
+def _cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 class ReporterLM(HFLM):  # type: ignore[misc]
     """lm-eval's ``HFLM`` around a reporter :class:`~reporter.models.loading.LoadedModel`.
 
@@ -53,6 +59,70 @@ class ReporterLM(HFLM):  # type: ignore[misc]
         self.misses = 0
         #: (context tokens, continuation tokens) of every log-likelihood request of the last call, in order
         self.encoded: list[tuple[list[int], list[int]]] = []
+        #: set when lm-eval's command line made this model (:meth:`from_model_args`): the run it writes
+        self.run_config: Any = None
+        self.run_output: str | None = None
+        self.run_profile: str | None = None
+
+    #: the keys of ``--model_args`` of ``--model reporter``
+    MODEL_ARGS = ("pretrained", "name", "dtype", "device", "kind", "max_batch_size", "output", "profile", "seed")
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict[str, Any] | None = None
+                               ) -> "ReporterLM":
+        """``--model reporter --model_args pretrained=SOURCE,output=DIR,...`` (lm-eval's model factory)."""
+        from lm_eval.utils import simple_parse_args_string
+
+        return cls.from_model_args(simple_parse_args_string(arg_string), additional_config or {})
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict[str, Any], additional_config: dict[str, Any] | None = None
+                            ) -> "ReporterLM":
+        """The same, from a mapping (lm-eval's Python API)."""
+        return cls.from_model_args(dict(arg_dict), additional_config or {})
+
+    @classmethod
+    def from_model_args(cls, args: dict[str, Any], extra: dict[str, Any]) -> "ReporterLM":
+        """Load the model ``pretrained`` names (a reporter source: ``packaged:…``, ``random:…``, a directory or a
+        hub id) through reporter's loader, checked like a models YAML entry; ``output`` is the reporter run
+        directory to write, ``profile`` the reporter profile whose collector settings apply (default ``quick``'s).
+        """
+        from ..config import parse_config
+        from ..models.loading import load_model
+        from ..registry import unknown_name
+
+        for key in args:
+            if key not in cls.MODEL_ARGS:
+                raise UserError("--model_args: " + unknown_name("key", str(key), cls.MODEL_ARGS, listing="valid keys"))
+        if not args.get("pretrained"):
+            raise UserError("--model_args: pretrained=SOURCE is required (packaged:smollm2-135m-instruct, "
+                            "random:llama, a model directory or a hub id)")
+        source = str(args["pretrained"])
+        entry: dict[str, Any] = {"name": str(args.get("name") or source), "source": source}
+        for key in ("dtype", "device", "kind", "max_batch_size"):
+            if args.get(key) is not None:
+                entry[key] = args[key]
+        if isinstance(extra.get("batch_size"), int) and "max_batch_size" not in entry:
+            entry["max_batch_size"] = extra["batch_size"]
+        device = extra.get("device")
+        if device and "device" not in entry and not (str(device).startswith("cuda") and not _cuda()):
+            entry["device"] = device  # lm-eval's default device is cuda; on a machine without one reporter's auto holds
+        data: dict[str, Any] = {"models": [entry]}
+        if args.get("seed") is not None:
+            data["seed"] = args["seed"]
+        cfg = parse_config(data, "--model_args")
+        try:
+            lm = load_model(cfg.models[0], run_device=cfg.device, run_dtype=cfg.dtype, run_seed=cfg.seed)
+        except UserError:
+            raise
+        except Exception as e:  # a model that does not load here: one line, not lm-eval's traceback
+            raise UserError(f"--model_args pretrained={source}: the model could not be loaded ({type(e).__name__}: "
+                            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})") from None
+        out = cls(lm)
+        out.run_config = cfg
+        out.run_output = None if args.get("output") is None else str(args["output"])
+        out.run_profile = None if args.get("profile") is None else str(args["profile"])
+        return out
 
     @staticmethod
     def key(kind: str, args: Any) -> str:

@@ -32,6 +32,8 @@ class TaskPlan:
 
 def build_task(config: TaskConfig) -> Task:
     """A :class:`Task` from a profile entry (built-in name or ``type: jsonl``), with its overrides applied."""
+    if config.lm_eval is not None:
+        raise AssertionError(f"task '{config.name}' is an lm-eval task: reporter.collect.lm_eval_run plans it")
     if config.type == "jsonl":
         if config.path is None or config.prompt_field is None or config.answer_field is None or config.scorer is None:
             raise AssertionError(f"task '{config.name}': a jsonl task reached the collect stage unvalidated")

@@ -33,20 +33,22 @@ def default_output(cfg: RunConfig) -> Path:
 
 def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | None = None,
         force: bool = False, progress: bool = True, command: list[str] | None = None,
-        executor: str | None = None, address: str | None = None) -> tuple[dict[str, Any], list[str]]:
+        executor: str | None = None, address: str | None = None,
+        jobs: Any = None) -> tuple[dict[str, Any], list[str]]:
     """Run every model of ``cfg``; return the results dict (also written to results.json) and the failures.
 
     A model or task that fails does not stop the others: its failure lines are returned (and
     recorded in results.json), everything else is saved, and a rerun resumes.
 
     ``executor`` ``local`` (default) runs the models one after another here; ``ray`` makes
-    each model a Ray task (see :mod:`reporter.run.executors`). Then the analyse stage runs on
+    each model a Ray task (see :mod:`reporter.run.executors`); ``jobs`` is an executor of the caller's own
+    (lm-eval's command line runs its one, already loaded model here). Then the analyse stage runs on
     the artifacts. A run directory holding a run of another configuration is refused unless
     ``force``.
     """
     profile = profile or Profile(name=None)
     rd = RunDir(output or cfg.output or default_output(cfg))
-    run_jobs = get_executor(executor or cfg.executor, address or cfg.address)
+    run_jobs = jobs or get_executor(executor or cfg.executor, address or cfg.address)
     check_user_data(profile)
     check_sae(cfg, profile)
     create_run_dir(rd.root)
@@ -73,6 +75,13 @@ def check_user_data(profile: Profile) -> None:
     core set against its task, now, so that their problems stop the run before a model loads.
     """
     for i, t in enumerate(profile.tasks):
+        if t.lm_eval is not None:
+            if t.items is not None:  # document ids: lm-eval's task is loaded (once per process) to check them
+                from ..tasks.lm_eval_source import include_dirs, resolve, select_docs
+
+                task = resolve(t.lm_eval_group or t.lm_eval, include_dirs(profile.lm_eval_include)).task(t.lm_eval)
+                select_docs(len(task.eval_docs), t.name, limit=None, seed=0, only=t.items)
+            continue
         if not (t.type == "jsonl" or t.items is not None or t.other_split):
             continue
         task = build_task(t)

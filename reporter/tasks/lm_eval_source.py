@@ -58,7 +58,7 @@ def available() -> bool:
 def require(what: str) -> None:
     """Raise one line naming ``what`` and the extra to install when lm-eval is missing."""
     if not available():
-        raise UserError(f"{what} is an lm-evaluation-harness task, and lm-eval is not installed; run: {LM_EVAL_PIP}")
+        raise UserError(f"{what} needs lm-evaluation-harness, which is not installed; run: {LM_EVAL_PIP}")
 
 
 def include_dirs(entries: Sequence[str]) -> tuple[str, ...]:

@@ -1,0 +1,167 @@
+"""``reporter lm-eval ARGS…``: lm-eval's own command line, with reporter registered as its model ``reporter``.
+
+An existing ``lm_eval`` command line keeps its meaning; prefixing it with ``reporter`` makes ``--model
+reporter`` available (lm-eval 0.4.13 discovers no installed models, so the model must be registered by the
+process that runs the command)::
+
+    reporter lm-eval --model reporter \\
+        --model_args pretrained=packaged:smollm2-135m-instruct,output=runs/smol \\
+        --tasks arc_challenge --include_path my_tasks --limit 20 --num_fewshot 5
+
+``--model reporter`` is :class:`~reporter.collect.lm_eval_lm.ReporterLM`: lm-eval's Hugging Face model with
+reporter executing the requests. With ``output=DIR`` in ``--model_args``, reporter first runs its collect
+stage on exactly what the command chose (its tasks, the first ``--limit`` documents or ``--samples``,
+``--num_fewshot``, ``--gen_kwargs``, ``--apply_chat_template``), collectors on, and writes ``DIR`` as
+``reporter run`` does (``results.json`` and its analysis; ``reporter render DIR`` draws the card). lm-eval
+then scores from the answers reporter collected and prints and writes its own outputs as always. The same
+class answers both directions: a profile's ``{lm_eval: NAME}`` tasks, and this command line.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+from typing import Any, Iterator
+
+from ..collect.job import collect_model, log
+from ..config import Profile, load_profile
+from ..errors import UserError
+from ..store.atomic import json_ok, read_json
+from ..store.layout import RunDir
+from .pipeline import run
+
+__all__ = ["main", "register"]
+
+
+def register() -> None:
+    """Register :class:`~reporter.collect.lm_eval_lm.ReporterLM` as lm-eval's model ``reporter`` (once)."""
+    from lm_eval.api.registry import model_registry
+
+    from ..collect.lm_eval_lm import ReporterLM
+
+    if "reporter" not in model_registry:
+        model_registry.register("reporter", target=ReporterLM)
+
+
+def main(argv: list[str]) -> None:
+    """Run lm-eval's command line with ``argv``, ``--model reporter`` registered and reporter's run written."""
+    register()
+    old = sys.argv
+    sys.argv = ["lm_eval", *argv]
+    try:
+        with _reporter_first():
+            from lm_eval.__main__ import cli_evaluate
+
+            cli_evaluate()
+    finally:
+        sys.argv = old
+
+
+@contextlib.contextmanager
+def _reporter_first() -> Iterator[None]:
+    """lm-eval's ``simple_evaluate``, preceded by reporter's collect stage when the model is ``reporter``."""
+    import lm_eval.evaluator as ev
+
+    original = ev.simple_evaluate
+
+    def simple_evaluate(model: Any, model_args: Any = None, **kw: Any) -> Any:
+        if model != "reporter":
+            return original(model, model_args, **kw)
+        from ..collect.lm_eval_lm import ReporterLM
+
+        extra = {k: kw.get(k) for k in ("batch_size", "max_batch_size", "device") if kw.get(k) is not None}
+        rlm = (ReporterLM.create_from_arg_obj(model_args, extra) if isinstance(model_args, dict)
+               else ReporterLM.create_from_arg_string(model_args or "", extra))
+        if rlm.run_output:
+            write_run(rlm, **{k: kw.get(k) for k in ("tasks", "task_manager", "num_fewshot", "limit", "samples",
+                                                      "gen_kwargs", "apply_chat_template", "fewshot_as_multiturn",
+                                                      "system_instruction", "fewshot_random_seed")})
+        return original(rlm, model_args, **kw)
+
+    ev.simple_evaluate = simple_evaluate
+    try:
+        yield
+    finally:
+        ev.simple_evaluate = original
+
+
+def command_profile(rlm: Any, *, tasks: Any, task_manager: Any, num_fewshot: int | None, limit: Any,
+                    samples: dict[str, list[int]] | None, gen_kwargs: Any, apply_chat_template: Any,
+                    fewshot_as_multiturn: Any, system_instruction: Any, fewshot_random_seed: Any) -> Profile:
+    """The reporter profile of an lm-eval command line: its tasks and documents, the collector settings of the
+    reporter profile ``model_args`` names (default ``quick``'s).
+
+    What reporter cannot reproduce is refused in one line (a system instruction, another few-shot seed, a
+    chat template without multi-turn few-shot examples).
+    """
+    from lm_eval.evaluator_utils import get_sample_size
+    from lm_eval.utils import simple_parse_args_string
+
+    from ..tasks import lm_eval_source as src
+
+    if system_instruction:
+        raise UserError("--system_instruction: reporter's lm-eval tasks take no system instruction; drop it, or run "
+                        "without output= in --model_args")
+    if fewshot_random_seed is not None and fewshot_random_seed != src.FEWSHOT_SEED:
+        raise UserError(f"--seed: reporter draws lm-eval's few-shot examples with lm-eval's default seed "
+                        f"{src.FEWSHOT_SEED}, not {fewshot_random_seed}")
+    if apply_chat_template and not fewshot_as_multiturn:
+        raise UserError("--apply_chat_template: reporter gives few-shot examples as a multi-turn chat with it; "
+                        "add --fewshot_as_multiturn")
+    if apply_chat_template and apply_chat_template is not True:
+        raise UserError("--apply_chat_template: reporter applies the tokenizer's own chat template, not a named one")
+    names = list(tasks or [])
+    if not names or not all(isinstance(n, str) for n in names):
+        raise UserError("--tasks: reporter's run needs lm-eval task, group or tag names")
+    include = getattr(task_manager, "include_path", None) or []
+    include = [str(p) for p in (include if isinstance(include, (list, tuple)) else [include])]
+    if task_manager is not None:  # the command's task index, built once: reporter looks its tasks up there too
+        src._MANAGERS.setdefault((tuple(include), True), task_manager)
+    gen = simple_parse_args_string(gen_kwargs) if isinstance(gen_kwargs, str) else gen_kwargs
+    entries: list[dict[str, Any]] = []
+    for name in names:
+        entry: dict[str, Any] = {"lm_eval": name}
+        if num_fewshot is not None:
+            entry["shots"] = num_fewshot
+        if gen:
+            entry["lm_eval_config"] = {"generation_kwargs": dict(gen)}
+        if apply_chat_template:
+            entry["chat_template"] = True
+        entries.append(entry)
+    base = load_profile(rlm.run_profile or "quick").to_dict()
+    data = {**base, "name": f"lm-eval command line ({base.get('name')})", "tasks": entries, "lm_eval_include": include}
+    data.pop("description", None)
+    profile = Profile.from_dict(data, "the lm-eval command line")
+    chosen = []
+    for t in profile.tasks:  # exactly the documents lm-eval's command evaluates
+        assert t.lm_eval is not None
+        task = src.resolve(t.lm_eval_group or t.lm_eval, tuple(include)).task(t.lm_eval)
+        if samples is not None and t.lm_eval in samples:
+            ids = [int(i) for i in samples[t.lm_eval]]
+        else:
+            n = get_sample_size(task, limit)
+            ids = list(range(len(task.eval_docs) if n is None else min(n, len(task.eval_docs))))
+        chosen.append(dataclasses.replace(t, limit=None, items=tuple(str(i) for i in ids)))
+    return dataclasses.replace(profile, tasks=tuple(chosen))
+
+
+def write_run(rlm: Any, **command: Any) -> None:
+    """Reporter's run of the command line's tasks into ``rlm.run_output``; then the model's store holds every answer."""
+    from ..collect.lm_eval_run import RESPONSES
+
+    profile = command_profile(rlm, **command)
+    lm = rlm.reporter_lm
+
+    def jobs(cfg: Any, root: str, prof: Profile, *, force: bool = False, progress: bool = True) -> list[str]:
+        return collect_model(cfg, 0, root, prof, force=force, progress=progress, loaded=lm)
+
+    _, failures = run(rlm.run_config, rlm.run_output, profile=profile, command=["reporter", "lm-eval", *sys.argv[1:]],
+                      jobs=jobs)
+    for line in failures:
+        log(f"reporter: {line}")
+    rd = RunDir(rlm.run_output)
+    for t in profile.tasks:
+        path = rd.task_dir(lm.spec.slug, t.name) / RESPONSES
+        if json_ok(path):
+            rlm.store.update(read_json(path))
+    log(f"reporter run directory: {rd.root} (results.json; `reporter render {rd.root}` draws the card)")
