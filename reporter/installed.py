@@ -10,7 +10,16 @@ runtimes; :func:`module_dir` locates a package's directory with
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
+
+
+def cache_root() -> Path:
+    """The reporter cache directory (``$XDG_CACHE_HOME/reporter`` or ``~/.cache/reporter``): converted models,
+    reporter's offline copies of lm-eval tasks, lm-eval's task index.
+    """
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "reporter"
 
 
 def module_dir(module: str) -> Path | None:

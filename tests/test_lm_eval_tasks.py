@@ -467,3 +467,20 @@ def test_lm_eval_command_line_with_model_reporter_writes_reporters_run(env, lm, 
     r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir},output={out},colour=red",
              "--tasks", "arc_challenge", "--include_path", env["packaged"], "--limit", "5")
     assert r.exit_code == 2 and "colour" in r.output and "valid keys" in r.output, r.output
+
+
+def test_lm_evals_own_index_is_stored_once_and_read_back_the_same(env, monkeypatch):
+    """lm-eval's index of its ~14,000 task YAMLs is built once and then read from reporter's cache, unchanged."""
+    from reporter.tasks import lm_eval_source as src
+
+    built = src.task_manager((env["packaged"],), True)  # built (or already built) by the tests above
+    stored = list((env["tmp"] / "cache" / "reporter" / "lm-eval-index").glob("*.json"))
+    assert len(stored) == 1
+    monkeypatch.setattr(src, "_ROOTS", {})
+    monkeypatch.setattr(src, "_MANAGERS", {})
+    again = src.task_manager((env["packaged"],), True)
+    assert again is not built and again.all_tasks == built.all_tasks and again.all_groups == built.all_groups
+    for name in ("arc_challenge", "mmlu_stem", "gsm8k", "ai2_arc"):
+        a, b = built.task_index[name], again.task_index[name]
+        assert (a.kind, a.yaml_path, a.cfg, a.tags) == (b.kind, b.yaml_path, b.cfg, b.tags)
+    assert again.load(["arc_challenge"])["tasks"]["arc_challenge"].get_config("output_type") == "multiple_choice"

