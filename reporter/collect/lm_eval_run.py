@@ -78,7 +78,7 @@ def configure(task: Any, config: TaskConfig) -> None:
     few-shot sampler is re-seeded (lm-eval's default seed), so every build of the requests draws
     the same examples.
     """
-    if not hasattr(task, "_reporter_default_fewshot"):
+    if not hasattr(task, "_reporter_default_fewshot"):  # a task object resolve() did not load
         task._reporter_default_fewshot = task.get_config("num_fewshot")
     default = task._reporter_default_fewshot
     if config.shots is not None and default != 0:

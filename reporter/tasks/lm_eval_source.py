@@ -241,6 +241,8 @@ def resolve(name: str, include: tuple[str, ...]) -> Resolved:
         if kind not in OUTPUT_TYPES:
             raise UserError(f"lm-eval task '{leaf}': output_type {kind!r} is not one reporter runs; it runs "
                             f"{', '.join(OUTPUT_TYPES)}")
+    for leaf in leaves:  # the config's own shot count, before any run sets one (see lm_eval_run.configure)
+        loaded["tasks"][leaf]._reporter_default_fewshot = loaded["tasks"][leaf].get_config("num_fewshot")
     _LOADED[key] = Resolved(name, loaded, leaves, {leaf: task_digest(loaded["tasks"][leaf]) for leaf in leaves})
     return _LOADED[key]
 
