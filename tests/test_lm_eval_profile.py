@@ -67,3 +67,12 @@ def test_readme_example_parses_as_a_profile(env, tmp_path):
     stem = [t for t in lm_eval if t.lm_eval_group == "mmlu_stem"]
     assert len(stem) == 19 and all(t.limit == 10 for t in stem)  # the README's comment says 19 subjects
     assert [t.name for t in profile.tasks if t.lm_eval is None] == ["gsm8k"]
+
+
+def test_docs_page_shows_the_shipped_profiles_tasks():
+    import yaml
+
+    text = (ROOT / "docs" / "lm-eval.md").read_text(encoding="utf-8")
+    shown = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", text, flags=re.S)[0])
+    shipped = yaml.safe_load((ROOT / "profiles" / "lm-eval.yaml").read_text(encoding="utf-8"))
+    assert shown == {k: shipped[k] for k in ("lm_eval_include", "tasks")}
