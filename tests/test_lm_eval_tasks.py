@@ -467,3 +467,31 @@ def test_lm_evals_own_index_is_stored_once_and_read_back_the_same(env, monkeypat
         a, b = built.task_index[name], again.task_index[name]
         assert (a.kind, a.yaml_path, a.cfg, a.tags) == (b.kind, b.yaml_path, b.cfg, b.tags)
     assert again.load(["arc_challenge"])["tasks"]["arc_challenge"].get_config("output_type") == "multiple_choice"
+
+
+def test_task_digest_counts_documents_by_content_not_by_where_they_lie(env, tmp_path):
+    """The same task and data in two places: one digest; one changed document: another."""
+    from reporter.tasks import lm_eval_source as src
+
+    rows = [{"question": f"Q{i}?", "choices": {"text": ["a", "b"], "label": ["A", "B"]}, "answerKey": "A"}
+            for i in range(5)]
+    digests = []
+    for place, edit in (("one", False), ("two", False), ("three", True)):
+        d = tmp_path / place
+        d.mkdir()
+        data = [dict(r) for r in rows]
+        if edit:
+            data[3] = {**data[3], "question": "Q3, edited?"}
+        (d / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+        (d / "arc_mini.yaml").write_text(
+            f"include: {src.lm_eval_version() and ''}{_arc_yaml()}\ntask: arc_mini\ndataset_path: json\n"
+            f"dataset_name: null\ndataset_kwargs:\n  data_files:\n    validation: {d / 'val.jsonl'}\n"
+            "training_split: null\ntest_split: null\nvalidation_split: validation\n")
+        digests.append(src.resolve("arc_mini", (str(d),)).digests["arc_mini"])
+    assert digests[0] == digests[1] != digests[2]
+
+
+def _arc_yaml() -> str:
+    import importlib.util
+
+    return str(importlib.util.find_spec("lm_eval").submodule_search_locations[0]) + "/tasks/arc/arc_easy.yaml"

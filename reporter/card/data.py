@@ -99,7 +99,8 @@ def lm_eval_view(card: dict[str, Any]) -> dict[str, Any] | None:
     the card folds into one row, each with lm-eval's own aggregate per model (``cells``: value, stderr,
     n; lm-eval's number, not reporter's mean) and the other groups lm-eval aggregated inside it
     (``subgroups``, e.g. ``mmlu_stem`` inside ``mmlu``); ``harnesses``; ``mc``: whether a task is
-    lm-eval ``multiple_choice`` (the card then says how MUI reads its answer).
+    lm-eval ``multiple_choice`` (the card then says how MUI reads its answer); ``own_tasks``: whether the run
+    also has reporter's own tasks; ``shots`` and ``chat_template``: the settings the lm-eval tasks ran with.
     """
     blocks: dict[str, dict[str, Any]] = {}
     for m in card["models"]:
@@ -131,7 +132,10 @@ def lm_eval_view(card: dict[str, Any]) -> dict[str, Any] | None:
                                      for x in inside]})
     return {"tasks": blocks, "groups": groups,
             "harnesses": sorted({b["harness"] for b in blocks.values() if b.get("harness")}),
-            "mc": any(b.get("output_type") == "multiple_choice" for b in blocks.values())}
+            "mc": any(b.get("output_type") == "multiple_choice" for b in blocks.values()),
+            "own_tasks": any(t not in blocks for t in [*card["benchmarks"], *card.get("probes", [])]),
+            "shots": sorted({b["n_shot"] for b in blocks.values() if b.get("n_shot") is not None}),
+            "chat_template": sorted({bool(b.get("chat_template")) for b in blocks.values()})}
 
 
 def _first(card: dict[str, Any], task: str, key: str) -> Any:

@@ -558,8 +558,9 @@ def _lm_eval_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str]
         task = resolved.task(leaf)
         if task.get_config("output_type") == "loglikelihood_rolling":
             p.add(f"{k}.lm_eval", f"lm-eval task '{leaf}' is a perplexity task (loglikelihood_rolling): it has no "
-                                  "per-item score in [0, 1] for the card; run it through reporter's lm-eval model "
-                                  "(docs: lm-eval tasks)")
+                                  "per-item score in [0, 1] for the card; lm-eval scores it with reporter's model: "
+                                  "reporter lm-eval --model reporter --model_args pretrained=... --tasks "
+                                  f"{leaf} (without output=)")
             continue
         rname = t.get("name", leaf)
         if len(rname) > MAX_TASK_NAME:

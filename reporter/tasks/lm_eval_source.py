@@ -20,6 +20,7 @@ True
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -28,7 +29,7 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..errors import UserError
 from ..registry import did_you_mean
@@ -227,10 +228,12 @@ def resolve(name: str, include: tuple[str, ...]) -> Resolved:
                            "; list them with `lm_eval ls tasks`, or add a directory of your own YAMLs with "
                            "lm_eval_include"))
     try:
-        loaded = _load(tm, name)
+        with _no_progress_bars():
+            loaded = _load(tm, name)
     except KeyError as e:
         if tm is _MANAGERS.get((include, False)):  # a group whose members live in lm-eval's own tasks
-            loaded = _load(_manager_or_error(include, True), name)
+            with _no_progress_bars():
+                loaded = _load(_manager_or_error(include, True), name)
         else:
             raise UserError(f"lm-eval task '{name}': {str(e).strip(chr(34) + chr(39))}") from None
     leaves = list(loaded["tasks"])
@@ -245,6 +248,20 @@ def resolve(name: str, include: tuple[str, ...]) -> Resolved:
         loaded["tasks"][leaf]._reporter_default_fewshot = loaded["tasks"][leaf].get_config("num_fewshot")
     _LOADED[key] = Resolved(name, loaded, leaves, {leaf: task_digest(loaded["tasks"][leaf]) for leaf in leaves})
     return _LOADED[key]
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """The datasets library's progress bars off while lm-eval loads a task's data (they would fill stderr)."""
+    from datasets.utils import logging as ds_logging
+
+    was = ds_logging.is_progress_bar_enabled()
+    ds_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            ds_logging.enable_progress_bar()
 
 
 def _manager_or_error(include: tuple[str, ...], defaults: bool) -> Any:
@@ -338,15 +355,42 @@ def task_digest(task: Any) -> str:
     """``sha256:<hex>`` of what decides a task's results: its resolved config and every document it may use.
 
     The evaluated split's documents (all of them: the seeded choice depends on how many there
-    are) and the few-shot split's documents count by content, not by where they were read from.
+    are) and the few-shot split's documents count by content, not by where they were read from:
+    the config's ``dataset_kwargs`` (local file paths, for one) and the YAML's own path lm-eval records
+    are left out, so the same task on the same data has the same digest on every machine.
     """
     h = hashlib.sha256()
-    h.update(json.dumps(task.dump_config(), sort_keys=True, default=str).encode())
-    for docs in (task.eval_docs, _fewshot_docs(task)):
+    config = {k: v for k, v in task.dump_config().items() if k != "dataset_kwargs"}
+    if isinstance(config.get("metadata"), dict):  # lm-eval records the YAML's path there
+        config["metadata"] = {k: v for k, v in config["metadata"].items() if k != "config_source"}
+    h.update(json.dumps(config, sort_keys=True, default=str).encode())
+    evaluated = task.eval_docs
+    fewshot = _fewshot_docs(task)
+    for docs in (evaluated, None if fewshot is evaluated else fewshot):
         h.update(b"\x00docs")
-        for d in docs or []:
-            h.update(json.dumps(d, sort_keys=True, default=str).encode())
+        _hash_docs(h, docs)
     return f"sha256:{h.hexdigest()}"
+
+
+def _hash_docs(h: Any, docs: Any) -> None:
+    """Feed ``docs`` into ``h`` by content: a ``datasets.Dataset`` by its Arrow buffers (fast), else as JSON rows."""
+    if docs is None:
+        return
+    table = getattr(getattr(docs, "data", None), "table", None)
+    if table is not None and hasattr(docs, "_indices"):
+        h.update(json.dumps(table.schema.to_string()).encode())
+        for tab in (table, getattr(docs._indices, "table", None)):
+            if tab is None:
+                continue
+            for batch in tab.to_batches():
+                for column in batch.columns:
+                    for buf in column.buffers():
+                        if buf is not None:
+                            h.update(memoryview(buf))
+            h.update(b"\x00indices")
+        return
+    for d in docs:
+        h.update(json.dumps(d, sort_keys=True, default=str).encode())
 
 
 def _fewshot_docs(task: Any) -> Any:
