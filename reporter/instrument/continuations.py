@@ -18,7 +18,8 @@ lm-eval's ``HFLM._loglikelihood_tokens``.
 >>> m = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50)).eval()
 >>> ctx, conts = [3, 4, 5], [[6, 7], [8]]
 >>> got = continuation_loglikelihoods(m, None, [ctx, ctx], conts, pad_id=0, batch_size=4)
->>> lp = torch.log_softmax(m(torch.tensor([ctx + [6]])).logits[0].double(), -1)
+>>> with torch.no_grad():
+...     lp = torch.log_softmax(m(torch.tensor([ctx + [6]])).logits[0].double(), -1)
 >>> abs(got[0][0] - float(lp[2, 6] + lp[3, 7])) < 1e-4
 True
 """

@@ -1,0 +1,213 @@
+"""lm-eval tasks through reporter's command line: a group end to end, bad input in one line, the other direction
+(`reporter lm-eval --model reporter`), lm-eval's stored task index and the content digest."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from reporter.config import TaskConfig
+
+
+@pytest.fixture(scope="module")
+def lm(lmeval_lm):
+    return lmeval_lm
+
+
+@pytest.fixture(scope="module")
+def env(lmeval_env):
+    return lmeval_env
+
+
+# --- a group end to end, through `reporter run` -------------------------------------------------------------------
+
+MODELS = """\
+profile: profile.yaml
+seed: 3
+models:
+  - {name: Tiny, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}
+"""
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from reporter.cli import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+def test_a_group_runs_end_to_end_with_lm_evals_aggregation(lm_eval_run, tmp_path):
+    """Three MMLU subjects as one lm-eval group (the suite's shared lm-eval run): each a reporter task, the group
+    aggregated as lm-eval's own hf model reports it on the same documents; a rerun changes nothing."""
+    from lm_eval.evaluator import evaluate
+    from lm_eval.models.huggingface import HFLM
+
+    from reporter.collect.lm_eval_run import configure
+    from reporter.config import ModelSpec
+    from reporter.models.loading import load_model
+    from reporter.tasks.lm_eval_source import resolve
+    from tests.conftest import copy_run, lm_eval_env
+
+    run, root = lm_eval_run["run"], lm_eval_run["root"]
+    results = json.loads((run / "results.json").read_text())
+    model = results["models"]["Llama chat"]
+    leaves = ["mmlu_anatomy", "mmlu_astronomy", "mmlu_virology"]
+    assert set(leaves) <= set(model["tasks"])
+    for leaf in leaves:
+        entry = model["tasks"][leaf]
+        assert entry["n"] == 2 and entry["lm_eval"]["group"] == "mmlu_mini" and entry["lm_eval"]["n_shot"] == 0
+        assert entry["chance"] == 0.25 and "mui" in entry
+    groups = json.loads((run / "models" / "Llama-chat" / "lm_eval_groups.json").read_text())
+    spec = ModelSpec(name="Llama chat", source="random:llama",
+                     random={"layers": 2, "hidden": 64, "intermediate": 96, "heads": 4})
+    with lm_eval_env(root):
+        lm = load_model(spec, run_seed=3)
+        resolved = resolve("mmlu_mini", (lm_eval_run["packaged"], str(root / "groups")))
+        for leaf in leaves:
+            configure(resolved.task(leaf), TaskConfig(name=leaf, lm_eval=leaf))
+        peer = evaluate(HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=8), resolved.loaded,
+                        samples={leaf: model["tasks"][leaf]["lm_eval"]["doc_ids"] for leaf in leaves},
+                        log_samples=True)
+        assert groups["mmlu_mini"]["metrics"]["acc,none"] == pytest.approx(peer["groups"]["mmlu_mini"]["acc,none"],
+                                                                           abs=1e-12)
+        assert groups["mmlu_mini"]["subtasks"] == peer["group_subtasks"]["mmlu_mini"]
+        for leaf in leaves:
+            assert model["tasks"][leaf]["score"] == pytest.approx(peer["results"][leaf]["acc,none"], abs=1e-12)
+        # a rerun of the same command finds everything done and changes nothing
+        copy = copy_run(run, tmp_path / "run")
+        before = (copy / "models" / "Llama-chat" / "tasks" / "mmlu_anatomy" / "samples.jsonl").read_text()
+        r = _cli("run", str(root / "models.yaml"), "-o", str(copy), "--no-progress", "--no-render")
+    assert r.exit_code == 0, r.output
+    assert (copy / "models" / "Llama-chat" / "tasks" / "mmlu_anatomy" / "samples.jsonl").read_text() == before
+
+
+# --- bad input: one line, exit 2, nothing written ---------------------------------------------------------------
+
+def _bad(tmp_path, profile: str, models: str = MODELS):
+    (tmp_path / "profile.yaml").write_text(profile)
+    (tmp_path / "models.yaml").write_text(models)
+    r = _cli("run", str(tmp_path / "models.yaml"), "-o", str(tmp_path / "run"), "--no-progress")
+    assert r.exit_code == 2, r.output
+    assert not (tmp_path / "run").exists()
+    lines = [x for x in r.output.strip().splitlines() if x.strip()]
+    assert len(lines) == 1 and "Traceback" not in r.output, r.output
+    return lines[0]
+
+
+def test_unknown_task_name_gets_a_suggestion(env, tmp_path):
+    line = _bad(tmp_path, "lm_eval_include: [packaged]\ntasks:\n  - {lm_eval: arc_chalenge}\n")
+    assert "tasks[0].lm_eval" in line and "arc_chalenge" in line and "did you mean 'arc_challenge'" in line
+
+
+def test_hub_only_dataset_offline_says_how_to_give_a_local_copy(env, tmp_path):
+    line = _bad(tmp_path, "tasks:\n  - {lm_eval: winogrande}\n")  # lm-eval's own YAML: its data is on the hub
+    assert "tasks[0].lm_eval" in line and "winogrande" in line and "dataset_path: json" in line
+    assert "lm_eval_include: [packaged]" in line
+
+
+def test_a_task_yaml_with_a_syntax_error_names_its_file(env, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "broken.yaml").write_text("task: broken\ndataset_path: [json\n")
+    line = _bad(tmp_path, "lm_eval_include: [mine]\ntasks:\n  - {lm_eval: broken}\n")
+    assert "broken.yaml" in line and "line" in line
+
+
+def test_missing_extra_says_what_to_install(env, tmp_path, monkeypatch):
+    from reporter.tasks import lm_eval_source
+
+    monkeypatch.setattr(lm_eval_source, "available", lambda: False)
+    line = _bad(tmp_path, "tasks:\n  - {lm_eval: arc_challenge}\n")
+    assert "pip install 'reporter[lm-eval]'" in line and "tasks[0].lm_eval" in line
+
+
+def test_bad_keys_and_values_are_one_line_each(env, tmp_path):
+    line = _bad(tmp_path, "lm_eval_include: [packaged]\ntasks:\n  - {lm_eval: arc_challenge, metrc: acc}\n")
+    assert "tasks[0].metrc" in line and "did you mean 'metric'" in line
+    line = _bad(tmp_path, "lm_eval_include: [packaged]\ntasks:\n  - {lm_eval: arc_challenge, "
+                          "lm_eval_config: {doc_to_text: x}}\n")
+    assert "tasks[0].lm_eval_config.doc_to_text" in line and "fewshot_split" in line
+    line = _bad(tmp_path, "lm_eval_include: [nowhere]\ntasks:\n  - {lm_eval: arc_challenge}\n")
+    assert "lm_eval_include[0]" in line and "not a directory" in line
+
+
+# --- the other direction: an lm-eval command line with --model reporter ---------------------------------------
+
+def test_lm_eval_command_line_with_model_reporter_writes_reporters_run(env, lm, tmp_path):
+    """`reporter lm-eval` is lm-eval's own command line; --model reporter with output= also writes reporter's run,
+    on exactly the documents the command chose, and lm-eval scores from the answers reporter collected."""
+    import glob
+
+    model_dir = tmp_path / "tiny"
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    (tmp_path / "collectors.yaml").write_text(
+        "lpp: {enabled: false}\nsmoke_texts: 2\ncontamination: {verbatim_items: 1, reference_texts: 2, order_items: 2,"
+        " order_permutations: 1, split_items: 0}\ntasks: [arc_easy]\n")
+    out = tmp_path / "run"
+    r = _cli("lm-eval", "--model", "reporter", "--model_args",
+             f"pretrained={model_dir},name=tiny,output={out},profile={tmp_path / 'collectors.yaml'}",
+             "--tasks", "arc_challenge", "--include_path", env["packaged"], "--limit", "4", "--num_fewshot", "1",
+             "--output_path", str(tmp_path / "lmeval"), "--log_samples", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    results = json.loads((out / "results.json").read_text())
+    entry = results["models"]["tiny"]["tasks"]["arc_challenge"]
+    assert entry["lm_eval"]["doc_ids"] == [0, 1, 2, 3] and entry["lm_eval"]["n_shot"] == 1 and "mui" in entry
+    ours = {json.loads(x)["id"]: json.loads(x) for x in (out / "models" / "tiny" / "tasks" / "arc_challenge" /
+                                                           "samples.jsonl").read_text().splitlines()}
+    theirs = [json.loads(x) for x in open(glob.glob(str(tmp_path / "lmeval" / "*" / "samples_arc_challenge_*"))[0])]
+    assert sorted(s["doc_id"] for s in theirs) == [0, 1, 2, 3]
+    for s in theirs:
+        mine = ours[str(s["doc_id"])]
+        assert float(s["acc"]) == mine["score"] and float(s["acc_norm"]) == mine["lm_eval_metrics"]["acc_norm,none"]
+        np.testing.assert_allclose([float(x[0]) for x in s["filtered_resps"]], mine["loglikelihoods"], atol=1e-5)
+    # what reporter cannot reproduce is one line, exit 2
+    r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir},output={out},colour=red",
+             "--tasks", "arc_challenge", "--include_path", env["packaged"], "--limit", "5")
+    assert r.exit_code == 2 and "colour" in r.output and "valid keys" in r.output, r.output
+
+
+def test_lm_evals_own_index_is_stored_once_and_read_back_the_same(env, monkeypatch):
+    """lm-eval's index of its ~14,000 task YAMLs is built once and then read from reporter's cache, unchanged."""
+    from reporter.tasks import lm_eval_source as src
+
+    built = src.task_manager((env["packaged"],), True)  # built (or already built) by the tests above
+    stored = list((env["tmp"] / "cache" / "reporter" / "lm-eval-index").glob("*.json"))
+    assert len(stored) == 1
+    monkeypatch.setattr(src, "_ROOTS", {})
+    monkeypatch.setattr(src, "_MANAGERS", {})
+    again = src.task_manager((env["packaged"],), True)
+    assert again is not built and again.all_tasks == built.all_tasks and again.all_groups == built.all_groups
+    for name in ("arc_challenge", "mmlu_stem", "gsm8k", "ai2_arc"):
+        a, b = built.task_index[name], again.task_index[name]
+        assert (a.kind, a.yaml_path, a.cfg, a.tags) == (b.kind, b.yaml_path, b.cfg, b.tags)
+    assert again.load(["arc_challenge"])["tasks"]["arc_challenge"].get_config("output_type") == "multiple_choice"
+
+
+def test_task_digest_counts_documents_by_content_not_by_where_they_lie(env, tmp_path):
+    """The same task and data in two places: one digest; one changed document: another."""
+    from reporter.tasks import lm_eval_source as src
+
+    rows = [{"question": f"Q{i}?", "choices": {"text": ["a", "b"], "label": ["A", "B"]}, "answerKey": "A"}
+            for i in range(5)]
+    digests = []
+    for place, edit in (("one", False), ("two", False), ("three", True)):
+        d = tmp_path / place
+        d.mkdir()
+        data = [dict(r) for r in rows]
+        if edit:
+            data[3] = {**data[3], "question": "Q3, edited?"}
+        (d / "val.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+        (d / "arc_mini.yaml").write_text(
+            f"include: {src.lm_eval_version() and ''}{_arc_yaml()}\ntask: arc_mini\ndataset_path: json\n"
+            f"dataset_name: null\ndataset_kwargs:\n  data_files:\n    validation: {d / 'val.jsonl'}\n"
+            "training_split: null\ntest_split: null\nvalidation_split: validation\n")
+        digests.append(src.resolve("arc_mini", (str(d),)).digests["arc_mini"])
+    assert digests[0] == digests[1] != digests[2]
+
+
+def _arc_yaml() -> str:
+    import importlib.util
+
+    return str(importlib.util.find_spec("lm_eval").submodule_search_locations[0]) + "/tasks/arc/arc_easy.yaml"
