@@ -143,8 +143,8 @@ def test_lm_eval_command_line_with_model_reporter_writes_reporters_run(env, lm, 
     lm.model.save_pretrained(model_dir)
     lm.tokenizer.save_pretrained(model_dir)
     (tmp_path / "collectors.yaml").write_text(
-        "lpp: {enabled: false}\nsmoke_texts: 2\ncontamination: {verbatim_items: 1, reference_texts: 2, order_items: 2,"
-        " order_permutations: 1, split_items: 0}\ntasks: [arc_easy]\n")
+        "lpp: {enabled: false}\nsmoke_texts: 2\ncontamination: {verbatim_items: 0, reference_texts: 0, order_items: 0,"
+        " split_items: 0}\ntasks: [arc_easy]\n")
     out = tmp_path / "run"
     r = _cli("lm-eval", "--model", "reporter", "--model_args",
              f"pretrained={model_dir},name=tiny,output={out},profile={tmp_path / 'collectors.yaml'}",

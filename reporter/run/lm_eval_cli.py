@@ -48,8 +48,10 @@ def main(argv: list[str]) -> None:
     register()
     old = sys.argv
     sys.argv = ["lm_eval", *argv]
+    from ..tasks.lm_eval_source import indexed_once
+
     try:
-        with _reporter_first():
+        with _reporter_first(), indexed_once():  # lm-eval's own task index from reporter's cache, too
             from lm_eval.__main__ import cli_evaluate
 
             cli_evaluate()

@@ -83,36 +83,48 @@ def _quiet() -> None:
 
 
 def task_manager(include: tuple[str, ...], defaults: bool = True) -> Any:
-    """lm-eval's ``TaskManager`` over ``include`` (and its own tasks when ``defaults``), built once per process.
-
-    lm-eval indexes each directory of YAMLs in turn, later ones overriding earlier names; reporter keeps each
-    directory's part of the index (keyed by the directory and its YAML files' sizes and times), so that lm-eval's
-    own several-second index is built once per process, however many include paths are combined with it.
+    """lm-eval's ``TaskManager`` over ``include`` (and its own tasks when ``defaults``), built once per process
+    (its index through :func:`indexed_once`).
     """
     key = (include, defaults)
     if key not in _MANAGERS:
         _quiet()
-        from lm_eval.tasks import TaskManager, _index
+        from lm_eval.tasks import TaskManager
 
-        original = _index.TaskIndex.build
-
-        def build(paths: Any, *, resolve_includes: bool = True) -> dict[str, Any]:
-            index: dict[str, Any] = {}
-            for root in paths:
-                part = (str(Path(root).resolve()), _stamp(Path(root)), resolve_includes)
-                if part not in _ROOTS:
-                    own = Path(root).resolve() == Path(_index.__file__).parent.resolve()
-                    _ROOTS[part] = (_stored_index(part, lambda: original([Path(root)], resolve_includes=resolve_includes))
-                                    if own else original([Path(root)], resolve_includes=resolve_includes))
-                index.update(_ROOTS[part])
-            return index
-
-        _index.TaskIndex.build = staticmethod(build)  # type: ignore[method-assign]
-        try:
+        with indexed_once():
             _MANAGERS[key] = TaskManager(include_path=list(include) or None, include_defaults=defaults)
-        finally:
-            _index.TaskIndex.build = staticmethod(original)  # type: ignore[method-assign]
     return _MANAGERS[key]
+
+
+@contextlib.contextmanager
+def indexed_once() -> Iterator[None]:
+    """lm-eval's task index, each directory's part built once: while this is active, every ``TaskManager``
+    (reporter's, or lm-eval's own command line's) indexes each directory of YAMLs from a memo.
+
+    lm-eval indexes each directory in turn, later ones overriding earlier names; the memo keeps each
+    directory's part (keyed by the directory and its YAML files' sizes and times), and lm-eval's own
+    several-second part is also stored in reporter's cache (:func:`_stored_index`).
+    """
+    from lm_eval.tasks import _index
+
+    original = _index.TaskIndex.build
+
+    def build(paths: Any, *, resolve_includes: bool = True) -> dict[str, Any]:
+        index: dict[str, Any] = {}
+        for root in paths:
+            part = (str(Path(root).resolve()), _stamp(Path(root)), resolve_includes)
+            if part not in _ROOTS:
+                own = Path(root).resolve() == Path(_index.__file__).parent.resolve()
+                fresh = lambda: original([Path(root)], resolve_includes=resolve_includes)  # noqa: E731
+                _ROOTS[part] = _stored_index(part, fresh) if own else fresh()
+            index.update(_ROOTS[part])
+        return index
+
+    _index.TaskIndex.build = staticmethod(build)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _index.TaskIndex.build = staticmethod(original)  # type: ignore[method-assign]
 
 
 _ROOTS: dict[tuple[str, str, bool], dict[str, Any]] = {}
