@@ -64,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    from reporter.models.packaged import PACKAGED, entry_dir
-    from reporter.models.loading import load_model
     from reporter.config import ModelSpec
+    from reporter.models.loading import load_model
+    from reporter.models.packaged import PACKAGED, entry_dir
     from reporter.tasks.lm_eval_offline import packaged_include_dir
     from reporter.tasks.lm_eval_source import resolve, select_docs
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"| path | median wall s | ratio | peak RSS GB |\n|---|---|---|---|")
+        print("| path | median wall s | ratio | peak RSS GB |\n|---|---|---|---|")
         for k in names:
             print(f"| {k} | {med[k]:.1f} | {med[k] / med['lm-eval']:.2f} | {max(rss[k]):.2f} |")
         print(f"per-item acc differs on {len(differ)} of {len(theirs)} documents")
