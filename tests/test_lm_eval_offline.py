@@ -8,11 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest.importorskip("lm_eval")
-
-from reporter.errors import UserError  # noqa: E402
-from reporter.tasks import lm_eval_offline as lo  # noqa: E402
-from reporter.tasks.sources import load_disk  # noqa: E402
+from reporter.errors import UserError
+from reporter.tasks import lm_eval_offline as lo
+from reporter.tasks.sources import load_disk
 
 LM_TASKS = lo.lm_eval_tasks_dir()
 

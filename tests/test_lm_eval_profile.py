@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     """A private reporter cache, datasets cache and offline datasets (as tests/test_lm_eval_tasks.py's ``env``)."""
-    pytest.importorskip("lm_eval")
     import datasets
 
     from reporter.tasks import lm_eval_offline as lo
