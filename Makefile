@@ -13,7 +13,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 SYSTEM_PKGS := chromium poppler-utils fonts-dejavu-core
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint docs venv install assets system-deps clean
+.PHONY: demo test lint docs identity venv install assets system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,14 @@ test: venv system-deps
 	$(MAKE) lint
 	$(MAKE) docs
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+	$(MAKE) identity
+
+# lm-eval identity on the real packaged SmolLM2 (part of `make test`, after pytest: about 3 minutes on 2 cores,
+# too slow for the suite's budget): lm-eval's own arc_challenge YAML, 30 documents, 0 and 5 shots, lm-eval's hf
+# model against reporter with and without its collectors; exits 1 when any document's acc or acc_norm differs.
+identity:
+	HF_DATASETS_OFFLINE=1 $(BIN)/python benchmarks/throughput.py --mode lm-eval-task --docs 30 --shots 0,5 \
+		--rounds 1 --no-memory
 
 # Static checks (part of `make test`): style and docstrings, types, the import-layer contracts.
 lint:

@@ -293,3 +293,53 @@ def test_generate_until_collectors_ride_the_generation(env, lm, gsm_dir, tmp_pat
     assert [it.id for it in other] == [f"train:{i}" for i in range(len(train))]
     assert other[0].question == lp.task.doc_to_text(train[0]).rstrip().removesuffix("\nAnswer:").rstrip()
     assert "train split" in lp.plan.task.other_split_source
+
+
+def test_loglikelihood_rolling_collectors_read_the_first_window_against_float64_references(env, lm, tmp_path):
+    """A perplexity task's collect pass: lm-eval's rolling windows scored; MUI and the token log-probs read one
+    teacher-forced pass over each document's first window, as the float64 references say."""
+    from lm_eval import utils
+
+    from reporter.collect.collectors import TaskContext, enabled_collectors
+    from reporter.collect.lm_eval_lm import ReporterLM
+    from reporter.collect.lm_eval_run import execute_leaf, plan_leaf, resolve_entry
+    from reporter.store.logprobs import load_logprobs
+    from reporter.store.neurons import load_neuron_sets
+    from reporter.tasks.sources import lambada_texts
+
+    d = tmp_path / "wiki"
+    d.mkdir()
+    texts = lambada_texts(3)
+    (d / "wiki.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    (d / "wiki_local.yaml").write_text(WIKI_YAML.format(dir=d))
+    profile = Profile(name="t", lm_eval_include=(str(d),), tasks=(TaskConfig(name="wiki_local", lm_eval="wiki_local"),))
+    config = profile.tasks[0]
+    rlm = ReporterLM(lm, batch_size=4)
+    rlm._max_length = 48
+    lp = plan_leaf(rlm, resolve_entry(profile, config), config, seed=0)
+    plugins = [p for p in enabled_collectors(profile) if p.name in ("mui", "logprobs")]
+    out = tmp_path / "task"
+    execute_leaf(lm, rlm, profile, lp, out, seed=0, progress=False, plugins=plugins)
+    ctx = TaskContext(lm=lm, profile=profile, config=config, plan=lp.plan, task_dir=out, seed=0)
+    for p in plugins:
+        p.finish_task(ctx, {})
+    ids, sets, _ = load_neuron_sets(out / "neurons.npz")
+    logprobs, _ = load_logprobs(out / "logprobs.npz")
+    m64 = _float64(lm.model)
+    ad = lm.adapter
+    for k, it in enumerate(lp.plan.items):
+        windows = list(map(utils.make_disjoint_window, utils.get_rolling_token_windows(
+            token_list=rlm.tok_encode(texts[k]), prefix_token=rlm.prefix_token_id, max_seq_len=48, context_len=1)))
+        assert len(windows) > 1  # the text spans several windows: only the first feeds the collectors
+        first_ctx, first_cont = (list(x) for x in windows[0])
+        assert abs(float(np.sum(logprobs[it.id]["response"])) - _ll64(m64, first_ctx, first_cont)) < 1e-3
+        seq = torch.tensor([first_ctx + first_cont])
+        resp = torch.tensor([[False] * len(first_ctx) + [True] * len(first_cont)])
+        want = reference_select(reference_scores(lm.model, PassBatch(seq, torch.ones_like(seq), resp))[0], "score",
+                                0.001, 0.9, ad.n_layers, ad.d_ff)
+        np.testing.assert_array_equal(dict(zip(ids, sets))[it.id], want, err_msg=it.id)
+        # and the document's log-likelihood is lm-eval's: the sum over every window, in float64
+        total = sum(_ll64(m64, list(c), list(x)) for c, x in windows)
+        stored = {r["id"]: r for p in sorted((out / "parts").glob("lm_eval-*.json"))
+                  for r in json.loads(p.read_text())["records"]}
+        assert abs(stored[it.id]["loglikelihood"] - total) < 1e-3 * abs(total)

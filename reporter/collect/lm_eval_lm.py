@@ -59,6 +59,8 @@ class ReporterLM(HFLM):  # type: ignore[misc]
         self.misses = 0
         #: (context tokens, continuation tokens) of every log-likelihood request of the last call, in order
         self.encoded: list[tuple[list[int], list[int]]] = []
+        #: the same over every call since a caller last reset it (a rolling request spans several calls)
+        self.encoded_all: list[tuple[list[int], list[int]]] = []
         #: set when lm-eval's command line made this model (:meth:`from_model_args`): the run it writes
         self.run_config: Any = None
         self.run_output: str | None = None
@@ -134,6 +136,7 @@ class ReporterLM(HFLM):  # type: ignore[misc]
                               override_bs: int | None = None) -> list[tuple[float, bool]]:
         """``(log P(continuation | context), is_greedy)`` per tokenised request, each distinct context run once."""
         self.encoded = [(list(c), list(x)) for _, c, x in requests]
+        self.encoded_all.extend(self.encoded)
         keys = [self.key("loglikelihood", [c, x]) for c, x in self.encoded]
         todo = sorted({k: i for i, k in enumerate(keys) if k not in self.store}.values())
         if todo:

@@ -262,9 +262,8 @@ def execute_leaf(lm: Any, rlm: Any, profile: Profile, lp: LeafPlan, task_dir: Pa
             keys = _loglikelihood_batch(lm, rlm, lp, batch, plugins)
         elif lp.output_type == "generate_until":
             keys = _generate_batch(rlm, lp, batch, plugins, fused=path == "fused")
-        else:
-            raise UserError(f"task '{lp.config.name}': lm-eval output_type {lp.output_type!r} has no per-item score "
-                            "in [0, 1] for reporter's card")
+        else:  # loglikelihood_rolling
+            keys = _rolling_batch(lm, rlm, lp, batch, plugins)
         write_json(part_path(ctx, b), {"store": {k: rlm.store[k] for k in keys}, "records": batch.records})
         bar.update(len(idx))
     bar.close()
@@ -302,6 +301,31 @@ def _loglikelihood_batch(lm: Any, rlm: Any, lp: LeafPlan, batch: BatchContext,
         k += m
     batch.generations = gens
     _records(lp, batch, texts, extra)
+    _collect(lm, batch, plugins)
+    return keys
+
+
+def _rolling_batch(lm: Any, rlm: Any, lp: LeafPlan, batch: BatchContext, plugins: list[CollectorPlugin]) -> list[str]:
+    """A perplexity task's documents: lm-eval's own rolling windows scored; then one teacher-forced hooked pass over
+    each document's first window (lm-eval's prefix token, then the text) feeds the collectors.
+    """
+    from lm_eval import utils
+
+    insts = [lp.requests[i][0] for i in batch.positions]
+    rlm.encoded_all = []
+    lls = rlm.loglikelihood_rolling(insts, disable_tqdm=True)
+    keys = [rlm.key("loglikelihood", [c, x]) for c, x in rlm.encoded_all]
+    gens, texts = [], []
+    for inst in insts:
+        tokens = rlm.tok_encode(inst.args[0])
+        ctx, cont = next(map(utils.make_disjoint_window, utils.get_rolling_token_windows(
+            token_list=tokens, prefix_token=rlm.prefix_token_id, max_seq_len=rlm.max_length, context_len=1)))
+        gens.append(Generation(prompt_ids=list(ctx), response_ids=list(cont), text=rlm.tok_decode(list(cont)),
+                               stopped_by="window"))
+        texts.append(inst.args[0][:200])
+    batch.generations = gens
+    _records(lp, batch, texts, [{"loglikelihood": round(float(x), 6), "tokens": len(rlm.tok_encode(i.args[0]))}
+                                for x, i in zip(lls, insts)])
     _collect(lm, batch, plugins)
     return keys
 
