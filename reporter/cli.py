@@ -19,6 +19,11 @@ from .config.models import EXECUTORS
 from .errors import UserError
 
 
+def _interrupted() -> NoReturn:
+    click.echo("interrupted: finished work is saved in the run directory; rerun the same command to resume", err=True)
+    sys.exit(130)
+
+
 def _fail(e: UserError) -> NoReturn:
     for line in e.lines:
         click.echo(f"error: {line}", err=True)
@@ -102,9 +107,7 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
     except UserError as e:
         _fail(e)
     except KeyboardInterrupt:
-        click.echo("interrupted: finished work is saved in the run directory; rerun the same command to resume",
-                   err=True)
-        sys.exit(130)
+        _interrupted()
     click.echo(_summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:
@@ -140,9 +143,7 @@ def lm_eval_command(args: tuple[str, ...]) -> None:
     except UserError as e:
         _fail(e)
     except KeyboardInterrupt:
-        click.echo("interrupted: finished work is saved in the run directory; rerun the same command to resume",
-                   err=True)
-        sys.exit(130)
+        _interrupted()
 
 
 def _strip_defaults(data: dict[str, Any]) -> dict[str, Any]:

@@ -123,13 +123,12 @@ def _session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``reporter run`` (card included) of RUN_YAML with PROFILE_YAML, made once per session.
+def _run_once(root: Path, files: dict[str, str]) -> Path:
+    """``reporter run`` (card included) of ``root/models.yaml`` into ``root/run``, made once per session.
 
-    The first process to ask builds it under a file lock; every other one (the other xdist workers) waits
-    and reads the same directory. Its ``models.yaml`` and ``profile.yaml`` sit beside it (``run.parent``).
+    ``files`` (name: text) are written into ``root`` first. The first process to ask builds it under a
+    file lock; every other one (the other xdist workers) waits and reads the same directory.
     """
-    root = _session_dir(tmp_path_factory) / "finished-run"
     root.mkdir(exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -139,13 +138,24 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             from reporter.cli import main
 
             shutil.rmtree(root / "run", ignore_errors=True)  # a build that failed half-way
-            (root / "profile.yaml").write_text(PROFILE_YAML)
-            (root / "models.yaml").write_text(f"profile: {root / 'profile.yaml'}\n" + RUN_YAML)
+            for name, text in files.items():
+                (root / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / name).write_text(text)
             r = CliRunner().invoke(main, ["run", str(root / "models.yaml"), "-o", str(root / "run"),
                                           "--no-progress"])
             assert r.exit_code == 0, r.output
             (root / "done").write_text("")
     return root / "run"
+
+
+def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``reporter run`` (card included) of RUN_YAML with PROFILE_YAML, made once per session (:func:`_run_once`).
+
+    Its ``models.yaml`` and ``profile.yaml`` sit beside it (``run.parent``).
+    """
+    root = _session_dir(tmp_path_factory) / "finished-run"
+    return _run_once(root, {"profile.yaml": PROFILE_YAML,
+                            "models.yaml": f"profile: {root / 'profile.yaml'}\n" + RUN_YAML})
 
 
 @pytest.fixture(scope="session")
@@ -192,12 +202,14 @@ def lm_eval_env(root: Path):
     import datasets
 
     from reporter.tasks import lm_eval_offline as lo
+    from reporter.tasks import lm_eval_source as src
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(root / "cache"))
         mp.setenv("HF_DATASETS_OFFLINE", "1")
         mp.setattr(datasets.config, "HF_DATASETS_CACHE", root / "hf_datasets")
         mp.setattr(lo, "_memo", {})
+        mp.setattr(src, "_LOADED", {})
         yield
 
 
@@ -211,26 +223,12 @@ def lm_eval_run(tmp_path_factory) -> dict:
     """
     root = _session_dir(tmp_path_factory) / "lm-eval-run"
     root.mkdir(exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        with lm_eval_env(root):
-            from reporter.tasks.lm_eval_offline import packaged_include_dir
+    with lm_eval_env(root):
+        from reporter.tasks.lm_eval_offline import packaged_include_dir
 
-            packaged = str(packaged_include_dir())
-            if not (root / "done").is_file():
-                from click.testing import CliRunner
-
-                from reporter.cli import main
-
-                shutil.rmtree(root / "run", ignore_errors=True)
-                (root / "groups").mkdir(exist_ok=True)
-                (root / "groups" / "mmlu_mini.yaml").write_text(LM_EVAL_GROUP_YAML)
-                (root / "profile.yaml").write_text(LM_EVAL_PROFILE_YAML)
-                (root / "models.yaml").write_text(f"profile: {root / 'profile.yaml'}\n" + LM_EVAL_MODELS_YAML)
-                r = CliRunner().invoke(main, ["run", str(root / "models.yaml"), "-o", str(root / "run"),
-                                              "--no-progress"])
-                assert r.exit_code == 0, r.output
-                (root / "done").write_text("")
+        packaged = str(packaged_include_dir())
+        _run_once(root, {"groups/mmlu_mini.yaml": LM_EVAL_GROUP_YAML, "profile.yaml": LM_EVAL_PROFILE_YAML,
+                         "models.yaml": f"profile: {root / 'profile.yaml'}\n" + LM_EVAL_MODELS_YAML})
     return {"run": root / "run", "root": root, "packaged": packaged}
 
 
@@ -249,19 +247,11 @@ def lmeval_env(tmp_path_factory, lmeval_lm):
     (After ``lmeval_lm``: the tiny model's tokenizer comes from the user's cache, where the rest of the suite
     extracts it.)
     """
-    import datasets
-
-    from reporter.tasks import lm_eval_offline as lo
-    from reporter.tasks import lm_eval_source as src
+    from reporter.tasks.lm_eval_offline import packaged_include_dir
 
     tmp = tmp_path_factory.mktemp("lm_eval_tasks")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
-        mp.setenv("HF_DATASETS_OFFLINE", "1")
-        mp.setattr(datasets.config, "HF_DATASETS_CACHE", tmp / "hf_datasets")
-        mp.setattr(lo, "_memo", {})
-        mp.setattr(src, "_LOADED", {})
-        yield {"tmp": tmp, "packaged": str(lo.packaged_include_dir())}
+    with lm_eval_env(tmp):
+        yield {"tmp": tmp, "packaged": str(packaged_include_dir())}
 
 
 def copy_run(run: Path, dest: Path) -> Path:

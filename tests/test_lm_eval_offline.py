@@ -11,6 +11,7 @@ import yaml
 from reporter.errors import UserError
 from reporter.tasks import lm_eval_offline as lo
 from reporter.tasks.sources import load_disk
+from tests.conftest import lm_eval_env
 
 LM_TASKS = lo.lm_eval_tasks_dir()
 
@@ -23,14 +24,8 @@ def _lm_yaml(rel: str) -> dict:
 @pytest.fixture(scope="module")
 def export(tmp_path_factory):
     """One export into a private cache (the user's cache and HF datasets cache stay untouched)."""
-    import datasets
-
     tmp = tmp_path_factory.mktemp("lm_eval_offline")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
-        mp.setenv("HF_DATASETS_OFFLINE", "1")
-        mp.setattr(datasets.config, "HF_DATASETS_CACHE", tmp / "hf_datasets")
-        mp.setattr(lo, "_memo", {})
+    with lm_eval_env(tmp):
         yield lo.packaged_include_dir()
 
 

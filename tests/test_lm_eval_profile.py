@@ -7,25 +7,16 @@ from pathlib import Path
 import pytest
 
 from reporter.config import load_profile
+from tests.conftest import lm_eval_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    """A private reporter cache, datasets cache and offline datasets (as tests/test_lm_eval_tasks.py's ``env``)."""
-    import datasets
-
-    from reporter.tasks import lm_eval_offline as lo
-    from reporter.tasks import lm_eval_source as src
-
+    """A private reporter cache, datasets cache and offline datasets (tests/conftest.py ``lm_eval_env``)."""
     tmp = tmp_path_factory.mktemp("lm_eval_profile")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(tmp / "cache"))
-        mp.setenv("HF_DATASETS_OFFLINE", "1")
-        mp.setattr(datasets.config, "HF_DATASETS_CACHE", tmp / "hf_datasets")
-        mp.setattr(lo, "_memo", {})
-        mp.setattr(src, "_LOADED", {})
+    with lm_eval_env(tmp):
         yield tmp
 
 

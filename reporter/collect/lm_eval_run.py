@@ -47,7 +47,7 @@ from ..tasks import LETTERS, Item, Task
 from ..tasks.lm_eval_source import FEWSHOT_SEED, Resolved, include_dirs, lm_eval_version, resolve, select_docs
 from .collectors import BatchContext, CollectorPlugin, TaskContext, enabled_collectors
 from .plan import TaskPlan
-from .task_run import _collect, collection_choice
+from .task_run import _collect, collection_choice, task_complete
 
 #: every answer of one leaf task, kept after it finishes
 RESPONSES = "lm_eval_responses.json"
@@ -228,13 +228,10 @@ def part_path(ctx: TaskContext, batch: int) -> Path:
 
 
 def leaf_complete(profile: Profile, task_dir: Path) -> bool:
-    """Whether a leaf's summary, samples, answers and every enabled collector's final artifact are there, whole."""
-    if not json_ok(task_dir / SUMMARY) or not json_ok(task_dir / RESPONSES):
-        return False
-    n = read_json(task_dir / SUMMARY).get("n")
-    if not isinstance(n, int) or len(read_samples(task_dir / SAMPLES)) < n:
-        return False
-    return all(p.task_done(task_dir, n) for p in enabled_collectors(profile))
+    """Whether a leaf is complete as any task is (:func:`~reporter.collect.task_run.task_complete`), and its answers
+    (``lm_eval_responses.json``, which a group's aggregate is recomputed from) are there, whole.
+    """
+    return json_ok(task_dir / RESPONSES) and task_complete(profile, task_dir)
 
 
 def execute_leaf(lm: Any, rlm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, *, seed: int,
