@@ -46,8 +46,10 @@ def _by_doc(result, task):
 # --- identity with lm-eval's hf model ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("shots", [0, 5])
-def test_arc_challenge_equals_lm_evals_hf_model_item_for_item(env, lm, shots):
+def test_arc_challenge_equals_lm_evals_hf_model_item_for_item(env, lm, shots, monkeypatch):
     from lm_eval.models.huggingface import HFLM
+
+    from reporter.instrument import continuations
 
     from reporter.collect.lm_eval_lm import ReporterLM
     from reporter.tasks.lm_eval_source import resolve, select_docs
@@ -57,6 +59,14 @@ def test_arc_challenge_equals_lm_evals_hf_model_item_for_item(env, lm, shots):
     peer = _evaluate(HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=8), resolved,
                      {"arc_challenge": ids}, shots)
     ours = ReporterLM(lm, batch_size=8)
+    prefixes: list[tuple[int, ...]] = []  # every context (less its last token) reporter's model actually ran
+    original = continuations.logits_after_prefix
+
+    def counted(model, adapter, pre, *args, **kw):
+        prefixes.extend(tuple(p) for p in pre)
+        return original(model, adapter, pre, *args, **kw)
+
+    monkeypatch.setattr(continuations, "logits_after_prefix", counted)
     mine = _evaluate(ours, resolved, {"arc_challenge": ids}, shots)
     a, b = _by_doc(peer, "arc_challenge"), _by_doc(mine, "arc_challenge")
     assert sorted(d for d, _ in a) == ids and a.keys() == b.keys()
@@ -70,8 +80,11 @@ def test_arc_challenge_equals_lm_evals_hf_model_item_for_item(env, lm, shots):
     assert worst < 1e-4
     assert mine["results"]["arc_challenge"]["acc,none"] == peer["results"]["arc_challenge"]["acc,none"]
     assert mine["n-shot"]["arc_challenge"] == shots
-    # each context ran once: 30 questions, ~4 options each, in ~30 distinct contexts (the peer ran every pair whole)
-    assert ours.misses == sum(len(s["arguments"]) for s in mine["samples"]["arc_challenge"])
+    # every request was answered by reporter's own pass, and each question's context ran once for all its
+    # options (the peer ran every (context, option) pair whole)
+    n_requests = sum(len(s["arguments"]) for s in mine["samples"]["arc_challenge"])
+    assert ours.misses == n_requests and n_requests > 3 * len(ids)
+    assert len(prefixes) == len(set(prefixes)) == len(ids)
 
 
 GSM_YAML = """\
