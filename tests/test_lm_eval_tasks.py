@@ -49,9 +49,8 @@ def _by_doc(result, task):
 def test_arc_challenge_equals_lm_evals_hf_model_item_for_item(env, lm, shots, monkeypatch):
     from lm_eval.models.huggingface import HFLM
 
-    from reporter.instrument import continuations
-
     from reporter.collect.lm_eval_lm import ReporterLM
+    from reporter.instrument import continuations
     from reporter.tasks.lm_eval_source import resolve, select_docs
 
     resolved = resolve("arc_challenge", (env["packaged"],))
