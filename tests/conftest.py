@@ -59,11 +59,48 @@ def tiny_yaml(tmp_path):
     return write
 
 
-def tiny_lm(family: str = "llama", *, kind: str = "base", init_std: float = 0.5, seed: int = 0, **size):
+SMALL_VOCAB = 2048
+_SMALL_TOK: Path | None = None
+
+
+def small_tokenizer_dir() -> Path:
+    """The packaged SmolLM2 tokenizer cut to its first SMALL_VOCAB tokens, written once per process.
+
+    The same byte-level BPE, special tokens and chat template, with the merges whose result is among
+    the kept ids: every text still encodes and decodes exactly (the 256 byte tokens are kept), in
+    about 1.3 times as many tokens. A tiny model's cost is nearly all in its embedding and LM head
+    (hidden 64 x 49,152 tokens), so the tests that train a model use this one: a 24 times smaller
+    head behind the same tokenizer code.
+    """
+    import json
+    import tempfile
+
+    global _SMALL_TOK
+    if _SMALL_TOK is None:
+        from reporter.models.packaged import PACKAGED, tokenizer_dir
+
+        src = tokenizer_dir(PACKAGED["smollm2-135m-instruct"])
+        spec = json.loads((src / "tokenizer.json").read_text())
+        vocab = {t: i for t, i in spec["model"]["vocab"].items() if i < SMALL_VOCAB}
+        spec["model"]["vocab"] = vocab
+        spec["model"]["merges"] = [m for m in spec["model"]["merges"]
+                                   if m[0] in vocab and m[1] in vocab and m[0] + m[1] in vocab]
+        out = Path(tempfile.mkdtemp(prefix="reporter-small-tok-"))
+        (out / "tokenizer.json").write_text(json.dumps(spec))
+        for f in src.iterdir():
+            if f.name not in ("tokenizer.json", ".reporter-checksums.json"):
+                shutil.copy(f, out / f.name)
+        _SMALL_TOK = out
+    return _SMALL_TOK
+
+
+def tiny_lm(family: str = "llama", *, kind: str = "base", init_std: float = 0.5, seed: int = 0,
+            vocab: str = "full", **size):
     """A LoadedModel around a tiny random model with the packaged SmolLM2 tokenizer.
 
     ``init_std`` well above the usual 0.02 gives peaked next-token distributions, so greedy
-    decoding is not decided by float rounding between near-equal logits.
+    decoding is not decided by float rounding between near-equal logits. ``vocab="small"``: the same
+    tokenizer cut to SMALL_VOCAB tokens (:func:`small_tokenizer_dir`), for the tests that train a model.
     """
     from transformers import AutoModelForCausalLM
 
@@ -73,7 +110,8 @@ def tiny_lm(family: str = "llama", *, kind: str = "base", init_std: float = 0.5,
     from reporter.models.packaged import PACKAGED, tokenizer_dir
     from reporter.models.random_archs import random_config
 
-    tok = load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
+    tok = load_tokenizer(str(small_tokenizer_dir() if vocab == "small"
+                             else tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
     cfg = random_config(family, vocab=len(tok), **{**TINY, **size})
     cfg.initializer_range = init_std
     cfg.pad_token_id, cfg.eos_token_id, cfg.bos_token_id = tok.pad_token_id, tok.eos_token_id, tok.bos_token_id
@@ -236,8 +274,9 @@ def lm_eval_run(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def lmeval_lm():
-    """A tiny Llama with peaked next-token distributions (greedy decoding is not decided by rounding)."""
-    return tiny_lm("llama", init_std=0.5)
+    """A tiny Llama with peaked next-token distributions (greedy decoding is not decided by rounding), on the
+    small-vocabulary tokenizer (lm-eval's hf model runs every (context, option) pair whole: the head is its cost)."""
+    return tiny_lm("llama", init_std=0.5, vocab="small")
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from reporter.cli import main
 from reporter.errors import UserError
 from reporter.metrics.stats import holm, mcnemar_exact
 from reporter.store.samples import read_samples
+from tests.conftest import small_tokenizer_dir
 from tests.test_golden import _save_local_model
 
 N_ITEMS = 40
@@ -61,7 +62,7 @@ def _items(answers: list[str] | None = None) -> str:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
-    _save_local_model(root / "v1", "llama", 1)
+    _save_local_model(root / "v1", "llama", 1, small_tokenizer_dir())
     model = __import__("transformers").AutoModelForCausalLM.from_pretrained(root / "v1")
     with torch.no_grad():  # the damaged release: one MLP's output scaled
         model.model.layers[1].mlp.down_proj.weight.mul_(4.0)

@@ -161,7 +161,7 @@ def evidence(lm, items, ref_texts):
 def trained_and_untouched():
     torch.manual_seed(0)
     items = toy_items()
-    lm = tiny_lm("llama")
+    lm = tiny_lm("llama", vocab="small")
     refs = lambada_texts(16)
     untouched = evidence(lm, items, refs)
     train_on(lm, [f"{it.question}\nAnswer: {it.answer}" for it in items], steps=80)

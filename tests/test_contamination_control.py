@@ -51,7 +51,7 @@ def _control(tmp_path_factory):
     ctl = _script()
     out = tmp_path_factory.mktemp("control")
     torch.manual_seed(0)
-    lm = tiny_lm("llama")
+    lm = tiny_lm("llama", vocab="small")
     tok = lm.tokenizer
     lm.model.save_pretrained(out / "clean")
     tok.save_pretrained(out / "clean")

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from reporter.card.render import render
 from reporter.cli import main
 from reporter.store.samples import read_samples
+from tests.conftest import small_tokenizer_dir
 from tests.test_golden import _save_local_model
 
 pytestmark = pytest.mark.slow  # every test reads the two runs of `runs`
@@ -65,7 +66,7 @@ def _run(models_yaml: Path, out: Path) -> dict:
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("coreset")
     for name, family, seed in (("m1", "llama", 1), ("m2", "qwen2", 2), ("m3", "gpt2", 3)):
-        _save_local_model(root / name, family, seed)
+        _save_local_model(root / name, family, seed, small_tokenizer_dir())
     (root / "dup.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "q": "What is 2 + 2?", "a": "4"}) + "\n"
                                             for i in range(24)))
     (root / "sums.jsonl").write_text("".join(json.dumps({"q": f"What is {i} + {i + 3}?", "a": str(2 * i + 3)}) + "\n"

@@ -71,13 +71,15 @@ def _reporter_helpers():
     return random_config, PACKAGED, tokenizer_dir
 
 
-def _save_local_model(path: Path, family: str, seed: int) -> None:
-    """A tiny random model of ``family`` with the packaged SmolLM2 tokenizer, as a model directory."""
+def _save_local_model(path: Path, family: str, seed: int, tokenizer: Path | None = None) -> None:
+    """A tiny random model of ``family`` with the packaged SmolLM2 tokenizer (or the ``tokenizer`` directory:
+    the other tests pass conftest's small_tokenizer_dir; the golden copy keeps the packaged one), as a model
+    directory."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     random_config, PACKAGED, tokenizer_dir = _reporter_helpers()
 
-    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
+    tok = AutoTokenizer.from_pretrained(str(tokenizer or tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
     cfg = random_config(family, vocab=len(tok), layers=2, hidden=64, intermediate=96, heads=4, kv_heads=2)
     cfg.initializer_range = 0.5  # peaked next-token distributions: greedy decoding is not decided by rounding
     cfg.pad_token_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id

@@ -14,7 +14,7 @@ N_ITEMS = 40
 
 
 def _setup(tmp_path):
-    lm = tiny_lm("llama", init_std=0.4, seed=3)
+    lm = tiny_lm("llama", init_std=0.4, seed=3, vocab="small")
     model_dir = tmp_path / "tiny-model"
     lm.model.save_pretrained(model_dir)
     lm.tokenizer.save_pretrained(model_dir)
