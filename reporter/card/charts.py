@@ -252,16 +252,19 @@ def _law_pooled(card: dict[str, Any]) -> dict[str, Any] | None:
     chart = alt.layer(*([p, line] if len(rows) > len(pts) else [p]), data=_data(rows))
     chart = chart.properties(width=WIDTH - 140, height=300)
     return _finish(chart, "Utility Law: MUI against score, every model × task",
-                   f"pooled fit (black line): {equation(pooled)}")
+                   f"pooled fit (black line): {equation(pooled)}" if pooled and "slope" in pooled
+                   else f"no line: {equation(pooled)}")
 
 
 @CHARTS.register("law_per_task")
 def _law_per_task(card: dict[str, Any]) -> dict[str, Any] | None:
-    """One panel per task with that task's own law fit."""
+    """One panel per task with that task's own law fit; None when no task has a fit (the card says why in one
+    line, :func:`reporter.card.data.empty_elements`, instead of a grid of unfitted panels).
+    """
     per = ((card["analysis"] or {}).get("law") or {}).get("per_task") or {}
     tasks = [t for t in card["benchmarks"] + card["probes"] if t in per] + sorted(
         set(per) - set(card["benchmarks"]) - set(card["probes"]))
-    if not tasks:
+    if not any("slope" in (per[t] or {}) for t in tasks):
         return None
     panels, models = [], []
     for t in tasks:

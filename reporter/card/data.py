@@ -16,7 +16,7 @@ from ..schema import SCHEMA_VERSION, Results, TaskSummary, is_untrained, validat
 from ..store.atomic import read_json
 from ..store.layout import RunDir
 from ..tasks import is_probe
-from .format import fmt_about
+from .format import finite, fmt_about
 from .lm_eval import lm_eval_view, task_rows
 
 #: the results.json versions this renderer reads
@@ -80,6 +80,7 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     for key, fn in (("neighbours", _neighbours), ("warnings", _warnings), ("summary", _summary),
                     ("limitations", _limitations), ("extra_measurements", extra_measurements)):
         card[key] = fn(card)
+    card["empty"] = empty_elements(card)
     return card
 
 
@@ -364,3 +365,85 @@ def _shown(value: Any) -> str | None:
         return (f"mean {sum(value) / len(value):.3f} over {len(value)} values "
                 f"({min(value):.3f} to {max(value):.3f})")
     return None
+
+
+def _fitted(fit: Any) -> bool:
+    return isinstance(fit, dict) and fit.get("slope") is not None
+
+
+def _by_reason(fits: dict[str, Any]) -> str:
+    """Tasks grouped by the reason their fit is missing: "a, b: reason. c: other reason"."""
+    groups: dict[str, list[str]] = {}
+    for task, fit in fits.items():
+        groups.setdefault(str((fit or {}).get("reason") or "not computed"), []).append(task)
+    return ". ".join(f"{', '.join(tasks)}: {reason}" for reason, tasks in groups.items())
+
+
+def empty_elements(card: dict[str, Any]) -> dict[str, str]:
+    """The card's charts and tables that have nothing to show in this run, each with the one line the card
+    shows in its place: why, in the analysis's own words (its recorded reasons), never an empty frame.
+
+    Keys: ``law_fits`` (the fit table: no fit at all), ``law_per_task`` (the per-task grid: no task has a
+    fit), ``law_pooled`` (the scatter: no point), ``law_adjusted`` (the leaderboard's law columns),
+    ``advice`` (no model has diversity advice), ``contamination`` (no trained model's pair could be
+    tested), ``training`` (the section: no checkpoint series).
+
+    >>> empty_elements({"analysis": {"law": {"pooled": {"reason": "2 models"}, "per_task": {
+    ...     "a": {"reason": "2 usable points"}, "b": {"reason": "2 usable points"}}}},
+    ...     "models": []})["law_per_task"]
+    'No per-task fit: a, b: 2 usable points.'
+    """
+    a = card.get("analysis") or {}
+    trained = [m for m in card["models"] if not m["reference"] and m["status"] != "failed"]
+    out: dict[str, str] = {}
+    law = a.get("law")
+    if law:
+        pooled, avg, per = law.get("pooled"), law.get("per_model_average"), law.get("per_task") or {}
+        if not any(_fitted(f) for f in (pooled, avg, *per.values())):
+            parts = [f"{label}: {f.get('reason') or 'not computed'}" for label, f in
+                     (("pooled", pooled), ("per-model average", avg)) if isinstance(f, dict)]
+            out["law_fits"] = "No Utility Law fit in this run" + (f" ({'; '.join(parts)})" if parts else "") + "."
+        if per and not any(_fitted(f) for f in per.values()):
+            out["law_per_task"] = f"No per-task fit: {_by_reason(per)}."
+        points = (pooled or {}).get("points") if isinstance(pooled, dict) else None
+        if not points and not any(finite(r.get("mui")) for m in trained for r in m["tasks"].values()):
+            out["law_pooled"] = ("No Utility Law points: no trained model has both a score and an MUI on a task"
+                                 + (f" ({pooled['reason']})" if (pooled or {}).get("reason") else "") + ".")
+    if not any(m.get("fair") for m in card["models"]):
+        fair = a.get("fairness") or {}
+        k = len(trained)
+        out["law_adjusted"] = ("Law-adjusted score and law rank: " + (
+            f"not available: {fair['reason']}." if fair.get("reason") else
+            f"need ≥3 trained models (this run has {k})." if k < 3 else "not computed in this run."))
+    div = a.get("diversity") or {}
+    if div and not any(d.get("advice") for d in div.values()):
+        withheld = {m: list(d.get("withheld") or []) for m, d in div.items()}
+        reasons = list(dict.fromkeys(w for ws in withheld.values() for w in ws))
+        who = _names(list(div)) if len(div) > 1 else list(div)[0]
+        if not reasons:
+            why = "the evidence in this run cannot support any"
+        elif all(ws == reasons for ws in withheld.values()):
+            why = "; ".join(reasons)
+        else:
+            why = "; ".join(f"{m}: {'; '.join(ws) or 'the evidence cannot support any'}" for m, ws in withheld.items())
+        out["advice"] = f"No dataset-diversity advice for {'any model (' + who + ')' if len(div) > 1 else who}: {why}."
+    contamination = a.get("contamination") or []
+    if contamination:
+        tested = [c for c in contamination if not c.get("baseline")]
+        if not tested:
+            out["contamination"] = ("Contamination: only untrained baselines were checked; "
+                                    "no trained model was tested in this run.")
+        elif all(c.get("measured") is False for c in tested):
+            why = list(dict.fromkeys(str(s["reason"]) for c in tested for s in (c.get("signals") or {}).values()
+                                     if isinstance(s, dict) and s.get("reason")))
+            out["contamination"] = ("Contamination: no test could be run on any model × task pair"
+                                    + (f" ({'; '.join(why)})" if why else "") + ".")
+    if not (a.get("training") or {}).get("model_series"):
+        ck = [m["name"] for m in trained if finite(m["meta"].get("checkpoint"))]
+        if not ck:
+            out["training"] = ('Training phases: no checkpoint series in this run. No model entry sets "checkpoint:" '
+                               "(its training step), so there is no series to order.")
+        elif len(ck) == 1:
+            out["training"] = (f'Training phases: no checkpoint series in this run. Only {ck[0]} sets "checkpoint:"; '
+                               "a series needs at least 2 checkpoints.")
+    return out

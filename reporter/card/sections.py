@@ -53,7 +53,8 @@ class Section:
             return None
         if self.missing is None:
             return ""
-        return self.missing or f"{self.title}: not measured in this run ({absent[0]} is missing from the results)."
+        why = (card.get("empty") or {}).get(self.name)  # the run's own reason (reporter.card.data.empty_elements)
+        return why or self.missing or f"{self.title}: not measured in this run ({absent[0]} is missing from the results)."
 
 
 def _plugin_section(name: str, obj: Any) -> Section:
