@@ -177,3 +177,47 @@ def test_definition_text():
     for s in ("P x MUI_law(P) / MUI", "exp((MUI - a) / b)", "at least 3", "baselines"):
         assert s in FAIRNESS_DEFINITION
 
+
+
+def test_adjusted_rank_intervals_match_a_plain_loop_over_the_bootstrap_fits():
+    """Each resample's (a, b) re-derived with a seeded loop (the same draws as the law's bootstrap), the adjusted
+    scores and ranks recomputed in float64 one resample at a time, and the central 95% interval of each model's
+    rank read off the sorted list; P(first) is the share of resamples ranking it first."""
+    from reporter.analyse.fairness import adjusted_rank_intervals
+
+    P = [18.0, 31.0, 44.0, 52.0, 70.0]
+    M = [9.5, 6.0, 6.8, 3.9, 3.6]
+    labels = ["e", "d", "c", "b", "a"]
+    fit = fit_utility_law(P, M, labels=labels, seed=3, n_resamples=400)
+    rows = adjusted_scores(fit, [{"label": lab, "P": p, "MUI": m} for lab, p, m in zip(labels, P, M)])
+    info = adjusted_rank_intervals(fit, rows)
+
+    rng = np.random.default_rng(3)
+    x, y = np.log(P), np.asarray(M)
+    ranks = {lab: [] for lab in labels}
+    n_neg = 0
+    for idx in rng.integers(0, len(P), size=(400, len(P))):
+        xs, ys = x[idx], y[idx]
+        sxx = float(np.sum((xs - xs.mean()) ** 2))
+        if sxx <= 1e-12 * float(np.sum((x - x.mean()) ** 2)):
+            continue
+        b = float(np.sum((xs - xs.mean()) * (ys - ys.mean()))) / sxx
+        a = float(ys.mean() - b * xs.mean())
+        if not b < 0:
+            continue
+        n_neg += 1
+        adj = {}
+        for lab, p, m in zip(labels, P, M):
+            m_law = a + b * math.log(p)
+            adj[lab] = p * m_law / m if m_law > 0 else -math.inf
+        for k, lab in enumerate(sorted(labels, key=lambda lb: (-adj[lb], lb)), 1):
+            ranks[lab].append(k)
+    assert info["resamples"] == n_neg > 100 and info["of"] == fit.n_resamples_used
+    for r in rows:
+        got = sorted(ranks[r["label"]])
+        lo = got[int(math.floor(0.025 * (n_neg - 1)))]
+        hi = got[int(math.ceil(0.975 * (n_neg - 1)))]
+        assert r["rank_adjusted_interval"] == [lo, hi], r["label"]
+        assert r["p_first"] == pytest.approx(got.count(1) / n_neg)
+        assert lo <= r["rank_adjusted"] <= hi
+    assert fairness([{"label": lab, "P": p, "MUI": m} for lab, p, m in zip(labels, P, M)])["rank_uncertainty"]["resamples"] > 0

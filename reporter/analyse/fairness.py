@@ -19,7 +19,7 @@ import numpy as np
 from .law import MIN_POINTS, FitDict, LawFit, fit_points
 from .numbers import finite_or_none as _f
 
-__all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "fairness", "AdjustedRow", "FairBlock", "FairnessResult"]
+__all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "adjusted_rank_intervals", "fairness", "AdjustedRow", "FairBlock", "FairnessResult"]
 
 
 class AdjustedRow(TypedDict, total=False):
@@ -44,6 +44,8 @@ class AdjustedRow(TypedDict, total=False):
     rank_raw: int
     rank_adjusted: int
     shift: int
+    rank_adjusted_interval: list[int]
+    p_first: float
 
 
 class FairBlock(TypedDict, total=False):
@@ -54,6 +56,7 @@ class FairBlock(TypedDict, total=False):
     fit: FitDict
     rows: list[AdjustedRow]
     caution: str
+    rank_uncertainty: dict[str, Any]
 
 
 class FairnessResult(TypedDict, total=False):
@@ -68,6 +71,7 @@ class FairnessResult(TypedDict, total=False):
     reason: str | None
     fit: FitDict | None
     caution: str | None
+    rank_uncertainty: dict[str, Any] | None
 
 FAIRNESS_DEFINITION = (
     "Law-adjusted score = P x MUI_law(P) / MUI. The Utility Law MUI = a + b*ln(P) is fitted (OLS of MUI on "
@@ -119,6 +123,51 @@ def adjusted_scores(fit: LawFit, points: Sequence[dict[str, Any]]) -> list[Adjus
     return rows
 
 
+def adjusted_rank_intervals(fit: LawFit, rows: list[AdjustedRow]) -> dict[str, Any]:
+    """The law's uncertainty carried to the adjusted ranks: each row's rank under every bootstrap fit.
+
+    For each pairs-bootstrap resample of the law (``fit.boot_slopes`` / ``boot_intercepts``) with a
+    negative slope, the law-adjusted scores are recomputed with that resample's a and b, and the rows
+    ranked as :func:`adjusted_scores` ranks them (1 = best, ties by label, no adjustment = last). Each row
+    gets ``rank_adjusted_interval`` (the central ``fit.confidence`` interval of its ranks, widened to whole
+    ranks) and ``p_first`` (the share of those resamples in which it ranks first). Returns the block's
+    ``rank_uncertainty``: resamples used, and the share whose slope was not negative (no adjustment there).
+    The performances are taken as measured: the interval is the law's uncertainty, not the items'.
+
+    >>> from reporter.analyse.law import fit_utility_law
+    >>> f = fit_utility_law([20, 40, 60, 80], [9.0, 6.1, 4.0, 3.1], seed=0)
+    >>> rows = adjusted_scores(f, [{"label": "a", "P": 20, "MUI": 9.0}, {"label": "b", "P": 80, "MUI": 2.0}])
+    >>> u = adjusted_rank_intervals(f, rows); [r["rank_adjusted_interval"] for r in rows], u["resamples"] > 0
+    ([[2, 2], [1, 1]], True)
+    """
+    b, a = np.asarray(fit.boot_slopes, np.float64), np.asarray(fit.boot_intercepts, np.float64)
+    neg = b < 0
+    out: dict[str, Any] = {"resamples": int(neg.sum()), "of": int(b.size),
+                           "share_slope_not_negative": float(1 - neg.mean()) if b.size else None,
+                           "confidence": fit.confidence,
+                           "what": "ranks under the law's pairs-bootstrap fits (slope < 0); scores as measured"}
+    if not neg.any() or not rows:
+        return out
+    b, a = b[neg][:, None], a[neg][:, None]
+    P = np.array([float(r["P"]) for r in rows])
+    M = np.array([float(r["MUI"]) for r in rows])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m_law = a + b * np.log(np.where(P > 0, P, np.nan))
+        adj = np.where(P <= 0, 0.0, np.where((m_law > 0) & (M > 0), P * m_law / M, -np.inf))
+    adj = np.nan_to_num(adj, nan=-np.inf)
+    order = np.argsort([str(r["label"]) for r in rows], kind="stable")
+    tie = np.empty(len(rows), int)
+    tie[order] = np.arange(len(rows))  # label order breaks ties, as adjusted_scores does
+    better = (adj[:, None, :] > adj[:, :, None]) | ((adj[:, None, :] == adj[:, :, None]) & (tie[None, :] < tie[:, None])[None])
+    ranks = 1 + better.sum(axis=2)  # (resamples, rows)
+    q = 50 * (1 - fit.confidence), 50 * (1 + fit.confidence)
+    for j, r in enumerate(rows):
+        lo, hi = np.percentile(ranks[:, j], q[0], method="lower"), np.percentile(ranks[:, j], q[1], method="higher")
+        r["rank_adjusted_interval"] = [int(lo), int(hi)]
+        r["p_first"] = float(np.mean(ranks[:, j] == 1))
+    return out
+
+
 def _ordinal(k: int) -> str:
     return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
@@ -131,6 +180,7 @@ def _fair_block(fit: LawFit | None, reason: str | None, points: Sequence[dict[st
                 "reason": (f"no fair adjustment is possible: the fitted slope b = {fit.slope:.3g} is not negative, "
                            f"so the Utility Law does not hold across these {what}")}
     out: FairBlock = {"available": True, "reason": None, "fit": fit.to_dict(), "rows": adjusted_scores(fit, points)}
+    out["rank_uncertainty"] = adjusted_rank_intervals(fit, out["rows"])
     lo, hi = fit.slope_ci
     if not (hi < 0):
         out["caution"] = (f"the {int(100 * fit.confidence)}% bootstrap CI of the slope ({lo:.3g}, {hi:.3g}) "
@@ -179,7 +229,8 @@ def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, 
         fit, reason = fit_points(model_points, seed=seed, n_resamples=n_resamples)
         blk = _fair_block(fit, reason, model_points, "models")
         out.update({"available": blk["available"], "reason": blk["reason"], "per_model": blk["rows"],
-                    "fit": blk.get("fit"), "caution": blk.get("caution")})
+                    "fit": blk.get("fit"), "caution": blk.get("caution"),
+                    "rank_uncertainty": blk.get("rank_uncertainty")})
         sentence = _sentence(blk, fit.n) if fit is not None and blk["available"] else None
         if sentence is not None and blk.get("caution"):  # a sentence means the adjustment is available
             sentence += f" Caution: {blk['caution']}."

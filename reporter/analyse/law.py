@@ -118,6 +118,10 @@ class LawFit:
     n_resamples: int = 2000
     n_resamples_used: int = 0
     seed: int = 0
+    #: the pairs-bootstrap fits behind the CIs (slope, intercept per resample), for the uncertainty of
+    #: what is derived from the law (:func:`reporter.analyse.fairness.adjusted_rank_intervals`)
+    boot_slopes: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+    boot_intercepts: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
 
     def predict_mui(self, performance_pct):
         """MUI (%) the law predicts at performance P (%)."""
@@ -189,10 +193,10 @@ def _bootstrap(x: np.ndarray, y: np.ndarray, seed: int, n_resamples: int, confid
     icpt = ys[ok].mean(axis=1) - slope * xs[ok].mean(axis=1)
     if slope.size == 0:
         nan = (float("nan"), float("nan"))
-        return nan, nan, 0
+        return nan, nan, 0, slope, icpt
     q = [50 * (1 - confidence), 50 * (1 + confidence)]
     return (tuple(float(v) for v in np.percentile(slope, q)), tuple(float(v) for v in np.percentile(icpt, q)),
-            int(slope.size))
+            int(slope.size), slope, icpt)
 
 
 def fit_utility_law(performance_pct: Sequence[float], mui_pct: Sequence[float], *,
@@ -231,11 +235,12 @@ def fit_utility_law(performance_pct: Sequence[float], mui_pct: Sequence[float], 
     if np.ptp(x) <= 1e-12:
         raise LawError("all points have the same performance; the slope is undefined")
     r = stats.linregress(x, M)
-    s_ci, i_ci, used = _bootstrap(x, M, seed, n_resamples, confidence)
+    s_ci, i_ci, used, b_slopes, b_icpts = _bootstrap(x, M, seed, n_resamples, confidence)
     return LawFit(slope=float(r.slope), intercept=float(r.intercept), r2=float(r.rvalue ** 2), n=int(P.size),
                   slope_ci=s_ci, intercept_ci=i_ci, slope_stderr=float(r.stderr), p_value=float(r.pvalue),
                   performance=P, mui=M, labels=[labels[i] for i in keep], excluded=excluded,
-                  confidence=confidence, n_resamples=n_resamples, n_resamples_used=used, seed=seed)
+                  confidence=confidence, n_resamples=n_resamples, n_resamples_used=used, seed=seed,
+                  boot_slopes=b_slopes, boot_intercepts=b_icpts)
 
 
 def fit_points(points: Sequence[dict], *, seed: int = 0, n_resamples: int = 2000) -> tuple[LawFit | None, str | None]:

@@ -412,6 +412,19 @@ class FairRow(TypedDict, total=False):
     rank_adjusted: Required[int]
     shift: Required[int]
     n_tasks: int
+    #: the adjusted rank's central interval under the law's bootstrap fits, and the share of them ranking it first
+    rank_adjusted_interval: list[int]
+    p_first: float
+
+
+class RankUncertainty(TypedDict, total=False):
+    """How the law's pairs-bootstrap fits were carried to the adjusted ranks (:func:`reporter.analyse.fairness.adjusted_rank_intervals`)."""
+
+    resamples: int
+    of: int
+    share_slope_not_negative: Union[float, None]
+    confidence: float
+    what: str
 
 
 class Fairness(TypedDict, total=False):
@@ -423,6 +436,7 @@ class Fairness(TypedDict, total=False):
     caution: str
     available: bool
     per_model: list[FairRow]
+    rank_uncertainty: Union[RankUncertainty, None]
 
 
 class Signal(TypedDict, total=False):
