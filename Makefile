@@ -13,7 +13,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 SYSTEM_PKGS := chromium poppler-utils fonts-dejavu-core
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint docs identity venv install assets system-deps clean
+.PHONY: demo showcase test lint docs identity venv install assets system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ assets: venv
 
 demo: install assets
 	$(BIN)/reporter run $(ARGS)
+
+# Every claim of the card on real models, offline (benchmarks/showcase.py): fine-tunes a release candidate
+# (three checkpoints) and a contaminated model from the packaged SmolLM2 once (cached in ~/.cache/reporter/showcase),
+# then runs profiles/showcase.yaml on them, both packaged models and an untrained baseline, into showcase/.
+showcase: install assets
+	$(BIN)/python benchmarks/showcase.py -o showcase $(ARGS)
 
 system-deps:
 	@command -v chromium >/dev/null && command -v pdftoppm >/dev/null || \

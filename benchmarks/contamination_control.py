@@ -87,8 +87,11 @@ def chat_text(lm: Any, task: str, it: Any) -> str:
 
 
 def finetune(model: Any, tokenizer: Any, texts: Sequence[str], *, epochs: int, lr: float, batch_size: int = 4,
-             seed: int = 0, max_tokens: int = 512, log: Any = None) -> list[float]:
-    """Full fine-tuning (AdamW, causal-LM loss on every token) of ``model`` on ``texts``; returns the epoch losses."""
+             seed: int = 0, max_tokens: int = 512, log: Any = None, on_step: Any = None) -> list[float]:
+    """Full fine-tuning (AdamW, causal-LM loss on every token) of ``model`` on ``texts``; returns the epoch losses.
+
+    ``on_step(step)`` is called after each optimizer step (1, 2, ...): the showcase saves its checkpoints there.
+    """
     import torch
 
     torch.manual_seed(seed)
@@ -97,6 +100,7 @@ def finetune(model: Any, tokenizer: Any, texts: Sequence[str], *, epochs: int, l
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     losses = []
+    step = 0
     for ep in range(epochs):
         order = list(range(len(texts)))
         rng.shuffle(order)
@@ -115,6 +119,9 @@ def finetune(model: Any, tokenizer: Any, texts: Sequence[str], *, epochs: int, l
             loss.backward()
             opt.step()
             total += loss.item() * len(ids)
+            step += 1
+            if on_step is not None:
+                on_step(step)
         losses.append(total / len(texts))
         if log:
             log(f"  epoch {ep + 1}/{epochs}: loss {losses[-1]:.3f}")
