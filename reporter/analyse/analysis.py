@@ -370,7 +370,7 @@ def _diversity(results: dict, rd: RunDir, per_item: PerItem, seed: int, n_resamp
     return out, coreset
 
 
-def _training(results: dict, law_pts: dict) -> TrainingResult | None:
+def _training(results: dict, law_pts: dict, per_item: PerItem | None = None, seed: int = 0) -> TrainingResult | None:
     ck = {m: (results["models"][m].get("meta") or {}).get("checkpoint") for m in law_pts}
     ck = {m: c for m, c in ck.items() if _finite(c)}
     if len(ck) < 2:
@@ -382,7 +382,7 @@ def _training(results: dict, law_pts: dict) -> TrainingResult | None:
     per_task: dict[str, Sequence[dict[str, Any]]] = {
         t: [{**_strip(sub[m][t]), "checkpoint": ck[m]} for m in sub if t in sub[m]]
         for t in sorted({t for ts in sub.values() for t in ts})}
-    out = training_phases(avg, per_task) if len(avg) >= 2 else None
+    out = (training_phases(avg, per_task, items=per_item, tasks=common, seed=seed) if len(avg) >= 2 else None)
     if out is not None:
         out["tasks"], out["tasks_dropped"] = common, dropped
     return out
@@ -445,7 +445,7 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
     if law_sae is not None:  # only when a model counted SAE features
         out["law_sae"] = law_sae
     out.update({"diversity": diversity, "coreset": coreset,
-                "training": _training(results, law_pts),
+                "training": _training(results, law_pts, per_item, seed),
                 "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE,
                                 "contamination_meaning": MEANING, "contamination_power": dict(CONTROL_POWER),
                                 "training": PHASE_RULE, "advice": ADVICE_RULES,

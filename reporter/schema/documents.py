@@ -659,6 +659,8 @@ class TrainingPoint(TypedDict, total=False):
     P: Required[Fraction]
     MUI: Required[float]
     dP: float
+    #: the paired 95% bootstrap interval of dP (fractions), when the run's items were read
+    dP_ci: Union[list[float], None]
     dMUI: float
     phase: str
 
