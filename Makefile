@@ -50,8 +50,8 @@ test: venv system-deps
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
 	$(MAKE) identity
 
-# lm-eval identity on the real packaged SmolLM2 (part of `make test`, after pytest: about 3 minutes on 2 cores,
-# too slow for the suite's budget): lm-eval's own arc_challenge YAML, 30 documents, 0 and 5 shots, lm-eval's hf
+# lm-eval identity on the real packaged SmolLM2 (part of `make test`, after pytest: about 4 minutes on 2 cores in
+# two rounds, whose medians are the ratios it prints; too slow for the suite's budget): lm-eval's own arc_challenge YAML, 30 documents, 0 and 5 shots, lm-eval's hf
 # model against reporter with and without its collectors; exits 1 when any document's acc or acc_norm differs.
 identity:
 	HF_DATASETS_OFFLINE=1 $(BIN)/python benchmarks/throughput.py --mode lm-eval-task --docs 30 --shots 0,5 \
