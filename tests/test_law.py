@@ -221,3 +221,57 @@ def test_adjusted_rank_intervals_match_a_plain_loop_over_the_bootstrap_fits():
         assert r["p_first"] == pytest.approx(got.count(1) / n_neg)
         assert lo <= r["rank_adjusted"] <= hi
     assert fairness([{"label": lab, "P": p, "MUI": m} for lab, p, m in zip(labels, P, M)])["rank_uncertainty"]["resamples"] > 0
+
+
+def test_joint_rank_intervals_match_a_plain_loop_over_items_and_models():
+    """The same draws in the same order (per task one item draw shared by every model, then one draw of the
+    models), each resample's scores, OLS refit and adjusted scores in plain float64 Python, ranks by (-adjusted,
+    label), and the interval read off the sorted ranks."""
+    from reporter.analyse.fairness import joint_rank_intervals
+
+    gen = np.random.default_rng(4)
+    labels = ["m1", "m2", "m3", "m4"]
+    rates = {"m1": (0.2, 0.3), "m2": (0.4, 0.5), "m3": (0.6, 0.6), "m4": (0.7, 0.9)}
+    mui = {"m1": 9.0, "m2": 6.5, "m3": 5.0, "m4": 3.0}
+    items = {m: {"t1": {f"a{i}": float(gen.random() < rates[m][0]) for i in range(15)},
+                 "t2": {f"b{i}": float(gen.random() < rates[m][1]) for i in range(9)}} for m in labels}
+    P = {m: 100 * np.mean([np.mean(list(items[m][t].values())) for t in ("t1", "t2")]) for m in labels}
+    fit = fit_utility_law([P[m] for m in labels], [mui[m] for m in labels], labels=labels, seed=0)
+    rows = adjusted_scores(fit, [{"label": m, "P": P[m], "MUI": mui[m]} for m in labels])
+    info = joint_rank_intervals(rows, items, ["t1", "t2"], seed=7, n_resamples=300)
+
+    rng = np.random.default_rng(7)
+    ids = {t: sorted(items["m1"][t]) for t in ("t1", "t2")}
+    ranks = {m: [] for m in labels}
+    n_neg = 0
+    for _ in range(300):
+        Ps = {m: 0.0 for m in labels}
+        for t in ("t1", "t2"):
+            draw = rng.integers(0, len(ids[t]), len(ids[t]))
+            for m in labels:
+                Ps[m] += sum(items[m][t][ids[t][k]] for k in draw) / len(draw) / 2
+        Ps = {m: 100 * v for m, v in Ps.items()}
+        pick = [labels[k] for k in rng.integers(0, 4, 4) if Ps[labels[k]] > 0]
+        xs = [math.log(Ps[m]) for m in pick]
+        ys = [mui[m] for m in pick]
+        if len(pick) < 2 or max(xs) - min(xs) <= 1e-12:
+            continue
+        xm, ym = sum(xs) / len(xs), sum(ys) / len(ys)
+        b = sum((x - xm) * (y - ym) for x, y in zip(xs, ys)) / sum((x - xm) ** 2 for x in xs)
+        if not b < 0:
+            continue
+        n_neg += 1
+        a = ym - b * xm
+        adj = {}
+        for m in labels:
+            law = a + b * math.log(Ps[m]) if Ps[m] > 0 else float("nan")
+            adj[m] = 0.0 if Ps[m] <= 0 else (Ps[m] * law / mui[m] if law > 0 else -math.inf)
+        for k, m in enumerate(sorted(labels, key=lambda lb: (-adj[lb], lb)), 1):
+            ranks[m].append(k)
+    assert info["resamples"] == n_neg > 100 and "resampled items" in info["what"]
+    for r in rows:
+        got = sorted(ranks[r["label"]])
+        assert r["rank_adjusted_interval"] == [got[int(math.floor(0.025 * (n_neg - 1)))],
+                                               got[int(math.ceil(0.975 * (n_neg - 1)))]], r["label"]
+        assert r["p_first"] == pytest.approx(got.count(1) / n_neg)
+    assert joint_rank_intervals(rows, {m: items[m] for m in labels[:3]}, ["t1"], seed=0) is None  # a model without items

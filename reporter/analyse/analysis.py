@@ -425,7 +425,9 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
                   "MUI": float(np.mean([p["MUI"] for p in ts.values()])), "baseline": True}
                  for m, ts in base_pts.items() if ts]
     per_task_pts = {t: f[2] for t, f in fits.items()}
-    fair = fairness(avg, per_task_pts, seed=seed, n_resamples=n_resamples, reference_rows=base_rows)
+    per_item = per_item_scores(results, rd.root)
+    fair = fairness(avg, per_task_pts, seed=seed, n_resamples=n_resamples, reference_rows=base_rows,
+                    items=per_item, tasks=(law.get("per_model_average") or {}).get("tasks") or [])
     if base_rows:
         notes.append(f"untrained baseline(s) {', '.join(r['model'] for r in base_rows)}: reference rows, "
                      "not points of the law and not ranked")
@@ -437,7 +439,6 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
         sae_pts, _, sae_left = _points(results, "mui_sae", "mui_sae_settings", ("rho", "n_samples"))
         law_sae = _law(sae_pts, seed, n_resamples)[0]
         law_sae["left_out"] = sae_left
-    per_item = per_item_scores(results, rd.root)
     diversity, coreset = _diversity(results, rd, per_item, seed, n_resamples, notes)
     board: Leaderboard = leaderboard(results, per_item, seed=seed, n_resamples=n_resamples)
     out: AnalysisDoc = {"version": ANALYSIS_VERSION, "seed": seed, "law": law, "fairness": fair, **board,

@@ -12,14 +12,14 @@ False
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, TypedDict, cast
+from typing import Any, Mapping, Sequence, TypedDict, cast
 
 import numpy as np
 
 from .law import MIN_POINTS, FitDict, LawFit, fit_points
 from .numbers import finite_or_none as _f
 
-__all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "adjusted_rank_intervals", "fairness", "AdjustedRow", "FairBlock", "FairnessResult"]
+__all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "adjusted_rank_intervals", "joint_rank_intervals", "fairness", "AdjustedRow", "FairBlock", "FairnessResult"]
 
 
 class AdjustedRow(TypedDict, total=False):
@@ -155,16 +155,76 @@ def adjusted_rank_intervals(fit: LawFit, rows: list[AdjustedRow]) -> dict[str, A
         m_law = a + b * np.log(np.where(P > 0, P, np.nan))
         adj = np.where(P <= 0, 0.0, np.where((m_law > 0) & (M > 0), P * m_law / M, -np.inf))
     adj = np.nan_to_num(adj, nan=-np.inf)
+    _rank_rows(rows, np.nan_to_num(adj, nan=-np.inf), fit.confidence)
+    return out
+
+
+def _rank_rows(rows: list[AdjustedRow], adj: np.ndarray, confidence: float) -> None:
+    """Rank ``adj`` (resamples x rows; -inf = no adjustment) as adjusted_scores does; store each row's interval."""
     order = np.argsort([str(r["label"]) for r in rows], kind="stable")
     tie = np.empty(len(rows), int)
     tie[order] = np.arange(len(rows))  # label order breaks ties, as adjusted_scores does
     better = (adj[:, None, :] > adj[:, :, None]) | ((adj[:, None, :] == adj[:, :, None]) & (tie[None, :] < tie[:, None])[None])
     ranks = 1 + better.sum(axis=2)  # (resamples, rows)
-    q = 50 * (1 - fit.confidence), 50 * (1 + fit.confidence)
+    q = 50 * (1 - confidence), 50 * (1 + confidence)
     for j, r in enumerate(rows):
         lo, hi = np.percentile(ranks[:, j], q[0], method="lower"), np.percentile(ranks[:, j], q[1], method="higher")
         r["rank_adjusted_interval"] = [int(lo), int(hi)]
         r["p_first"] = float(np.mean(ranks[:, j] == 1))
+
+
+def joint_rank_intervals(rows: list[AdjustedRow], items: Mapping[str, Mapping[str, Mapping[str, float]]],
+                         tasks: Sequence[str], *, seed: int = 0, n_resamples: int = 2000,
+                         confidence: float = 0.95) -> dict[str, Any] | None:
+    """The items' and the law's uncertainty together, carried to the adjusted ranks.
+
+    Each resample (``numpy.random.default_rng(seed)``, in this order): per task of ``tasks``, one draw of the
+    items every model answered (``integers(0, n, n)``, the same items for every model: paired), giving each
+    model's P* = 100 x the mean over tasks of its resampled task means; then one pairs-bootstrap draw of the
+    models (``integers(0, m, m)``) and the law refitted (OLS of MUI on ln P*, points with P* > 0) on them. With a
+    negative slope, every row's adjusted score is recomputed from its P*, its MUI as measured and that law, and
+    the rows ranked. Each row's ``rank_adjusted_interval`` / ``p_first`` are replaced; None (nothing changed)
+    when a task has no item every model answered or a row has no items.
+
+    >>> rows = [{"label": m, "P": p, "MUI": u} for m, p, u in (("a", 20.0, 9.0), ("b", 50.0, 5.0), ("c", 80.0, 2.0))]
+    >>> items = {m: {"t": {str(i): float(i < p / 10) for i in range(10)}} for m, p in (("a", 20), ("b", 50), ("c", 80))}
+    >>> joint_rank_intervals(rows, items, ["t"], seed=0, n_resamples=200)["resamples"] > 0, rows[2]["rank_adjusted_interval"]
+    (True, [1, 2])
+    """
+    labels = [str(r.get("model", r["label"])) for r in rows]
+    if not rows or not tasks or any(lab not in items for lab in labels):
+        return None
+    per_task = []
+    for t in tasks:
+        ids = sorted(set.intersection(*(set(items[lab].get(t) or {}) for lab in labels)))
+        if not ids:
+            return None
+        per_task.append(np.array([[float(items[lab][t][i]) for i in ids] for lab in labels], np.float64))
+    M = np.array([float(r["MUI"]) for r in rows])
+    rng = np.random.default_rng(seed)
+    kept, n_neg = [], 0
+    for _ in range(n_resamples):
+        P = 100.0 * np.mean([s[:, rng.integers(0, s.shape[1], s.shape[1])].mean(axis=1) for s in per_task], axis=0)
+        j = rng.integers(0, len(rows), len(rows))
+        j = j[P[j] > 0]
+        x = np.log(P[j]) if j.size else np.empty(0)
+        if j.size < 2 or np.ptp(x) <= 1e-12:
+            continue
+        xc = x - x.mean()
+        b = float(np.sum(xc * (M[j] - M[j].mean())) / np.sum(xc ** 2))
+        if not b < 0:
+            continue
+        n_neg += 1
+        a = float(M[j].mean() - b * x.mean())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m_law = a + b * np.log(np.where(P > 0, P, np.nan))
+            kept.append(np.where(P <= 0, 0.0, np.where((m_law > 0) & (M > 0), P * m_law / M, -np.inf)))
+    out: dict[str, Any] = {"resamples": n_neg, "of": n_resamples, "share_slope_not_negative": 1 - n_neg / n_resamples,
+                           "confidence": confidence,
+                           "what": ("ranks under resampled items (paired, per task) and a pairs-bootstrap refit of the "
+                                    "law on the resampled scores (slope < 0); MUI as measured")}
+    if kept:
+        _rank_rows(rows, np.nan_to_num(np.array(kept), nan=-np.inf), confidence)
     return out
 
 
@@ -208,12 +268,17 @@ def _sentence(block: FairBlock, n_models: int) -> str:
 
 def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, Sequence[dict[str, Any]]] | None = None,
              *, seed: int = 0, n_resamples: int = 2000,
-             reference_rows: Sequence[dict[str, Any]] = ()) -> FairnessResult:
+             reference_rows: Sequence[dict[str, Any]] = (),
+             items: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
+             tasks: Sequence[str] = ()) -> FairnessResult:
     """Law-adjusted fairness per model (on per-model averages) and per task.
 
     ``model_points``: one dict per model with "label", "P" (average %), "MUI" (average %);
     ``per_task_points``: {task: [points]}; ``reference_rows``: untrained baselines, shown
     as-is and never fitted or ranked. Fewer than 3 models: ``available`` is False with the reason.
+    ``items`` ({model: {task: {id: score}}}) with ``tasks`` (the tasks the averages use) give the per-model
+    ranks intervals under the items' and the law's uncertainty (:func:`joint_rank_intervals`); without them,
+    under the law's alone (:func:`adjusted_rank_intervals`).
 
     >>> out = fairness([{"label": "a", "P": 10, "MUI": 9}, {"label": "b", "P": 50, "MUI": 5}])
     >>> out["available"], out["reason"]
@@ -228,6 +293,10 @@ def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, 
     else:
         fit, reason = fit_points(model_points, seed=seed, n_resamples=n_resamples)
         blk = _fair_block(fit, reason, model_points, "models")
+        if blk["available"] and items is not None:  # the per-model ranking: the items' uncertainty too
+            joint = joint_rank_intervals(blk["rows"], items, tasks, seed=seed, n_resamples=n_resamples)
+            if joint is not None:
+                blk["rank_uncertainty"] = joint
         out.update({"available": blk["available"], "reason": blk["reason"], "per_model": blk["rows"],
                     "fit": blk.get("fit"), "caution": blk.get("caution"),
                     "rank_uncertainty": blk.get("rank_uncertainty")})
