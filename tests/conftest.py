@@ -309,3 +309,25 @@ def doctest_objects(tmp_path_factory: pytest.TempPathFactory) -> dict:
         run = copy_run(shared_run(tmp_path_factory), tmp_path_factory.mktemp("doctest") / "run")
         _DOCTEST_OBJECTS.update(lm=tiny_lm("llama"), run_dir=run)
     return _DOCTEST_OBJECTS
+
+
+# --- scheduling: the heaviest modules first ----------------------------------------------------------------------
+
+#: test modules by measured cost, heaviest first (tests/ durations of 2026-12-02, two workers). `make test` runs
+#: pytest-xdist with --dist loadfile, which hands out modules in collection order: starting the long ones first
+#: keeps one worker from running a long module alone at the end. Scheduling only: a stale list costs wall time,
+#: never a result; modules not listed keep their order after these.
+HEAVY_FIRST = ("test_resume", "test_card", "test_run", "test_scaleout", "test_robustness", "test_loading",
+               "test_golden", "test_entry_points", "test_lm_eval_cli", "test_showcase", "test_json_schema",
+               "test_sandbox", "test_compare", "test_coreset", "test_markdown", "test_ranking")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put the modules of HEAVY_FIRST first, in that order; every module's own test order is kept."""
+    rank = {name: k for k, name in enumerate(HEAVY_FIRST)}
+
+    def key(item):
+        mod = Path(str(item.fspath)).stem
+        return rank.get(mod, len(rank)) if Path(str(item.fspath)).parent.name == "tests" else len(rank)
+
+    items[:] = [it for _, it in sorted(enumerate(items), key=lambda p: (key(p[1]), p[0]))]
