@@ -54,7 +54,7 @@ def log(msg: str) -> None:
 
 # ----------------------------------------------------------------------------- training data
 
-def _shuffled(question: str, correct: str, wrong: Sequence[str], rng: random.Random) -> tuple[list[str], int]:
+def _shuffled(correct: str, wrong: Sequence[str], rng: random.Random) -> tuple[list[str], int]:
     opts = [correct, *wrong]
     rng.shuffle(opts)
     return opts, opts.index(correct)
@@ -73,8 +73,7 @@ def rc_items(n: int, seed: int = SEED) -> list[Any]:
     rng = random.Random(seed)
     out = []
     for i, r in enumerate(load_disk("sciq/none/validation")):
-        opts, j = _shuffled(r["question"], r["correct_answer"], [r["distractor1"], r["distractor2"], r["distractor3"]],
-                            rng)
+        opts, j = _shuffled(r["correct_answer"], [r["distractor1"], r["distractor2"], r["distractor3"]], rng)
         out.append(Item(id=f"sciq/{i}", question=mc_question(r["question"], opts), answer=LETTERS[j], choices=opts))
     for r in load_disk("openbookqa/main/validation"):
         texts, labels = list(r["choices"]["text"]), list(r["choices"]["label"])

@@ -47,6 +47,16 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+def benchmark_script(name: str):
+    """A script of benchmarks/ (not a package) loaded as a module, e.g. ``benchmark_script("contamination_control")``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture
 def tiny_yaml(tmp_path):
     """Write a YAML file and return its path."""

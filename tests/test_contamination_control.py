@@ -10,9 +10,7 @@ Both go through ``reporter run`` end to end with the script's own functions.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,21 +18,13 @@ from click.testing import CliRunner
 
 from reporter.cli import main
 
-from .conftest import tiny_lm
+from .conftest import benchmark_script, tiny_lm
 
 pytestmark = pytest.mark.slow  # every test reads the fine-tuned model's run of `control`
 
-ROOT = Path(__file__).resolve().parents[1]
 #: 16 items left the other-split and verbatim tests at the edge of the run-wide correction on an AMD EPYC
 #: machine (adjusted p 0.010 and 0.035 against 0.01: float rounding of the fine-tuning); 20 clear it (0.002, 0.003)
 N_ITEMS = 20
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("contamination_control", ROOT / "benchmarks" / "contamination_control.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +38,7 @@ def control(tmp_path_factory):
 
 
 def _control(tmp_path_factory):
-    ctl = _script()
+    ctl = benchmark_script("contamination_control")
     out = tmp_path_factory.mktemp("control")
     torch.manual_seed(0)
     lm = tiny_lm("llama", vocab="small")

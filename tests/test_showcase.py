@@ -18,7 +18,6 @@ construction, and a regression that silences one fails here.
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import random
 import re
@@ -31,11 +30,10 @@ from click.testing import CliRunner
 from reporter.card.render import render
 from reporter.cli import main
 
-from .conftest import tiny_lm
+from .conftest import benchmark_script, tiny_lm
 
 pytestmark = pytest.mark.slow  # every test reads the run of `showcase`
 
-ROOT = Path(__file__).resolve().parents[1]
 SEED = 1
 STEPS = (15, 30, 90)
 WORDS = "apple river stone cloud green tiger paper light music ocean forest silver window garden rocket candle".split()
@@ -52,25 +50,13 @@ tasks:
 """
 
 
-def _control_script():
-    spec = importlib.util.spec_from_file_location("contamination_control", ROOT / "benchmarks" / "contamination_control.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def showcase(tmp_path_factory):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: one intra-op thread is fastest on shared cores
-    try:
-        yield _build_and_run(tmp_path_factory.mktemp("showcase"))
-    finally:
-        torch.set_num_threads(threads)
+def showcase(tmp_path_factory, one_thread):
+    return _build_and_run(tmp_path_factory.mktemp("showcase"))
 
 
 def _build_and_run(root: Path) -> dict:
-    ctl = _control_script()
+    ctl = benchmark_script("contamination_control")
     rng = random.Random(0)
     test = [{"id": f"c{i}", "q": f"Repeat: {w}", "a": w} for i, w in enumerate(rng.choice(WORDS) for _ in range(24))]
     train = [f"Repeat: {w}\nAnswer: {w}\n" for w in (rng.choice(WORDS) for _ in range(64))]

@@ -19,7 +19,8 @@ import numpy as np
 from .law import MIN_POINTS, FitDict, LawFit, fit_points
 from .numbers import finite_or_none as _f
 
-__all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "adjusted_rank_intervals", "joint_rank_intervals", "fairness", "AdjustedRow", "FairBlock", "FairnessResult"]
+__all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "adjusted_rank_intervals", "joint_rank_intervals", "fairness",
+           "AdjustedRow", "FairBlock", "FairnessResult"]
 
 
 class AdjustedRow(TypedDict, total=False):
@@ -148,15 +149,20 @@ def adjusted_rank_intervals(fit: LawFit, rows: list[AdjustedRow]) -> dict[str, A
                            "what": "ranks under the law's pairs-bootstrap fits (slope < 0); scores as measured"}
     if not neg.any() or not rows:
         return out
-    b, a = b[neg][:, None], a[neg][:, None]
     P = np.array([float(r["P"]) for r in rows])
     M = np.array([float(r["MUI"]) for r in rows])
+    _rank_rows(rows, _adjusted(P, M, a[neg][:, None], b[neg][:, None]), fit.confidence)
+    return out
+
+
+def _adjusted(P: np.ndarray, M: np.ndarray, a: Any, b: Any) -> np.ndarray:
+    """The law-adjusted score P x MUI_law(P) / MUI of :func:`adjusted_scores`, vectorised over laws (a, b):
+    0 at P <= 0, -inf (ranked last) where the law predicts no effort.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
         m_law = a + b * np.log(np.where(P > 0, P, np.nan))
         adj = np.where(P <= 0, 0.0, np.where((m_law > 0) & (M > 0), P * m_law / M, -np.inf))
-    adj = np.nan_to_num(adj, nan=-np.inf)
-    _rank_rows(rows, np.nan_to_num(adj, nan=-np.inf), fit.confidence)
-    return out
+    return np.nan_to_num(adj, nan=-np.inf)
 
 
 def _rank_rows(rows: list[AdjustedRow], adj: np.ndarray, confidence: float) -> None:
@@ -215,16 +221,13 @@ def joint_rank_intervals(rows: list[AdjustedRow], items: Mapping[str, Mapping[st
         if not b < 0:
             continue
         n_neg += 1
-        a = float(M[j].mean() - b * x.mean())
-        with np.errstate(divide="ignore", invalid="ignore"):
-            m_law = a + b * np.log(np.where(P > 0, P, np.nan))
-            kept.append(np.where(P <= 0, 0.0, np.where((m_law > 0) & (M > 0), P * m_law / M, -np.inf)))
+        kept.append(_adjusted(P, M, float(M[j].mean() - b * x.mean()), b))
     out: dict[str, Any] = {"resamples": n_neg, "of": n_resamples, "share_slope_not_negative": 1 - n_neg / n_resamples,
                            "confidence": confidence,
                            "what": ("ranks under resampled items (paired, per task) and a pairs-bootstrap refit of the "
                                     "law on the resampled scores (slope < 0); MUI as measured")}
     if kept:
-        _rank_rows(rows, np.nan_to_num(np.array(kept), nan=-np.inf), confidence)
+        _rank_rows(rows, np.array(kept), confidence)
     return out
 
 
