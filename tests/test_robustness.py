@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -212,12 +211,32 @@ def test_hostile_yaml_fails_fast_with_one_line(case, tmp_path):
                                                       "tasks: [{name: arc_easy, limit: *i}]\n"))
         (tmp_path / "m.yaml").write_text(f"profile: {tmp_path / 'p.yaml'}\nmodels: [{{name: m, source: random:llama}}]\n")
         target, want = tmp_path / "m.yaml", "YAML aliases"
-    start = time.monotonic()
     cmd = ["run", str(target), "-o", str(tmp_path / "out")] if case == "profile-bomb" else ["validate", str(target)]
-    r = subprocess.run([sys.executable, "-m", "reporter.cli", *cmd], capture_output=True, text=True, timeout=60)
-    assert time.monotonic() - start < 5  # the whole command, interpreter start included
-    assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    returncode, stderr, peak_rss_mb = _run_measured([sys.executable, "-m", "reporter.cli", *cmd], tmp_path)
+    assert returncode == 2 and want in stderr and len(stderr.strip().splitlines()) == 1, stderr
+    # Refused before anything is expanded or read whole: the bomb expands to 9**9 list entries (> 3 GB),
+    # /dev/zero never ends, the large file is 60 MB of text (~10x that parsed); the command itself needs ~40 MB here.
+    assert peak_rss_mb < 600, f"peak RSS {peak_rss_mb:.0f} MB: the input was read or expanded before the refusal"
     assert not (tmp_path / "out").exists()
+
+
+def _run_measured(argv: list[str], tmp_path: Path) -> tuple[int, str, float]:
+    """Run ``python -m MODULE ARGS``; its exit code, stderr and the process's own peak RSS in MB.
+
+    The peak is the process's VmHWM, read at exit (rusage's maxrss would count the forking parent's
+    pages). A hang guard kills it after 120 s: a hang fails the test, it is not a timing assertion.
+    """
+    hwm = tmp_path / "vmhwm.txt"
+    wrapper = ("import atexit, runpy, sys\n"
+               "def _hwm():\n"
+               "    line = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+               f"    open({str(hwm)!r}, 'w').write(line.split()[1])\n"
+               "atexit.register(_hwm)\n"
+               "mod = sys.argv[1]; sys.argv = [mod] + sys.argv[2:]\n"
+               "runpy.run_module(mod, run_name='__main__', alter_sys=True)\n")
+    assert argv[1] == "-m"
+    r = subprocess.run([argv[0], "-c", wrapper, *argv[2:]], capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stderr, int(hwm.read_text()) / 1024
 
 
 # --- 8. chart injection -------------------------------------------------------------------------
