@@ -391,6 +391,10 @@ def test_pdf_core_sets_table_keeps_every_task_on_the_page(tmp_path_factory):
         core, sat = next(iter(d["core_sets"].values())), next(iter(d["saturation"].values()))
         d["core_sets"] = {t: core for t in tasks}
         d["saturation"] = {t: sat for t in tasks}
+    for key in ("law", "fairness", "contamination", "training"):  # sections this test does not read: a shorter PDF
+        res["analysis"].pop(key)
+    for m in res["models"].values():
+        m.pop("lpp", None)
     (root / "results.json").write_text(json.dumps(res))
     pdf = render(root, formats=("pdf",))["pdf"]
     # pdftotext keeps only what lies on the page (pypdf would also return text drawn past its edge)

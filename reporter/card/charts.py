@@ -82,8 +82,42 @@ def javascript_bundle() -> str:
     return vl_convert.javascript_bundle(vl_version=vl_version())
 
 
-def _data(rows: list[dict[str, Any]]) -> alt.Data:
-    return alt.Data(values=rows)
+def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Inline rows as a plain dict: Altair moves them to the spec's top-level ``datasets`` untouched
+    (``alt.Data(values=rows)`` wraps and validates every row, seconds on a card's per-item charts).
+    """
+    return {"values": rows}
+
+
+@lru_cache(maxsize=1)
+def _vl_schema() -> dict[str, Any]:
+    from altair.vegalite.v6.schema.core import load_schema
+
+    return load_schema()
+
+
+def _without_rows(node: Any) -> Any:
+    """The spec with each inline dataset cut to its first row: the structure, not the data, is validated."""
+    if isinstance(node, dict):
+        return {k: (v[:1] if k == "values" and isinstance(v, list) else
+                    {n: rows[:1] for n, rows in v.items()} if k == "datasets" and isinstance(v, dict) else
+                    _without_rows(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_without_rows(x) for x in node]
+    return node
+
+
+def validated(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` after checking it against the Vega-Lite schema (its rows cut to one: the data's schema is
+    any JSON, and walking every row made validation the card's slowest step); raises on an invalid spec.
+
+    >>> validated({"mark": "point", "data": {"values": [{"a": 1}, {"a": 2}]}})["mark"]
+    'point'
+    """
+    from altair.utils.schemapi import validate_jsonschema
+
+    validate_jsonschema(_without_rows(spec), _vl_schema())
+    return spec
 
 
 def _title(text: str, subtitle: str | list[str] | None = None) -> alt.TitleParams:
@@ -95,7 +129,8 @@ def _finish(chart: Any, title: str, subtitle: Any = None) -> dict[str, Any]:
     chart = chart.properties(title=_title(title, subtitle)).configure(font=FONT, background="white")
     chart = chart.configure_axis(labelFontSize=11, titleFontSize=12, gridColor="#e6e6e6")
     chart = chart.configure_legend(labelFontSize=11, titleFontSize=11, labelLimit=220)
-    return chart.configure_view(stroke=None).configure_header(labelFontSize=11, titleFontSize=12).to_dict()
+    return validated(chart.configure_view(stroke=None).configure_header(labelFontSize=11, titleFontSize=12)
+                     .to_dict(validate=False))
 
 
 def _charted(card: dict[str, Any]) -> list[str]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import random
+from functools import lru_cache
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ..errors import UserError
 from .sources import lambada_texts, read_requests
@@ -22,15 +24,17 @@ from .sources import lambada_texts, read_requests
 CORPUS_SEED = 42  # the official code's seed (used to sample hub corpora)
 
 
-def _coqa_stories() -> list[tuple[str, str]]:
+@lru_cache(maxsize=1)
+def _coqa_stories() -> tuple[tuple[str, str], ...]:
+    """(story, genre) of every distinct CoQA story in file order, parsed once per process."""
     seen: dict[str, str] = {}
     for r in read_requests("coqa/bpb_0shot"):
         d = r["doc"]
         seen.setdefault(d["story"].strip(), d.get("source", ""))
-    return list(seen.items())
+    return tuple(seen.items())
 
 
-def _round_robin(pairs: list[tuple[str, str]]) -> list[str]:
+def _round_robin(pairs: Iterable[tuple[str, str]]) -> list[str]:
     groups: dict[str, list[str]] = {}
     for text, src in pairs:
         groups.setdefault(src, []).append(text)
@@ -135,7 +139,7 @@ def lpp_corpus(n: int, min_tokens: int, tokenizer: Any = None, corpus: str = "co
                         "or a hub dataset name such as tatsu-lab/alpaca)")
     else:
         texts = _hub_texts(corpus)
-    out = [t for t in texts if _n_tokens(t, tokenizer) >= min_tokens][:n]
+    out = list(islice((t for t in texts if _n_tokens(t, tokenizer) >= min_tokens), n))  # tokenise only what is taken
     if not out:
         raise UserError(f"LPP corpus '{corpus}': no text has at least {min_tokens} tokens")
     return out

