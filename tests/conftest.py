@@ -104,6 +104,14 @@ def small_tokenizer_dir() -> Path:
     return _SMALL_TOK
 
 
+def small_random(text: str) -> str:
+    """Models YAML ``text`` with every ``random: {...}`` block borrowing the small tokenizer
+    (``random.tokenizer``, :func:`small_tokenizer_dir`): the same run at a fraction of the cost, for tests
+    whose subject is not the tokenizer.
+    """
+    return text.replace("random: {", f"random: {{tokenizer: {small_tokenizer_dir()}, ")
+
+
 def tiny_lm(family: str = "llama", *, kind: str = "base", init_std: float = 0.5, seed: int = 0,
             vocab: str = "full", **size):
     """A LoadedModel around a tiny random model with the packaged SmolLM2 tokenizer.
@@ -203,7 +211,7 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """
     root = _session_dir(tmp_path_factory) / "finished-run"
     return _run_once(root, {"profile.yaml": PROFILE_YAML,
-                            "models.yaml": f"profile: {root / 'profile.yaml'}\n" + RUN_YAML})
+                            "models.yaml": f"profile: {root / 'profile.yaml'}\n" + small_random(RUN_YAML)})
 
 
 @pytest.fixture(scope="session")
@@ -276,7 +284,7 @@ def lm_eval_run(tmp_path_factory) -> dict:
 
         packaged = str(packaged_include_dir())
         _run_once(root, {"groups/mmlu_mini.yaml": LM_EVAL_GROUP_YAML, "profile.yaml": LM_EVAL_PROFILE_YAML,
-                         "models.yaml": f"profile: {root / 'profile.yaml'}\n" + LM_EVAL_MODELS_YAML})
+                         "models.yaml": f"profile: {root / 'profile.yaml'}\n" + small_random(LM_EVAL_MODELS_YAML)})
     return {"run": root / "run", "root": root, "packaged": packaged}
 
 

@@ -16,6 +16,8 @@ from reporter.cli import main
 from reporter.errors import UserError
 from reporter.registry import Registry, did_you_mean, unknown_name
 
+from .conftest import small_random
+
 ROOT = Path(__file__).resolve().parents[1]
 
 NO_TORCH = """
@@ -41,10 +43,10 @@ def finished_run(tmp_path_factory):
     (root / "profile.yaml").write_text("lpp: {n_texts: 2, context: 40, min_tokens: 40}\nsmoke_texts: 1\n"
                                        "contamination: {verbatim_items: 2, reference_texts: 6}\n"
                                        "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 3}\n")
-    (root / "models.yaml").write_text(
+    (root / "models.yaml").write_text(small_random(
         f"profile: {root / 'profile.yaml'}\nmodels:\n"
         "  - {name: a, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}\n"
-        "  - {name: b, source: random:gpt2, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}\n")
+        "  - {name: b, source: random:gpt2, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}\n"))
     r = CliRunner().invoke(main, ["run", str(root / "models.yaml"), "-o", str(root / "out"), "--no-progress",
                                   "--no-render"])
     assert r.exit_code == 0, r.output

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from reporter.card.render import render
 from reporter.cli import main
 from reporter.store.samples import read_samples
-from tests.conftest import small_tokenizer_dir
+from tests.conftest import small_random, small_tokenizer_dir
 from tests.test_golden import _save_local_model
 
 pytestmark = pytest.mark.slow  # every test reads the two runs of `runs`
@@ -72,14 +72,14 @@ def runs(tmp_path_factory):
     (root / "sums.jsonl").write_text("".join(json.dumps({"q": f"What is {i} + {i + 3}?", "a": str(2 * i + 3)}) + "\n"
                                              for i in range(30)))
     (root / "full.yaml").write_text(PROFILE.format(dup_items="", copy_items="", sums_items="", arc_items=""))
-    (root / "models.yaml").write_text(MODELS.format(profile="full.yaml"))
+    (root / "models.yaml").write_text(small_random(MODELS.format(profile="full.yaml")))
     full = _run(root / "models.yaml", root / "full")
     render(root / "full", formats=("html",))  # the card the tests read (the PDF is tests/test_card.py's)
     # the second run evaluates only the core sets (a path relative to the profile file)
     items = ", items: full/coreset.json"
     (root / "core.yaml").write_text(PROFILE.format(dup_items=items, copy_items=items, sums_items=items,
                                                    arc_items=items))
-    (root / "models-core.yaml").write_text(MODELS.format(profile="core.yaml"))
+    (root / "models-core.yaml").write_text(small_random(MODELS.format(profile="core.yaml")))
     core = _run(root / "models-core.yaml", root / "core")
     return root, full, core
 

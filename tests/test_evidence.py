@@ -15,6 +15,8 @@ from reporter.cli import main
 from reporter.collect.evidence import EVIDENCE, EvidencePass, measured, register_evidence
 from reporter.errors import UserError
 
+from .conftest import small_random
+
 CALLS: list[str] = []
 
 
@@ -55,8 +57,9 @@ def passes():
 def test_a_failing_pass_is_one_line_naming_it_and_the_next_pass_still_runs(passes, tmp_path):
     (tmp_path / "p.yaml").write_text("mui: {enabled: false}\nlpp: {enabled: false}\nsmoke_texts: 1\n"
                                      "tasks:\n  - {name: arc_easy, limit: 2, max_new_tokens: 2}\n")
-    (tmp_path / "m.yaml").write_text(f"profile: {tmp_path / 'p.yaml'}\nmodels:\n  - {{name: tiny, source: random:llama, "
-                                     "random: {layers: 1, hidden: 32, intermediate: 48, heads: 2}}\n")
+    (tmp_path / "m.yaml").write_text(small_random(f"profile: {tmp_path / 'p.yaml'}\nmodels:\n  - {{name: tiny, "
+                                                  "source: random:llama, random: {layers: 1, hidden: 32, intermediate: 48, "
+                                                  "heads: 2}}\n"))
     args = ["run", str(tmp_path / "m.yaml"), "-o", str(tmp_path / "run"), "--no-progress", "--no-render"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 2

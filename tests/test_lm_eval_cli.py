@@ -48,7 +48,7 @@ def test_a_group_runs_end_to_end_with_lm_evals_aggregation(lm_eval_run, tmp_path
     from reporter.config import ModelSpec
     from reporter.models.loading import load_model
     from reporter.tasks.lm_eval_source import resolve
-    from tests.conftest import copy_run, lm_eval_env
+    from tests.conftest import copy_run, lm_eval_env, small_tokenizer_dir
 
     run, root = lm_eval_run["run"], lm_eval_run["root"]
     results = json.loads((run / "results.json").read_text())
@@ -60,8 +60,9 @@ def test_a_group_runs_end_to_end_with_lm_evals_aggregation(lm_eval_run, tmp_path
         assert entry["n"] == 2 and entry["lm_eval"]["group"] == "mmlu_mini" and entry["lm_eval"]["n_shot"] == 0
         assert entry["chance"] == 0.25 and "mui" in entry
     groups = json.loads((run / "models" / "Llama-chat" / "lm_eval_groups.json").read_text())
-    spec = ModelSpec(name="Llama chat", source="random:llama",
-                     random={"layers": 2, "hidden": 64, "intermediate": 96, "heads": 4})
+    spec = ModelSpec(name="Llama chat", source="random:llama",  # as the shared run's models.yaml (small_random)
+                     random={"layers": 2, "hidden": 64, "intermediate": 96, "heads": 4,
+                             "tokenizer": str(small_tokenizer_dir())})
     with lm_eval_env(root):
         lm = load_model(spec, run_seed=3)
         resolved = resolve("mmlu_mini", (lm_eval_run["packaged"], str(root / "groups")))

@@ -30,6 +30,42 @@ def test_random_source_is_seeded_and_uses_the_packaged_tokenizer():
     assert a.model(**ids).logits.shape[-1] == len(a.tokenizer)
 
 
+def test_random_source_borrows_the_tokenizer_it_is_given(tmp_path, tiny_yaml):
+    """``random.tokenizer``: an untrained baseline with another tokenizer (a directory or packaged:NAME); the
+    vocabulary follows it, the manifest's config hash counts the directory by content, not by path."""
+    from reporter.config import load_config
+    from reporter.models.loading import load_tokenizer
+    from reporter.models.packaged import tokenizer_dir
+    from reporter.run.manifest import config_hash
+
+    from .conftest import SMALL_VOCAB, small_tokenizer_dir
+
+    small = small_tokenizer_dir()
+    a = load_model(ModelSpec(name="a", source="random:llama", random={**TINY, "tokenizer": str(small)}))
+    assert len(a.tokenizer) == SMALL_VOCAB and a.meta["vocab_size"] == SMALL_VOCAB
+    assert a.model.get_input_embeddings().weight.shape[0] == SMALL_VOCAB
+    assert a.meta["tokenizer_from"] == str(small)
+    text = "The capital of France is Paris."
+    assert a.tokenizer.decode(a.tokenizer(text)["input_ids"]) == text
+    g = load_model(ModelSpec(name="g", source="random:llama", random={**TINY, "tokenizer": "packaged:gemma-3-270m"}))
+    assert g.meta["tokenizer_from"] == "packaged:gemma-3-270m"
+    gemma = load_tokenizer(str(tokenizer_dir(PACKAGED["gemma-3-270m"])))
+    assert len(g.tokenizer) == len(gemma) and g.tokenizer(text)["input_ids"] == gemma(text)["input_ids"]
+    with pytest.raises(UserError, match=r"random.vocab \(100\) is smaller than the tokenizer \(2048 tokens from /"):
+        load_model(ModelSpec(name="v", source="random:llama", random={**TINY, "vocab": 100, "tokenizer": str(small)}))
+
+    def hashed(folder):
+        p = tiny_yaml(f"models:\n  - {{name: a, source: random:llama, random: {{tokenizer: {folder}}}}}\n")
+        cfg = load_config(p)
+        return config_hash({"config": cfg.to_dict(), "profile": {}})
+
+    moved = tmp_path / "moved"
+    shutil.copytree(small, moved)
+    assert hashed(small) == hashed(moved)  # where it lies does not count
+    (moved / "tokenizer_config.json").write_text((moved / "tokenizer_config.json").read_text().replace("}", ', "x": 1}', 1))
+    assert hashed(small) != hashed(moved)  # what it holds does
+
+
 def test_local_source_round_trip_and_kind_inference(tmp_path):
     src = load_model(ModelSpec(name="src", source="random:gpt2", random=TINY))
     d = tmp_path / "my-model"

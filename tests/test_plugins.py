@@ -29,7 +29,7 @@ from reporter.models.adapters import get_adapter
 from reporter.run.manifest import config_hash
 from reporter.store.atomic import read_json, write_json
 
-from .conftest import tiny_model
+from .conftest import small_random, tiny_model
 
 DATA = Path(__file__).parent / "data"
 
@@ -111,9 +111,9 @@ def test_toy_collector_matches_a_float64_loop():
 def test_a_collector_defined_here_reaches_summary_results_and_card(toy_plugin, tmp_path):
     (tmp_path / "profile.yaml").write_text("lpp: {enabled: false}\ncontamination: {verbatim_items: 2, reference_texts: 2}\n"
                                            "smoke_texts: 1\ntasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 3}\n")
-    (tmp_path / "models.yaml").write_text(
+    (tmp_path / "models.yaml").write_text(small_random(
         f"profile: {tmp_path / 'profile.yaml'}\nmodels:\n  - name: tiny\n    source: random:llama\n"
-        "    random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}\n")
+        "    random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}\n"))
     out = tmp_path / "run"
     r = CliRunner().invoke(main, ["run", str(tmp_path / "models.yaml"), "-o", str(out), "--no-progress"])
     assert r.exit_code == 0, r.output

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from .conftest import tiny_lm
+from .conftest import small_tokenizer_dir, tiny_lm
 
 N_ITEMS = 40
 
@@ -36,7 +36,8 @@ tasks:
 profile: {prof}
 models:
   - {{name: tiny-a, source: {model_dir}, kind: base, max_batch_size: 2}}
-  - {{name: tiny-b, source: random:gpt2, random: {{layers: 2, hidden: 64, intermediate: 96, heads: 4}}, max_batch_size: 3}}
+  - {{name: tiny-b, source: random:gpt2, random: {{layers: 2, hidden: 64, intermediate: 96, heads: 4, tokenizer: {small_tokenizer_dir()}}},
+     max_batch_size: 3}}
 """)
     return models
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from reporter.cli import main
 from reporter.store.lock import run_lock
 
-from .conftest import tiny_lm
+from .conftest import small_random, tiny_lm
 
 DATA = Path(__file__).parent / "data"
 TINY = "{layers: 2, hidden: 64, intermediate: 96, heads: 4}"
@@ -30,7 +30,7 @@ PROFILE = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_item
 def _write(root: Path, profile: str = PROFILE, models: str | None = None, extra: str = "") -> Path:
     (root / "profile.yaml").write_text(profile)
     models = models or f"models:\n  - {{name: tiny, source: random:llama, random: {TINY}}}\n"
-    (root / "models.yaml").write_text(f"profile: profile.yaml\n{extra}{models}")
+    (root / "models.yaml").write_text(small_random(f"profile: profile.yaml\n{extra}{models}"))
     return root / "models.yaml"
 
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from reporter.cli import main
 
-from .conftest import copy_run
+from .conftest import copy_run, small_random
 
 YAML = """
 seed: 11
@@ -29,7 +29,7 @@ PROFILE = ("lpp: {n_texts: 4, context: 40, min_tokens: 40}\ncontamination: {untr
 
 def _yaml(tiny_yaml, text=YAML, name="models.yaml"):
     prof = tiny_yaml(PROFILE, "profile.yaml")
-    return tiny_yaml(f"profile: {prof}\n" + text, name)
+    return tiny_yaml(f"profile: {prof}\n" + small_random(text), name)
 
 
 @pytest.mark.slow

@@ -24,6 +24,8 @@ from reporter.models.adapters import get_adapter
 from reporter.models.sae import SAE, hook_module, load_sae_file
 from tests.conftest import tiny_model
 
+from .conftest import small_random
+
 D_SAE = 96
 
 
@@ -268,8 +270,8 @@ def test_wrong_width_sae_fails_the_run_in_one_line(tmp_path):
     _save_saelens(tmp_path / "narrow", narrow, 0)
     (tmp_path / "p.yaml").write_text("tasks: [{name: arc_easy, limit: 2, max_new_tokens: 2}]\nlpp: {enabled: false}\n"
                                      "mui: {unit: sae, sae: {path: narrow}}\n")
-    (tmp_path / "m.yaml").write_text("profile: p.yaml\nmodels:\n  - {name: M, source: random:llama, "
-                                     "random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}\n")
+    (tmp_path / "m.yaml").write_text(small_random("profile: p.yaml\nmodels:\n  - {name: M, source: random:llama, "
+                                                  "random: {layers: 2, hidden: 64, intermediate: 96, heads: 4}}\n"))
     r = CliRunner().invoke(main, ["run", str(tmp_path / "m.yaml"), "-o", str(tmp_path / "run"), "--no-progress",
                                   "--no-render"])
     assert r.exit_code == 2

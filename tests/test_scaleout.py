@@ -12,7 +12,7 @@ from reporter.config import ModelSpec, parse_config
 from reporter.errors import UserError
 from reporter.models.loading import load_model
 
-from .conftest import tiny_lm
+from .conftest import small_random, tiny_lm
 
 YAML = """
 profile: {profile}
@@ -51,7 +51,7 @@ def _assert_same(x, y, path="results"):
 @pytest.mark.slow
 def test_ray_executor_equals_local(tiny_yaml, tmp_path):
     prof = tiny_yaml(PROFILE, "profile.yaml")
-    models = tiny_yaml(YAML.format(profile=prof))
+    models = tiny_yaml(small_random(YAML.format(profile=prof)))
     local, remote = tmp_path / "local", tmp_path / "ray"
     r1 = CliRunner().invoke(main, ["run", str(models), "-o", str(local), "--no-progress", "--no-render"])
     assert r1.exit_code == 0, r1.output

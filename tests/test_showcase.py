@@ -30,7 +30,7 @@ from click.testing import CliRunner
 from reporter.card.render import render
 from reporter.cli import main
 
-from .conftest import benchmark_script, tiny_lm
+from .conftest import benchmark_script, small_random, tiny_lm
 
 pytestmark = pytest.mark.slow  # every test reads the run of `showcase`
 
@@ -82,10 +82,10 @@ def _build_and_run(root: Path) -> dict:
     save("contaminated")
     series = "\n".join(f"  - {{name: rc-{s}, source: ./step-{s}, kind: base, checkpoint: {s}}}" for s in (0, *STEPS))
     (root / "profile.yaml").write_text(PROFILE)
-    (root / "models.yaml").write_text(
+    (root / "models.yaml").write_text(small_random(
         f"seed: 0\nprofile: profile.yaml\nmodels:\n{series}\n  - {{name: contaminated, source: ./contaminated, kind: base}}\n"
         "  - {name: Untrained, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4, "
-        "kv_heads: 2, seed: 9}}\n")
+        "kv_heads: 2, seed: 9}}\n"))
     r = CliRunner().invoke(main, ["run", str(root / "models.yaml"), "-o", str(root / "run"), "--no-progress",
                                   "--no-render"])
     assert r.exit_code == 0, r.output

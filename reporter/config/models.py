@@ -31,7 +31,9 @@ from .sources import SOURCES, source_prefix
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 KINDS = ("base", "instruct")
 CHAT_TEMPLATES = ("auto", "none")
-RANDOM_KEYS = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab", "seed")
+RANDOM_KEYS = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab", "seed", "tokenizer")
+#: the files one of which makes a directory a Hugging Face tokenizer (``random.tokenizer``)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 _HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -58,7 +60,8 @@ class ModelSpec:
     trust_remote_code: bool = False
     max_batch_size: int = 8
     checkpoint: float | None = None
-    random: dict[str, int] = field(default_factory=dict)
+    #: a ``random:`` model's sizes, ``vocab``, ``seed`` and ``tokenizer`` (``packaged:NAME`` or an absolute directory)
+    random: dict[str, Any] = field(default_factory=dict)
     device_map: str | None = None
     num_gpus: float | None = None
     num_cpus: float = 1
@@ -296,9 +299,10 @@ def _model_checkpoint(p: Problems, key: str, v: Any, e: _Entry) -> float | None:
     return c
 
 
-def _model_random(p: Problems, key: str, v: Any, e: _Entry) -> dict[str, int] | None:
+def _model_random(p: Problems, key: str, v: Any, e: _Entry) -> dict[str, Any] | None:
     """``random``: size overrides, only with a ``random:ARCH`` source; each of RANDOM_KEYS a positive integer
-    (``seed`` may be 0).
+    (``seed`` may be 0), except ``tokenizer``: the tokenizer the untrained model borrows instead of its
+    family's (``packaged:NAME`` or a tokenizer directory, relative to the models file).
     """
     if not str(e.raw.get("source", "")).startswith("random:"):
         p.add(key, "size overrides are only valid with a random:ARCH source")
@@ -306,15 +310,43 @@ def _model_random(p: Problems, key: str, v: Any, e: _Entry) -> dict[str, int] | 
     if not isinstance(v, dict):
         p.add(key, f"must be a mapping of {', '.join(RANDOM_KEYS)}, got {type_name(v)}")
         return None
-    ok = {}
+    ok: dict[str, Any] = {}
     for rk, rv in v.items():
         if rk not in RANDOM_KEYS:
             p.add(f"{key}.{rk}", _unknown_key(str(rk), RANDOM_KEYS))
+        elif rk == "tokenizer":
+            if (tok := _random_tokenizer(p, f"{key}.{rk}", rv, e.base_dir)) is not None:
+                ok[rk] = tok
         elif isinstance(rv, bool) or not isinstance(rv, int) or (rv < 1 and rk != "seed") or rv < 0:
             p.add(f"{key}.{rk}", f"must be a positive integer, got {short(rv)}")
         else:
             ok[rk] = rv
     return ok
+
+
+def _random_tokenizer(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
+    """``random.tokenizer``: ``packaged:NAME`` (checked like a packaged source) or an existing directory with
+    a tokenizer file, returned absolute.
+    """
+    if not isinstance(v, str) or not v.strip():
+        p.add(key, f"must be packaged:NAME or a tokenizer directory, got {type_name(v)}")
+        return None
+    if v.startswith("packaged:"):
+        check = SOURCE_CHECKS.get("packaged") if "packaged" in SOURCE_CHECKS else None
+        if check is not None and (problem := check(v.split(":", 1)[1])) is not None:
+            p.add(key, problem)
+            return None
+        return v
+    path = Path(v).expanduser()
+    path = path if path.is_absolute() else base_dir / path
+    if not path.is_dir():
+        p.add(key, f"tokenizer directory '{v}' does not exist (looked at {path}); use packaged:NAME or a directory "
+                   "holding a Hugging Face tokenizer")
+        return None
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        p.add(key, f"'{v}' holds no tokenizer (none of {', '.join(TOKENIZER_FILES)})")
+        return None
+    return str(path.resolve())
 
 
 def _model_sae(p: Problems, key: str, v: Any, e: _Entry) -> SAEConfig | None:

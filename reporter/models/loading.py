@@ -102,11 +102,19 @@ def _load_random(spec: ModelSpec, device: torch.device, dtype: torch.dtype, seed
     arch = spec.source.split(":", 1)[1]
     from transformers import AutoModelForCausalLM
 
-    tok = load_tokenizer(str(tokenizer_dir(PACKAGED[RANDOM_ARCHS[arch].tokenizer])))
+    borrowed = spec.random.get("tokenizer") or f"packaged:{RANDOM_ARCHS[arch].tokenizer}"
+    if borrowed.startswith("packaged:"):
+        tok = load_tokenizer(str(tokenizer_dir(PACKAGED[borrowed.split(":", 1)[1]])))
+    else:  # a tokenizer directory (validated: it exists and holds a tokenizer file)
+        try:
+            tok = load_tokenizer(borrowed)
+        except (OSError, ValueError) as e:
+            raise UserError(f"model '{spec.name}': cannot load random.tokenizer '{borrowed}': "
+                            f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__}") from None
     vocab = spec.random.get("vocab", len(tok))
     if vocab < len(tok):
         raise UserError(f"model '{spec.name}': random.vocab ({vocab}) is smaller than the tokenizer "
-                        f"({len(tok)} tokens from packaged:{RANDOM_ARCHS[arch].tokenizer})")
+                        f"({len(tok)} tokens from {borrowed})")
     cfg = random_config(arch, vocab=vocab, **{k: v for k, v in spec.random.items() if k in SIZE_KEYS})
     cfg.pad_token_id = tok.pad_token_id
     cfg.bos_token_id, cfg.eos_token_id = tok.bos_token_id, tok.eos_token_id
@@ -116,7 +124,7 @@ def _load_random(spec: ModelSpec, device: torch.device, dtype: torch.dtype, seed
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     model = model.to(dtype)
     return SourceModel(model, tok, kind="base",
-                       meta=dict(random_seed=seed, tokenizer_from=f"packaged:{RANDOM_ARCHS[arch].tokenizer}"))
+                       meta=dict(random_seed=seed, tokenizer_from=borrowed))
 
 
 SOURCES.add("packaged", ModelSource("packaged", _load_packaged))

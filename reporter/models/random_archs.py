@@ -14,8 +14,8 @@ from typing import Any, Callable
 from ..config.models import RANDOM_KEYS
 from ..errors import UserError
 
-#: the keys of a ``random:`` entry that set the size (the others are ``vocab`` and ``seed``)
-SIZE_KEYS = tuple(k for k in RANDOM_KEYS if k not in ("vocab", "seed"))
+#: the keys of a ``random:`` entry that set the size (the others are ``vocab``, ``seed`` and ``tokenizer``)
+SIZE_KEYS = tuple(k for k in RANDOM_KEYS if k not in ("vocab", "seed", "tokenizer"))
 
 
 @dataclass(frozen=True)

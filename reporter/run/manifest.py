@@ -34,18 +34,53 @@ def config_hash(resolved: dict[str, Any]) -> str:
 
     Where the files live (the ``profile`` path, the ``output`` directory, a task's core-set
     file) is left out, so a run directory can be moved and resumed with its models file; a
-    task's ``other_split`` file counts by its content.
+    task's ``other_split`` file and a random model's tokenizer directory count by their content.
 
     >>> config_hash({"config": {"seed": 1, "output": "a"}, "profile": {}}) == \\
     ...     config_hash({"config": {"seed": 1, "output": "b"}, "profile": {}})
     True
     """
     config = {k: v for k, v in resolved["config"].items() if k not in ("profile", "output")}
+    if isinstance(config.get("models"), list):
+        config["models"] = [_model_for_hash(m) if isinstance(m, dict) else m for m in config["models"]]
     profile = dict(resolved["profile"])
     if isinstance(profile.get("tasks"), list):
         profile["tasks"] = [_task_for_hash(t) if isinstance(t, dict) else t for t in profile["tasks"]]
     blob = json.dumps({"config": config, "profile": profile}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+#: the files of a tokenizer directory that decide how it tokenises (a model directory's weights do not)
+_TOKENIZER_PARTS = ("merges.txt", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+                    "chat_template.json", "spiece.model", "vocab.txt")
+
+
+def _model_for_hash(m: dict[str, Any]) -> dict[str, Any]:
+    """A model entry as the hash sees it: a ``random.tokenizer`` directory counts by its tokenizer files."""
+    tok = (m.get("random") or {}).get("tokenizer")
+    if not isinstance(tok, str) or tok.startswith("packaged:"):
+        return m
+    return {**m, "random": {**m["random"], "tokenizer": tokenizer_sha256(tok) or tok}}
+
+
+def tokenizer_sha256(folder: str | Path) -> str | None:
+    """``sha256:<hex>`` over a tokenizer directory's tokenizer files (names and bytes), or None if unreadable.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "tokenizer.json").write_text("{}")
+    >>> a = tokenizer_sha256(d); _ = (d / "model.safetensors").write_text("weights"); a == tokenizer_sha256(d)
+    True
+    """
+    h = hashlib.sha256()
+    try:
+        names = sorted(p.name for p in Path(folder).iterdir() if p.is_file() and
+                       (p.name.startswith(("tokenizer", "vocab")) or p.name in _TOKENIZER_PARTS))
+        for name in names:
+            h.update(name.encode() + b"\0")
+            h.update((file_sha256(Path(folder) / name) or "unreadable").encode())
+    except OSError:
+        return None
+    return f"sha256:{h.hexdigest()}" if names else None
 
 
 def _task_for_hash(t: dict[str, Any]) -> dict[str, Any]:
