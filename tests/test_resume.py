@@ -1,4 +1,8 @@
-"""A run killed with SIGKILL mid-task and rerun ends with the same results as an uninterrupted run."""
+"""A run killed with SIGKILL mid-task and rerun ends with the same results as an uninterrupted run.
+
+Only the killed run is a process of its own (a SIGKILL needs one); the uninterrupted run, the rerun and the
+third run are the same command in the test's process.
+"""
 import json
 import os
 import signal
@@ -7,6 +11,9 @@ import sys
 import time
 
 import pytest
+from click.testing import CliRunner
+
+from reporter.cli import main
 
 from .conftest import small_tokenizer_dir, tiny_lm
 
@@ -28,7 +35,7 @@ contamination: {{verbatim_items: 2, reference_texts: 4, untrained: true}}
 smoke_texts: 2
 tasks:
   - {{name: arith, type: jsonl, path: {data}, prompt_field: question, answer_field: answer, scorer: numeric,
-     max_new_tokens: 40}}
+     max_new_tokens: 16}}
   - {{name: arc_easy, limit: 4, max_new_tokens: 4}}
 """)
     models = tmp_path / "models.yaml"
@@ -48,6 +55,12 @@ def _run(models, out, **kw):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def _run_here(models, out):
+    """The same command in this process (the imports are paid once): its exit code and output."""
+    r = CliRunner().invoke(main, ["run", str(models), "-o", str(out), "--no-progress", "--no-render"])
+    return r.exit_code, r.output
+
+
 def _stable(res):
     for m in res["models"].values():
         m["meta"].pop("load_seconds", None)
@@ -59,8 +72,8 @@ def _stable(res):
 @pytest.mark.slow
 def test_sigkill_mid_task_then_rerun_equals_uninterrupted(tmp_path):
     models = _setup(tmp_path)
-    full = _run(models, tmp_path / "full")
-    assert full.wait(timeout=300) == 0, full.stderr.read()
+    code, output = _run_here(models, tmp_path / "full")  # uninterrupted
+    assert code == 0, output
 
     out = tmp_path / "killed"
     samples = out / "models" / "tiny-a" / "tasks" / "arith" / "samples.jsonl"
@@ -76,8 +89,8 @@ def test_sigkill_mid_task_then_rerun_equals_uninterrupted(tmp_path):
     assert 6 <= len(lines) < N_ITEMS - 1, "the kill must land in the middle of the task"
     assert not (samples.parent / "summary.json").exists()
 
-    again = _run(models, out)
-    assert again.wait(timeout=300) == 0, again.stderr.read()
+    code, output = _run_here(models, out)  # the rerun resumes what the killed process left
+    assert code == 0, output
     a = json.loads((tmp_path / "full" / "results.json").read_text())
     b = json.loads((out / "results.json").read_text())
     assert _stable(a) == _stable(b)
@@ -93,7 +106,5 @@ def test_sigkill_mid_task_then_rerun_equals_uninterrupted(tmp_path):
     assert sorted(nids) == sorted(set(ids)) and meta["n_layers"] == 2
     assert not (samples.parent / "neurons").exists()
     # a third run has nothing left to do
-    third = _run(models, out)
-    _, stderr = third.communicate(timeout=120)
-    assert third.returncode == 0
-    assert stderr.count("already complete") == 2
+    code, output = _run_here(models, out)
+    assert code == 0 and output.count("already complete") == 2, output
