@@ -67,15 +67,18 @@ def main(plugins: tuple[str, ...] = ()) -> None:
 @click.option("--executor", type=click.Choice(EXECUTORS), help="Where model jobs run (default: local).")
 @click.option("--address", help="Ray cluster address (with --executor ray), e.g. auto or ray://head:10001.")
 @click.option("--no-render", is_flag=True, help="Skip the model card (results.json only).")
-def run(file, output, profile, force, device, seed, no_progress, executor, address, no_render):
+@click.option("--format", "formats", default="html,pdf,md", show_default=True,
+              help="Comma-separated card formats to write: html, pdf, md (reporter render writes others later).")
+def run(file, output, profile, force, device, seed, no_progress, executor, address, no_render, formats):
     """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list).
 
     Writes results.json and the model card (card.html, card.pdf, card.md) into the run directory;
     rerunning the same command resumes where an interrupted run stopped.
 
     \b
-    Example:
+    Examples:
       reporter run models.yaml --profile standard -o reports/v2
+      reporter run models.yaml --format html,md       # no PDF (the slowest format to write)
     """
     from .config import default_config, load_config, load_profile, parse_config
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
@@ -83,6 +86,7 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
     from .run.pipeline import run as run_models
 
     try:
+        wanted = _run_formats(formats)  # checked before anything runs
         cfg = load_config(file) if file else None
         prof = load_profile(profile or (cfg.profile if cfg else None))
         if cfg is None:
@@ -103,7 +107,7 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
         if not no_render:  # also when a model failed: the card shows it as failed, next to the others
             from .card.render import render
 
-            files = render(out_dir)
+            files = render(out_dir, formats=wanted)
     except UserError as e:
         _fail(e)
     except KeyboardInterrupt:
@@ -114,6 +118,18 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
         click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf", "md") if k in files))
     if failures:
         _fail(UserError(failures))
+
+
+def _run_formats(formats: str) -> tuple[str, ...]:
+    """``reporter run --format``: a comma-separated subset of html, pdf and md (``hf`` needs ``render --model``)."""
+    from .card.render import FORMATS
+
+    wanted = tuple(dict.fromkeys(f.strip() for f in formats.split(",") if f.strip()))
+    run_formats = tuple(f for f in FORMATS if f != "hf")
+    if not wanted or any(f not in run_formats for f in wanted):
+        hint = "; a Hugging Face README: reporter render RUN_DIR --format hf --model NAME" if "hf" in wanted else ""
+        raise UserError(f"--format {formats!r}: use a comma-separated subset of {', '.join(run_formats)}{hint}")
+    return wanted
 
 
 @main.command("lm-eval", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,

@@ -179,8 +179,8 @@ def _session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def _run_once(root: Path, files: dict[str, str]) -> Path:
-    """``reporter run`` (card included) of ``root/models.yaml`` into ``root/run``, made once per session.
+def _run_once(root: Path, files: dict[str, str], formats: str = "html,pdf,md") -> Path:
+    """``reporter run`` (card in ``formats`` included) of ``root/models.yaml`` into ``root/run``, made once per session.
 
     ``files`` (name: text) are written into ``root`` first. The first process to ask builds it under a
     file lock; every other one (the other xdist workers) waits and reads the same directory.
@@ -198,20 +198,21 @@ def _run_once(root: Path, files: dict[str, str]) -> Path:
                 (root / name).parent.mkdir(parents=True, exist_ok=True)
                 (root / name).write_text(text)
             r = CliRunner().invoke(main, ["run", str(root / "models.yaml"), "-o", str(root / "run"),
-                                          "--no-progress"])
+                                          "--no-progress", "--format", formats])
             assert r.exit_code == 0, r.output
             (root / "done").write_text("")
     return root / "run"
 
 
 def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``reporter run`` (card included) of RUN_YAML with PROFILE_YAML, made once per session (:func:`_run_once`).
+    """``reporter run`` (card.html included) of RUN_YAML with PROFILE_YAML, made once per session (:func:`_run_once`).
 
     Its ``models.yaml`` and ``profile.yaml`` sit beside it (``run.parent``).
     """
     root = _session_dir(tmp_path_factory) / "finished-run"
     return _run_once(root, {"profile.yaml": PROFILE_YAML,
-                            "models.yaml": f"profile: {root / 'profile.yaml'}\n" + small_random(RUN_YAML)})
+                            "models.yaml": f"profile: {root / 'profile.yaml'}\n" + small_random(RUN_YAML)},
+                     formats="html")  # the PDF and Markdown cards are tests/test_card.py's and test_markdown.py's
 
 
 @pytest.fixture(scope="session")

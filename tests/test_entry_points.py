@@ -287,7 +287,7 @@ def toy_run(site, tmp_path_factory):
     (root / "profile.yaml").write_text(PROFILE)
     (root / "models.yaml").write_text(f"profile: {root / 'profile.yaml'}\n{MODELS}")
     out = root / "run"
-    r = _reporter(site, "run", str(root / "models.yaml"), "-o", str(out), "--no-progress")
+    r = _reporter(site, "run", str(root / "models.yaml"), "-o", str(out), "--no-progress", "--format", "html")
     assert r.returncode == 0, r.stdout + r.stderr
     return out, r
 

@@ -129,7 +129,7 @@ def test_a_damaged_cache_entry_is_detected_and_rebuilt(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_nan_weights_fail_the_model_with_a_clear_message(tmp_path):
-    lm = tiny_lm("llama")
+    lm = tiny_lm("llama", vocab="small")
     with torch.no_grad():
         lm.model.model.layers[0].mlp.down_proj.weight[0, 0] = float("nan")
     lm.model.save_pretrained(tmp_path / "broken")
@@ -137,7 +137,7 @@ def test_nan_weights_fail_the_model_with_a_clear_message(tmp_path):
     _write(tmp_path, models="models:\n  - {name: broken, source: ./broken, kind: base}\n"
                             f"  - {{name: fine, source: random:llama, random: {TINY}}}\n")
     r = subprocess.run([sys.executable, "-m", "reporter.cli", "run", str(tmp_path / "models.yaml"), "-o",
-                        str(tmp_path / "run"), "--no-progress"], capture_output=True, text=True)
+                        str(tmp_path / "run"), "--no-progress", "--format", "html"], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "error: model 'broken': the model gives NaN or infinite log-probabilities" in r.stderr
     res = json.loads((tmp_path / "run" / "results.json").read_text(),

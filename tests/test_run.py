@@ -105,6 +105,15 @@ def test_a_failing_model_does_not_lose_the_others(tiny_yaml, tmp_path):
     assert res["models"]["hub-model"]["status"] == "failed"
 
 
+@pytest.mark.parametrize("formats,fragment", [("html,docx", "use a comma-separated subset of html, pdf, md"),
+                                                ("hf", "reporter render RUN_DIR --format hf --model NAME"),
+                                                (",", "use a comma-separated subset")])
+def test_run_refuses_an_unknown_card_format_before_anything_runs(tiny_yaml, tmp_path, formats, fragment):
+    r = CliRunner().invoke(main, ["run", str(_yaml(tiny_yaml)), "-o", str(tmp_path / "run"), "--format", formats])
+    assert r.exit_code == 2 and fragment in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert not (tmp_path / "run").exists()
+
+
 def test_changed_config_in_the_same_directory_is_refused(finished_run, tmp_path):
     out = copy_run(finished_run, tmp_path / "run")  # the suite's shared run, made by finished_run.parent/models.yaml
     made_by = (finished_run.parent / "models.yaml").read_text()
@@ -122,9 +131,11 @@ def test_changed_config_in_the_same_directory_is_refused(finished_run, tmp_path)
 def test_cli_overrides_for_seed_and_device(tiny_yaml, tmp_path):
     p = _yaml(tiny_yaml, YAML.replace("seed: 11", "seed: 11\ndevice: auto"))
     out = tmp_path / "run"
-    r = CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress", "--no-render",
+    r = CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress", "--format", "md",
                                   "--seed", "3", "--device", "cpu"])
     assert r.exit_code == 0, r.output
+    assert (out / "card.md").is_file() and not (out / "card.html").exists() and not (out / "card.pdf").exists()
+    assert f"model card: {out / 'card.md'}\n" in r.output
     man = json.loads((out / "manifest.json").read_text())
     assert man["seed"] == 3 and man["resolved"]["config"]["device"] == "cpu"
     res = json.loads((out / "results.json").read_text())
