@@ -403,3 +403,32 @@ def test_pdf_core_sets_table_keeps_every_task_on_the_page(tmp_path_factory):
     section = section[:section.index("Core set: the fewest items")]
     missing = [t for t in tasks if t not in section]
     assert not missing, missing
+
+
+def test_the_vega_bundle_is_kept_in_the_cache_checked_and_never_required(tmp_path, monkeypatch):
+    """The inlined Vega bundle is made once per machine: read back when its sha256 holds, made again when the
+    file is damaged, and a cache that cannot be written only costs the bundling."""
+    import vl_convert
+
+    from reporter.card.charts import javascript_bundle, vl_version
+
+    want = vl_convert.javascript_bundle(vl_version=vl_version())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    javascript_bundle.cache_clear()
+    try:
+        assert javascript_bundle() == want
+        (cached,) = (tmp_path / "cache" / "reporter" / "vega").iterdir()
+        digest, text = cached.read_text().split("\n", 1)
+        assert text == want and len(digest) == 64
+        cached.write_text(f"{digest}\n{text[:-100]}")  # torn: the digest no longer matches
+        javascript_bundle.cache_clear()
+        assert javascript_bundle() == want and cached.read_text() == f"{digest}\n{want}"  # made and kept again
+        cached.write_text(f"{digest}\nalert('not vega')")
+        javascript_bundle.cache_clear()
+        assert javascript_bundle() == want
+        (tmp_path / "ro").write_text("a file where the cache directory should be")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "ro"))
+        javascript_bundle.cache_clear()
+        assert javascript_bundle() == want
+    finally:
+        javascript_bundle.cache_clear()

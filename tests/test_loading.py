@@ -47,10 +47,10 @@ def test_random_source_borrows_the_tokenizer_it_is_given(tmp_path, tiny_yaml):
     assert a.meta["tokenizer_from"] == str(small)
     text = "The capital of France is Paris."
     assert a.tokenizer.decode(a.tokenizer(text)["input_ids"]) == text
-    g = load_model(ModelSpec(name="g", source="random:llama", random={**TINY, "tokenizer": "packaged:gemma-3-270m"}))
-    assert g.meta["tokenizer_from"] == "packaged:gemma-3-270m"
-    gemma = load_tokenizer(str(tokenizer_dir(PACKAGED["gemma-3-270m"])))
-    assert len(g.tokenizer) == len(gemma) and g.tokenizer(text)["input_ids"] == gemma(text)["input_ids"]
+    g = load_model(ModelSpec(name="g", source="random:gpt2", random={**TINY, "tokenizer": "packaged:smollm2-135m-instruct"}))
+    assert g.meta["tokenizer_from"] == "packaged:smollm2-135m-instruct"
+    smol = load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
+    assert len(g.tokenizer) == len(smol) == 49152 and g.tokenizer(text)["input_ids"] == smol(text)["input_ids"]
     with pytest.raises(UserError, match=r"random.vocab \(100\) is smaller than the tokenizer \(2048 tokens from /"):
         load_model(ModelSpec(name="v", source="random:llama", random={**TINY, "vocab": 100, "tokenizer": str(small)}))
 

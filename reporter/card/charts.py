@@ -18,7 +18,10 @@ from typing import Any, Callable, Iterable
 
 import altair as alt
 
+from ..errors import UserError
+from ..installed import cache_root
 from ..registry import Registry
+from ..store.atomic import write_bytes
 from .format import finite as _finite
 from .format import num_or_none as _n
 from .format import pct_or_none as _pct
@@ -74,12 +77,31 @@ def svg_data_uri(spec: dict) -> str:
 def javascript_bundle() -> str:
     """Vega, Vega-Lite and Vega-Embed in one script (from vl-convert), inlined so the HTML works offline.
 
+    vl-convert bundles it anew in every process (~2 s), so it is kept in the reporter cache, named by
+    vl-convert's and Vega-Lite's versions and checked by its sha256 when read; an unreadable or
+    unwritable cache only means bundling again.
+
     >>> "vegaEmbed" in javascript_bundle()
     True
     """
+    import hashlib
+
     import vl_convert
 
-    return vl_convert.javascript_bundle(vl_version=vl_version())
+    version = vl_version()
+    path = cache_root() / "vega" / f"bundle-vlconvert{vl_convert.__version__}-vl{version or 'latest'}.js"
+    try:
+        digest, _, text = path.read_text(encoding="utf-8").partition("\n")
+        if digest == hashlib.sha256(text.encode()).hexdigest():
+            return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    text = vl_convert.javascript_bundle(vl_version=version)
+    try:
+        write_bytes(path, f"{hashlib.sha256(text.encode()).hexdigest()}\n{text}".encode())
+    except (OSError, UserError):  # a read-only or full cache: the card is still written
+        pass
+    return text
 
 
 def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:
