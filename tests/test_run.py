@@ -158,3 +158,24 @@ def test_an_other_split_file_counts_by_its_content_not_its_place(tmp_path):
     assert h(a) == h(b)
     b.write_text('{"question": "another q?", "answer": "#### 2"}\n')
     assert h(a) != h(b)
+
+
+def test_editing_a_jsonl_tasks_data_after_a_run_is_refused_not_resumed(tiny_yaml, tmp_path):
+    """A jsonl task's data file counts by its content: a finished run whose questions changed underneath it
+    is not resumed with the old answers (it was, when the hash counted the path)."""
+    data = tmp_path / "qa.jsonl"
+    rows = [{"id": f"q{i}", "question": f"What is {i} plus 1?", "answer": str(i + 1)} for i in range(3)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    prof = tiny_yaml("lpp: {enabled: false}\nmui: {enabled: false}\nsmoke_texts: 1\n"
+                     "contamination: {verbatim_items: 0, reference_texts: 2}\n"
+                     f"tasks:\n  - {{name: qa, type: jsonl, path: {data}, prompt_field: question, answer_field: answer,\n"
+                     "     scorer: numeric, max_new_tokens: 2}\n",
+                     "profile.yaml")
+    models = tiny_yaml(small_random(f"profile: {prof}\nmodels:\n  - {{name: t, source: random:llama, "
+                                    "random: {layers: 1, hidden: 32, intermediate: 48, heads: 2}}\n"))
+    args = ["run", str(models), "-o", str(tmp_path / "run"), "--no-progress", "--no-render"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    data.write_text(data.read_text().replace("What is 2 plus 1?", "What is 2 plus 2?").replace('"3"', '"4"'))
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2 and "holds a run with a different configuration" in r.output, r.output

@@ -230,12 +230,33 @@ def _known_keys(p: Problems, k: str, m: dict[str, Any]) -> None:
             p.add(f"{k}.{req}", "is required")
 
 
+#: characters a name may not hold: C0/C1 controls (a NUL aborted the chart renderer) and the bidirectional
+#: controls that make text display in another order than it is stored (``safe\u202egnp.exe`` shows as safeexe.png)
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _bad_character(text: str) -> str | None:
+    r"""The first control or bidirectional-control character of ``text`` as ``U+XXXX at position N``, or None.
+
+    >>> _bad_character("Llama 3 🦙"), _bad_character("a\x00b"), _bad_character("safe\u202egnp.exe")
+    (None, 'U+0000 at position 2', 'U+202E at position 5')
+    """
+    import unicodedata
+
+    for i, ch in enumerate(text, 1):
+        if ch in _BIDI_CONTROLS or unicodedata.category(ch) == "Cc":
+            return f"U+{ord(ch):04X} at position {i}"
+    return None
+
+
 def _model_name(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
-    """``name``: a non-empty string of at most MAX_NAME characters, stripped."""
+    """``name``: a non-empty string of at most MAX_NAME characters, stripped, with no control characters."""
     if not isinstance(v, str) or not v.strip():
         p.add(key, f"must be a non-empty string, got {type_name(v)}")
     elif len(v.strip()) > MAX_NAME:
         p.add(key, f"is {len(v.strip())} characters long; use at most {MAX_NAME}")
+    elif (bad := _bad_character(v.strip())) is not None:
+        p.add(key, f"holds a control or text-direction character ({bad}); use printable characters only")
     else:
         return v.strip()
     return None

@@ -34,7 +34,8 @@ def config_hash(resolved: dict[str, Any]) -> str:
 
     Where the files live (the ``profile`` path, the ``output`` directory, a task's core-set
     file) is left out, so a run directory can be moved and resumed with its models file; a
-    task's ``other_split`` file and a random model's tokenizer directory count by their content.
+    task's ``other_split`` file, a ``jsonl`` task's data file and a random model's tokenizer directory count
+    by their content.
 
     >>> config_hash({"config": {"seed": 1, "output": "a"}, "profile": {}}) == \\
     ...     config_hash({"config": {"seed": 1, "output": "b"}, "profile": {}})
@@ -85,11 +86,13 @@ def tokenizer_sha256(folder: str | Path) -> str | None:
 
 def _task_for_hash(t: dict[str, Any]) -> dict[str, Any]:
     """A task entry as the hash sees it: the item ids count, not the core-set file they came from, and an
-    ``other_split`` file counts by its content (sha256), not by where it lies.
+    ``other_split`` file and a ``jsonl`` task's data file count by their content (sha256), not by where they lie.
     """
     out = {k: v for k, v in t.items() if k != "items_from"}
     if isinstance(out.get("other_split"), str):
         out["other_split"] = file_sha256(out["other_split"]) or out["other_split"]
+    if out.get("type") == "jsonl" and isinstance(out.get("path"), str):  # its questions and answers, not its place
+        out["path"] = file_sha256(out["path"]) or out["path"]
     return out
 
 
