@@ -253,14 +253,33 @@ tasks:
 """
 
 
+#: the session's one store of lm-eval's own task index (set by :func:`_session_lm_eval_index`)
+_SHARED_INDEX: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_lm_eval_index(tmp_path_factory):
+    """One directory for the stored lm-eval index, shared by every private cache of the session and both xdist
+    workers: the index (~10 s to build) depends only on lm-eval's YAML files, which the store's key checks."""
+    path = _session_dir(tmp_path_factory) / "lm-eval-index"
+    path.mkdir(exist_ok=True)
+    _SHARED_INDEX[:] = [path]
+    yield
+
+
 @contextlib.contextmanager
 def lm_eval_env(root: Path):
-    """Reporter's cache, the datasets cache and offline datasets under ``root`` (the user's caches untouched)."""
+    """Reporter's cache, the datasets cache and offline datasets under ``root`` (the user's caches untouched);
+    the cache's stored lm-eval index is the session's (:func:`_session_lm_eval_index`)."""
     import datasets
 
     from reporter.tasks import lm_eval_offline as lo
     from reporter.tasks import lm_eval_source as src
 
+    index = root / "cache" / "reporter" / "lm-eval-index"
+    if _SHARED_INDEX and not index.exists():
+        index.parent.mkdir(parents=True, exist_ok=True)
+        index.symlink_to(_SHARED_INDEX[0], target_is_directory=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(root / "cache"))
         mp.setenv("HF_DATASETS_OFFLINE", "1")
@@ -332,13 +351,14 @@ def doctest_objects(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 # --- scheduling: the heaviest modules first ----------------------------------------------------------------------
 
-#: test modules by measured cost, heaviest first (tests/ durations of 2026-12-02, two workers). `make test` runs
+#: test modules by measured cost, heaviest first (tests/ durations of 2026-12-02 morning, two workers). `make test` runs
 #: pytest-xdist with --dist loadfile, which hands out modules in collection order: starting the long ones first
 #: keeps one worker from running a long module alone at the end. Scheduling only: a stale list costs wall time,
 #: never a result; modules not listed keep their order after these.
-HEAVY_FIRST = ("test_resume", "test_card", "test_run", "test_scaleout", "test_robustness", "test_loading",
-               "test_golden", "test_entry_points", "test_lm_eval_cli", "test_showcase", "test_json_schema",
-               "test_sandbox", "test_compare", "test_coreset", "test_markdown", "test_ranking")
+HEAVY_FIRST = ("test_card", "test_scaleout", "test_entry_points", "test_robustness", "test_showcase", "test_golden",
+               "test_lm_eval_cli", "test_loading", "test_run", "test_resume", "test_sandbox", "test_ranking",
+               "test_compare", "test_json_schema", "test_collector_paths", "test_coreset", "test_sae",
+               "test_split_reference", "test_architecture", "test_analyse")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -136,9 +136,8 @@ def test_nan_weights_fail_the_model_with_a_clear_message(tmp_path):
     lm.tokenizer.save_pretrained(tmp_path / "broken")
     _write(tmp_path, models="models:\n  - {name: broken, source: ./broken, kind: base}\n"
                             f"  - {{name: fine, source: random:llama, random: {TINY}}}\n")
-    r = subprocess.run([sys.executable, "-m", "reporter.cli", "run", str(tmp_path / "models.yaml"), "-o",
-                        str(tmp_path / "run"), "--no-progress", "--format", "html"], capture_output=True, text=True)
-    assert r.returncode == 2 and "Traceback" not in r.stderr
+    r = _run("run", str(tmp_path / "models.yaml"), "-o", str(tmp_path / "run"), "--format", "html")
+    assert r.exit_code == 2 and "Traceback" not in r.output
     assert "error: model 'broken': the model gives NaN or infinite log-probabilities" in r.stderr
     res = json.loads((tmp_path / "run" / "results.json").read_text(),
                      parse_constant=lambda c: pytest.fail(f"results.json holds {c}"))  # no NaN reaches the card
