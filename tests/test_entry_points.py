@@ -244,10 +244,11 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def pip_install(package: Path, site: Path) -> None:
-    """``pip install`` a package directory into ``site`` (offline: no dependencies, no build isolation)."""
+def pip_install(*packages: Path, site: Path) -> None:
+    """``pip install`` package directories into ``site`` in one pip run (offline: no dependencies, no build
+    isolation)."""
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                        "--no-index", "--target", str(site), str(package)],
+                        "--no-index", "--target", str(site), *map(str, packages)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -264,8 +265,7 @@ def site(tmp_path_factory) -> Path:
     broken = _write(root / "broken", {"pyproject.toml": BROKEN_PYPROJECT, "reporter_broken/__init__.py": BROKEN_INIT,
                                       "reporter_broken/needs_missing.py": "import reporter_missing_dependency\n"})
     site = root / "site"
-    pip_install(toy, site)
-    pip_install(broken, site)
+    pip_install(toy, broken, site=site)
     return site
 
 
