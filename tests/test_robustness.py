@@ -146,6 +146,20 @@ def test_nan_weights_fail_the_model_with_a_clear_message(tmp_path):
                                                                                          ).read_text()
 
 
+def test_a_model_too_large_to_allocate_fails_alone_in_one_line(tmp_path):
+    """A random model of 10^12 bytes (a typo in vocab): torch's allocator refuses it at once; that model fails
+    with one line, the other is evaluated, the card is written (it was a 50-line traceback that stopped the run)."""
+    _write(tmp_path, models=f"models:\n  - {{name: huge, source: random:llama, random: {{vocab: 4000000000, layers: 1, "
+                            "hidden: 64, intermediate: 96, heads: 4}}\n"
+                            f"  - {{name: fine, source: random:llama, random: {TINY}}}\n")
+    r = _run("run", str(tmp_path / "models.yaml"), "-o", str(tmp_path / "run"), "--format", "md")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "error: model 'huge': not enough memory to load it (DefaultCPUAllocator: can't allocate memory" in r.stderr
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert res["models"]["huge"]["status"] == "failed" and res["models"]["fine"]["status"] == "complete"
+    assert (tmp_path / "run" / "card.md").is_file()
+
+
 def test_truncated_samples_and_a_damaged_npz_are_recomputed(finished, tmp_path):
     w = _copy(finished, tmp_path)
     tdir = w / "run" / "models" / "tiny" / "tasks" / "arc_easy"

@@ -85,6 +85,14 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         write_json(mdir / ERROR, {"error": str(e)})
         log(f"{spec.name}: FAILED: {e}")
         return list(e.lines)
+    except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError("... can't allocate memory")
+        if not isinstance(e, MemoryError) and not _out_of_memory(e):
+            raise
+        line = (f"model '{spec.name}': not enough memory to load it ({_first_line(e)}); use a smaller model or "
+                "dtype, another device, or device_map: auto")
+        write_json(mdir / ERROR, {"error": line})
+        log(f"{spec.name}: FAILED: {line}")
+        return [line]
     failures: list[str] = []
     write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta})
     if not json_ok(mdir / SMOKE):
@@ -125,6 +133,29 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return failures
+
+
+def _out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` is an allocation failure (torch's CPU and CUDA allocators raise RuntimeError subclasses).
+
+    >>> _out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried ...")), _out_of_memory(
+    ...     RuntimeError("shape mismatch"))
+    (True, False)
+    """
+    text = str(e).lower()
+    return isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in text or "out of memory" in text
+
+
+def _first_line(e: BaseException) -> str:
+    """The exception's first line, without torch's ``[enforce fail at …] err == 0.`` prefix, at most 160 characters.
+
+    >>> _first_line(RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate"))
+    "DefaultCPUAllocator: can't allocate"
+    """
+    import re
+
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return re.sub(r"^\[enforce fail at [^\]]*\]\s*(err == 0\.\s*)?", "", text)[:160]
 
 
 def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_dir: Path,
