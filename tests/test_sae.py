@@ -172,7 +172,7 @@ def test_chunking_and_several_layers_give_the_same_sets(tmp_path):
     assert per == [len({f for f in union if f < D_SAE}) / D_SAE, len({f for f in union if f >= D_SAE}) / D_SAE]
 
 
-def test_wrong_width_and_missing_layer_are_one_line_errors(tmp_path):
+def test_wrong_width_missing_layer_and_nan_weights_are_one_line_errors(tmp_path):
     from reporter.errors import UserError
 
     model = tiny_model("llama")
@@ -187,6 +187,10 @@ def test_wrong_width_and_missing_layer_are_one_line_errors(tmp_path):
         hook_module(get_adapter(model), far)
     with pytest.raises(UserError, match="trained on layer 7"):
         load_sae_file(tmp_path / "far", layer=3)
+    broken = {k: v.clone() for k, v in w.items()}
+    broken["W_enc"][0, :3] = float("nan")
+    with pytest.raises(UserError, match=r"'W_enc' holds 3 NaN or infinite value\(s\) of \d+; the SAE file is damaged"):
+        load_sae_file(_save_saelens(tmp_path / "nan", broken, 0), layer=0)
 
 
 # --- end to end --------------------------------------------------------------------------------

@@ -133,7 +133,12 @@ def _sha(path: Path) -> str:
 def _tensor(arrays: dict[str, Any], key: str, where: str) -> torch.Tensor:
     if key not in arrays:
         raise UserError(f"{where}: has no '{key}' array; an SAE needs W_enc, b_enc, b_dec (and threshold for JumpReLU)")
-    return torch.as_tensor(np.asarray(arrays[key], dtype=np.float32))
+    values = np.asarray(arrays[key], dtype=np.float32)
+    if not np.isfinite(values).all():  # NaN features never fire: MUI over them would read 0 % without a word
+        bad = int(values.size - np.isfinite(values).sum())
+        raise UserError(f"{where}: '{key}' holds {bad} NaN or infinite value(s) of {values.size}; the SAE file is "
+                        "damaged or was saved from a diverged training run")
+    return torch.as_tensor(values)
 
 
 def _build(where: str, arrays: dict[str, Any], *, layer: int, hook: str, architecture: str, apply_b_dec: bool,
