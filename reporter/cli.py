@@ -194,12 +194,14 @@ def analyse(run_dir):
     from .analyse import write_analysis, write_results
     from .store.atomic import read_json
     from .store.layout import RunDir
+    from .store.lock import run_lock
 
     try:
         if not RunDir(run_dir).manifest.is_file():
             raise UserError(f"{run_dir}: not a run directory (no manifest.json); run `reporter run` first")
-        write_results(run_dir)
-        write_analysis(run_dir)
+        with run_lock(Path(run_dir)):  # not under a run that is still writing its artifacts
+            write_results(run_dir)
+            write_analysis(run_dir)
     except UserError as e:
         _fail(e)
     click.echo(_summary(read_json(RunDir(run_dir).results)))

@@ -199,7 +199,15 @@ def test_a_second_run_on_a_directory_in_use_is_refused(finished, tmp_path):
     with run_lock(w / "run"):
         line = _one_error(_run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render"))
     assert f"run directory is in use by pid {os.getpid()}" in line
+    with run_lock(w / "run"):  # analyse rewrites results.json: not under a run still writing its artifacts
+        line = _one_error(_run("analyse", str(w / "run")))
+    assert f"run directory is in use by pid {os.getpid()}" in line
     assert _run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render").exit_code == 0
+    assert _run("analyse", str(w / "run")).exit_code == 0
+    (w / "run" / ".lock").unlink()
+    (w / "run" / ".lock").mkdir()  # a .lock that is a directory: one line, not IsADirectoryError
+    line = _one_error(_run("analyse", str(w / "run")))
+    assert "cannot take the run directory's lock" in line and "Is a directory" in line
 
 
 # --- 7. no hangs on hostile YAML ---------------------------------------------------------------

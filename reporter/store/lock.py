@@ -27,7 +27,11 @@ LOCK = ".lock"
 @contextmanager
 def run_lock(root: Path) -> Iterator[None]:
     """Hold the run directory's lock for the ``with`` block (the directory must exist)."""
-    fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:  # a read-only directory, or a .lock that is a directory
+        raise UserError(f"{root}: cannot take the run directory's lock {root / LOCK} ({e.strerror}); the run "
+                        "directory must be writable and its .lock a plain file") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
