@@ -323,6 +323,26 @@ def test_gsm8k_takes_its_other_split_from_a_file_and_never_the_hub(tmp_path, mon
         [o.question for o in others]
 
 
+def test_a_gzip_that_expands_past_the_limit_is_refused_before_it_is_held(tmp_path, monkeypatch):
+    """Decompression is bounded (issue #34: 7 MiB of gzip expanded to 8 GiB and ended in MemoryError): past
+    the limit it is one line naming the file; under it, every gzip member is read."""
+    import gzip
+    import json
+
+    from reporter.collect.plan import build_task
+    from reporter.config import TaskConfig
+    from reporter.errors import UserError
+    from reporter.tasks import jsonl
+
+    row = json.dumps({"question": "Q: what is 1 + 1?", "answer": "#### 2"}) + "\n"
+    gz = tmp_path / "train.jsonl.gz"
+    gz.write_bytes(gzip.compress((row * 50).encode()) + gzip.compress((row * 50).encode()))  # two members
+    assert len(list(jsonl.jsonl_rows(gz, "t"))) == 100
+    monkeypatch.setattr(jsonl, "MAX_BYTES", 40 * len(row))  # what 8 GiB is to the real 512 MiB limit
+    with pytest.raises(UserError, match=r"GSM8K's train split: .*train.jsonl.gz expands to more than .* MiB of JSON lines"):
+        build_task(TaskConfig(name="gsm8k", other_split=str(gz))).other_split()
+
+
 def test_the_evaluated_split_given_as_the_other_split_is_not_measurable_and_says_why(tmp_path):
     gsm = get_task("gsm8k")
     evaluated, _ = select_items(gsm, 6, seed=0, shots=0)

@@ -8,8 +8,8 @@
 """
 from __future__ import annotations
 
-import gzip
 import json
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -43,6 +43,29 @@ def jsonl_task(name: str, path: str, prompt_field: str, answer_field: str, score
 MAX_BYTES = 512 << 20
 
 
+def _gunzip_bounded(raw: bytes, limit: int, p: Path, what: str) -> bytes:
+    """The gzip data ``raw`` (every member) decompressed, refused once it passes ``limit`` bytes: a few MiB
+    of gzip can expand to many GiB, which ended in MemoryError.
+
+    >>> import gzip, pathlib
+    >>> _gunzip_bounded(gzip.compress(b"ab") + gzip.compress(b"c"), 10, pathlib.Path("x.gz"), "t")
+    b'abc'
+    """
+    out, total = [], 0
+    while raw:
+        d = zlib.decompressobj(wbits=31)
+        piece = d.decompress(raw, limit + 1 - total)
+        total += len(piece)
+        if total > limit or d.unconsumed_tail:
+            raise UserError(f"{what}: {p} expands to more than {limit >> 20} MiB of JSON lines; split it or give "
+                            "fewer rows")
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        out.append(piece)
+        raw = d.unused_data.lstrip(b"\0")  # members follow each other; gzip pads with zeros
+    return b"".join(out)
+
+
 def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank line of a JSON-lines file (``.gz`` read compressed).
 
@@ -62,8 +85,8 @@ def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
     if p.stat().st_size > MAX_BYTES:
         raise UserError(f"{what}: {p} is larger than {MAX_BYTES >> 20} MiB")
     try:
-        data = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
-    except (OSError, EOFError) as e:
+        data = _gunzip_bounded(p.read_bytes(), MAX_BYTES, p, what) if p.suffix == ".gz" else p.read_bytes()
+    except (OSError, EOFError, zlib.error) as e:
         raise UserError(f"{p}: not a readable gzip file ({e}); give JSON lines, plain or gzip-compressed") from None
     for ln, raw in enumerate(data.split(b"\n"), 1):
         try:
