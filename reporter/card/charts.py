@@ -119,14 +119,19 @@ def _vl_schema() -> dict[str, Any]:
 
 
 def _without_rows(node: Any) -> Any:
-    """The spec with each inline dataset cut to its first row: the structure, not the data, is validated."""
-    if isinstance(node, dict):
-        return {k: (v[:1] if k == "values" and isinstance(v, list) else
-                    {n: rows[:1] for n, rows in v.items()} if k == "datasets" and isinstance(v, dict) else
-                    _without_rows(v)) for k, v in node.items()}
+    """The spec with each inline dataset (``values``, top-level ``datasets``) cut to its first row: the
+    structure, not the data, is validated.
+    """
     if isinstance(node, list):
         return [_without_rows(x) for x in node]
-    return node
+    if not isinstance(node, dict):
+        return node
+    out = {k: _without_rows(v) for k, v in node.items() if k not in ("values", "datasets")}
+    if isinstance(node.get("values"), list):
+        out["values"] = node["values"][:1]
+    if isinstance(node.get("datasets"), dict):
+        out["datasets"] = {name: rows[:1] for name, rows in node["datasets"].items()}
+    return out
 
 
 def validated(spec: dict[str, Any]) -> dict[str, Any]:
@@ -135,6 +140,10 @@ def validated(spec: dict[str, Any]) -> dict[str, Any]:
 
     >>> validated({"mark": "point", "data": {"values": [{"a": 1}, {"a": 2}]}})["mark"]
     'point'
+    >>> validated({"mark": "pointy", "data": {"values": [{"a": 1}]}})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    jsonschema.exceptions.ValidationError: ...
     """
     from altair.utils.schemapi import validate_jsonschema
 

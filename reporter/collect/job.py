@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import math
+import re
 import shutil
 import sys
 from functools import partial
@@ -152,8 +153,6 @@ def _first_line(e: BaseException) -> str:
     >>> _first_line(RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate"))
     "DefaultCPUAllocator: can't allocate"
     """
-    import re
-
     text = (str(e).strip().splitlines() or [type(e).__name__])[0]
     return re.sub(r"^\[enforce fail at [^\]]*\]\s*(err == 0\.\s*)?", "", text)[:160]
 
