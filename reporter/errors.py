@@ -28,3 +28,59 @@ class ConfigError(UserError):
 
 class SchemaError(UserError):
     """A results.json (or other artifact) that does not match :mod:`reporter.schema`."""
+
+
+#: the errno values that mean "this machine's environment cannot do what was asked", with what to do about it
+_ENVIRONMENT = {
+    "ENOSPC": "the disk is full: free some space and rerun the same command (finished work is kept)",
+    "EDQUOT": "the disk quota is used up: free some space and rerun the same command (finished work is kept)",
+    "EROFS": "it cannot be written here: choose a writable location (another -o/--output)",
+    "EACCES": "check its permissions or choose another location (another -o/--output)",
+    "EPERM": "check its permissions or choose another location (another -o/--output)",
+    "ENOTDIR": "a part of that path is a file, not a directory: choose another location",
+    "EISDIR": "a directory stands where reporter writes a file: remove it or choose another location",
+    "EEXIST": "a file stands where reporter makes a directory: remove it or choose another location",
+    "ENAMETOOLONG": "choose a shorter path",
+    "EMFILE": "too many open files in this process: raise `ulimit -n`",
+    "ENFILE": "too many open files on this machine",
+    "EIO": "an input/output error: the disk or network file system failed",
+    "ELOOP": "too many levels of symbolic links",
+}
+
+
+def environment_error(e: BaseException, *, cache: str | None = None) -> UserError | None:
+    """The one-line :class:`UserError` for an environment failure (a full disk, a read-only or missing
+    directory, no memory), or None when ``e`` is not one (a bug keeps its traceback).
+
+    ``cache``: reporter's cache directory; a path under it gets the hint to point ``XDG_CACHE_HOME`` elsewhere.
+
+    >>> import errno, os
+    >>> str(environment_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/runs/a/results.json")))
+    '/runs/a/results.json: No space left on device; the disk is full: free some space and rerun the same command (finished work is kept)'
+    >>> str(environment_error(OSError(errno.EROFS, "Read-only file system", "/c/reporter/models"), cache="/c/reporter"))
+    '/c/reporter/models: Read-only file system; reporter keeps converted models and task indexes in its cache /c/reporter: set XDG_CACHE_HOME to a writable directory'
+    >>> environment_error(ValueError("a bug")) is None
+    True
+    """
+    import errno
+
+    if isinstance(e, MemoryError):
+        return UserError(f"not enough memory ({str(e).strip() or 'MemoryError'}); use smaller models, a smaller "
+                         "dtype or another device, or free memory and rerun the same command")
+    if not isinstance(e, OSError) or e.errno is None:
+        return None
+    name = errno.errorcode.get(e.errno, "")
+    if name not in _ENVIRONMENT:
+        return None
+    where = str(e.filename) if e.filename is not None else "reporter"
+    if e.filename2 is not None:
+        where += f" → {e.filename2}"
+    why = e.strerror or name
+    if cache is not None and e.filename is not None and (str(e.filename) + "/").startswith(cache.rstrip("/") + "/"):
+        hint = (f"reporter keeps converted models and task indexes in its cache {cache}: set XDG_CACHE_HOME to a "
+                "writable directory")
+    elif cache is not None and e.filename is not None and (cache + "/").startswith(str(e.filename).rstrip("/") + "/"):
+        hint = (f"it is on the path of reporter's cache {cache}: set XDG_CACHE_HOME to a writable directory")
+    else:
+        hint = _ENVIRONMENT[name]
+    return UserError(f"{where}: {why}; {hint}")

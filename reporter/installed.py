@@ -22,6 +22,31 @@ def cache_root() -> Path:
     return Path(base) / "reporter"
 
 
+def cache_unwritable(root: Path | None = None) -> str | None:
+    """Why reporter's cache directory cannot be created or written, or None when it can (it is created).
+
+    >>> import tempfile
+    >>> cache_unwritable(Path(tempfile.mkdtemp()) / "c") is None
+    True
+    >>> f = Path(tempfile.mkstemp()[1]); cache_unwritable(f / "reporter")
+    '... is a file, not a directory'
+    """
+    root = root or cache_root()
+    parent = root
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a directory"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        return f"{e.filename or root}: {e.strerror or type(e).__name__}"
+    return None
+
+
 def module_dir(module: str) -> Path | None:
     """Directory of an installed package, found without importing it; None when it is not installed."""
     try:

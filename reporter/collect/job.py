@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..config import ModelSpec, Profile, RunConfig, TaskConfig
-from ..errors import UserError
+from ..errors import UserError, environment_error
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import ERROR, MODEL_META, SMOKE, RunDir
@@ -67,7 +67,42 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
 
     ``loaded``: the model already loaded (a :class:`~reporter.models.loading.LoadedModel` of that entry), as
     lm-eval's command line hands it over (:mod:`reporter.run.lm_eval_cli`).
+
+    A failure of any kind is this model's alone: its line is returned (an unexpected exception's traceback is
+    kept in the model's ``error.json``) and the other models run. Only an environment failure that every
+    model would meet the same way (a full disk, a read-only run directory) and an interrupt stop the run.
     """
+    try:
+        return _collect_model(cfg, index, root, profile, force=force, progress=progress, loaded=loaded)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except OSError as e:
+        if environment_error(e) is not None:
+            raise
+        return _crashed(cfg, index, root, e)
+    except Exception as e:  # a bug in reporter or in the model's own code, or no memory: one line, traceback kept
+        return _crashed(cfg, index, root, e)
+
+
+def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str]:
+    """Record an unexpected failure of model ``index`` in its error.json (with the traceback); its one line."""
+    import traceback
+
+    spec = cfg.models[index]
+    mdir = RunDir(root).model_dir(spec.slug)
+    if isinstance(e, MemoryError) or _out_of_memory(e):
+        line = (f"model '{spec.name}': ran out of memory ({_first_line(e)}); use a smaller model, dtype or batch "
+                "size, or another device")
+    else:
+        line = (f"model '{spec.name}': failed with {type(e).__name__}: {_first_line(e)} (the traceback is in "
+                f"{mdir / ERROR})")
+    write_json(mdir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
+    log(f"{spec.name}: FAILED (the reason is listed at the end)")
+    return [line]
+
+
+def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool,
+                   progress: bool, loaded: Any) -> list[str]:
     rd = RunDir(root)
     spec = cfg.models[index]
     mdir = rd.model_dir(spec.slug)
@@ -84,7 +119,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
             plugin.check_model(lm, profile)
     except UserError as e:
         write_json(mdir / ERROR, {"error": str(e)})
-        log(f"{spec.name}: FAILED: {e}")
+        log(f"{spec.name}: FAILED (the reason is listed at the end)")
         return list(e.lines)
     except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError("... can't allocate memory")
         if not isinstance(e, MemoryError) and not _out_of_memory(e):
@@ -92,7 +127,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         line = (f"model '{spec.name}': not enough memory to load it ({_first_line(e)}); use a smaller model or "
                 "dtype, another device, or device_map: auto")
         write_json(mdir / ERROR, {"error": line})
-        log(f"{spec.name}: FAILED: {line}")
+        log(f"{spec.name}: FAILED (the reason is listed at the end)")
         return [line]
     failures: list[str] = []
     write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta})
@@ -103,7 +138,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         line = (f"model '{spec.name}': the model gives NaN or infinite log-probabilities on plain text; its weights "
                 "are damaged or it does not run in this dtype (try dtype: float32)")
         write_json(mdir / ERROR, {"error": line})
-        log(f"{spec.name}: FAILED: {line}")
+        log(f"{spec.name}: FAILED (the reason is listed at the end)")
         return [line]
     ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=mdir)
     steps = [(p.label, partial(p.model_done, profile, mdir), partial(p.run_model, lm, profile, mdir))
@@ -116,7 +151,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
             run()
         except UserError as e:
             failures.extend(f"model '{spec.name}', {label}: {line}" for line in e.lines)
-            log(f"{spec.name} / {label}: FAILED: {e}")
+            log(f"{spec.name} / {label}: FAILED (the reason is listed at the end)")
     entries: list[tuple[str, str]] = []  # lm-eval entries run together: a group's leaves are scored as one
     for task in profile.tasks:
         if task.lm_eval is None:
@@ -170,7 +205,7 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         plan = plan_task(lm, task, cfg.seed)
         summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
     except UserError as e:
-        log(f"{name} / {task.name}: FAILED: {e}")
+        log(f"{name} / {task.name}: FAILED (the reason is listed at the end)")
         return [f"model '{name}', task '{task.name}': {line}" for line in e.lines]
     _log_score(name, task.name, summary)
     return _evidence(lm, cfg, profile, task, task_dir, plan)
@@ -244,7 +279,7 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
                                               collection=collection)
                     _log_score(name, lp.config.name, summary)
     except UserError as e:
-        log(f"{name} / {label}: FAILED: {e}")
+        log(f"{name} / {label}: FAILED (the reason is listed at the end)")
         return [f"model '{name}', {label}: {line}" for line in e.lines]
     failures: list[str] = []
     for lp in plans:
@@ -254,5 +289,5 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
 
 def _failed(model: str, task: str, label: str, e: UserError) -> list[str]:
     """The failure lines of one evidence pass of one task (and its progress line)."""
-    log(f"{model} / {task} / {label}: FAILED: {e}")
+    log(f"{model} / {task} / {label}: FAILED (the reason is listed at the end)")
     return [f"model '{model}', task '{task}', {label}: {line}" for line in e.lines]

@@ -44,6 +44,8 @@ MAX_NAME = 100
 SOURCE_CHECKS: Registry[Callable[[str], "str | None"]] = Registry("source check")
 #: checks that a device exists on this machine: ``fn(device) -> problem or None`` (local executor only)
 DEVICE_CHECKS: Registry[Callable[[str], "str | None"]] = Registry("device check")
+#: checks of a ``random:`` entry's sizes against this machine: ``fn(arch, sizes) -> problem or None`` (local only)
+RANDOM_CHECKS: Registry[Callable[[str, dict[str, Any]], "str | None"]] = Registry("random size check")
 
 
 @dataclass
@@ -251,8 +253,10 @@ def _bad_character(text: str) -> str | None:
 
 def _model_name(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
     """``name``: a non-empty string of at most MAX_NAME characters, stripped, with no control characters."""
-    if not isinstance(v, str) or not v.strip():
+    if not isinstance(v, str):
         p.add(key, f"must be a non-empty string, got {type_name(v)}")
+    elif not v.strip():
+        p.add(key, "is blank; give the model a name (it labels the model on the card)")
     elif len(v.strip()) > MAX_NAME:
         p.add(key, f"is {len(v.strip())} characters long; use at most {MAX_NAME}")
     elif (bad := _bad_character(v.strip())) is not None:
@@ -342,6 +346,12 @@ def _model_random(p: Problems, key: str, v: Any, e: _Entry) -> dict[str, Any] | 
             p.add(f"{key}.{rk}", f"must be a positive integer, got {short(rv)}")
         else:
             ok[rk] = rv
+    if e.local and len(ok) == len(v):  # sizes this machine cannot hold: refused now, not at allocation
+        arch = str(e.raw.get("source", "")).split(":", 1)[1]
+        for _, check in RANDOM_CHECKS.items():
+            if (problem := check(arch, ok)) is not None:
+                p.add(key, problem)
+                return None
     return ok
 
 

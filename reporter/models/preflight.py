@@ -12,10 +12,13 @@ reporter.errors.ConfigError: m.yaml: models[0].source: unknown architecture 'lam
 """
 from __future__ import annotations
 
-from ..config.models import DEVICE_CHECKS, SOURCE_CHECKS
+from typing import Any
+
+from ..config.models import DEVICE_CHECKS, RANDOM_CHECKS, SOURCE_CHECKS
+from ..installed import cache_root, cache_unwritable
 from ..registry import did_you_mean
 from . import packaged
-from .random_archs import RANDOM_ARCHS
+from .random_archs import RANDOM_ARCHS, SIZE_KEYS
 
 
 @SOURCE_CHECKS.register("packaged")
@@ -27,16 +30,67 @@ def check_packaged(name: str) -> str | None:
                 "available: " + ", ".join(f"packaged:{n}" for n in packaged.PACKAGED))
     if packaged.missing_modules(pm):
         return f"packaged model '{name}' is not installed; run: {pm.pip_command}"
-    return None
+    return _packaged_cache_problem(name, f"packaged model '{name}' is converted once into")
+
+
+def _packaged_cache_problem(name: str, what: str) -> str | None:
+    """A packaged model not converted yet needs a writable cache: why it is not, or None."""
+    pm = packaged.PACKAGED.get(name)
+    if pm is None or packaged.missing_modules(pm) or packaged.entry_dir(pm).is_dir():
+        return None
+    if (why := cache_unwritable()) is None:
+        return None
+    return (f"{what} reporter's cache {cache_root()}; the cache cannot be written ({why}): set XDG_CACHE_HOME to "
+            "a writable directory")
 
 
 @SOURCE_CHECKS.register("random")
 def check_random(arch: str) -> str | None:
     """A ``random:ARCH`` family must have a random-initialisation recipe."""
     if arch in RANDOM_ARCHS:
-        return None
+        # its family's tokenizer is a packaged model's, built into the cache on first use (an own
+        # ``random.tokenizer`` is checked on its own key)
+        return _packaged_cache_problem(RANDOM_ARCHS[arch].tokenizer, f"random:{arch} borrows the tokenizer of "
+                                       f"packaged:{RANDOM_ARCHS[arch].tokenizer}, built once into")
     return (f"unknown architecture '{arch}'{did_you_mean(arch, RANDOM_ARCHS, prefix='random:')}; supported: "
             + ", ".join(RANDOM_ARCHS))
+
+
+#: the vocabulary of each packaged tokenizer a random model may borrow (for the size estimate)
+_VOCAB = {"smollm2-135m-instruct": 49152, "gemma-3-270m": 262144}
+
+
+def random_parameters(arch: str, sizes: dict[str, Any]) -> int:
+    """About how many parameters a ``random:ARCH`` entry makes (embeddings, attention and FFN of every layer).
+
+    >>> random_parameters("llama", {}) // 10**6   # SmolLM2-135M's shape
+    134
+    """
+    size = {**RANDOM_ARCHS[arch].defaults, **{k: v for k, v in sizes.items() if k in SIZE_KEYS}}
+    tok = sizes.get("tokenizer")
+    vocab = sizes.get("vocab") or _VOCAB.get(str(tok).split(":", 1)[1] if str(tok).startswith("packaged:") else
+                                            RANDOM_ARCHS[arch].tokenizer if tok is None else "", 0)
+    h, layers = size["hidden"], size["layers"]
+    kv = h * size.get("kv_heads", size["heads"]) // size["heads"]
+    return int(vocab) * h + layers * (2 * h * h + 2 * h * kv + 3 * h * size["intermediate"])
+
+
+@RANDOM_CHECKS.register("memory")
+def check_random_size(arch: str, sizes: dict[str, Any]) -> str | None:
+    """A ``random:`` model must fit in this machine's memory in float32 (a typo in ``vocab`` makes a terabyte)."""
+    import os
+
+    if arch not in RANDOM_ARCHS:
+        return None
+    need = 4 * random_parameters(arch, sizes)
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    if need <= have:
+        return None
+    return (f"makes a model of about {need / 4 / 1e9:.3g} billion parameters, {need / (1 << 30):,.0f} GiB in "
+            f"float32, more than this machine's {have / (1 << 30):,.0f} GiB of memory; use smaller sizes")
 
 
 def cuda_count() -> int:

@@ -51,6 +51,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
     run_jobs = jobs or get_executor(executor or cfg.executor, address or cfg.address)
     check_user_data(profile)
     check_sae(cfg, profile)
+    if (connect := getattr(run_jobs, "connect", None)) is not None:  # a cluster: reachable before anything is written
+        connect()
     create_run_dir(rd.root)
     with run_lock(rd.root):
         old = read_json(rd.manifest)
@@ -66,7 +68,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
         write_analysis(rd.root)
         res: dict[str, Any] = read_json(rd.results)
     if failures:
-        failures = failures + [f"{rd.root}: the other models' results are saved; fix the above and rerun to resume"]
+        saved = "the other models' results are" if len(cfg.models) > 1 else "the finished work is"
+        failures = failures + [f"{rd.root}: {saved} saved; fix the above and rerun to resume"]
     return res, failures
 
 
@@ -86,7 +89,16 @@ def check_user_data(profile: Profile) -> None:
             continue
         task = build_task(t)
         if t.type == "jsonl" or t.items is not None:
-            known = {it.id for it in task.items()}
+            try:
+                known = {it.id for it in task.items()}
+            except UserError as e:
+                if t.type != "jsonl":
+                    raise
+                own = f"task '{t.name}': "
+                raise UserError([f"tasks[{i}].path ({t.name}): {line.removeprefix(own)}" for line in e.lines]) from None
+            if t.type == "jsonl" and t.shots is not None and len(known) <= t.shots:
+                raise UserError(f"tasks[{i}] ({t.name}): its {len(known)} item(s) would all be taken as few-shot "
+                                f"examples (shots: {t.shots}), leaving none to evaluate; add items or lower shots")
             if t.items is not None and not set(t.items) <= known:
                 missing = sorted(set(t.items) - known)
                 raise UserError(f"task '{t.name}': items: {len(missing)} of its {len(t.items)} item ids are not items "

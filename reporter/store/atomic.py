@@ -23,6 +23,35 @@ from typing import IO, Any, Callable, Iterator
 from ..errors import UserError
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: the permissions of a file reporter writes: what ``open()`` would give (``mkstemp`` alone gives 0600, which
+#: hides a card from the team that shares the run directory)
+_FILE_MODE = 0o666 & ~_umask()
+
+
+@contextmanager
+def named_errors(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Give an ``OSError`` raised inside the block (a full disk on ``write``/``fsync`` names no file) ``path``.
+
+    >>> import errno
+    >>> with named_errors("/runs/a/x.json"):
+    ...     raise OSError(errno.ENOSPC, "No space left on device")
+    Traceback (most recent call last):
+    OSError: [Errno 28] No space left on device: '/runs/a/x.json'
+    """
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None or e.errno is None:
+            raise
+        raise OSError(e.errno, e.strerror, str(path)) from e
+
+
 @contextmanager
 def atomic_writer(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; on a clean exit it is synced and renamed to ``path``.
@@ -38,11 +67,13 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, mode) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        with named_errors(path):
+            os.fchmod(fd, _FILE_MODE)
+            with os.fdopen(fd, mode) as fh:
+                yield fh
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -81,12 +112,18 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
         fh.write("\n")
 
 
+#: the largest JSON document reporter reads from a run directory (results.json of thousands of items is a few MiB)
+MAX_JSON_BYTES = 512 << 20
+
+
 def read_json(path: str | os.PathLike[str], default: Any = None) -> Any:
     """The parsed JSON at ``path``, or ``default`` when the file does not exist.
 
     A damaged file (not JSON, not UTF-8) is a one-line :class:`~reporter.errors.UserError` naming it.
     """
     try:
+        if Path(path).stat().st_size > MAX_JSON_BYTES:
+            raise UserError(f"{path}: is larger than {MAX_JSON_BYTES >> 20} MiB; not a document reporter wrote")
         text = Path(path).read_bytes().decode("utf-8")
         return json.loads(text)
     except FileNotFoundError:

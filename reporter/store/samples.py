@@ -18,18 +18,36 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..errors import UserError
+from .atomic import named_errors
+
+#: the largest samples.jsonl reporter reads (a million items with their generations fit well under it)
+MAX_SAMPLES_BYTES = 2 << 30
+
 
 def read_samples(path: Path) -> dict[str, dict[str, Any]]:
-    """Finished samples by id (the first record of an id wins); a torn line is ignored."""
+    """Finished samples by id (the first record of an id wins); a torn line is ignored.
+
+    A line that is JSON but not a sample record, text that is not UTF-8, or a file past
+    :data:`MAX_SAMPLES_BYTES` is a one-line :class:`~reporter.errors.UserError` naming the file and the line.
+    """
     out: dict[str, dict[str, Any]] = {}
     if not path.is_file():
         return out
-    with open(path) as fh:
-        for line in fh:
+    if path.stat().st_size > MAX_SAMPLES_BYTES:
+        raise UserError(f"{path}: is larger than {MAX_SAMPLES_BYTES >> 30} GiB; not a samples file reporter wrote")
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
             try:
-                rec = json.loads(line)
+                rec = json.loads(raw.decode("utf-8"))
             except json.JSONDecodeError:
-                continue
+                continue  # a torn line: the item is redone on resume
+            except UnicodeDecodeError:
+                raise UserError(f"{path}: line {n}: not UTF-8 text; the file is damaged (rerun `reporter run` on its "
+                                "run directory to redo it)") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+                raise UserError(f"{path}: line {n}: not a sample record (no string id); the file is damaged (rerun "
+                                "`reporter run` on its run directory to redo it)")
             out.setdefault(rec["id"], rec)
     return out
 
@@ -44,7 +62,7 @@ def append_samples(path: Path, records: Iterable[dict[str, Any]]) -> None:
     '{"id": "a"}\\n{"id": "c"}\\n'
     """
     blob = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
-    with open(path, "a+b") as fh:
+    with named_errors(path), open(path, "a+b") as fh:
         _cut_torn_tail(fh)
         fh.write(blob)
         fh.flush()
