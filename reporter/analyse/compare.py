@@ -23,6 +23,8 @@ corpus, so it has no test). Comparisons that cannot be paired are refused with o
 """
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any, Iterable, Literal, NamedTuple, Sequence, TypedDict, cast
 
@@ -33,7 +35,7 @@ from ..errors import UserError
 from ..metrics.mui import LEGACY_DEFINITION
 from ..metrics.stats import ALPHA, holm, paired_comparison
 from ..schema import CompareDocument, ComparisonRow, LPPDelta, MetricDelta, RunSide, Unpaired, is_untrained
-from ..store.atomic import read_json
+from ..store.gate import open_run
 from ..store.layout import SAMPLES, RunDir, slugify
 from ..store.samples import read_samples
 from .contamination import Severity
@@ -86,15 +88,9 @@ def parse_pairs(specs: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def _load(run_dir: Path, role: str) -> _Run:
-    rd = RunDir(run_dir)
-    if not rd.manifest.is_file():
-        raise UserError(f"{run_dir}: not a run directory (no manifest.json); {role} must be a `reporter run` output")
-    res = read_json(rd.results)
-    if not isinstance(res, dict) or not isinstance(res.get("models"), dict):
-        raise UserError(f"{rd.results}: missing or unreadable; run `reporter analyse {run_dir}` first")
-    if not isinstance(res.get("analysis"), dict):
-        raise UserError(f"{rd.results}: has no analysis section; run `reporter analyse {run_dir}` first")
-    return {"dir": run_dir, "rd": rd, "results": res, "manifest": read_json(rd.manifest) or {}}
+    view = open_run(run_dir, f"compare ({role})", analysed=True)  # the gate: lock, schema_version, shape
+    assert view.results is not None  # asked for: the gate read and checked it
+    return {"dir": run_dir, "rd": view.rd, "results": view.results, "manifest": view.manifest}
 
 
 def _pairs(base: _Run, new: _Run, explicit: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -114,8 +110,20 @@ def _pairs(base: _Run, new: _Run, explicit: Sequence[tuple[str, str]]) -> list[t
 
 
 def _items(run: _Run, model: str, task: str) -> dict[str, float]:
+    """A model's item scores on a task from its samples.jsonl, which must be there and hold numeric scores."""
     slug = run["results"]["models"][model].get("slug") or slugify(model)
-    return {r["id"]: float(r["score"]) for r in read_samples(run["rd"].task_dir(slug, task) / SAMPLES).values()}
+    path = run["rd"].task_dir(slug, task) / SAMPLES
+    if not path.is_file():
+        raise UserError(f"{path}: missing, so {task} of {model} cannot be compared item by item; rerun `reporter run` "
+                        f"on {run['dir']} to rebuild it")
+    out = {}
+    for r in read_samples(path).values():
+        score = r.get("score")
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise UserError(f"{path}: item {str(r.get('id'))[:60]!r} has score {json.dumps(score)[:40]}, not a "
+                            f"number; rerun `reporter run` on {run['dir']} to rebuild it")
+        out[str(r.get("id"))] = float(score)
+    return out
 
 
 #: what must agree for two MUI values to be compared (not n_layers/d_ff: they describe the model, and a release

@@ -10,17 +10,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import SchemaError, UserError
 from ..metrics.mui import DEFINITION_TEXT, LEGACY_DEFINITION
-from ..schema import SCHEMA_VERSION, Results, TaskSummary, is_untrained, validate
-from ..store.atomic import read_json
-from ..store.layout import RunDir
+from ..schema import Results, TaskSummary, is_untrained, validate
+from ..store.gate import check_version, open_run
 from ..tasks import is_probe
 from .format import finite, fmt_about
 from .lm_eval import lm_eval_view, task_rows
 
-#: the results.json versions this renderer reads
-SUPPORTED_VERSIONS = (SCHEMA_VERSION,)
 _LEVELS = ("high", "medium", "low")
 _SEVERITIES = ("strong", "weak", "none")
 #: the task summary keys the built-in sections show; any other key is a plugin's measurement
@@ -36,19 +32,14 @@ def load_card(run_dir: str | Path) -> dict[str, Any]:
     >>> card["benchmarks"], card["probes"]
     (['arc_easy'], ['spc'])
     """
-    rd = RunDir(run_dir)
-    res = read_json(rd.results)
-    if res is None:
-        raise UserError(f"{rd.results}: no results.json; run `reporter run` first")
-    return build_card(res, read_json(rd.manifest, {}))
+    view = open_run(run_dir, "render", manifest=False)  # the gate: lock, schema_version, shape
+    assert view.results is not None
+    return build_card(view.results, view.manifest)
 
 
 def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     """The checked (:func:`reporter.schema.validate`), derived view of ``results.json`` that templates and charts use."""
-    if not isinstance(res, dict) or res.get("schema_version") not in SUPPORTED_VERSIONS:
-        got = res.get("schema_version") if isinstance(res, dict) else type(res).__name__
-        raise SchemaError(f"results.json: schema_version: {str(got)[:40]!r} is not supported; this reporter reads "
-                          f"version {', '.join(map(str, SUPPORTED_VERSIONS))} (rebuild it with `reporter analyse`)")
+    check_version(res)
     res = validate(res, Results)
     run = res["run"] or {}
     models = [_model(name, m) for name, m in res["models"].items()]

@@ -44,6 +44,7 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
         raise UserError("--format hf writes one model's Hugging Face README: name it with --model NAME")
     root = Path(run_dir)
     card = load_card(root)
+    _check_targets(root, formats)
     sections = [(s, s.missing_line(card)) for s in ordered_sections()]
     specs = chart_specs(card, [c for s, line in sections if line is None for c in s.charts])
     page = html_environment().get_template("card.html.j2")
@@ -71,9 +72,29 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
         slug = next(m["slug"] for m in card["models"] if model in (m["name"], m["slug"]))
         out["hf"] = write_bytes(root / HF_DIR / slugify(slug) / "README.md", text.encode())
     for slug, doc in model_index(card).items():
-        out[f"model-index/{slug}"] = write_bytes(root / MODEL_INDEX_DIR / f"{slug}.yaml",
+        out[f"model-index/{slug}"] = write_bytes(root / MODEL_INDEX_DIR / f"{slugify(slug)}.yaml",
                                                  yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).encode())
     return out
+
+
+def _check_targets(root: Path, formats: Sequence[str]) -> None:
+    """Refuse, before anything is written, a directory where a card file goes or a file where its directory goes
+    (one line, :func:`~reporter.errors.environment_error`), so that a render writes all of its files or none.
+    """
+    import errno
+    import os
+
+    from ..errors import environment_error
+    from .markdown import CHARTS_DIR
+
+    files = [name for key, name in (("html", CARD_HTML), ("pdf", CARD_PDF), ("md", CARD_MD)) if key in formats]
+    dirs = [MODEL_INDEX_DIR] + ([CHARTS_DIR] if "md" in formats else []) + ([HF_DIR] if "hf" in formats else [])
+    for name in files:
+        if (root / name).is_dir():
+            raise environment_error(OSError(errno.EISDIR, os.strerror(errno.EISDIR), str(root / name))) or AssertionError
+    for name in dirs:
+        if (root / name).exists() and not (root / name).is_dir():
+            raise environment_error(OSError(errno.EEXIST, "a file, not a directory", str(root / name))) or AssertionError
 
 
 def script_json(data: object) -> str:
