@@ -9,14 +9,17 @@ need no option.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
 from .config.models import EXECUTORS
-from .errors import UserError
+from .errors import UserError, environment_error
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _interrupted() -> NoReturn:
@@ -30,7 +33,59 @@ def _fail(e: UserError) -> NoReturn:
     sys.exit(e.exit_code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _boundary(command: _F) -> _F:
+    """Every command's last line of defence: a bad input (:class:`UserError`) or an environment that cannot do
+    what was asked (a full disk, a read-only or file-blocked path, no memory) is one line and exit 2; an
+    interrupt is exit 130 with finished work kept. Anything else is a bug in reporter and keeps its traceback.
+    """
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except UserError as e:
+            _fail(e)
+        except KeyboardInterrupt:
+            _interrupted()
+        except (OSError, MemoryError) as e:
+            from .installed import cache_root
+
+            found = environment_error(e, cache=str(cache_root()))
+            if found is None:
+                raise
+            _fail(found)
+
+    return guarded  # type: ignore[return-value]
+
+
+class _OneLineGroup(click.Group):
+    """click's group, with its usage errors (an unknown option, a bad option value, a missing argument) as one
+    ``error:`` line naming the command's ``--help``, exit code 2, like every other refusal.
+    """
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:  # noqa: D102
+        kwargs.setdefault("prog_name", "reporter")
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # `reporter` alone: its help, as click prints it
+                click.echo(e.format_message(), err=True)
+                sys.exit(e.exit_code)
+            where = f"{e.ctx.command_path}: " if e.ctx is not None else ""
+            hint = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
+            click.echo(f"error: {where}{e.format_message().rstrip('.')}{hint}", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            click.echo(f"error: {e.format_message()}", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=_OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="reporter")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
               help="Import MODULE (a module name or a .py file) first: the collectors, evidence passes, tasks, card "
@@ -69,6 +124,7 @@ def main(plugins: tuple[str, ...] = ()) -> None:
 @click.option("--no-render", is_flag=True, help="Skip the model card (results.json only).")
 @click.option("--format", "formats", default="html,pdf,md", show_default=True,
               help="Comma-separated card formats to write: html, pdf, md (reporter render writes others later).")
+@_boundary
 def run(file, output, profile, force, device, seed, no_progress, executor, address, no_render, formats):
     """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list).
 
@@ -100,7 +156,7 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
                     m["device"] = None
             if seed is not None:
                 data["seed"] = seed
-            cfg = parse_config(_strip_defaults(data), cfg.path)
+            cfg = _with_overrides(data, cfg.path)
         res, failures = run_models(cfg, output, profile=prof, force=force, progress=not no_progress,
                                    command=sys.argv, executor=executor, address=address)
         out_dir = Path(output or cfg.output or default_output(cfg))
@@ -120,6 +176,23 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
         _fail(UserError(failures))
 
 
+def _with_overrides(data: dict[str, Any], path: str) -> Any:
+    """The run config with ``--device`` / ``--seed`` applied; a bad value is blamed on the option, not the file."""
+    from .config import parse_config
+    from .errors import ConfigError
+
+    try:
+        return parse_config(_strip_defaults(data), path)
+    except ConfigError as e:
+        lines = []
+        for line in e.lines:
+            for key, option in (("seed", "--seed"), ("device", "--device")):
+                if line.startswith(f"{path}: {key}: "):
+                    line = f"{option}: " + line[len(f"{path}: {key}: "):]
+            lines.append(line)
+        raise UserError(lines) from None
+
+
 def _run_formats(formats: str) -> tuple[str, ...]:
     """``reporter run --format``: a comma-separated subset of html, pdf and md (``hf`` needs ``render --model``)."""
     from .card.render import FORMATS
@@ -135,6 +208,7 @@ def _run_formats(formats: str) -> tuple[str, ...]:
 @main.command("lm-eval", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
                                             "help_option_names": []})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@_boundary
 def lm_eval_command(args: tuple[str, ...]) -> None:
     """lm-eval's own command line, with reporter registered as its model `reporter`.
 
@@ -184,6 +258,7 @@ def _summary(res: dict[str, Any]) -> str:
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@_boundary
 def analyse(run_dir):
     """Rebuild results.json and its analysis (law, fairness, contamination, diversity) from RUN_DIR's artifacts.
 
@@ -193,12 +268,12 @@ def analyse(run_dir):
     """
     from .analyse import write_analysis, write_results
     from .store.atomic import read_json
+    from .store.gate import open_run
     from .store.layout import RunDir
     from .store.lock import run_lock
 
     try:
-        if not RunDir(run_dir).manifest.is_file():
-            raise UserError(f"{run_dir}: not a run directory (no manifest.json); run `reporter run` first")
+        open_run(run_dir, "analyse", results=False, locked_ok=True)  # the gate; its lock is taken here
         with run_lock(Path(run_dir)):  # not under a run that is still writing its artifacts
             write_results(run_dir)
             write_analysis(run_dir)
@@ -214,6 +289,7 @@ def analyse(run_dir):
 @click.option("--model", help="With --format hf: the model (name or slug) whose README.md to write.")
 @click.option("--section", help="With --format md: print only this section of card.md to stdout (title, summary, "
                                 "leaderboard, tasks, warnings, law, methods) and write nothing.")
+@_boundary
 def render(run_dir, formats, model, section):
     """Re-render the model card of RUN_DIR from results.json and the artifacts (no model needed).
 
@@ -255,6 +331,7 @@ def render(run_dir, formats, model, section):
 @click.option("--no-mui", is_flag=True, help="Compare scores only, even when the runs' MUI settings differ.")
 @click.option("--shared-only", is_flag=True,
               help="Compare the items both runs answered when the item sets differ (MUI is then not compared).")
+@_boundary
 def compare(base_run, new_run, output, pairs, no_mui, shared_only):
     """Release notes: what changed from BASE_RUN to NEW_RUN, per model and task, with paired tests.
 
@@ -282,8 +359,10 @@ def compare(base_run, new_run, output, pairs, no_mui, shared_only):
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@_boundary
 def validate(file):
-    """Check a models YAML file, and the profile it names, without loading any model.
+    """Check a models YAML file, the profile it names and every data file the run would read, without loading
+    any model.
 
     \b
     Example:
@@ -291,11 +370,15 @@ def validate(file):
     """
     from .config import check_sae, load_config, load_profile
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
+    from .models.sae import check_sae_files
+    from .run.pipeline import check_user_data
 
     try:
         cfg = load_config(file)
         prof = load_profile(cfg.profile)
         check_sae(cfg, prof)
+        check_user_data(prof)  # every data file `run` would read: jsonl tasks, other_split files, items lists
+        check_sae_files(cfg, prof)  # and every SAE file
     except UserError as e:
         _fail(e)
     click.echo(f"{file}: OK ({len(cfg.models)} model{'s' if len(cfg.models) != 1 else ''}, profile "
@@ -306,6 +389,7 @@ def validate(file):
 @click.argument("document", default="results", metavar="[DOCUMENT]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the schema to this file instead of stdout.")
+@_boundary
 def schema(document, output):
     """Print the JSON Schema (draft 2020-12) of results.json (default), compare.json or an artifact.
 

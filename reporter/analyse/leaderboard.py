@@ -146,7 +146,7 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
         scores = {t: {m: np.array([per_item[m][t][i] for i in common[t]]) for m in ranked} for t in tasks}
         out["ranking"] = {**bootstrap_ranks(scores, seed=seed, n_resamples=n_resamples), "alpha": ALPHA,
                           "method": "paired item bootstrap over the items every ranked model answered; tasks fixed"}
-    for name in references:
+    for name in references if benchmarks else []:  # no finished benchmark: no score to show
         s = float(np.mean([models[name]["tasks"][t]["score"] for t in benchmarks]))
         out["references"].append({"model": name, "score": s, "kind": "chance",
                                   "reason": "untrained reference: what chance looks like; never ranked"})

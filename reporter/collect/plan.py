@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import TaskConfig
+from ..errors import UserError
 from ..tasks import Item, Task, get_task, jsonl_task, pick_shots, select_items
 from ..tasks.prompts import build_prompt, encode_prompt
 
@@ -63,6 +64,10 @@ def plan_task(lm: Any, config: TaskConfig, seed: int) -> TaskPlan:
     if shots is None:
         shots = 0 if lm.kind == "instruct" else 1
     items, pool = select_items(task, config.limit, seed, shots, only=config.items)
+    if not items:
+        raise UserError(f"no item is left to evaluate: the {len(pool)} item(s) of the task "
+                        f"are all taken as few-shot examples ({shots} shot{'s' * (shots != 1)} for this "
+                        f"{lm.kind} model); add items or set shots: 0")
     demos = pick_shots(pool, shots, seed)
     prompts = [build_prompt(lm, task, it, demos) for it in items]
     ids = [encode_prompt(lm, p) for p in prompts]

@@ -133,12 +133,46 @@ def _sha(path: Path) -> str:
 def _tensor(arrays: dict[str, Any], key: str, where: str) -> torch.Tensor:
     if key not in arrays:
         raise UserError(f"{where}: has no '{key}' array; an SAE needs W_enc, b_enc, b_dec (and threshold for JumpReLU)")
-    values = np.asarray(arrays[key], dtype=np.float32)
+    raw = np.asarray(arrays[key])
+    if raw.dtype.kind not in "fiu":
+        raise UserError(f"{where}: '{key}' is an array of {raw.dtype}, not numbers; the SAE file is damaged")
+    values = raw.astype(np.float32)
     if not np.isfinite(values).all():  # NaN features never fire: MUI over them would read 0 % without a word
         bad = int(values.size - np.isfinite(values).sum())
         raise UserError(f"{where}: '{key}' holds {bad} NaN or infinite value(s) of {values.size}; the SAE file is "
                         "damaged or was saved from a diverged training run")
     return torch.as_tensor(values)
+
+
+#: the most an SAE file may expand to when read (its arrays' total size, float32 after conversion)
+MAX_SAE_BYTES = 16 << 30
+
+
+def _read_npz(p: Path) -> dict[str, Any]:
+    """The arrays of a Gemma Scope ``params.npz``, read without pickle and within :data:`MAX_SAE_BYTES`; a damaged,
+    truncated, pickled or oversized file is one line naming it.
+    """
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(p) as zf:
+            declared = sum(i.file_size for i in zf.infolist())
+        if declared > MAX_SAE_BYTES:
+            raise UserError(f"{p}: its arrays expand to {declared / (1 << 30):.1f} GiB, more than reporter reads for "
+                            f"one SAE ({MAX_SAE_BYTES >> 30} GiB)")
+        with np.load(p, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except UserError:
+        raise
+    except ValueError as e:  # numpy refuses object (pickled) arrays without running them
+        if "pickle" in str(e).lower():
+            raise UserError(f"{p}: holds a pickled object array, which reporter never loads (it could run code); "
+                            "save the SAE's arrays as plain float arrays") from None
+        raise UserError(f"{p}: cannot be read as an npz of arrays (ValueError: {str(e)[:80]})") from None
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, zipfile.LargeZipFile) as e:
+        why = str(e).strip().splitlines()[0][:80] if str(e).strip() else ""
+        raise UserError(f"{p}: damaged or not an npz file ({type(e).__name__}{': ' + why if why else ''}); "
+                        "download it again") from None
 
 
 def _build(where: str, arrays: dict[str, Any], *, layer: int, hook: str, architecture: str, apply_b_dec: bool,
@@ -176,8 +210,7 @@ def load_sae_file(path: str | Path, *, layer: int | None = None, hook: str | Non
     if p.is_file() and p.suffix == ".npz":
         if layer is None:
             raise UserError(f"{p}: a params.npz SAE records no layer; give sae.layers")
-        with np.load(p) as z:
-            arrays = {k: z[k] for k in z.files}
+        arrays = _read_npz(p)
         return _build(str(p), arrays, layer=layer, hook=hook or "resid_post", architecture="jumprelu",
                       apply_b_dec=False, sha=_sha(p))
     cfg_path, weights = p / "cfg.json", p / "sae_weights.safetensors"
@@ -188,6 +221,11 @@ def load_sae_file(path: str | Path, *, layer: int | None = None, hook: str | Non
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{cfg_path}: not valid JSON ({e.__class__.__name__})") from None
+    if not isinstance(cfg, dict):
+        raise UserError(f"{cfg_path}: holds a JSON {type(cfg).__name__}, not a SAELens cfg.json object")
+    for key in ("d_in", "d_sae"):
+        if key in cfg and (isinstance(cfg[key], bool) or not isinstance(cfg[key], int)):
+            raise UserError(f"{cfg_path}: {key} must be an integer, got {json.dumps(cfg[key])[:40]}")
     name = cfg.get("hook_name") or (cfg.get("metadata") or {}).get("hook_name")
     if not isinstance(name, str):
         raise UserError(f"{cfg_path}: has no hook_name (e.g. blocks.12.hook_resid_post)")
@@ -284,3 +322,25 @@ def hook_module(adapter: Any, sae: SAE) -> tuple[nn.Module, str]:
     for part in mlp_path.split("."):
         mod = getattr(mod, part)
     return mod, "output"
+
+
+def check_sae_files(cfg: Any, profile: Any) -> None:
+    """Read every SAE file that a run of ``cfg`` (a :class:`~reporter.config.RunConfig`) with ``profile`` would
+    load, as ``reporter validate`` does: a damaged, truncated, pickled or non-finite file is one line per problem
+    with its key path. Hub releases (``sae.release``) are left to the run: they need the network.
+    """
+    if profile.mui.unit not in ("sae", "both"):
+        return
+    used: dict[str, Any] = {}
+    for i, m in enumerate(cfg.models):
+        sc = getattr(m, "sae", None) or profile.mui.sae
+        if sc is not None and sc.path:
+            used.setdefault(repr(sc), (f"models[{i}].sae" if getattr(m, "sae", None) else "mui.sae", sc))
+    lines: list[str] = []
+    for key, sc in used.values():
+        try:
+            load_saes(sc)
+        except UserError as e:
+            lines += [f"{key}: {line}" for line in e.lines]
+    if lines:
+        raise UserError(lines)

@@ -45,6 +45,8 @@ def config_hash(resolved: dict[str, Any]) -> str:
     if isinstance(config.get("models"), list):
         config["models"] = [_model_for_hash(m) if isinstance(m, dict) else m for m in config["models"]]
     profile = dict(resolved["profile"])
+    if isinstance(profile.get("mui"), dict) and isinstance(profile["mui"].get("sae"), dict):
+        profile["mui"] = {**profile["mui"], "sae": _sae_for_hash(profile["mui"]["sae"])}
     if isinstance(profile.get("tasks"), list):
         profile["tasks"] = [_task_for_hash(t) if isinstance(t, dict) else t for t in profile["tasks"]]
     blob = json.dumps({"config": config, "profile": profile}, sort_keys=True, default=str)
@@ -57,11 +59,36 @@ _TOKENIZER_PARTS = ("merges.txt", "special_tokens_map.json", "added_tokens.json"
 
 
 def _model_for_hash(m: dict[str, Any]) -> dict[str, Any]:
-    """A model entry as the hash sees it: a ``random.tokenizer`` directory counts by its tokenizer files."""
+    """A model entry as the hash sees it: a ``random.tokenizer`` directory counts by its tokenizer files, and an
+    ``sae.path`` by the SAE files' bytes.
+    """
+    if isinstance(m.get("sae"), dict):
+        m = {**m, "sae": _sae_for_hash(m["sae"])}
     tok = (m.get("random") or {}).get("tokenizer")
     if not isinstance(tok, str) or tok.startswith("packaged:"):
         return m
     return {**m, "random": {**m["random"], "tokenizer": tokenizer_sha256(tok) or tok}}
+
+
+def _sae_for_hash(sae: dict[str, Any]) -> dict[str, Any]:
+    """An SAE entry as the hash sees it: its ``path`` (one per layer with ``{layer}``; a SAELens directory's
+    ``cfg.json`` and weights) counts by content, not by where it lies.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "a.npz").write_bytes(b"w1")
+    >>> h = _sae_for_hash({"path": str(d / "a.npz"), "layers": []})["path"]
+    >>> _ = (d / "a.npz").write_bytes(b"w2"); h == _sae_for_hash({"path": str(d / "a.npz"), "layers": []})["path"]
+    False
+    """
+    path = sae.get("path")
+    if not isinstance(path, str):
+        return sae
+    digests = []
+    for layer in sae.get("layers") or [None]:
+        one = Path(path.replace("{layer}", str(layer)) if layer is not None else path)
+        files = [one / "cfg.json", one / "sae_weights.safetensors"] if one.is_dir() else [one]
+        digests += [file_sha256(f) or f"unreadable:{f}" for f in files]
+    return {**sae, "path": "sha256:" + hashlib.sha256("\n".join(digests).encode()).hexdigest()}
 
 
 def tokenizer_sha256(folder: str | Path) -> str | None:

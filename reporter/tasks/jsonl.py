@@ -80,6 +80,8 @@ def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """
     if p.is_dir():
         raise UserError(f"{what}: {p} is a directory, not a JSON-lines file")
+    if p.exists() and not p.is_file():  # a device (/dev/zero) or a pipe: it could be read forever
+        raise UserError(f"{what}: {p} is not a regular file (a device or a pipe); give a JSON-lines file")
     if not p.is_file():
         raise UserError(f"{what}: data file {p} does not exist")
     if p.stat().st_size > MAX_BYTES:
@@ -139,6 +141,9 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
         for f_ in (prompt_field, answer_field) + ((choices_field,) if choices_field else ()):
             if f_ not in r:
                 raise UserError(f"{p}: line {ln}: missing field '{f_}'")
+            if f_ != choices_field and (isinstance(r[f_], bool) or not isinstance(r[f_], (str, int, float))):
+                raise UserError(f"{p}: line {ln}: field '{f_}' must be text (or a number), got "
+                                f"{type(r[f_]).__name__}")
         choices = None
         if choices_field:
             if not isinstance(r[choices_field], list) or not 2 <= len(r[choices_field]) <= len(LETTERS):
