@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 from pathlib import Path
@@ -329,6 +330,20 @@ def lmeval_env(tmp_path_factory, lmeval_lm):
     tmp = tmp_path_factory.mktemp("lm_eval_tasks")
     with lm_eval_env(tmp):
         yield {"tmp": tmp, "packaged": str(packaged_include_dir())}
+
+
+def rename_model(run: Path, old: str, new: str) -> None:
+    """Rename model ``old`` to ``new`` everywhere in a run's results.json and manifest.json, as a hand edit would
+    (its ``slug``, the name of its directory, stays)."""
+    def sub(o):
+        if isinstance(o, dict):
+            return {(new if k == old else k): (v if k == "slug" else sub(v)) for k, v in o.items()}
+        if isinstance(o, list):
+            return [sub(x) for x in o]
+        return new if o == old else o
+
+    for name in ("results.json", "manifest.json"):
+        (run / name).write_text(json.dumps(sub(json.loads((run / name).read_text()))))
 
 
 def copy_run(run: Path, dest: Path) -> Path:

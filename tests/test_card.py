@@ -108,7 +108,7 @@ def test_formats_argument(tmp_path):
     assert "html" in paths and "pdf" not in paths and not (tmp_path / "run" / "card.pdf").exists()
     with pytest.raises(UserError, match="unknown card format"):
         render(tmp_path / "run", formats=("docx",))
-    with pytest.raises(UserError, match="no results.json"):
+    with pytest.raises(UserError, match="no such run directory"):
         render(tmp_path / "nothing-here")
 
 

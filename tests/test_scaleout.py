@@ -18,9 +18,10 @@ YAML = """
 profile: {profile}
 seed: 5
 models:
-  - {{name: tiny-llama, source: random:llama, random: {{layers: 2, hidden: 64, intermediate: 96, heads: 4}}}}
   - {{name: tiny-gpt2, source: random:gpt2, random: {{layers: 2, hidden: 64, intermediate: 96, heads: 4}}}}
 """
+# one model, one task and a probe: what a Ray worker computes (MUI, LPP, the evidence passes) must equal the
+# local run's; starting the cluster is most of the test's time, a second model would only double the work
 PROFILE = ("lpp: {n_texts: 3, context: 40, min_tokens: 40}\n"
            "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 4}\n  - {name: spc, limit: 2, max_new_tokens: 6}\n")
 
@@ -61,7 +62,7 @@ def test_ray_executor_equals_local(tiny_yaml, tmp_path):
     a = json.loads((local / "results.json").read_text())
     b = json.loads((remote / "results.json").read_text())
     _assert_same(_strip(a), _strip(b))
-    assert sorted(b["models"]) == ["tiny-gpt2", "tiny-llama"]
+    assert sorted(b["models"]) == ["tiny-gpt2"]
     assert all(m["status"] == "complete" for m in b["models"].values())
 
 

@@ -1,0 +1,525 @@
+"""The hostile-input probe of the surfaces added after the first one (issue #34): ``compare``, ``render --format
+md/hf``, ``other_split`` and ``jsonl`` data files, SAE files, names, the executor address and the environment
+(a full disk, read-only or file-blocked caches and outputs).
+
+Every refusal must be exit code 2 and exactly one ``error:`` line, with no traceback, and must leave what it was
+pointed at as it was (nothing half-written, no run directory made). Every case that should work (an emoji or a
+text-direction character in a hand-edited name) must give every output. The README's security section lists
+these classes; the first probe's cases are in tests/test_robustness.py.
+"""
+from __future__ import annotations
+
+import errno
+import functools
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from reporter.cli import main
+from reporter.store.lock import run_lock
+
+from .conftest import copy_run, rename_model, small_random
+
+TINY = "{layers: 2, hidden: 64, intermediate: 96, heads: 4}"
+PROFILE = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 2, reference_texts: 2}\n"
+           "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 3}\n")
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _refused(r) -> str:
+    """The one error line of a refusal (exit 2, nothing else on stderr that looks like an error, no traceback)."""
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+    assert r.exit_code == 2, (r.exit_code, r.output, r.exception)
+    assert len(errors) == 1, r.output
+    assert "Traceback" not in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.output
+    return errors[0]
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` with its size and mtime (``.lock`` aside): what must not change."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+# --- compare and render: the shared gate ---------------------------------------------------------------------
+
+def _results(run: Path) -> dict:
+    return json.loads((run / "results.json").read_text())
+
+
+def _edit(run: Path, fn) -> None:
+    res = _results(run)
+    fn(res)
+    (run / "results.json").write_text(json.dumps(res))
+
+
+def _samples(run: Path) -> Path:
+    return run / "models" / "Llama-chat" / "tasks" / "arc_easy" / "samples.jsonl"
+
+
+def _slug_out(res):
+    res["models"]["Llama chat"]["slug"] = "../../escaped"
+
+
+GATE = {  # case: (command, damage of the second run, what the one line must say)
+    "compare: unknown schema_version": ("compare", lambda r: _edit(r, lambda d: d.update(schema_version=99)),
+                                        "schema_version: '99' is not supported"),
+    "compare: a score that is not a number": (
+        "compare", lambda r: _edit(r, lambda d: d["models"]["Llama chat"]["tasks"]["arc_easy"].update(score="high")),
+        "models.Llama chat.tasks.arc_easy.score: expected a fraction in [0, 1], got str"),
+    "compare: a task entry that is a list": (
+        "compare", lambda r: _edit(r, lambda d: d["models"]["Llama chat"]["tasks"].update(arc_easy=[1, 2])),
+        "models.Llama chat.tasks.arc_easy: expected an object"),
+    "compare: samples.jsonl missing": ("compare", lambda r: _samples(r).unlink(), "samples.jsonl: missing, so"),
+    "compare: an item score that is not a number": (
+        "compare", lambda r: _samples(r).write_text(_samples(r).read_text().replace('"score": 0.0', '"score": "x"')
+                                                    .replace('"score": 1.0', '"score": "x"')), "not a number"),
+    "compare: results.json truncated": ("compare", lambda r: (r / "results.json").write_text('{"schema_vers'),
+                                        "damaged, not valid JSON at line 1"),
+    "compare: results.json is a directory": (
+        "compare", lambda r: ((r / "results.json").unlink(), (r / "results.json").mkdir()),
+        "is a directory, not a JSON file"),
+    "compare: no analysis section": ("compare", lambda r: _edit(r, lambda d: d.pop("analysis")),
+                                     "has no analysis section; run `reporter analyse"),
+    "compare: a slug that walks out of the run": ("compare", lambda r: _edit(r, _slug_out),
+                                                  "slug: '../../escaped' is not a safe file name"),
+    "compare: manifest.json is a JSON list": ("compare", lambda r: (r / "manifest.json").write_text("[1]"),
+                                              "manifest.json: holds a JSON list, not a run's manifest"),
+    "render md: unknown schema_version": ("render-md", lambda r: _edit(r, lambda d: d.update(schema_version="x")),
+                                          "schema_version: 'x' is not supported"),
+    "render md: a slug that walks out of the run": ("render-md", lambda r: _edit(r, _slug_out),
+                                                    "is not a safe file name"),
+    "render md: card.md is a directory": ("render-md", lambda r: (r / "card.md").mkdir(),
+                                          "card.md: Is a directory; a directory stands where reporter writes a file"),
+    "render md: card_files is a file": ("render-md", lambda r: (r / "card_files").write_text("x"),
+                                        "card_files: a file, not a directory; a file stands where reporter makes"),
+    "render hf: a score that is not a number": (
+        "render-hf", lambda r: _edit(r, lambda d: d["models"]["Llama chat"]["tasks"]["arc_easy"].update(n="many")),
+        "tasks.arc_easy.n: expected an integer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GATE))
+def test_a_damaged_run_is_refused_by_the_shared_gate(case, finished_run, tmp_path):
+    command, damage, want = GATE[case]
+    base = copy_run(finished_run, tmp_path / "base")
+    new = copy_run(finished_run, tmp_path / "new")
+    for leftover in ("card.md", "card_files"):  # a fresh output place (the shared run has no Markdown card)
+        shutil.rmtree(new / leftover, ignore_errors=True)
+    damage(new)
+    before, outside = _tree(new), sorted(p.name for p in tmp_path.iterdir())
+    if command == "compare":
+        r = _invoke("compare", str(base), str(new), "-o", str(tmp_path / "notes"))
+    elif command == "render-md":
+        r = _invoke("render", str(new), "--format", "md")
+    else:
+        r = _invoke("render", str(new), "--format", "hf", "--model", "Llama chat")
+    line = _refused(r)
+    assert want in line, line
+    assert _tree(new) == before and sorted(p.name for p in tmp_path.iterdir()) == outside  # nothing written
+
+
+def test_a_run_still_being_written_is_not_read(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    with run_lock(run):  # as `reporter run` holds it while it writes
+        for args in (["render", str(run), "--format", "md"], ["compare", str(run), str(finished_run)],
+                     ["analyse", str(run)]):
+            line = _refused(_invoke(*args))
+            assert f"pid {os.getpid()}" in line, line
+    assert not (run / "card.md").exists()
+
+
+@pytest.mark.parametrize("args, want", [
+    (["render", "{run}", "--format", "hf"], "--format hf writes one model's Hugging Face README: name it with --model"),
+    (["render", "{run}", "--format", "docx"], "unknown card format(s) docx"),
+    (["render", "{run}", "--format", "hf", "--model", "Nobody"], "Nobody"),
+    (["render", "{run}", "--format", "md", "--section", "nonsense"], "nonsense"),
+    (["render", "{tmp}/nowhere"], "no such run directory"),
+    (["render", "{tmp}/a-file"], "is a file"),
+    (["compare", "{tmp}/empty", "{run}"], "not a run directory (no manifest.json)"),
+    (["compare", "{run}", "{run}", "--pair", "no-equals-sign"], "expected OLD=NEW"),
+    (["compare", "{run}", "{run}", "--pair", "Nobody=Llama chat"], "'Nobody' is not a model of the base run"),
+    (["compare", "{run}", "{run}", "-o", "{tmp}/a-file/notes"], "a part of that path is a file, not a directory"),
+    (["compare", "{run}", "{run}", "-o", "{tmp}/a-file"], "is a file"),
+    (["render", "{run}", "--no-such-option"], "render: No such option '--no-such-option'"),
+    (["compare", "{run}"], "Missing argument 'NEW_RUN'"),
+])
+def test_bad_arguments_to_render_and_compare(args, want, finished_run, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    before = _tree(finished_run)
+    line = _refused(_invoke(*[a.format(run=finished_run, tmp=tmp_path) for a in args]))
+    assert want in line, line
+    assert _tree(finished_run) == before
+
+
+def test_compare_markdown_keeps_one_bullet_per_line_and_a_blank_line_before_each_heading(finished_run, tmp_path):
+    r = _invoke("compare", str(finished_run), str(finished_run), "-o", str(tmp_path / "notes"))
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "notes" / "compare.md").read_text()
+    lpp = md.split("## Latent signature (LPP)\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(lpp) == 3 and all(ln.startswith("- ") and ln.count("- ") == 1 for ln in lpp), lpp
+    lines = md.splitlines()
+    assert all(lines[i - 1] == "" for i, ln in enumerate(lines) if ln.startswith("#") and i > 0), md
+
+
+# --- names that must survive every output --------------------------------------------------------------------
+
+#: hand-edited names, one per model of the shared run: an emoji sentence, 90 emoji (every label must be cut),
+#: and a text-direction override with a NUL (both must be shown, never obeyed)
+NAMES = {"Llama chat": "Llama-3.1-8B-Instruct 🦙 fine-tuned on 🇫🇷 French data, version 2 🚀",
+         "GPT-2 base": "🦙🇫🇷🚀" * 30, "Untrained": "safe\u202egnp.exe nul\x00byte"}
+
+
+def test_hand_edited_names_give_every_output_and_hide_nothing(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    for old, new in NAMES.items():
+        rename_model(run, old, new)
+    r = _invoke("render", str(run), "--format", "html,pdf,md")
+    assert r.exit_code == 0, r.output
+    for out in ("card.html", "card.md"):
+        text = (run / out).read_text()
+        assert "\u202e" not in text and "\x00" not in text
+        assert "safe[U+202E]gnp.exe nul[U+0000]byte" in text
+    assert NAMES["Llama chat"] in (run / "card.md").read_text()  # emoji are kept whole where there is room
+    assert (run / "card.pdf").stat().st_size > 10_000 and list((run / "card_files").glob("*.png"))
+    from pypdf import PdfReader
+
+    pdf_text = "".join(page.extract_text() for page in PdfReader(run / "card.pdf").pages)
+    assert "safe[U+202E]gnp.exe" in pdf_text and "\u202e" not in pdf_text
+
+
+# --- data files: validate reads every one that run would ----------------------------------------------------
+
+def _models(root: Path, profile: str, models: str | None = None) -> Path:
+    (root / "profile.yaml").write_text(profile)
+    (root / "models.yaml").write_text(small_random(
+        "profile: profile.yaml\n" + (models or f"models:\n  - {{name: tiny, source: random:llama, random: {TINY}}}\n")))
+    return root / "models.yaml"
+
+
+def _jsonl(path: str) -> str:
+    return ("lpp: {enabled: false}\ntasks:\n  - {name: mine, type: jsonl, path: " + path
+            + ", prompt_field: q, answer_field: a, scorer: exact}\n")
+
+
+def _split(path: str) -> str:
+    return "lpp: {enabled: false}\ntasks:\n  - {name: gsm8k, limit: 2, other_split: " + path + "}\n"
+
+
+@functools.lru_cache(maxsize=1)
+def _bomb_bytes() -> bytes:
+    """About 0.6 MiB of gzip that expands to 600 MiB (past the 512 MiB bound), made once."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b" " * (1 << 24)
+    return b"".join(z.compress(block) for _ in range(600 >> 4)) + z.flush()
+
+
+def _bomb(p: Path) -> None:
+    p.write_bytes(_bomb_bytes())
+
+
+DATA = {  # case: (profile, setup(tmp), what the one line must say)
+    "jsonl: missing": (_jsonl("gone.jsonl"), None, "tasks[0].path (mine): data file"),
+    "jsonl: not UTF-8": (_jsonl("latin1.jsonl"), lambda t: (t / "latin1.jsonl").write_bytes(b'{"q": "caf\xe9"}\n'),
+                         "line 1: not UTF-8 text (byte 0xe9)"),
+    "jsonl: empty": (_jsonl("empty.jsonl"), lambda t: (t / "empty.jsonl").write_text("\n\n"), "has no items"),
+    "jsonl: fewer items than shots": (_jsonl("one.jsonl").replace("scorer: exact", "scorer: exact, shots: 1"),
+                                      lambda t: (t / "one.jsonl").write_text(json.dumps({"q": "1+1?", "a": "2"}) + "\n"),
+                                      "would all be taken as few-shot examples (shots: 1)"),
+    "jsonl: a device": (_jsonl("/dev/zero"), None, "is not a regular file (a device or a pipe)"),
+    "jsonl: a pipe": (_jsonl("fifo.jsonl"), lambda t: os.mkfifo(t / "fifo.jsonl"), "is not a regular file"),
+    "jsonl: a gzip bomb": (_jsonl("bomb.jsonl.gz"), lambda t: _bomb(t / "bomb.jsonl.gz"), "expands to more than 512 MiB"),
+    "jsonl: wrong field type": (_jsonl("wrong.jsonl"),
+                                lambda t: (t / "wrong.jsonl").write_text(json.dumps({"q": ["a"], "a": "x"}) + "\n"),
+                                "field 'q' must be text (or a number), got list"),
+    "other_split: a directory": (_split("adir"), lambda t: (t / "adir").mkdir(), "adir is not a file"),
+    "other_split: not UTF-8": (_split("latin1.jsonl"), lambda t: (t / "latin1.jsonl").write_bytes(b"\xff\n"),
+                               "not UTF-8 text (byte 0xff)"),
+    "other_split: a gzip bomb": (_split("bomb.jsonl.gz"), lambda t: _bomb(t / "bomb.jsonl.gz"),
+                                 "expands to more than 512 MiB"),
+    "other_split: truncated gzip": (_split("cut.jsonl.gz"), lambda t: (t / "cut.jsonl.gz").write_bytes(
+        gzip.compress(b'{"question": "1+1?", "answer": "#### 2"}\n' * 50)[:40]), "not a readable gzip file"),
+    "other_split: a device": (_split("/dev/zero"), None, "/dev/zero is not a file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DATA))
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_bad_data_file_is_refused_by_validate_and_by_run_before_anything_is_made(case, command, tmp_path):
+    profile, setup, want = DATA[case]
+    if setup is not None:
+        setup(tmp_path)
+    p = _models(tmp_path, profile)
+    before = sorted(x.name for x in tmp_path.iterdir())
+    args = [command, str(p)] + (["-o", str(tmp_path / "out"), "--no-progress", "--no-render"] if command == "run"
+                                else [])
+    line = _refused(_invoke(*args))
+    assert want in line, line
+    assert sorted(x.name for x in tmp_path.iterdir()) == before  # no run directory
+
+
+# --- SAE files ------------------------------------------------------------------------------------------------
+
+def _sae_arrays(d_in: int = 64, d_sae: int = 32) -> dict:
+    rng = np.random.default_rng(0)
+    return {"W_enc": rng.normal(size=(d_in, d_sae)).astype(np.float32), "b_enc": np.zeros(d_sae, np.float32),
+            "b_dec": np.zeros(d_in, np.float32), "threshold": np.full(d_sae, 0.1, np.float32)}
+
+
+def _npz(t: Path, **arrays) -> None:
+    np.savez(t / "sae.npz", **{**_sae_arrays(), **arrays})
+
+
+def _saelens(t: Path, cfg) -> None:
+    from safetensors.numpy import save_file
+
+    (t / "sae").mkdir()
+    (t / "sae" / "cfg.json").write_text(json.dumps(cfg))
+    save_file({k: v for k, v in _sae_arrays().items() if k != "threshold"}, str(t / "sae" / "sae_weights.safetensors"))
+
+
+SAE = {  # case: (path, setup(tmp), what the one line must say)
+    "npz: truncated": ("sae.npz", lambda t: (_npz(t), (t / "sae.npz").write_bytes((t / "sae.npz").read_bytes()[:300])),
+                       "damaged or not an npz file"),
+    "npz: a pickled object array": ("sae.npz", lambda t: _npz(t, W_enc=np.array([{"run": "code"}], dtype=object)),
+                                    "holds a pickled object array, which reporter never loads"),
+    "npz: string arrays": ("sae.npz", lambda t: _npz(t, b_enc=np.array(["a"] * 32)), "'b_enc' is an array of <U1"),
+    "npz: NaN weights": ("sae.npz", lambda t: _npz(t, W_enc=np.full((64, 32), np.nan, np.float32)),
+                         "'W_enc' holds 2048 NaN or infinite value(s)"),
+    "npz: not a zip at all": ("sae.npz", lambda t: (t / "sae.npz").write_text("hello"), "damaged or not an npz"),
+    "saelens: cfg.json is a list": ("sae", lambda t: _saelens(t, [1, 2]), "holds a JSON list, not a SAELens cfg"),
+    "saelens: d_in is not an integer": ("sae", lambda t: _saelens(t, {"hook_name": "blocks.1.hook_resid_post",
+                                                                       "d_in": "64"}), "d_in must be an integer"),
+    "saelens: damaged safetensors": ("sae", lambda t: (_saelens(t, {"hook_name": "blocks.1.hook_resid_post"}),
+                                                       (t / "sae" / "sae_weights.safetensors").write_bytes(b"\x08" * 9)),
+                                     "cannot be read as safetensors"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAE))
+def test_a_bad_sae_file_is_one_line_at_validate(case, tmp_path):
+    path, setup, want = SAE[case]
+    setup(tmp_path)
+    p = _models(tmp_path, "lpp: {enabled: false}\ntasks: [{name: arc_easy, limit: 2}]\n"
+                          f"mui: {{unit: sae, sae: {{path: {path}, layers: [1]}}}}\n")
+    line = _refused(_invoke("validate", str(p)))
+    assert line.startswith("error: models[0].sae: ") or line.startswith("error: mui.sae: "), line
+    assert want in line, line
+
+
+# --- the executor address -------------------------------------------------------------------------------------
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when this returns: nothing listens there
+
+
+@pytest.mark.parametrize("address, want", [
+    ("127.0.0.1:{port}", "nothing answers at 127.0.0.1:{port} (Connection refused)"),
+    ("ray://127.0.0.1:{port}", "nothing answers at 127.0.0.1:{port}"),
+    ("ray://head", "'ray://head' is not HOST:PORT"),
+    ("auto", "cannot connect to the Ray cluster at auto"),
+])
+def test_an_unreachable_cluster_is_refused_before_the_run_directory_exists(address, want, tmp_path):
+    port = _closed_port()
+    p = _models(tmp_path, PROFILE)
+    line = _refused(_invoke("run", str(p), "-o", str(tmp_path / "out"), "--no-progress", "--executor", "ray",
+                            "--address", address.format(port=port)))
+    assert want.format(port=port) in line, line
+    assert not (tmp_path / "out").exists()
+
+
+# --- messages -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, models, want", [
+    (["--seed", "-1"], None, "error: --seed: must be an integer from 0"),
+    (["--device", "tpu"], None, "error: --device: 'tpu' is not a valid device"),
+    ([], "models:\n  - {name: '  ', source: random:llama}\n", "error: {tmp}/models.yaml: models[0].name: is blank"),
+])
+def test_messages_blame_what_the_user_wrote(args, models, want, tmp_path):
+    p = _models(tmp_path, PROFILE, models)
+    line = _refused(_invoke("run", str(p), "-o", str(tmp_path / "out"), "--no-progress", *args))
+    assert line.startswith(want.format(tmp=tmp_path)), line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failing_model_is_named_once_and_the_one_model_run_says_its_work_is_kept(tmp_path):
+    arrays = _sae_arrays(d_in=32)  # the model's hidden size is 64: this SAE does not fit it
+    np.savez(tmp_path / "sae.npz", **arrays)
+    p = _models(tmp_path, "lpp: {enabled: false}\nsmoke_texts: 1\ntasks: [{name: arc_easy, limit: 2, "
+                          "max_new_tokens: 2}]\nmui: {unit: both, sae: {path: sae.npz, layers: [1]}}\n")
+    r = _invoke("run", str(p), "-o", str(tmp_path / "run"), "--no-progress", "--no-render")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    fit = [ln for ln in r.stderr.splitlines() if "does not match the model's hidden size" in ln]
+    assert len(fit) == 1, r.stderr  # once, at the end; the progress line only says FAILED
+    assert "the finished work is saved" in r.stderr and "other models" not in r.stderr
+
+
+# --- the environment: caches and outputs that cannot be written, a full disk ---------------------------------
+
+def test_a_cache_that_is_a_file_is_one_line_before_anything_is_made(tmp_path, monkeypatch):
+    (tmp_path / "cache").write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    p = _models(tmp_path, PROFILE, "models:\n  - {name: smol, source: packaged:smollm2-135m-instruct}\n")
+    for command in (["validate", str(p)], ["run", str(p), "-o", str(tmp_path / "out"), "--no-progress"]):
+        line = _refused(_invoke(*command))
+        assert "the cache cannot be written" in line and "set XDG_CACHE_HOME to a writable directory" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_lock_that_is_a_directory_is_one_line(finished_run, tmp_path):
+    run = copy_run(finished_run, tmp_path / "run")
+    (run / ".lock").unlink(missing_ok=True)
+    (run / ".lock").mkdir()
+    line = _refused(_invoke("analyse", str(run)))
+    assert "cannot take the run directory's lock" in line and ".lock a plain file" in line, line
+
+
+def _mount_prefix() -> list[str]:
+    if not shutil.which("unshare"):
+        pytest.fail("unshare (util-linux) is needed to mount a small or read-only file system for these cases")
+    return ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
+
+
+#: runs inside a private mount namespace: each case mounts its own tmpfs, runs reporter's CLI in-process and
+#: reports what it saw as one JSON line
+DRIVER = textwrap.dedent("""
+    import json, os, shutil, subprocess, sys
+    from pathlib import Path
+    from click.testing import CliRunner
+    from reporter.cli import main
+
+    root, finished = Path(sys.argv[1]), Path(sys.argv[2])
+    out = {}
+
+    def mount(path, opts):
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "none", str(path)], check=True)
+
+    def invoke(*args, env=None):
+        r = CliRunner().invoke(main, list(args), env=env)
+        return {"code": r.exit_code, "stderr": r.stderr, "traceback": r.exception is not None
+                and not isinstance(r.exception, SystemExit)}
+
+    def files(d):
+        return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()) if d.exists() else []
+
+    # a full disk during a run, then room again: one line, and the rerun finishes the same run
+    mount(root / "small", "size=1m")
+    (root / "small" / "filler").write_bytes(b"x" * (shutil.disk_usage(root / "small").free - (32 << 10)))
+    out["run-full"] = invoke("run", str(root / "models.yaml"), "-o", str(root / "small" / "run"), "--no-progress",
+                             "--no-render")
+    out["run-full"]["tmp"] = [f for f in files(root / "small") if f.endswith(".tmp")]
+    subprocess.run(["mount", "-o", "remount,size=64m", str(root / "small")], check=True)
+    out["run-resumed"] = invoke("run", str(root / "models.yaml"), "-o", str(root / "small" / "run"), "--no-progress",
+                                "--no-render")
+    out["run-resumed"]["results"] = json.loads((root / "small" / "run" / "results.json").read_text())["models"]
+
+    # a full disk while the card is written: one line, no card and no temporary file left
+    size = sum(p.stat().st_size for p in finished.rglob("*") if p.is_file())
+    mount(root / "tight", f"size={size + (8 << 20)}")
+    shutil.copytree(finished, root / "tight" / "run")
+    for leftover in ("card.html", "card.pdf", "card.md"):
+        (root / "tight" / "run" / leftover).unlink(missing_ok=True)
+    free = shutil.disk_usage(root / "tight").free
+    (root / "tight" / "filler").write_bytes(b"x" * (free - (256 << 10)))  # room for results, not for a card
+    out["render-full"] = invoke("render", str(root / "tight" / "run"), "--format", "html")
+    out["render-full"]["files"] = [f for f in files(root / "tight" / "run") if f.startswith("card") or ".tmp" in f]
+
+    # a read-only cache (XDG_CACHE_HOME, or HOME with no XDG_CACHE_HOME) that must hold a conversion
+    mount(root / "rocache", "ro")
+    mount(root / "rohome", "ro")
+    for case, env in (("cache-read-only", {"XDG_CACHE_HOME": str(root / "rocache")}),
+                      ("home-read-only", {"XDG_CACHE_HOME": None, "HOME": str(root / "rohome")})):
+        out[case] = invoke("run", str(root / "packaged.yaml"), "-o", str(root / case), "--no-progress", env=env)
+        out[case]["made"] = (root / case).exists()
+
+    # compare -o on a read-only file system
+    mount(root / "ro", "ro")
+    out["compare-read-only"] = invoke("compare", str(finished), str(finished), "-o", str(root / "ro" / "notes"))
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture(scope="module")
+def environment(finished_run, tmp_path_factory):
+    root = tmp_path_factory.mktemp("environment")
+    _models(root, PROFILE)
+    (root / "packaged.yaml").write_text(f"profile: {root / 'profile.yaml'}\n"
+                                        "models:\n  - {name: smol, source: packaged:smollm2-135m-instruct}\n")
+    (root / "reference").mkdir()
+    r = subprocess.run([*_mount_prefix(), sys.executable, "-c", DRIVER, str(root), str(finished_run)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    clean = _invoke("run", str(root / "models.yaml"), "-o", str(root / "reference" / "run"), "--no-progress",
+                    "--no-render")
+    assert clean.exit_code == 0, clean.output
+    return json.loads(r.stdout.strip().splitlines()[-1]), root
+
+
+def _one_line(seen: dict) -> str:
+    errors = [ln for ln in seen["stderr"].splitlines() if ln.startswith("error: ")]
+    assert seen["code"] == 2 and not seen["traceback"] and len(errors) == 1, seen
+    return errors[0]
+
+
+def test_a_full_disk_during_a_run_is_one_line_and_the_rerun_finishes_it(environment):
+    seen, root = environment
+    line = _one_line(seen["run-full"])
+    assert f"{root}/small/run/" in line and "No space left on device; the disk is full" in line, line
+    assert seen["run-full"]["tmp"] == []  # no temporary file left behind
+    assert seen["run-resumed"]["code"] == 0, seen["run-resumed"]
+    clean = json.loads((root / "reference" / "run" / "results.json").read_text())["models"]
+    got = seen["run-resumed"]["results"]
+    for name, m in clean.items():
+        assert got[name]["status"] == "complete"
+        assert {t: (s["score"], s["n"]) for t, s in got[name]["tasks"].items()} == \
+            {t: (s["score"], s["n"]) for t, s in m["tasks"].items()}
+
+
+def test_a_full_disk_while_the_card_is_written_leaves_no_card_and_no_temporary_file(environment):
+    seen, root = environment
+    line = _one_line(seen["render-full"])
+    assert "card.html: No space left on device" in line, line
+    assert seen["render-full"]["files"] == [], seen["render-full"]
+
+
+@pytest.mark.parametrize("case", ["cache-read-only", "home-read-only"])
+def test_a_read_only_cache_is_one_line_and_no_run_directory(case, environment):
+    seen, _ = environment
+    line = _one_line(seen[case])
+    assert "the cache cannot be written" in line and "Read-only file system" in line, line
+    assert not seen[case]["made"]
+
+
+def test_compare_to_a_read_only_place_is_one_line(environment):
+    seen, root = environment
+    line = _one_line(seen["compare-read-only"])
+    assert f"{root}/ro/notes" in line and "Read-only file system" in line, line
+
+
+def test_environment_errors_name_the_file_and_what_to_do():
+    from reporter.errors import environment_error
+
+    for code in (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EDQUOT):
+        e = environment_error(OSError(code, os.strerror(code), "/runs/a/x.json"))
+        assert e is not None and str(e).startswith(f"/runs/a/x.json: {os.strerror(code)}; ") and "\n" not in str(e)
+    assert environment_error(OSError(errno.ECONNRESET, "reset")) is None  # not the environment's: a traceback
+    assert environment_error(ValueError("a bug")) is None
