@@ -440,3 +440,17 @@ def test_a_solution_s_own_main_block_does_not_run():
     main_input = "if __name__ == '__main__':\n    print(f(int(input())))"
     assert score(f"```python\ndef f():\n    return 2\n{main_exit}\n```", item)[1] == 0.0
     assert score(f"```python\ndef f():\n    return 1\n{main_input}\n```", item)[1] == 1.0
+
+
+def test_the_sympy_limit_counts_cpu_time_so_a_loaded_machine_gives_the_same_verdict():
+    """The limit on one sympy comparison is the process's own CPU time: waiting (another process holding the
+    cores) never ends it; computing does."""
+    import time
+
+    from reporter.scoring.math_answers import _time_limit, _Timeout
+
+    with _time_limit(0.2):
+        time.sleep(0.5)  # wall time passes, no CPU time: not a timeout
+    with pytest.raises(_Timeout), _time_limit(0.2):
+        while True:
+            sum(range(10_000))

@@ -104,20 +104,23 @@ class _Timeout(BaseException):
 
 @contextlib.contextmanager
 def _time_limit(seconds: float):
-    """A SIGALRM limit in the main thread on Unix; elsewhere none (the inputs are vetted)."""
+    """A limit of ``seconds`` of this process's own CPU time (SIGVTALRM) in the main thread on Unix; elsewhere
+    none (the inputs are vetted). CPU time, not wall time: a loaded machine must not turn a correct answer
+    into a wrong one.
+    """
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
 
     def _raise(signum, frame):
         raise _Timeout
-    old, prev = signal.signal(signal.SIGALRM, _raise), signal.setitimer(signal.ITIMER_REAL, seconds)
+    old, prev = signal.signal(signal.SIGVTALRM, _raise), signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-        signal.setitimer(signal.ITIMER_REAL, *prev)  # an outer timer (e.g. pytest-timeout) resumes
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)
+        signal.setitimer(signal.ITIMER_VIRTUAL, *prev)  # an outer limit resumes
 
 
 def _sympy_equal(a: str, b: str) -> bool:
