@@ -38,13 +38,18 @@ def cache_unwritable(root: Path | None = None) -> str | None:
     if not parent.is_dir():
         return f"{parent} is a file, not a directory"
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        make_writable_dir(root)
     except OSError as e:
         return f"{e.filename or root}: {e.strerror or type(e).__name__}"
     return None
+
+
+def make_writable_dir(root: Path) -> None:
+    """Create ``root`` (and its parents) and prove it writable by writing and removing a file; raises OSError."""
+    root.mkdir(parents=True, exist_ok=True)
+    probe = root / f".write-test-{os.getpid()}"
+    probe.write_bytes(b"")
+    probe.unlink()
 
 
 def module_dir(module: str) -> Path | None:

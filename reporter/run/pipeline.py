@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from ..analyse import write_analysis, write_results
 from ..collect.plan import build_task
 from ..config import Profile, RunConfig, check_sae
 from ..errors import UserError
+from ..installed import make_writable_dir
 from ..store.atomic import read_json, write_json
 from ..store.layout import RunDir, slugify
 from ..store.lock import run_lock
@@ -125,10 +125,7 @@ def create_run_dir(root: Path) -> None:
     if not parent.is_dir():
         raise UserError(f"{root}: cannot be created because {parent} is a file; choose another -o/--output")
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        make_writable_dir(root)
     except OSError as e:
         for d in made:
             with contextlib.suppress(OSError):
