@@ -151,6 +151,13 @@ class EvidencePass:
             raise NotImplementedError(f"{type(self).__name__}: an evidence pass needs an artifact or a done()")
         return json_ok(directory / self.artifact)
 
+    def model_cache_key(self, profile: Profile, seed: int) -> Any:
+        """For a model-scope pass whose result depends on nothing but the model: the settings it depends on
+        (plain JSON data, with a version to bump when its code changes), so that it is computed once per model
+        and reused across runs (:mod:`reporter.collect.model_cache`). None (the default): always computed.
+        """
+        return None
+
     def prepare(self, ctx: EvidenceContext) -> None:
         """Before any pass of the task runs: leave in ``ctx.shared`` what an earlier pass could compute on its way."""
 

@@ -27,10 +27,11 @@ from ..config import ModelSpec, Profile, RunConfig, TaskConfig
 from ..errors import UserError, environment_error
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
-from ..store.layout import ERROR, MODEL_META, SMOKE, RunDir
+from ..store.layout import ERROR, MODEL_META, MODEL_WORK, SMOKE, RunDir
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
+from .model_cache import ModelStep, run_cached
 from .plan import plan_task
 from .smoke import smoke
 from .task_run import collection_choice, run_task, task_complete
@@ -131,8 +132,12 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
         return [line]
     failures: list[str] = []
     write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta})
+    work = dict(read_json(mdir / MODEL_WORK) or {})  # model-only work: computed here or taken from the cache
     if not json_ok(mdir / SMOKE):
-        write_json(mdir / SMOKE, smoke(lm, n_texts=profile.smoke_texts, progress=progress))
+        work["smoke"] = run_cached(
+            lm, ModelStep("smoke", {"texts": profile.smoke_texts, "version": 1}), mdir,
+            partial(_write_smoke, lm, profile, mdir, progress), partial(json_ok, mdir / SMOKE), use_cache=not force)
+        write_json(mdir / MODEL_WORK, work)
     if not math.isfinite(read_json(mdir / SMOKE)["perplexity"]):
         (mdir / SMOKE).unlink()
         line = (f"model '{spec.name}': the model gives NaN or infinite log-probabilities on plain text; its weights "
@@ -141,14 +146,21 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
         log(f"{spec.name}: FAILED (the reason is listed at the end)")
         return [line]
     ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=mdir)
-    steps = [(p.label, partial(p.model_done, profile, mdir), partial(p.run_model, lm, profile, mdir))
+    steps = [(p, p.label, p.model_cache_key(profile), partial(p.model_done, profile, mdir),
+              partial(p.run_model, lm, profile, mdir))
              for p in enabled_collectors(profile)]  # model-scope collectors (LPP), then evidence (reference text)
-    steps += [(ev.label, partial(ev.done, mdir), partial(ev.run, ctx)) for ev in evidence_passes(profile, spec, "model")]
-    for label, done, run in steps:
+    steps += [(ev, ev.label, ev.model_cache_key(profile, cfg.seed), partial(ev.done, mdir), partial(ev.run, ctx))
+              for ev in evidence_passes(profile, spec, "model")]
+    for owner, label, settings, done, run in steps:
         if done():
             continue
         try:
-            run()
+            if settings is None:  # not cacheable: computed every run
+                run()
+            else:
+                work[owner.name] = run_cached(lm, ModelStep(owner.name, settings), mdir, run, done,
+                                              use_cache=not force, owner=owner)
+                write_json(mdir / MODEL_WORK, work)
         except UserError as e:
             failures.extend(f"model '{spec.name}', {label}: {line}" for line in e.lines)
             log(f"{spec.name} / {label}: FAILED (the reason is listed at the end)")
@@ -169,6 +181,10 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return failures
+
+
+def _write_smoke(lm: Any, profile: Profile, mdir: Path, progress: bool) -> None:
+    write_json(mdir / SMOKE, smoke(lm, n_texts=profile.smoke_texts, progress=progress))
 
 
 def _out_of_memory(e: BaseException) -> bool:

@@ -163,6 +163,12 @@ class ReferencePass(EvidencePass):
         """Whether both files read back whole."""
         return json_ok(directory / REFERENCE_VERBATIM) and ragged_ok(directory / REFERENCE_LOGPROBS)
 
+    def model_cache_key(self, profile: Profile, seed: int) -> Any:
+        """The contamination settings and the seed: the passages and their cut depend on nothing else."""
+        import dataclasses
+
+        return {"contamination": dataclasses.asdict(profile.contamination), "seed": seed, "version": 1}
+
     def run(self, ctx: EvidenceContext) -> None:
         """One pass over the packaged LAMBADA passages."""
         collect_reference(ctx.lm, ctx.directory, ctx.profile.contamination, seed=ctx.seed)

@@ -13,7 +13,7 @@ from typing import Any
 from .. import __version__
 from ..config import Profile, RunConfig
 from ..store.atomic import read_json
-from ..store.layout import MODEL_META, SUMMARY, RunDir
+from ..store.layout import MODEL_META, MODEL_WORK, SUMMARY, RunDir
 
 
 def _git_commit() -> str | None:
@@ -166,6 +166,19 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
         "resolved": resolved,
         "config_hash": config_hash(resolved),
     }
+
+
+def model_work_record(rd: RunDir) -> dict[str, Any]:
+    """Per model, which model-only work (smoke, LPP, the held-out reference) this run computed and which it took
+    from the cache (:mod:`reporter.collect.model_cache`): ``{"<model>": {"smoke": "cached", "lpp": "computed"}}``.
+    """
+    out: dict[str, Any] = {}
+    for path in sorted(rd.root.glob(f"models/*/{MODEL_WORK}")):
+        work = read_json(path, {})
+        if isinstance(work, dict) and work:
+            name = (read_json(path.parent / MODEL_META, {}) or {}).get("name") or path.parent.name
+            out[name] = work
+    return out
 
 
 def collection_record(rd: RunDir) -> dict[str, Any]:

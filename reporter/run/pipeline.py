@@ -22,7 +22,7 @@ from ..store.atomic import read_json, write_json
 from ..store.layout import RunDir, slugify
 from ..store.lock import run_lock
 from .executors import get_executor
-from .manifest import build_manifest, collection_record
+from .manifest import build_manifest, collection_record, model_work_record
 
 
 def default_output(cfg: RunConfig) -> Path:
@@ -63,7 +63,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             "pass --force")
         write_json(rd.manifest, manifest)
         failures = run_jobs(cfg, str(rd.root.resolve()), profile, force=force, progress=progress)
-        write_json(rd.manifest, {**manifest, "collection": collection_record(rd)})
+        write_json(rd.manifest, {**manifest, "collection": collection_record(rd), "model_work": model_work_record(rd)})
         write_results(rd.root)
         write_analysis(rd.root)
         res: dict[str, Any] = read_json(rd.results)

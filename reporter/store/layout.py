@@ -44,6 +44,8 @@ COMPARE_DIR = "compare"
 MODEL_INDEX_DIR = "model-index"
 
 MODEL_META = "model.json"
+#: which model-only work (smoke, LPP, the held-out reference) this run computed and which it took from the cache
+MODEL_WORK = "model_work.json"
 ERROR = "error.json"
 SMOKE = "smoke.json"
 LPP = "lpp.json"
@@ -104,11 +106,12 @@ class RunDir:
     def model_documents(self, model: str) -> dict[str, Path]:
         """The JSON documents of a model that become keys of its results.json entry.
 
-        ``model.json`` is ``meta``; every other ``<name>.json`` but ``error.json`` is ``<name>``.
+        ``model.json`` is ``meta``; every other ``<name>.json`` but ``error.json`` and ``model_work.json`` (the
+        manifest's) is ``<name>``.
         """
         mdir = self.model_dir(model)
         docs = {"meta": mdir / MODEL_META} if (mdir / MODEL_META).is_file() else {}
         for path in sorted(mdir.glob("*.json")):
-            if path.name not in (MODEL_META, ERROR):
+            if path.name not in (MODEL_META, ERROR, MODEL_WORK):
                 docs[path.stem] = path
         return docs

@@ -143,6 +143,13 @@ class CollectorPlugin:
         """Whether :meth:`run_model`'s artifacts exist."""
         return True
 
+    def model_cache_key(self, profile: Profile) -> Any:
+        """The settings :meth:`run_model`'s result depends on besides the model (plain JSON data, with a version
+        to bump when the code changes), so that it is computed once per model and reused across runs
+        (:mod:`reporter.collect.model_cache`). None (the default): always computed.
+        """
+        return None
+
 
 _CLASSES: ClassPlugins[CollectorPlugin] = ClassPlugins(CollectorPlugin, "collector")
 

