@@ -415,6 +415,12 @@ def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True
     entry = _Entry(m, base_dir, local)
     spec = {key: rule(p, f"{k}.{key}", m[key], entry) for key, rule in _FIELD_RULES if key in m}
     _backend_fits_source(p, k, m, spec)
+    if len(p.lines) == n0 and local and "random" not in m and str(m.get("source", "")).startswith("random:"):
+        arch = str(m["source"]).split(":", 1)[1]  # no random: block: its checks on the family's defaults
+        for _, check in RANDOM_CHECKS.items():
+            if (problem := check(arch, {})) is not None:
+                p.add(f"{k}.source", problem)
+                break
     if len(p.lines) > n0:
         return None
     spec.setdefault("device", None)

@@ -48,10 +48,7 @@ def _packaged_cache_problem(name: str, what: str) -> str | None:
 def check_random(arch: str) -> str | None:
     """A ``random:ARCH`` family must have a random-initialisation recipe."""
     if arch in RANDOM_ARCHS:
-        # its family's tokenizer is a packaged model's, built into the cache on first use (an own
-        # ``random.tokenizer`` is checked on its own key)
-        return _packaged_cache_problem(RANDOM_ARCHS[arch].tokenizer, f"random:{arch} borrows the tokenizer of "
-                                       f"packaged:{RANDOM_ARCHS[arch].tokenizer}, built once into")
+        return None
     return (f"unknown architecture '{arch}'{did_you_mean(arch, RANDOM_ARCHS, prefix='random:')}; supported: "
             + ", ".join(RANDOM_ARCHS))
 
@@ -73,6 +70,16 @@ def random_parameters(arch: str, sizes: dict[str, Any]) -> int:
     h, layers = size["hidden"], size["layers"]
     kv = h * size.get("kv_heads", size["heads"]) // size["heads"]
     return int(vocab) * h + layers * (2 * h * h + 2 * h * kv + 3 * h * size["intermediate"])
+
+
+@RANDOM_CHECKS.register("tokenizer cache")
+def check_random_tokenizer(arch: str, sizes: dict[str, Any]) -> str | None:
+    """Without its own ``random.tokenizer``, a ``random:`` model borrows its family's packaged tokenizer, built
+    into the cache on first use: the cache must be writable then."""
+    if arch not in RANDOM_ARCHS or sizes.get("tokenizer"):
+        return None
+    name = RANDOM_ARCHS[arch].tokenizer
+    return _packaged_cache_problem(name, f"random:{arch} borrows the tokenizer of packaged:{name}, built once into")
 
 
 @RANDOM_CHECKS.register("memory")
