@@ -75,7 +75,8 @@ def random_parameters(arch: str, sizes: dict[str, Any]) -> int:
 @RANDOM_CHECKS.register("tokenizer cache")
 def check_random_tokenizer(arch: str, sizes: dict[str, Any]) -> str | None:
     """Without its own ``random.tokenizer``, a ``random:`` model borrows its family's packaged tokenizer, built
-    into the cache on first use: the cache must be writable then."""
+    into the cache on first use: the cache must be writable then.
+    """
     if arch not in RANDOM_ARCHS or sizes.get("tokenizer"):
         return None
     name = RANDOM_ARCHS[arch].tokenizer
