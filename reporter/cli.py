@@ -28,8 +28,10 @@ def _interrupted() -> NoReturn:
 
 
 def _fail(e: UserError) -> NoReturn:
+    from .card.text import neutral  # a name in a message must not reorder the terminal's line either
+
     for line in e.lines:
-        click.echo(f"error: {line}", err=True)
+        click.echo(f"error: {neutral(line)}", err=True)
     sys.exit(e.exit_code)
 
 

@@ -147,8 +147,8 @@ def test_a_run_still_being_written_is_not_read(finished_run, tmp_path):
 @pytest.mark.parametrize("args, want", [
     (["render", "{run}", "--format", "hf"], "--format hf writes one model's Hugging Face README: name it with --model"),
     (["render", "{run}", "--format", "docx"], "unknown card format(s) docx"),
-    (["render", "{run}", "--format", "hf", "--model", "Nobody"], "Nobody"),
-    (["render", "{run}", "--format", "md", "--section", "nonsense"], "nonsense"),
+    (["render", "{run}", "--format", "hf", "--model", "Nobody"], "--model 'Nobody' is not a model of this run"),
+    (["render", "{run}", "--format", "md", "--section", "nonsense"], "unknown card section 'nonsense'"),
     (["render", "{tmp}/nowhere"], "no such run directory"),
     (["render", "{tmp}/a-file"], "is a file"),
     (["compare", "{tmp}/empty", "{run}"], "not a run directory (no manifest.json)"),

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from reporter.errors import UserError
 from reporter.store.atomic import atomic_directory, atomic_writer, read_json, write_json
 from reporter.store.layout import RunDir, slugify
 from reporter.store.ragged import load_ragged, merge_ragged, save_ragged
@@ -69,3 +70,19 @@ def test_samples_skip_a_torn_line(tmp_path):
         fh.write('{"id": "c", "sco')  # killed mid-line
     assert sorted(read_samples(p)) == ["a", "b"]
     assert json.loads(p.read_text().splitlines()[0]) == {"id": "a", "score": 1.0}
+
+
+def test_a_line_torn_inside_a_utf8_character_is_skipped_and_a_damaged_line_is_refused(tmp_path):
+    """A kill can cut the last line inside a multi-byte character (generations are written as UTF-8): that line is
+    redone on resume. The same bytes in the middle of the file are damage, refused in one line naming it."""
+    p = tmp_path / "samples.jsonl"
+    append_samples(p, [{"id": "a", "response": "café"}])
+    whole = json.dumps({"id": "b", "response": "naïve"}, ensure_ascii=False).encode()
+    cut = whole[:whole.index("ï".encode()) + 1]  # the first byte of 'ï' only
+    p.write_bytes(p.read_bytes() + cut)
+    assert sorted(read_samples(p)) == ["a"]
+    append_samples(p, [{"id": "c"}])  # the torn tail is cut before the next append
+    assert sorted(read_samples(p)) == ["a", "c"]
+    p.write_bytes(cut + b"\n" + p.read_bytes())
+    with pytest.raises(UserError, match=r"samples.jsonl: line 1: not UTF-8 text; the file is damaged"):
+        read_samples(p)

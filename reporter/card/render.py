@@ -89,12 +89,11 @@ def _check_targets(root: Path, formats: Sequence[str]) -> None:
 
     files = [name for key, name in (("html", CARD_HTML), ("pdf", CARD_PDF), ("md", CARD_MD)) if key in formats]
     dirs = [MODEL_INDEX_DIR] + ([CHARTS_DIR] if "md" in formats else []) + ([HF_DIR] if "hf" in formats else [])
-    for name in files:
-        if (root / name).is_dir():
-            raise environment_error(OSError(errno.EISDIR, os.strerror(errno.EISDIR), str(root / name))) or AssertionError
-    for name in dirs:
-        if (root / name).exists() and not (root / name).is_dir():
-            raise environment_error(OSError(errno.EEXIST, "a file, not a directory", str(root / name))) or AssertionError
+    blocked = [OSError(errno.EISDIR, os.strerror(errno.EISDIR), str(root / n)) for n in files if (root / n).is_dir()]
+    blocked += [OSError(errno.EEXIST, "a file, not a directory", str(root / n)) for n in dirs
+                if (root / n).exists() and not (root / n).is_dir()]
+    if blocked and (line := environment_error(blocked[0])) is not None:
+        raise line
 
 
 def script_json(data: object) -> str:

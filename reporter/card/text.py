@@ -20,8 +20,8 @@ from typing import Any
 
 import regex
 
-#: characters that reorder the text around them (U+202A–U+202E, U+2066–U+2069, the marks)
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+from ..config.models import BIDI_CONTROLS
+
 #: the most graphemes a chart label shows (longer ones end in …; Vega then never cuts a label itself)
 CHART_LABEL = 30
 _GRAPHEME = regex.compile(r"\X")
@@ -35,8 +35,8 @@ def _visible(ch: str) -> str:
 
 @lru_cache(maxsize=4096)
 def neutral(text: str) -> str:
-    """``text`` with every bidirectional-control and control character (except newline, tab) shown as
-    ``[U+XXXX]``: it can neither reorder what follows it nor hide.
+    """``text`` with every bidirectional-control and control character (except newline and tab) shown as
+    ``[U+XXXX]``, so that no such character can reorder the text after it or hide unseen in a name.
 
     >>> neutral("plain name"), neutral("a\\x00b")
     ('plain name', 'a[U+0000]b')

@@ -78,11 +78,28 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
     except (KeyboardInterrupt, SystemExit):
         raise
     except OSError as e:
-        if environment_error(e) is not None:
+        if _stops_every_model(e, root):
             raise
         return _crashed(cfg, index, root, e)
     except Exception as e:  # a bug in reporter or in the model's own code, or no memory: one line, traceback kept
         return _crashed(cfg, index, root, e)
+
+
+def _stops_every_model(e: OSError, root: str) -> bool:
+    """Whether an environment failure would meet every model the same way: a full disk, or a run directory that
+    cannot be written. A model's own unreadable files are that model's failure.
+
+    >>> import errno
+    >>> _stops_every_model(OSError(errno.ENOSPC, "No space left on device", "/elsewhere/x"), "/runs/a")
+    True
+    >>> _stops_every_model(OSError(errno.EACCES, "Permission denied", "/models/m/config.json"), "/runs/a")
+    False
+    """
+    import errno
+
+    if environment_error(e) is None:
+        return False
+    return e.errno in (errno.ENOSPC, errno.EDQUOT) or str(e.filename or "").startswith(str(root).rstrip("/") + "/")
 
 
 def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str]:

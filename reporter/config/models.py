@@ -234,7 +234,9 @@ def _known_keys(p: Problems, k: str, m: dict[str, Any]) -> None:
 
 #: characters a name may not hold: C0/C1 controls (a NUL aborted the chart renderer) and the bidirectional
 #: controls that make text display in another order than it is stored (``safe\u202egnp.exe`` shows as safeexe.png)
-_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: characters that reorder the text around them (U+202A–U+202E, U+2066–U+2069, the marks): refused in names,
+#: shown as [U+XXXX] in every output (:mod:`reporter.card.text`)
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def _bad_character(text: str) -> str | None:
@@ -246,7 +248,7 @@ def _bad_character(text: str) -> str | None:
     import unicodedata
 
     for i, ch in enumerate(text, 1):
-        if ch in _BIDI_CONTROLS or unicodedata.category(ch) == "Cc":
+        if ch in BIDI_CONTROLS or unicodedata.category(ch) == "Cc":
             return f"U+{ord(ch):04X} at position {i}"
     return None
 

@@ -64,9 +64,9 @@ def random_parameters(arch: str, sizes: dict[str, Any]) -> int:
     134
     """
     size = {**RANDOM_ARCHS[arch].defaults, **{k: v for k, v in sizes.items() if k in SIZE_KEYS}}
-    tok = sizes.get("tokenizer")
-    vocab = sizes.get("vocab") or _VOCAB.get(str(tok).split(":", 1)[1] if str(tok).startswith("packaged:") else
-                                            RANDOM_ARCHS[arch].tokenizer if tok is None else "", 0)
+    tok = sizes.get("tokenizer") or f"packaged:{RANDOM_ARCHS[arch].tokenizer}"
+    # a tokenizer directory's vocabulary is not known here: the estimate is then the model without it
+    vocab = sizes.get("vocab") or _VOCAB.get(tok.removeprefix("packaged:"), 0)
     h, layers = size["hidden"], size["layers"]
     kv = h * size.get("kv_heads", size["heads"]) // size["heads"]
     return int(vocab) * h + layers * (2 * h * h + 2 * h * kv + 3 * h * size["intermediate"])

@@ -38,11 +38,14 @@ def read_samples(path: Path) -> dict[str, dict[str, Any]]:
         raise UserError(f"{path}: is larger than {MAX_SAMPLES_BYTES >> 30} GiB; not a samples file reporter wrote")
     with open(path, "rb") as fh:
         for n, raw in enumerate(fh, 1):
+            torn = not raw.endswith(b"\n")  # a kill mid-append: cut anywhere, inside a UTF-8 character too
             try:
                 rec = json.loads(raw.decode("utf-8"))
             except json.JSONDecodeError:
                 continue  # a torn line: the item is redone on resume
             except UnicodeDecodeError:
+                if torn:
+                    continue
                 raise UserError(f"{path}: line {n}: not UTF-8 text; the file is damaged (rerun `reporter run` on its "
                                 "run directory to redo it)") from None
             if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
