@@ -22,8 +22,9 @@ import regex
 
 from ..config.models import BIDI_CONTROLS
 
-#: the most graphemes a chart label shows (longer ones end in …; Vega then never cuts a label itself)
-CHART_LABEL = 30
+#: the most graphemes a chart label shows (longer ones end in …; Vega then never cuts a label itself): about the
+#: 220 px a legend showed before, so "untrained: Random-init baseline" stays whole
+CHART_LABEL = 36
 _GRAPHEME = regex.compile(r"\X")
 
 
@@ -102,7 +103,7 @@ def chart_safe(spec: dict[str, Any], graphemes: int = CHART_LABEL) -> dict[str, 
     >>> s = chart_safe({"data": {"values": [{"m": "🦙" * 40, "note": "🦙" * 40}]},
     ...                 "encoding": {"color": {"field": "m", "scale": {"domain": ["🦙" * 40]}}}})
     >>> len(s["data"]["values"][0]["m"]), s["encoding"]["color"]["scale"]["domain"] == [s["data"]["values"][0]["m"]]
-    (30, True)
+    (36, True)
     >>> len(s["data"]["values"][0]["note"]), s["config"]["legend"]["labelLimit"]
     (40, 0)
     """
