@@ -54,6 +54,11 @@ Usage (lm-eval is the optional benchmark extra: ``pip install -e '.[bench]'``)::
     python benchmarks/throughput.py --shape smollm2-135m --rounds 3      # random weights of a shape
     python benchmarks/throughput.py --device cuda --dtype bfloat16 --batch-size 32 --json
     python benchmarks/throughput.py --mode lm-eval-task --docs 100 --shots 0,5 --rounds 3
+    python benchmarks/throughput.py --process --items 120 --rounds 3   # fresh processes, start to exit
+
+``--process`` (issue 35) runs ``lm_eval run`` and ``reporter run`` as fresh processes, timed from start
+to exit, on reporter's ARC-Challenge prompts as a ``generate_until`` task: see
+``benchmarks/process_bench.py``.
 """
 from __future__ import annotations
 
@@ -410,8 +415,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-memory", action="store_true", help="skip the per-path peak-memory processes")
     ap.add_argument("--memory-worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--process", action="store_true",
+                    help="both command lines as fresh processes, start to exit (benchmarks/process_bench.py)")
+    ap.add_argument("--items", type=int, default=120, help="--process: ARC-Challenge items")
+    ap.add_argument("--max-new-tokens", type=int, default=24, help="--process: tokens generated per item")
+    ap.add_argument("--keep", action="store_true", help="--process: keep the work directory")
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = ap.parse_args(argv)
+    if args.process:
+        from process_bench import main_process  # this directory is on sys.path when run as a script
+        return main_process(args)
     known = TASK_PATHS if args.mode == "lm-eval-task" else PATHS
     paths = [p for p in (args.paths or ",".join(known)).split(",") if p]
     bad = [p for p in paths if p not in known]

@@ -18,7 +18,6 @@ from reporter.analyse.contamination import (
     verbatim_signal,
 )
 from reporter.collect import reference, verbatim
-from reporter.collect.collectors import logprobs
 from reporter.collect.collectors.logprobs import (
     TokenLogProbCollector,
     question_span,
@@ -34,6 +33,7 @@ from reporter.collect.option_order import (
 from reporter.collect.reference import REFERENCE_MAX_TOKENS, REFERENCE_VERBATIM_TOKENS, collect_reference
 from reporter.collect.verbatim import collect_verbatim, verbatim_completion
 from reporter.config import ContaminationConfig
+from reporter.instrument import gather
 from reporter.instrument.batch import left_pad
 from reporter.instrument.hooked_pass import PassBatch, hooked_pass
 from reporter.metrics.min_k import min_k_percent_prob, question_logprobs
@@ -65,7 +65,7 @@ def reference_logprobs(model, seq):
 @pytest.mark.parametrize("chunk", [None, 300])
 def test_collector_matches_per_sequence_reference(monkeypatch, chunk):
     if chunk:
-        monkeypatch.setattr(logprobs, "_CHUNK_ELEMENTS", chunk)  # two positions per chunk (vocab 211)
+        monkeypatch.setattr(gather, "CHUNK_ELEMENTS", chunk)  # two positions per chunk (vocab 211)
     from reporter.models.adapters import get_adapter
 
     model = tiny_model("llama")

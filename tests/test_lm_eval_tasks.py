@@ -59,13 +59,13 @@ def test_arc_challenge_equals_lm_evals_hf_model_item_for_item(env, lm, shots, mo
                      {"arc_challenge": ids}, shots)
     ours = ReporterLM(lm, batch_size=8)
     prefixes: list[tuple[int, ...]] = []  # every context (less its last token) reporter's model actually ran
-    original = continuations.logits_after_prefix
+    original = continuations.reduce_after_prefix
 
     def counted(model, adapter, pre, *args, **kw):
         prefixes.extend(tuple(p) for p in pre)
         return original(model, adapter, pre, *args, **kw)
 
-    monkeypatch.setattr(continuations, "logits_after_prefix", counted)
+    monkeypatch.setattr(continuations, "reduce_after_prefix", counted)
     mine = _evaluate(ours, resolved, {"arc_challenge": ids}, shots)
     a, b = _by_doc(peer, "arc_challenge"), _by_doc(mine, "arc_challenge")
     assert sorted(d for d, _ in a) == ids and a.keys() == b.keys()

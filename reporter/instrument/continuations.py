@@ -5,7 +5,8 @@ question asks for one pair per option, all with the same context. lm-eval's ``hf
 every pair whole, so a four-option question pays for its context four times. Here each distinct
 context runs once (its last token held back), its KV cache is selected for each of its
 continuations, and only ``[last context token] + continuation[:-1]`` runs on top of it
-(:func:`reporter.instrument.prefix.logits_after_prefix`), the LM head on those positions only.
+(:func:`reporter.instrument.prefix.reduce_after_prefix`), the LM head on those positions only, and
+one batch of those positions' logits kept at a time.
 
 The numbers are lm-eval's: the sum of the continuation tokens' log-probabilities (log-softmax
 over the vocabulary, in float32 at least) and whether every continuation token is the greedy
@@ -31,7 +32,7 @@ import torch
 
 from .batch import left_pad, position_ids_from_mask
 from .hooked_pass import eval_mode, input_device
-from .prefix import logits_after_prefix
+from .prefix import reduce_after_prefix
 
 __all__ = ["continuation_loglikelihoods"]
 
@@ -69,9 +70,8 @@ def continuation_loglikelihoods(model: torch.nn.Module, adapter: Any, contexts: 
         owners = [p for p, _ in members]
         rows = torch.tensor([r for r, (_, i) in enumerate(members) for _ in reqs[i][1]])
         cols = torch.tensor([c for _, i in members for c in range(len(reqs[i][1]))])
-        logits = logits_after_prefix(model, adapter, prefixes, tails, owners, rows, cols, pad_id=pad_id,
-                                     batch_size=bs)
-        _score(logits, [i for _, i in members], reqs, out)
+        _score_on_prefixes(model, adapter, prefixes, tails, owners, rows, cols, [i for _, i in members], reqs, out,
+                           pad_id, bs)
     for w0 in range(0, len(whole), bs):
         idx = whole[w0:w0 + bs]
         _score(_whole_pass(model, [reqs[i] for i in idx], pad_id), idx, reqs, out)
@@ -86,19 +86,52 @@ def _truncate(ctx: list[int], cont: list[int], max_length: int | None) -> tuple[
     return ctx[-keep:], cont
 
 
-def _score(logits: torch.Tensor, order: list[int], reqs: list[tuple[list[int], list[int]]],
-           out: list[tuple[float, bool] | None]) -> None:
-    """Fill ``out`` for requests ``order`` from their continuation positions' logits [N, V] (in that order)."""
+def _score_on_prefixes(model: torch.nn.Module, adapter: Any, prefixes: list[list[int]], tails: list[list[int]],
+                       owners: list[int], rows: torch.Tensor, cols: torch.Tensor, order: list[int],
+                       reqs: list[tuple[list[int], list[int]]], out: list[tuple[float, bool] | None], pad_id: int,
+                       bs: int) -> None:
+    """Fill ``out`` for requests ``order`` (whose continuation positions are ``rows``/``cols`` of ``tails``) from
+    one shared-prefix pass, reducing one tail batch's logits at a time.
+    """
+    targets = torch.tensor([t for i in order for t in reqs[i][1]])
+    got: dict[str, torch.Tensor] = {}
+
+    def reduce(sel: torch.Tensor, x: torch.Tensor) -> None:
+        a, b = _token_scores(x, targets[sel])
+        if not got:  # the log-probs keep the log-softmax's dtype, as lm-eval sums them
+            got["tok"], got["greedy"] = a.new_zeros(len(targets), device="cpu"), b.new_zeros(len(targets), device="cpu")
+        got["tok"][sel], got["greedy"][sel] = a.cpu(), b.cpu()
+
+    reduce_after_prefix(model, adapter, prefixes, tails, owners, rows, cols, reduce, pad_id=pad_id, batch_size=bs)
+    _sum_requests(got["tok"], got["greedy"], order, reqs, out)
+
+
+def _token_scores(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of logits [N, V]: the target's log-probability (log-softmax in float32 at least) and whether it is
+    the argmax of the log-softmax, as lm-eval's ``HFLM`` decides ``is_greedy``.
+    """
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
     logp = torch.log_softmax(logits.to(dtype), dim=-1)
-    targets = torch.tensor([t for i in order for t in reqs[i][1]], device=logp.device)
-    tok = logp.gather(1, targets[:, None])[:, 0]
-    greedy = logp.argmax(-1) == targets
+    targets = targets.to(logp.device)
+    return logp.gather(1, targets[:, None])[:, 0], logp.argmax(-1) == targets
+
+
+def _sum_requests(tok: torch.Tensor, greedy: torch.Tensor, order: list[int],
+                  reqs: list[tuple[list[int], list[int]]], out: list[tuple[float, bool] | None]) -> None:
+    """Fill ``out`` for requests ``order`` from their continuation tokens' scores (in that order)."""
     s = 0
     for i in order:
         n = len(reqs[i][1])
         out[i] = (float(tok[s:s + n].sum()), bool(greedy[s:s + n].all()))
         s += n
+
+
+def _score(logits: torch.Tensor, order: list[int], reqs: list[tuple[list[int], list[int]]],
+           out: list[tuple[float, bool] | None]) -> None:
+    """Fill ``out`` for requests ``order`` from their continuation positions' logits [N, V] (in that order)."""
+    targets = torch.tensor([t for i in order for t in reqs[i][1]])
+    tok, greedy = _token_scores(logits, targets)
+    _sum_requests(tok.cpu(), greedy.cpu(), order, reqs, out)
 
 
 def _whole_pass(model: torch.nn.Module, reqs: list[tuple[list[int], list[int]]], pad_id: int) -> torch.Tensor:

@@ -29,7 +29,10 @@ from .batch import PassBatch
 from .hooked_pass import hooked_pass
 from .hooks import HookSet
 
-__all__ = ["GatherHead", "logits_at"]
+__all__ = ["GatherHead", "logits_at", "target_logprobs"]
+
+#: log-softmax over at most this many logits at once (bounded memory for a large vocabulary)
+CHUNK_ELEMENTS = 1 << 25
 
 
 class GatherHead:
@@ -76,3 +79,18 @@ def logits_at(model: torch.nn.Module, adapter: Any, batch: PassBatch, rows: torc
     if gather.fired and logits.dim() == 3 and logits.shape[0] == 1 and logits.shape[1] == rows.numel():
         return logits[0]
     return logits[rows.to(logits.device), cols.to(logits.device)]
+
+
+def target_logprobs(x: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(x)[i, tgt[i]]`` for logits [N, V], float32 on ``x``'s device, at most
+    :data:`CHUNK_ELEMENTS` logits upcast at a time (bounded memory for a large vocabulary).
+
+    >>> [round(v, 4) for v in target_logprobs(torch.zeros(2, 4), torch.tensor([0, 3])).tolist()]  # log(1/4)
+    [-1.3863, -1.3863]
+    """
+    tgt = tgt.to(x.device)
+    if x.shape[0] == 0:
+        return torch.zeros(0, dtype=torch.float32, device=x.device)
+    step = max(1, CHUNK_ELEMENTS // max(1, x.shape[-1]))
+    return torch.cat([x[a:a + step].float().gather(-1, tgt[a:a + step, None]).squeeze(-1)
+                      - torch.logsumexp(x[a:a + step].float(), dim=-1) for a in range(0, x.shape[0], step)])

@@ -34,9 +34,9 @@ import torch
 
 from ...config import Profile
 from ...instrument.batch import PassBatch, padded_batches
-from ...instrument.gather import logits_at
+from ...instrument.gather import logits_at, target_logprobs
 from ...instrument.hooked_pass import hooked_pass
-from ...instrument.prefix import logits_after_prefix
+from ...instrument.prefix import reduce_after_prefix
 from ...store.layout import LOGPROBS
 from ...store.logprobs import merge_logprobs, save_logprobs
 from ...store.ragged import ragged_ok
@@ -44,8 +44,6 @@ from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
 
 __all__ = ["TokenLogProbCollector", "LogProbsPlugin", "prefix_logprobs", "prefix_scores", "question_span",
            "target_logprobs", "token_logprobs"]
-
-_CHUNK_ELEMENTS = 1 << 25  # log-softmax over at most this many logits at once (bounded memory)
 
 
 class TokenLogProbCollector:
@@ -273,21 +271,6 @@ def _logprobs_at(lm: Any, batch: PassBatch, idx: Sequence[int], lens: Sequence[i
         k += m
 
 
-def target_logprobs(x: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-    """``log_softmax(x)[i, tgt[i]]`` for logits [N, V], float32 on ``x``'s device, at most
-    ``_CHUNK_ELEMENTS`` logits upcast at a time (bounded memory for a large vocabulary).
-
-    >>> [round(v, 4) for v in target_logprobs(torch.zeros(2, 4), torch.tensor([0, 3])).tolist()]  # log(1/4)
-    [-1.3863, -1.3863]
-    """
-    tgt = tgt.to(x.device)
-    if x.shape[0] == 0:
-        return torch.zeros(0, dtype=torch.float32, device=x.device)
-    step = max(1, _CHUNK_ELEMENTS // max(1, x.shape[-1]))
-    return torch.cat([x[a:a + step].float().gather(-1, tgt[a:a + step, None]).squeeze(-1)
-                      - torch.logsumexp(x[a:a + step].float(), dim=-1) for a in range(0, x.shape[0], step)])
-
-
 def prefix_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[int],
                     positions: Sequence[Sequence[int]], *, batch_size: int = 8) -> list[np.ndarray]:
     """:func:`token_logprobs` with ``positions`` for sequences whose first ``shared[i]`` tokens other sequences share.
@@ -343,11 +326,21 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
         return [np.zeros(0, np.float32) for _ in id_lists], [[] for _ in id_lists]
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
     tails = [list(s[n - 1:]) for s, n in zip(id_lists, shared)]
-    x = logits_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
-                            torch.tensor(cols), pad_id=pad, batch_size=batch_size)
-    vals = target_logprobs(x[:n_lp], torch.tensor([tails[r][c + 1] for r, c in zip(rows[:n_lp], cols[:n_lp])]))
-    vals = vals.cpu().numpy()
-    best = x[n_lp:].argmax(-1).cpu().tolist() if x.shape[0] > n_lp else []
+    targets = torch.tensor([tails[r][c + 1] for r, c in zip(rows[:n_lp], cols[:n_lp])], dtype=torch.long)
+    vals_t = torch.zeros(n_lp, dtype=torch.float32)
+    best_t = torch.zeros(len(rows) - n_lp, dtype=torch.long)
+
+    def reduce(sel: torch.Tensor, x: torch.Tensor) -> None:  # one tail batch's logits, never all of them
+        lp = sel < n_lp
+        if bool(lp.any()):
+            vals_t[sel[lp]] = target_logprobs(x[lp.to(x.device)], targets[sel[lp]]).cpu()
+        if not bool(lp.all()):
+            best_t[sel[~lp] - n_lp] = x[(~lp).to(x.device)].argmax(-1).cpu()
+
+    reduce_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
+                        torch.tensor(cols), reduce, pad_id=pad, batch_size=batch_size)
+    vals = vals_t.numpy()
+    best = best_t.tolist()
     lps, out, k, g = [], [], 0, 0
     for js, gs in zip(positions, greedy):
         lps.append(vals[k:k + len(js)])
