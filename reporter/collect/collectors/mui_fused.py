@@ -95,7 +95,9 @@ class MUIStepCollector:
 
     def _keep(self, layer: int) -> Callable[[torch.Tensor], None]:
         def hook(x: torch.Tensor) -> None:
-            self._acts[layer] = x[:, -1, :]  # the position predicting this step's token
+            # the position predicting this step's token, copied: a view would keep the prefill's whole
+            # [B, T, d_ff] activation of every layer alive until the step ends (0.4 GB for SmolLM2 at 8 x 300)
+            self._acts[layer] = x[:, -1, :].clone()
         return hook
 
     def _projections(self, tokens: torch.Tensor) -> torch.Tensor:
