@@ -13,7 +13,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 SYSTEM_PKGS := chromium poppler-utils fonts-dejavu-core fonts-noto-color-emoji
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo showcase test lint docs identity venv install assets system-deps clean
+.PHONY: demo showcase test lint docs identity device-check venv install assets system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,14 @@ test: venv system-deps
 	$(MAKE) docs
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
 	$(MAKE) identity
+	$(MAKE) device-check
+
+# the one device script (benchmarks/device.sh) at tiny sizes on the CPU (part of `make test`, about 2 minutes on 2
+# cores): every section runs, reporter's responses equal lm-eval's, and the JSON document it prints is complete.
+# On a GPU run `bash benchmarks/device.sh` itself (full size, about 10 minutes) and record its figures in RESULTS.md.
+device-check:
+	PYTHON=$(BIN)/python bash benchmarks/device.sh --device cpu --small > $${TMPDIR:-/tmp}/reporter-device-check.json
+	$(BIN)/python benchmarks/device.py --check $${TMPDIR:-/tmp}/reporter-device-check.json
 
 # lm-eval identity on the real packaged SmolLM2 (part of `make test`, after pytest: about 4 minutes on 2 cores in
 # two rounds, whose medians are the ratios it prints; too slow for the suite's budget): lm-eval's own arc_challenge YAML, 30 documents, 0 and 5 shots, lm-eval's hf

@@ -398,7 +398,9 @@ def task_table(result: dict[str, Any], paths: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="packaged:smollm2-135m-instruct", help="a reporter model source")
-    ap.add_argument("--shape", default=None, help="instead: random weights, e.g. smollm2-135m (random:<arch> source)")
+    ap.add_argument("--shape", default=None, help="instead: random weights of a family, e.g. llama (random:<arch> source)")
+    ap.add_argument("--random", default=None, help="with --shape: the random: block as JSON, e.g. "
+                    "'{\"layers\": 16, \"hidden\": 2048, \"intermediate\": 8192, \"heads\": 32, \"kv_heads\": 8}'")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--batch-size", type=int, default=8)
@@ -420,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--items", type=int, default=120, help="--process: ARC-Challenge items")
     ap.add_argument("--max-new-tokens", type=int, default=24, help="--process: tokens generated per item")
     ap.add_argument("--keep", action="store_true", help="--process: keep the work directory")
+    ap.add_argument("--tasks", default=None, help=f"comma-separated subset of {', '.join(n for n, _, _ in ITEMS)}")
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = ap.parse_args(argv)
     if args.process:
@@ -433,13 +436,15 @@ def main(argv: list[str] | None = None) -> int:
 
     source = f"random:{args.shape}" if args.shape else args.model
     spec = ModelSpec(name="bench", source=source, dtype=args.dtype, kind="instruct",
-                     max_batch_size=args.batch_size)
+                     max_batch_size=args.batch_size, random=json.loads(args.random) if args.random else {})
     t0 = time.perf_counter()
     lm = load_model(spec, run_device=args.device, run_dtype=args.dtype, run_seed=args.seed)
     load_s = time.perf_counter() - t0
     if args.mode == "lm-eval-task":
         return main_lm_eval_task(args, raw_argv, lm, source, load_s, paths)
-    tasks = tuple(TaskConfig(name=n, limit=max(1, round(k * args.scale)), max_new_tokens=m) for n, k, m in ITEMS)
+    chosen = [n for n, _, _ in ITEMS] if not args.tasks else args.tasks.split(",")
+    tasks = tuple(TaskConfig(name=n, limit=max(1, round(k * args.scale)), max_new_tokens=m) for n, k, m in ITEMS
+                  if n in chosen)
     base = Profile(name="bench", tasks=tasks, mui=MUIConfig(mode="score"), lpp=replace(LPPConfig(), enabled=False))
     profiles = {"reporter": base, "reporter-tf": replace(base, collection="teacher-forced"), "reporter-bare": base}
     plans = {t.name: plan_task(lm, t, args.seed) for t in tasks}
@@ -463,9 +468,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     with tempfile.TemporaryDirectory() as tmp:  # warm-up: one small batch through both libraries' code
-        warm = {"arc_challenge": replace(plans["arc_challenge"], items=plans["arc_challenge"].items[:2],
-                                         prompts=plans["arc_challenge"].prompts[:2],
-                                         prompt_ids=plans["arc_challenge"].prompt_ids[:2])}
+        first = plans[tasks[0].name]
+        warm = {tasks[0].name: replace(first, items=first.items[:2], prompts=first.prompts[:2],
+                                       prompt_ids=first.prompt_ids[:2])}
         if "lm-eval" in paths:
             run_lm_eval(lm, warm, Path(tmp), args.batch_size)
         run_reporter(lm, Path(tmp) / "r", replace(base, tasks=(replace(tasks[0], limit=2),)), True, args.seed)
