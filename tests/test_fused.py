@@ -296,3 +296,47 @@ def test_mui_during_generation_keeps_one_position_per_layer_not_the_prefill(arch
     c.finish([len(o) for o in out])
     d_ff = get_adapter(model).d_ff
     assert held and held[0] == len(PROMPTS) * d_ff  # the prefill: one position of each prompt, not all 9
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "gpt2"])
+def test_prefill_log_probs_from_the_head_in_chunks_equal_the_full_logits(arch, monkeypatch):
+    """Where the head's output is the model's logits, the prefill's prompt log-probs are computed from the
+    head in chunks of positions and the model's own head runs on the last position only: the same
+    numbers as from the prefill's [B, K, V] logits (float64), never more than a chunk of logits at a time."""
+    from reporter.collect.collectors import logprobs as lp_module
+    from reporter.instrument.gather import head_output_is_logits
+
+    model = tiny_model(arch, vocab=97, seed=4).to(torch.float64)
+    head = model.get_output_embeddings()
+    assert head_output_is_logits(model)
+    monkeypatch.setattr(lp_module, "_HEAD_CHUNK", 2 * len(PROMPTS) * 97)  # two positions per chunk
+    spans = [(3, 6), (1, 2), (2, 4), (6, 8), (0, 1)]
+    shapes: list[tuple[int, ...]] = []
+    handle = head.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape)))
+    try:
+        chunked = TokenLogProbCollector(spans, prefill_head=head)
+        raw = greedy_decode(model, None, PROMPTS, pad_id=0, eos_ids=set(), max_new_tokens=3, collectors=[chunked])
+    finally:
+        handle.remove()
+    full = TokenLogProbCollector(spans)
+    again = greedy_decode(model, None, PROMPTS, pad_id=0, eos_ids=set(), max_new_tokens=3, collectors=[full])
+    assert again == raw
+    lengths = [len(r) for r in raw]
+    chunked.finish(lengths)
+    full.finish(lengths)
+    assert max(s[1] for s in shapes) == 2 and (len(PROMPTS), 1, 97) in shapes  # chunks of 2, then the last position
+    for a, b in zip(chunked.prompt_results(), full.prompt_results()):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # NaN where NaN
+    for a, b in zip(chunked.response_results(), full.response_results()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_model_that_transforms_its_head_output_keeps_the_full_logits():
+    """Gemma-2 soft-caps its logits after the head: log-probs of the head's own output would be wrong,
+    so the probe says no and the collector reads the model's logits, as before."""
+    from reporter.instrument.gather import head_output_is_logits
+
+    model = tiny_model("gemma2", vocab=97, seed=4)
+    model.config.final_logit_softcapping = 5.0
+    assert not head_output_is_logits(model)
+    assert head_output_is_logits(tiny_model("qwen2", vocab=97, seed=4))

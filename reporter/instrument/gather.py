@@ -21,15 +21,16 @@ True
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
 
 from .batch import PassBatch
-from .hooked_pass import hooked_pass
+from .hooked_pass import eval_mode, hooked_pass, input_device
 from .hooks import HookSet
 
-__all__ = ["GatherHead", "logits_at", "target_logprobs"]
+__all__ = ["GatherHead", "head_output_is_logits", "logits_at", "target_logprobs"]
 
 #: log-softmax over at most this many logits at once (bounded memory for a large vocabulary)
 CHUNK_ELEMENTS = 1 << 25
@@ -94,3 +95,41 @@ def target_logprobs(x: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
     step = max(1, CHUNK_ELEMENTS // max(1, x.shape[-1]))
     return torch.cat([x[a:a + step].float().gather(-1, tgt[a:a + step, None]).squeeze(-1)
                       - torch.logsumexp(x[a:a + step].float(), dim=-1) for a in range(0, x.shape[0], step)])
+
+
+_HEAD_IS_LOGITS: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
+
+
+def head_output_is_logits(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s logits are its output-embedding module's output as it is (no soft-capping or scale after it).
+
+    Then log-probs may be computed from the head's own output on chosen rows, in chunks, while the
+    model runs the head on fewer positions (:class:`reporter.collect.collectors.logprobs.TokenLogProbCollector`
+    during generation). Decided once per model object by one forward pass of two tokens: the
+    logits must equal the head's output bit for bit (Gemma-2's ``final_logit_softcapping``, for
+    one, makes them differ). False when the model has no head module or the probe fails.
+
+    >>> from transformers import GPT2Config, GPT2LMHeadModel
+    >>> head_output_is_logits(GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50)))
+    True
+    """
+    if model in _HEAD_IS_LOGITS:
+        return _HEAD_IS_LOGITS[model]
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    seen: list[torch.Tensor] = []
+    ok = False
+    if isinstance(head, torch.nn.Module):
+        handle = head.register_forward_hook(lambda _m, _i, out: seen.append(out) if isinstance(out, torch.Tensor)
+                                            else None)
+        try:
+            with eval_mode(model), torch.inference_mode():
+                ids = torch.tensor([[1, 2]], device=input_device(model))
+                logits = model(input_ids=ids, use_cache=False).logits
+            ok = len(seen) == 1 and seen[0].shape[-1] == logits.shape[-1] \
+                and torch.equal(seen[0][..., -1:, :].to(logits.dtype), logits[..., -1:, :])
+        except Exception:  # noqa: BLE001 - any failure: keep the full-logits path
+            ok = False
+        finally:
+            handle.remove()
+    _HEAD_IS_LOGITS[model] = ok
+    return ok

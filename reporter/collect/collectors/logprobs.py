@@ -34,7 +34,7 @@ import torch
 
 from ...config import Profile
 from ...instrument.batch import PassBatch, padded_batches
-from ...instrument.gather import logits_at, target_logprobs
+from ...instrument.gather import head_output_is_logits, logits_at, target_logprobs
 from ...instrument.hooked_pass import hooked_pass
 from ...instrument.prefix import reduce_after_prefix
 from ...store.layout import LOGPROBS
@@ -44,6 +44,10 @@ from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
 
 __all__ = ["TokenLogProbCollector", "LogProbsPlugin", "prefix_logprobs", "prefix_scores", "question_span",
            "target_logprobs", "token_logprobs"]
+
+
+#: the prefill's prompt log-probs: at most this many logits computed at a time (32 MB in float32)
+_HEAD_CHUNK = 1 << 23
 
 
 class TokenLogProbCollector:
@@ -65,14 +69,21 @@ class TokenLogProbCollector:
     reads the question span alone. A sample whose span is None keeps the whole prompt.
     """
 
-    def __init__(self, question_spans: Sequence[tuple[int, int] | None] | None = None) -> None:
+    def __init__(self, question_spans: Sequence[tuple[int, int] | None] | None = None, *,
+                 prefill_head: torch.nn.Module | None = None) -> None:
         self.question_spans = list(question_spans) if question_spans is not None else None
         #: how many of the prefill's last positions need logits (0 = all): set per batch in attach
         self.prompt_positions = 0
+        #: during generation: the LM head, when its output is the model's logits
+        #: (:func:`~reporter.instrument.gather.head_output_is_logits`); the prefill's prompt log-probs are
+        #: then computed from it in chunks of positions and the model's own head runs on the last position only
+        self.prefill_head = prefill_head
         self._prompt: list[np.ndarray] = []
         self._response: list[np.ndarray] = []
         self._batch: PassBatch | None = None
         self._prefill: torch.Tensor | None = None
+        self._prefill_lp: torch.Tensor | None = None
+        self._busy = False
         self._steps: list[torch.Tensor] = []
 
     def _starts(self, n: int) -> list[int] | None:
@@ -89,13 +100,49 @@ class TokenLogProbCollector:
         """No hooks: the logits are enough (the batch is kept for the generation path); sets
         ``prompt_positions`` from the question spans (one host sync per batch).
         """
-        self._batch, self._prefill, self._steps = batch, None, []
+        self._batch, self._prefill, self._prefill_lp, self._steps = batch, None, None, []
         starts = self._starts(batch.input_ids.shape[0])
         if starts is None:
             self.prompt_positions = 0
         else:  # the position predicting token j of a left-padded prompt of n tokens is j - 1 from n's start
             lengths = batch.attention_mask.sum(-1).tolist()
             self.prompt_positions = max(max(1, int(n) - s + 1) for n, s in zip(lengths, starts))
+        if self.prefill_head is not None:
+            hooks.replace_input(self.prefill_head, self._prefill_rows)
+
+    def _prefill_rows(self, h: torch.Tensor) -> torch.Tensor:
+        """At the prefill: the prompt's log-probs from the head's input [B, K, H], CHUNK positions at a time;
+        the head then runs on the last position only. Any other call of the head is left as it is.
+        """
+        batch = self._batch
+        if self._busy or self._prefill_lp is not None or batch is None or h.dim() != 3:
+            return h
+        B, T = batch.input_ids.shape
+        K = T if self.prompt_positions <= 0 or self.prompt_positions >= T else self.prompt_positions
+        if tuple(h.shape[:2]) != (B, K) or K < 2:
+            return h  # not this batch's prefill as this collector asked for it: the logits path reads it
+        off = T - K
+        head = self.prefill_head
+        assert head is not None
+        tgt = batch.input_ids[:, off + 1:].to(h.device)  # position off + k predicts token off + k + 1
+        lp = torch.empty((B, K - 1), dtype=torch.float32, device=h.device)
+        step = max(1, _HEAD_CHUNK // (B * int(self._vocab(head))))
+        self._busy = True
+        try:
+            for a in range(0, K - 1, step):
+                b = min(K - 1, a + step)
+                x = head(h[:, a:b])  # [B, c, V]: its own output is the model's logits (checked once per model)
+                lp[:, a:b] = target_logprobs(x.reshape(B * (b - a), -1), tgt[:, a:b].reshape(-1)).view(B, b - a)
+                del x
+        finally:
+            self._busy = False
+        self._prefill_lp = lp
+        return h[:, -1:]
+
+    @staticmethod
+    def _vocab(head: torch.nn.Module) -> int:
+        w = getattr(head, "weight", None)
+        return int(w.shape[0]) if isinstance(w, torch.Tensor) and w.dim() == 2 else 1 << 17
 
     def _keep(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         starts = self._starts(len(arrays))
@@ -127,22 +174,25 @@ class TokenLogProbCollector:
         if rows.numel() != B:
             lp = lp.new_full((B,), float("nan")).index_copy_(0, rows.to(lp.device), lp)
         self._steps.append(lp)
-        if step == 0:
-            self._prefill = logits
+        if step == 0 and self._prefill_lp is None:
+            self._prefill = logits  # no chunked prompt log-probs: keep the prefill's logits until finish
 
     def finish(self, lengths: Sequence[int]) -> None:
         """The prompt's log-probs from the prefill, each response's from its first ``lengths[b]`` steps."""
-        if self._batch is None or self._prefill is None:
+        if self._batch is None or (self._prefill is None and self._prefill_lp is None):
             raise RuntimeError("TokenLogProbCollector.finish without a generation")
         B, P = self._batch.input_ids.shape
         if P < 2:
             self._prompt += [np.zeros(0, np.float32)] * B
         else:
-            lp, prompt, _ = _next_token_logprobs(self._batch, self._prefill)
+            if self._prefill_lp is not None:
+                lp, prompt, _ = _next_token_logprobs(self._batch, None, self._prefill_lp)
+            else:
+                lp, prompt, _ = _next_token_logprobs(self._batch, self._prefill)
             self._prompt += self._keep([lp[b][prompt[b]].astype(np.float32) for b in range(B)])
         steps = torch.stack(self._steps, 1).cpu().numpy()
         self._response.extend(steps[b, :lengths[b]].astype(np.float32) for b in range(B))
-        self._batch, self._prefill, self._steps = None, None, []
+        self._batch, self._prefill, self._prefill_lp, self._steps = None, None, None, []
 
     def prompt_results(self) -> list[np.ndarray]:
         """Per sample, the log-probs of its prompt tokens (after the first; NaN before the question)."""
@@ -153,22 +203,28 @@ class TokenLogProbCollector:
         return list(self._response)
 
 
-def _next_token_logprobs(batch: PassBatch, logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _next_token_logprobs(batch: PassBatch, logits: torch.Tensor | None,
+                         computed: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``log p(x_{t+1} | x_{<=t})`` [B, T-1] on the host, with masks of prompt and response targets.
 
     ``logits`` [B, K, V] may cover the last K <= T positions only (``logits_to_keep``): targets
-    predicted by positions before them are NaN.
+    predicted by positions before them are NaN. ``computed`` [B, K - 1] instead: those log-probs,
+    already computed (the prefill's chunked head).
     """
     ids, am = batch.input_ids, batch.attention_mask.bool()
     B, T = ids.shape
-    off = T - logits.shape[1]  # logits[:, k] is position off + k
-    tgt = ids[:, 1:].to(logits.device)
-    lp = torch.full((B, T - 1), float("nan"), dtype=torch.float32, device=logits.device)
-    if T - 1 > off:
+    ref = computed if computed is not None else logits
+    assert ref is not None
+    off = T - ref.shape[1] - (1 if computed is not None else 0)  # logits[:, k] is position off + k
+    tgt = ids[:, 1:].to(ref.device)
+    lp = torch.full((B, T - 1), float("nan"), dtype=torch.float32, device=ref.device)
+    if computed is not None:
+        lp[:, off:] = computed
+    elif T - 1 > off and logits is not None:
         for b in range(B):
             lp[b, off:] = target_logprobs(logits[b, :T - 1 - off], tgt[b, off:])
-    valid = (am[:, 1:] & am[:, :-1]).to(logits.device)
-    resp = batch.response_mask.bool()[:, 1:].to(logits.device) & valid
+    valid = (am[:, 1:] & am[:, :-1]).to(ref.device)
+    resp = batch.response_mask.bool()[:, 1:].to(ref.device) & valid
     prompt = valid & ~resp
     return lp.cpu().numpy(), prompt.cpu().numpy(), resp.cpu().numpy()
 
@@ -376,8 +432,12 @@ class LogProbsPlugin(CollectorPlugin):
         return True
 
     def for_generation(self, batch: BatchContext) -> TokenLogProbCollector:
-        """A fresh collector (prompt log-probs from the prefill, from the question on; response log-probs per step)."""
-        return TokenLogProbCollector(_question_spans(batch))
+        """A fresh collector (prompt log-probs from the prefill, from the question on, computed from the LM head in
+        chunks where its output is the logits; response log-probs per step).
+        """
+        model = batch.task.lm.model
+        head = model.get_output_embeddings() if head_output_is_logits(model) else None
+        return TokenLogProbCollector(_question_spans(batch), prefill_head=head)
 
     def save_batch(self, collector: Any, batch: BatchContext) -> None:
         """The batch's log-probs, with where each question lies in its prompt."""
