@@ -28,30 +28,17 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from process_bench import run_timed as timed  # noqa: E402 - one timer for both fresh-process benchmarks
 
 
 def _bin(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
-
-
-def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (GB) of one fresh process."""
-    t0 = time.perf_counter()
-    with open(log, "w") as fh:
-        p = subprocess.run(["/usr/bin/time", "-f", "MAXRSS %M", *cmd], env=env, stdout=fh, stderr=subprocess.STDOUT)
-    wall = time.perf_counter() - t0
-    text = log.read_text()
-    if p.returncode != 0:
-        raise SystemExit(f"{cmd[0]} failed ({p.returncode}); see {log}:\n{text[-3000:]}")
-    rss = next(int(x.split()[1]) for x in text.splitlines() if x.startswith("MAXRSS"))
-    return wall, rss / 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
