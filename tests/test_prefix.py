@@ -157,3 +157,29 @@ def test_reduce_after_prefix_hands_over_each_position_once_one_tail_batch_at_a_t
     assert seen.tolist() == [1] * len(pairs)
     longest_two = sum(sorted((len(t) for t in tails), reverse=True)[:2])
     assert len(sizes) > 2 and max(sizes) <= longest_two
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3", "gpt2"])
+def test_reference_scores_in_chunks_equal_the_full_logits(family, monkeypatch):
+    """The held-out reference and other-split passes take each position's log-prob and argmax from the LM head
+    two positions at a time inside the pass (a large vocabulary's [B, T, V] logits never exist at once): the
+    same numbers as from the whole pass's logits, in float64, and the same as each text run alone."""
+    from reporter.collect import reference
+
+    model = _model(family, **FAMILIES[family])
+    lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0),
+                               adapter=get_adapter(model), device=torch.device("cpu"))
+    g = torch.Generator().manual_seed(6)
+    seqs = [torch.randint(3, 211, (n,), generator=g).tolist() for n in (9, 4, 1, 7, 12)]
+    monkeypatch.setattr(reference, "SCORE_CHUNK", 2 * 2 * 211)  # batch 2: two positions per chunk
+    chunked = reference.logprobs_and_greedy(lm, seqs, batch_size=2)
+    monkeypatch.setattr(reference, "head_output_is_logits", lambda m: False)
+    full = reference.logprobs_and_greedy(lm, seqs, batch_size=2)
+    for s, a, b, ga, gb in zip(seqs, chunked[0], full[0], chunked[1], full[1]):
+        assert a.shape == b.shape == (max(0, len(s) - 1),) and a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(ga, gb)
+        if len(s) > 1:
+            with torch.no_grad():
+                lp = torch.log_softmax(model(torch.tensor([s])).logits[0], -1)
+            np.testing.assert_allclose(a, [float(lp[j - 1, s[j]]) for j in range(1, len(s))], rtol=0, atol=1e-6)

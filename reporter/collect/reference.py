@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
 from ..config import ContaminationConfig, Profile
 from ..instrument.batch import padded_batches
+from ..instrument.gather import head_output_is_logits, target_logprobs
 from ..instrument.hooked_pass import hooked_pass
 from ..store.atomic import json_ok, read_json
 from ..store.layout import REFERENCE_LOGPROBS, REFERENCE_VERBATIM
@@ -29,17 +31,18 @@ from ..store.logprobs import save_logprobs
 from ..store.ragged import ragged_ok
 from ..tasks import is_probe
 from ..tasks.sources import lambada_texts
-from .collectors.logprobs import target_logprobs
 from .evidence import EvidenceContext, EvidencePass, batch_size_for, measured, register_evidence
 from .verbatim import greedy_under_teacher_forcing, verbatim_plan, verbatim_result
 
-__all__ = ["REFERENCE_MAX_TOKENS", "REFERENCE_VERBATIM_TOKENS", "ReferencePass", "logprobs_and_greedy",
+__all__ = ["REFERENCE_MAX_TOKENS", "REFERENCE_VERBATIM_TOKENS", "ChunkedScores", "ReferencePass", "logprobs_and_greedy",
            "collect_reference"]
 
 #: each reference passage is cut to this many tokens (the Min-K% reference is computed on them)
 REFERENCE_MAX_TOKENS = 64
 #: for the verbatim chance rate, passages are cut to this many tokens (half prompt, half target)
 REFERENCE_VERBATIM_TOKENS = 48
+#: :class:`ChunkedScores`: at most this many logits computed at a time (32 MB in float32)
+SCORE_CHUNK = 1 << 23
 
 
 
@@ -48,7 +51,10 @@ def logprobs_and_greedy(lm: Any, id_lists: Sequence[Sequence[int]], *,
     """Per sequence, ``log p(x_j | x_<j)`` for j >= 1 (float32) and the most probable token at each of those positions.
 
     ``greedy[i][j - 1]`` is the argmax of the distribution that predicts token j. One hooked
-    pass per batch (longest first).
+    pass per batch (longest first). Where the LM head's output is the model's logits
+    (:func:`~reporter.instrument.gather.head_output_is_logits`) the head runs on a chunk of
+    positions at a time inside the pass (:class:`ChunkedScores`), so that a large vocabulary's
+    [B, T, V] logits never exist at once; otherwise from the pass's logits.
 
     >>> lps, greedy = logprobs_and_greedy(lm, [[1, 2, 3], [4, 5]])
     >>> [a.shape for a in lps], [g.shape for g in greedy]
@@ -56,16 +62,82 @@ def logprobs_and_greedy(lm: Any, id_lists: Sequence[Sequence[int]], *,
     """
     lps: list[np.ndarray] = [np.zeros(0, np.float32)] * len(id_lists)
     greedy: list[np.ndarray] = [np.zeros(0, np.int64)] * len(id_lists)
+    head = lm.model.get_output_embeddings() if head_output_is_logits(lm.model) else None
     for pb in padded_batches(id_lists, batch_size, lm.tokenizer.pad_token_id, lm.device):
-        logits = hooked_pass(lm.model, lm.adapter, pb.batch, [])
         W = pb.width
+        if head is not None:
+            scores = ChunkedScores(head)
+            hooked_pass(lm.model, lm.adapter, pb.batch, [scores])
+            lp_all, best_all = scores.result()
         for r, (i, n) in enumerate(zip(pb.idx, pb.lengths)):
             if n < 2:
                 continue
-            x = logits[r, W - n: W - 1]  # predicts tokens 1..n-1
-            lps[i] = target_logprobs(x, pb.input_ids[r, W - n + 1:]).cpu().numpy()
-            greedy[i] = x.argmax(-1).cpu().numpy().astype(np.int64)
+            if head is not None:  # position t predicts token t + 1: tokens 1..n-1 are predicted by W-n..W-2
+                lps[i] = lp_all[r, W - n: W - 1].cpu().numpy()
+                greedy[i] = best_all[r, W - n: W - 1].cpu().numpy().astype(np.int64)
+        if head is None:
+            logits = hooked_pass(lm.model, lm.adapter, pb.batch, [])
+            for r, (i, n) in enumerate(zip(pb.idx, pb.lengths)):
+                if n < 2:
+                    continue
+                x = logits[r, W - n: W - 1]  # predicts tokens 1..n-1
+                lps[i] = target_logprobs(x, pb.input_ids[r, W - n + 1:]).cpu().numpy()
+                greedy[i] = x.argmax(-1).cpu().numpy().astype(np.int64)
+            del logits
     return lps, greedy
+
+
+class ChunkedScores:
+    """Collector: every position's log-prob of the next token and its argmax, the LM head run on
+    :data:`SCORE_CHUNK` logits at a time from its input; the head itself then runs on the last position only.
+
+    Only for a model whose head output is its logits (the caller checks). ``result()`` gives
+    ``(logprobs [B, T-1] float32, argmax [B, T-1] int64)``; position t predicts token t + 1.
+    """
+
+    def __init__(self, head: torch.nn.Module) -> None:
+        self.head = head
+        self._lp: torch.Tensor | None = None
+        self._best: torch.Tensor | None = None
+        self._busy = False
+
+    def attach(self, hooks: Any, adapter: Any, batch: Any) -> None:
+        """Replace the head's input by its last position, after scoring every position in chunks."""
+        ids = batch.input_ids
+
+        def score(h: torch.Tensor) -> torch.Tensor:
+            if self._busy or self._lp is not None or h.dim() != 3 or tuple(h.shape[:2]) != tuple(ids.shape):
+                return h
+            B, T = ids.shape
+            tgt = ids[:, 1:].to(h.device)
+            lp = torch.zeros((B, max(0, T - 1)), dtype=torch.float32, device=h.device)
+            best = torch.zeros((B, max(0, T - 1)), dtype=torch.long, device=h.device)
+            w = getattr(self.head, "weight", None)
+            vocab = int(w.shape[0]) if isinstance(w, torch.Tensor) and w.dim() == 2 else 1 << 17
+            step = max(1, SCORE_CHUNK // (B * vocab))
+            self._busy = True
+            try:
+                for a in range(0, T - 1, step):
+                    b = min(T - 1, a + step)
+                    x = self.head(h[:, a:b])  # [B, c, V]
+                    lp[:, a:b] = target_logprobs(x.reshape(B * (b - a), -1), tgt[:, a:b].reshape(-1)).view(B, b - a)
+                    best[:, a:b] = x.argmax(-1)
+                    del x
+            finally:
+                self._busy = False
+            self._lp, self._best = lp, best
+            return h[:, -1:]
+
+        hooks.replace_input(self.head, score)
+
+    def after_forward(self, batch: Any, logits: torch.Tensor) -> None:
+        """Nothing more: the scores were taken inside the pass."""
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logprobs [B, T-1], argmax [B, T-1])`` of the batch."""
+        if self._lp is None or self._best is None:
+            raise RuntimeError("ChunkedScores: the LM head was not called on the batch's final hidden states")
+        return self._lp, self._best
 
 
 def collect_reference(lm: Any, model_dir: Path, settings: ContaminationConfig, *, seed: int = 0,
