@@ -23,7 +23,7 @@ import torch
 
 from ..config import ContaminationConfig, Profile
 from ..instrument.batch import padded_batches
-from ..instrument.gather import head_output_is_logits, target_logprobs
+from ..instrument.gather import head_output_is_logits, head_scores, target_logprobs
 from ..instrument.hooked_pass import hooked_pass
 from ..store.atomic import json_ok, read_json
 from ..store.layout import REFERENCE_LOGPROBS, REFERENCE_VERBATIM
@@ -68,22 +68,19 @@ def logprobs_and_greedy(lm: Any, id_lists: Sequence[Sequence[int]], *,
         if head is not None:
             scores = ChunkedScores(head)
             hooked_pass(lm.model, lm.adapter, pb.batch, [scores])
-            lp_all, best_all = scores.result()
+            lp_all, best_all = scores.result()  # position t predicts token t + 1
+        else:
+            logits = hooked_pass(lm.model, lm.adapter, pb.batch, [])
         for r, (i, n) in enumerate(zip(pb.idx, pb.lengths)):
             if n < 2:
                 continue
-            if head is not None:  # position t predicts token t + 1: tokens 1..n-1 are predicted by W-n..W-2
+            if head is not None:  # tokens 1..n-1 are predicted by positions W-n..W-2
                 lps[i] = lp_all[r, W - n: W - 1].cpu().numpy()
                 greedy[i] = best_all[r, W - n: W - 1].cpu().numpy().astype(np.int64)
-        if head is None:
-            logits = hooked_pass(lm.model, lm.adapter, pb.batch, [])
-            for r, (i, n) in enumerate(zip(pb.idx, pb.lengths)):
-                if n < 2:
-                    continue
-                x = logits[r, W - n: W - 1]  # predicts tokens 1..n-1
+            else:
+                x = logits[r, W - n: W - 1]
                 lps[i] = target_logprobs(x, pb.input_ids[r, W - n + 1:]).cpu().numpy()
                 greedy[i] = x.argmax(-1).cpu().numpy().astype(np.int64)
-            del logits
     return lps, greedy
 
 
@@ -108,21 +105,9 @@ class ChunkedScores:
         def score(h: torch.Tensor) -> torch.Tensor:
             if self._busy or self._lp is not None or h.dim() != 3 or tuple(h.shape[:2]) != tuple(ids.shape):
                 return h
-            B, T = ids.shape
-            tgt = ids[:, 1:].to(h.device)
-            lp = torch.zeros((B, max(0, T - 1)), dtype=torch.float32, device=h.device)
-            best = torch.zeros((B, max(0, T - 1)), dtype=torch.long, device=h.device)
-            w = getattr(self.head, "weight", None)
-            vocab = int(w.shape[0]) if isinstance(w, torch.Tensor) and w.dim() == 2 else 1 << 17
-            step = max(1, SCORE_CHUNK // (B * vocab))
-            self._busy = True
+            self._busy = True  # the head's own calls below pass through this hook unchanged
             try:
-                for a in range(0, T - 1, step):
-                    b = min(T - 1, a + step)
-                    x = self.head(h[:, a:b])  # [B, c, V]
-                    lp[:, a:b] = target_logprobs(x.reshape(B * (b - a), -1), tgt[:, a:b].reshape(-1)).view(B, b - a)
-                    best[:, a:b] = x.argmax(-1)
-                    del x
+                lp, best = head_scores(self.head, h[:, :-1], ids[:, 1:], budget=SCORE_CHUNK)
             finally:
                 self._busy = False
             self._lp, self._best = lp, best

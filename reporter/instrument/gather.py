@@ -30,7 +30,7 @@ from .batch import PassBatch
 from .hooked_pass import eval_mode, hooked_pass, input_device
 from .hooks import HookSet
 
-__all__ = ["GatherHead", "head_output_is_logits", "logits_at", "target_logprobs"]
+__all__ = ["GatherHead", "head_output_is_logits", "head_scores", "logits_at", "target_logprobs"]
 
 #: log-softmax over at most this many logits at once (bounded memory for a large vocabulary)
 CHUNK_ELEMENTS = 1 << 25
@@ -133,3 +133,31 @@ def head_output_is_logits(model: torch.nn.Module) -> bool:
             handle.remove()
     _HEAD_IS_LOGITS[model] = ok
     return ok
+
+
+def head_scores(head: torch.nn.Module, h: torch.Tensor, targets: torch.Tensor, *,
+                budget: int = 1 << 23) -> tuple[torch.Tensor, torch.Tensor]:
+    """The head run on final hidden states ``h`` [B, N, H] a chunk of positions at a time (at most ``budget``
+    logits at once): per position the log-prob of ``targets`` [B, N] (float32) and the argmax [B, N].
+
+    Only for a head whose output is the model's logits (:func:`head_output_is_logits`).
+
+    >>> head = torch.nn.Linear(4, 10, bias=False)
+    >>> lp, best = head_scores(head, torch.randn(2, 3, 4), torch.zeros(2, 3, dtype=torch.long), budget=20)
+    >>> lp.shape, best.shape
+    (torch.Size([2, 3]), torch.Size([2, 3]))
+    """
+    B, N = targets.shape
+    w = getattr(head, "weight", None)
+    vocab = int(w.shape[0]) if isinstance(w, torch.Tensor) and w.dim() == 2 else 1 << 17
+    step = max(1, budget // max(1, B * vocab))
+    targets = targets.to(h.device)
+    lp = torch.empty((B, N), dtype=torch.float32, device=h.device)
+    best = torch.empty((B, N), dtype=torch.long, device=h.device)
+    for a in range(0, N, step):
+        b = min(N, a + step)
+        x = head(h[:, a:b])  # [B, c, V]
+        lp[:, a:b] = target_logprobs(x.reshape(B * (b - a), -1), targets[:, a:b].reshape(-1)).view(B, b - a)
+        best[:, a:b] = x.argmax(-1)
+        del x
+    return lp, best

@@ -34,7 +34,7 @@ import torch
 
 from ...config import Profile
 from ...instrument.batch import PassBatch, padded_batches
-from ...instrument.gather import head_output_is_logits, logits_at, target_logprobs
+from ...instrument.gather import head_output_is_logits, head_scores, logits_at, target_logprobs
 from ...instrument.hooked_pass import hooked_pass
 from ...instrument.prefix import reduce_after_prefix
 from ...store.layout import LOGPROBS
@@ -124,25 +124,13 @@ class TokenLogProbCollector:
         off = T - K
         head = self.prefill_head
         assert head is not None
-        tgt = batch.input_ids[:, off + 1:].to(h.device)  # position off + k predicts token off + k + 1
-        lp = torch.empty((B, K - 1), dtype=torch.float32, device=h.device)
-        step = max(1, _HEAD_CHUNK // (B * int(self._vocab(head))))
-        self._busy = True
-        try:
-            for a in range(0, K - 1, step):
-                b = min(K - 1, a + step)
-                x = head(h[:, a:b])  # [B, c, V]: its own output is the model's logits (checked once per model)
-                lp[:, a:b] = target_logprobs(x.reshape(B * (b - a), -1), tgt[:, a:b].reshape(-1)).view(B, b - a)
-                del x
+        self._busy = True  # the head's own calls below pass through this hook unchanged
+        try:  # position off + k predicts token off + k + 1
+            lp, _ = head_scores(head, h[:, :K - 1], batch.input_ids[:, off + 1:], budget=_HEAD_CHUNK)
         finally:
             self._busy = False
         self._prefill_lp = lp
         return h[:, -1:]
-
-    @staticmethod
-    def _vocab(head: torch.nn.Module) -> int:
-        w = getattr(head, "weight", None)
-        return int(w.shape[0]) if isinstance(w, torch.Tensor) and w.dim() == 2 else 1 << 17
 
     def _keep(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         starts = self._starts(len(arrays))
