@@ -1,4 +1,4 @@
-"""Command-line interface: ``reporter run``, ``analyse``, ``render``, ``compare``, ``validate``, ``schema`` and
+"""Command-line interface: ``reporter run``, ``analyse``, ``render``, ``compare``, ``board``, ``validate``, ``schema`` and
 ``lm-eval`` (lm-eval's own command line with reporter as its model ``reporter``).
 
 Bad input is one line per problem on stderr and exit code 2, never a traceback. Progress goes to
@@ -357,6 +357,46 @@ def compare(base_run, new_run, output, pairs, no_mui, shared_only):
     click.echo(files["md"].read_text(encoding="utf-8"), nl=False)
     for key, path in files.items():
         click.echo(f"{key}: {path}", err=True)
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), default=Path("board"),
+              show_default=True, help="The site's directory (index.html, models/, history/, runs/, board.json).")
+@click.option("--title", default=None, help="The leaderboard's title (default: Model leaderboard).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resamples.")
+@click.option("--resamples", type=click.IntRange(100, 100_000), default=2000, show_default=True,
+              help="Bootstrap resamples of the rank intervals and the law fit.")
+@_boundary
+def board(run_dirs, output, title, seed, resamples):
+    """One leaderboard over many runs: merge every model of RUN_DIR... (paths or globs) that answered the same
+    items into a static site (no server, nothing fetched), with release histories and a page per model.
+
+    Runs whose items differ on a task are not merged on that task (the page says which and why); a damaged
+    or foreign directory is one warning line and the board is built from the rest. A rebuild reads and
+    compares only the runs that changed.
+
+    \b
+    Examples:
+      reporter board reports/* -o board --title "Vendor shortlist"
+      reporter board reports/v1.0 reports/v1.1 reports/v1.2 -o releases
+    """
+    from .analyse.board import BoardCache, build_board
+    from .card.board import write_board
+
+    try:
+        doc = build_board(run_dirs, seed=seed, n_resamples=resamples, cache=BoardCache(Path(output) / ".cache"),
+                          title=title)
+        files = write_board(doc, output)
+    except UserError as e:
+        _fail(e)
+    for w in doc["warnings"]:
+        click.echo(f"warning: {w}", err=True)
+    c = doc["cache"]
+    click.echo(f"board: {output / 'index.html'} ({len(doc['rows'])} models from {len(doc['runs'])} runs; "
+               f"{len(doc['history'])} release histories; read {c['runs_read']} run(s), {c['runs_cached']} "
+               f"unchanged; {c['compared']} comparison(s) computed, {c['comparisons_cached']} reused; "
+               f"{len(files)} files)")
 
 
 @main.command()

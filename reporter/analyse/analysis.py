@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence, TypedDict
+from typing import Any, NamedTuple, Sequence, TypedDict
 
 import numpy as np
 
@@ -69,7 +69,7 @@ from .numbers import json_ready
 from .results import build_results
 from .training import PHASE_RULE, TrainingResult, training_phases
 
-__all__ = ["analyse", "write_analysis", "ANALYSIS_VERSION", "AnalysisDoc", "LawSection", "CoreSetSection"]
+__all__ = ["analyse", "write_analysis", "law_and_fairness", "LawAndFairness", "ANALYSIS_VERSION", "AnalysisDoc", "LawSection", "CoreSetSection"]
 
 ANALYSIS_VERSION = 2
 _SETTINGS = ("definition", "mode", "top_ratio", "rho", "n_samples")
@@ -402,6 +402,47 @@ def _flag_fairness(fair: FairnessResult, contamination: list[ContaminationVerdic
                                        "scores on those tasks may partly come from memorised test items.")
 
 
+class LawAndFairness(NamedTuple):
+    """The law section, its per-task fits (for the contamination residual), the fairness section and notes."""
+
+    law: LawSection
+    fits: dict[str, tuple[LawFit | None, str | None, list[dict[str, Any]]]]
+    fairness: FairnessResult
+    notes: list[str]
+    points: dict[str, dict[str, dict[str, Any]]]  # {model: {task: law point}}, one MUI definition
+
+
+def law_and_fairness(results: dict[str, Any], per_item: dict[str, dict[str, dict[str, float]]], *, seed: int,
+                     n_resamples: int = 2000) -> LawAndFairness:
+    """The Utility Law fits and the law-adjusted fairness of every trained model of a results-shaped document.
+
+    ``results``: ``{"models": {name: entry}}`` with each entry's ``tasks`` (score, mui, mui_settings), as in
+    results.json; ``per_item``: {model: {task: {item id: score}}} (:func:`per_item_scores`). One run's
+    analysis uses it, and so does a board over many runs (:mod:`reporter.analyse.board`).
+
+    >>> from reporter.analyse.results import build_results
+    >>> res = build_results(run_dir)
+    >>> out = law_and_fairness(res, per_item_scores(res, run_dir), seed=0, n_resamples=200)
+    >>> sorted(out.law)[:3], out.fairness["available"]
+    (['excluded', 'left_out', 'notes'], False)
+    """
+    notes: list[str] = []
+    law_pts, base_pts, left_out = _points(results)
+    _one_definition(law_pts, left_out)
+    law, fits, avg = _law(law_pts, seed, n_resamples)
+    law["left_out"] = left_out
+    base_rows: list[dict[str, Any]] = [{"label": m, "model": m, "P": float(np.mean([p["P"] for p in ts.values()])),
+                  "MUI": float(np.mean([p["MUI"] for p in ts.values()])), "baseline": True}
+                 for m, ts in base_pts.items() if ts]
+    per_task_pts = {t: f[2] for t, f in fits.items()}
+    fair = fairness(avg, per_task_pts, seed=seed, n_resamples=n_resamples, reference_rows=base_rows,
+                    items=per_item, tasks=(law.get("per_model_average") or {}).get("tasks") or [])
+    if base_rows:
+        notes.append(f"untrained baseline(s) {', '.join(r['model'] for r in base_rows)}: reference rows, "
+                     "not points of the law and not ranked")
+    return LawAndFairness(law, fits, fair, notes, law_pts)
+
+
 def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 2000) -> AnalysisDoc:
     """Compute the ``analysis`` section of results.json from a run directory's artifacts.
 
@@ -416,21 +457,8 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
     if results is None:
         results = build_results(run_dir)
     seed = int(seed if seed is not None else ((results.get("run") or {}).get("seed") or 0))
-    notes: list[str] = []
-    law_pts, base_pts, left_out = _points(results)
-    _one_definition(law_pts, left_out)
-    law, fits, avg = _law(law_pts, seed, n_resamples)
-    law["left_out"] = left_out
-    base_rows: list[dict[str, Any]] = [{"label": m, "model": m, "P": float(np.mean([p["P"] for p in ts.values()])),
-                  "MUI": float(np.mean([p["MUI"] for p in ts.values()])), "baseline": True}
-                 for m, ts in base_pts.items() if ts]
-    per_task_pts = {t: f[2] for t, f in fits.items()}
     per_item = per_item_scores(results, rd.root)
-    fair = fairness(avg, per_task_pts, seed=seed, n_resamples=n_resamples, reference_rows=base_rows,
-                    items=per_item, tasks=(law.get("per_model_average") or {}).get("tasks") or [])
-    if base_rows:
-        notes.append(f"untrained baseline(s) {', '.join(r['model'] for r in base_rows)}: reference rows, "
-                     "not points of the law and not ranked")
+    law, fits, fair, notes, law_pts = law_and_fairness(results, per_item, seed=seed, n_resamples=n_resamples)
     contamination = _contamination(results, rd, fits)
     _flag_fairness(fair, contamination)
     law_sae = None

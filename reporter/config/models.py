@@ -70,6 +70,11 @@ class ModelSpec:
     generation_backend: str = "transformers"
     #: this model's SAEs for MUI over features (replaces the profile's ``mui.sae``)
     sae: SAEConfig | None = None
+    #: the model line this entry is a version of (``reporter board``'s history; default: its ``name``); a label,
+    #: never part of the run's configuration hash
+    release: str | None = None
+    #: this entry's version within its ``release`` (``"1.2"``, ``"2026-11"``); a label, like ``release``
+    version: str | None = None
 
     @property
     def source_type(self) -> str:
@@ -268,6 +273,16 @@ def _model_name(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
     return None
 
 
+def _model_label(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
+    """``release`` / ``version``: a label like ``name`` (a number such as ``1.2`` is read as its text)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        v = str(v)
+    if isinstance(v, str) and not v.strip():
+        p.add(key, "is blank; leave it out or give a label such as 1.2")
+        return None
+    return _model_name(p, key, v, e)
+
+
 def _model_source(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
     """``source``: a hub id, a local model directory, ``packaged:NAME`` or ``random:ARCH`` (:func:`_check_source`)."""
     return _check_source(p, key, v, e.base_dir)
@@ -394,7 +409,8 @@ _FIELD_RULES: tuple[tuple[str, Callable[[Problems, str, Any, _Entry], Any]], ...
     ("num_gpus", _non_negative), ("num_cpus", _non_negative), ("revision", _model_revision),
     ("kind", _choice(KINDS)), ("chat_template", _choice(CHAT_TEMPLATES)),
     ("trust_remote_code", _model_trust_remote_code), ("max_batch_size", _model_max_batch_size),
-    ("checkpoint", _model_checkpoint), ("random", _model_random), ("sae", _model_sae))
+    ("checkpoint", _model_checkpoint), ("random", _model_random), ("sae", _model_sae),
+    ("release", _model_label), ("version", _model_label))
 
 
 def _backend_fits_source(p: Problems, k: str, m: dict[str, Any], spec: dict[str, Any]) -> None:

@@ -58,10 +58,15 @@ _TOKENIZER_PARTS = ("merges.txt", "special_tokens_map.json", "added_tokens.json"
                     "chat_template.json", "spiece.model", "vocab.txt")
 
 
+#: model fields that only label a model (``reporter board``'s history): they never change a result
+LABEL_FIELDS = ("release", "version")
+
+
 def _model_for_hash(m: dict[str, Any]) -> dict[str, Any]:
     """A model entry as the hash sees it: a ``random.tokenizer`` directory counts by its tokenizer files, and an
     ``sae.path`` by the SAE files' bytes.
     """
+    m = {k: v for k, v in m.items() if k not in LABEL_FIELDS}
     if isinstance(m.get("sae"), dict):
         m = {**m, "sae": _sae_for_hash(m["sae"])}
     tok = (m.get("random") or {}).get("tokenizer")

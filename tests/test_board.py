@@ -1,0 +1,290 @@
+"""`reporter board`: one leaderboard over many real runs of tiny local models.
+
+Four runs of one profile (a 40-item multiple-choice task whose gold answers are model v1's own answers):
+
+- ``r1``: Release 1.0 (v1, so 100 %), Beta, and an untrained reference;
+- ``r2``: Release 1.1, the same model with one MLP's weights scaled (the regression, built for real);
+- ``r3``: Beta again (identical results: one row) and Gamma (a third trained model: the law can be fitted);
+- ``odd``: Release 1.0 on 30 of the items: its items differ, so it is left out on that task.
+
+The merged ranking is checked against a plain recomputation from the runs' samples; the page is opened
+in headless Chromium, a header is clicked there and the row order read back from the DOM.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from reporter.analyse.board import BoardCache, build_board
+from reporter.cli import main
+from reporter.store.samples import read_samples
+from tests.conftest import small_tokenizer_dir
+from tests.test_golden import _save_local_model
+
+N_ITEMS = 40
+PROFILE = """\
+name: board
+mui: {{top_ratio: 0.01, mode: score}}
+lpp: {{enabled: false}}
+contamination: {{verbatim_items: 0, reference_texts: 4, order_items: 0, split_items: 0}}
+smoke_texts: 2
+tasks:
+  - {{name: mine, type: jsonl, path: mine.jsonl, prompt_field: q, answer_field: a, choices_field: options,
+      scorer: choice, shots: 0, max_new_tokens: 2, limit: {limit}}}
+"""
+
+
+def _items(answers: list[str] | None = None) -> str:
+    words = ["red", "blue", "green", "black", "white", "grey", "pink", "gold"]
+    lines = []
+    for i in range(N_ITEMS):
+        opts = [words[(i + k) % len(words)] + f" {i}" for k in range(4)]
+        lines.append(json.dumps({"id": f"q{i}", "q": f"Which colour is item {i}?", "options": opts,
+                                 "a": answers[i] if answers else "A"}))
+    return "\n".join(lines) + "\n"
+
+
+def _run(root: Path, name: str, models: list[str], limit: int = N_ITEMS) -> Path:
+    (root / f"{name}.profile.yaml").write_text(PROFILE.format(limit=limit))
+    (root / f"{name}.yaml").write_text(f"profile: {name}.profile.yaml\nseed: 5\nmodels:\n"
+                                       + "".join(f"  - {m}\n" for m in models))
+    r = CliRunner().invoke(main, ["run", str(root / f"{name}.yaml"), "-o", str(root / name), "--no-progress",
+                                  "--no-render"])
+    assert r.exit_code == 0, r.output
+    return root / name
+
+
+def _copy_tokenizer(src: Path, dest: Path) -> None:
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (src / f).exists():
+            (dest / f).write_bytes((src / f).read_bytes())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("board")
+    tok = small_tokenizer_dir()
+    for d, seed in (("v1", 1), ("b1", 2), ("g1", 3)):
+        _save_local_model(root / d, "llama", seed, tok)
+    model = __import__("transformers").AutoModelForCausalLM.from_pretrained(root / "v1")
+    with torch.no_grad():  # the damaged release: one MLP's output scaled
+        model.model.layers[1].mlp.down_proj.weight.mul_(4.0)
+    model.save_pretrained(root / "v2")
+    _copy_tokenizer(root / "v1", root / "v2")
+    (root / "mine.jsonl").write_text(_items())
+    probe = _run(root, "probe", ["{name: Release, source: ./v1}"])
+    got = read_samples(probe / "models/Release/tasks/mine/samples.jsonl")
+    (root / "mine.jsonl").write_text(_items([got[f"q{i}"]["extracted"] for i in range(N_ITEMS)]))
+    shutil.rmtree(probe)
+    small = "random: {layers: 2, hidden: 64, intermediate: 96, heads: 4, tokenizer: " + str(tok) + "}"
+    out = {"root": root,
+           "r1": _run(root, "r1", ["{name: Release, source: ./v1, version: '1.0'}", "{name: Beta, source: ./b1}",
+                                   "{name: Untrained, source: 'random:llama', " + small + "}"]),
+           "r2": _run(root, "r2", ["{name: Release, source: ./v2, version: '1.1'}"]),
+           "r3": _run(root, "r3", ["{name: Beta, source: ./b1}", "{name: Gamma, source: ./g1}"]),
+           "odd": _run(root, "odd", ["{name: Release, source: ./v1, version: '1.0'}"], limit=30)}
+    r = CliRunner().invoke(main, ["render", str(out["r1"]), "--format", "html,md"])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(runs):
+    out = runs["root"] / "site"
+    r = CliRunner().invoke(main, ["board", str(runs["r1"]), str(runs["r2"]), str(runs["r3"]), str(runs["odd"]),
+                                  str(runs["root"] / "missing"), "-o", str(out), "--title", "Shortlist",
+                                  "--resamples", "500"])
+    assert r.exit_code == 0, r.output
+    return {"dir": out, "doc": json.loads((out / "board.json").read_text()), "output": r.output}
+
+
+def _scores(run: Path, model: str) -> dict[str, float]:
+    return {i: float(s["score"]) for i, s in read_samples(run / f"models/{model}/tasks/mine/samples.jsonl").items()}
+
+
+@pytest.mark.slow
+def test_merges_the_runs_with_rank_intervals_over_all_models(runs, site):
+    doc = site["doc"]
+    rows = {r["model"]: r for r in doc["rows"]}
+    assert set(rows) == {"Release (1.0)", "Release (1.1)", "Beta", "Gamma", "Untrained"}
+    assert rows["Beta"]["runs"] == ["r1", "r3"]  # identical results in two runs: one row, a note says so
+    assert any(n.startswith("Beta: evaluated in 2 runs (r1, r3) with identical results") for n in doc["notes"])
+    assert any(n.startswith("Release: evaluated in 2 runs with different results") for n in doc["notes"])
+    ranking = doc["leaderboard"]["ranking"]
+    ranked = {m["model"]: m for m in ranking["models"]}
+    assert set(ranked) == {"Release (1.0)", "Release (1.1)", "Beta", "Gamma"}  # the untrained row is a reference
+    assert ranking["n_items"] == {"mine": N_ITEMS}
+    # the scores behind the ranking, recomputed from each run's own samples
+    plain = {"Release (1.0)": _scores(runs["r1"], "Release"), "Release (1.1)": _scores(runs["r2"], "Release"),
+             "Beta": _scores(runs["r1"], "Beta"), "Gamma": _scores(runs["r3"], "Gamma")}
+    for m, s in plain.items():
+        assert ranked[m]["score"] == pytest.approx(np.mean(list(s.values())))
+        assert ranked[m]["rank_low"] <= ranked[m]["rank"] <= ranked[m]["rank_high"]
+    assert ranked["Release (1.0)"]["score"] == 1.0 and ranked["Release (1.0)"]["rank"] == 1
+    order = sorted(plain, key=lambda m: -np.mean(list(plain[m].values())))
+    assert [m["model"] for m in ranking["models"]] == order
+    refs = doc["leaderboard"]["references"]
+    assert any(r["model"] == "Untrained" and r["kind"] == "chance" for r in refs)
+    assert any(r["kind"] == "theoretical" and r["score"] == pytest.approx(0.25) for r in refs)
+
+
+@pytest.mark.slow
+def test_the_run_on_other_items_is_left_out_saying_so(site):
+    doc = site["doc"]
+    out = [x for x in doc["left_out"] if x["run"] == "odd"]
+    assert [x.get("task") for x in out] == ["mine", None]
+    assert "evaluated mine on other items (30 items, not the 40 items of r1, r2, r3)" in out[0]["reason"]
+    assert out[1]["model"] == "Release" and "none of its tasks is merged" in out[1]["reason"]
+    assert all("odd" not in r["runs"] for r in doc["rows"])
+    assert site["doc"]["warnings"] == [f"{Path(doc['runs'][0]['dir']).parent / 'missing'}: left out: "
+                                       f"{Path(doc['runs'][0]['dir']).parent / 'missing'}: no such run directory; "
+                                       "board reads the output directory of `reporter run`"]
+    index = (site["dir"] / "index.html").read_text()
+    assert "run odd, task mine: evaluated mine on other items" in index
+
+
+@pytest.mark.slow
+def test_version_history_marks_the_regression(runs, site):
+    (h,) = site["doc"]["history"]
+    assert h["release"] == "Release" and h["order"] == "by version"
+    assert [v["model"] for v in h["versions"]] == ["Release (1.0)", "Release (1.1)"]
+    (step,) = h["steps"]
+    (row,) = step["rows"]
+    assert row["task"] == "mine" and row["status"] == "regression" and row["significant"]
+    base, new = _scores(runs["r1"], "Release"), _scores(runs["r2"], "Release")
+    lost = sum(base[i] == 1 and new[i] == 0 for i in base)
+    assert row["n_regressed"] == lost >= 10
+    assert row["delta"] == pytest.approx(np.mean([new[i] - base[i] for i in base]))
+    page = (site["dir"] / "history" / "Release.html").read_text()
+    assert re.search(r'<tr class="sig"><td>mine</td>.*?<td class="status">regression</td>', page, re.S)
+    assert 'data-chart="scores"' in page and 'data-chart="mui"' in page
+
+
+@pytest.mark.slow
+def test_law_fit_once_three_trained_models_exist_across_runs(runs, site):
+    avg = site["doc"]["law"]["per_model_average"]
+    assert avg.get("reason") is None and avg["n"] >= 3
+    pts = {p["label"]: p for p in avg["points"]}
+    assert {"Release (1.0)", "Beta", "Gamma"} <= set(pts)
+    assert "Untrained" not in pts  # a reference, never a point of the law
+    # a plain OLS of MUI on ln P over the fitted points
+    used = [p for p in avg["points"] if "excluded" not in p]
+    x = np.log([p["P"] for p in used])
+    y = np.array([p["MUI"] for p in used])
+    slope = np.sum((x - x.mean()) * (y - y.mean())) / np.sum((x - x.mean()) ** 2)
+    assert avg["slope"] == pytest.approx(slope, rel=1e-9)
+    # one run alone has two trained models: no fit there
+    alone = build_board([runs["r1"]], n_resamples=200)
+    assert "needs at least 3" in alone["law"]["per_model_average"]["reason"]
+
+
+@pytest.mark.slow
+def test_model_pages_link_their_run_cards(site):
+    page = (site["dir"] / "models" / "Beta.html").read_text()
+    assert 'href="../runs/r1/card.html"' in page and 'href="../runs/r1/card.md"' in page
+    assert (site["dir"] / "runs" / "r1" / "card.html").is_file()
+    assert 'href="../runs/r1/model-index/Beta.yaml"' in page
+    gamma = (site["dir"] / "models" / "Gamma.html").read_text()
+    assert "has no rendered card" in gamma  # r3 was not rendered
+
+
+@pytest.mark.slow
+def test_rebuild_after_adding_a_run_reads_only_the_new_one(runs, tmp_path):
+    cache = BoardCache(tmp_path / "cache")
+    first = build_board([runs["r1"], runs["r3"]], n_resamples=200, cache=cache)
+    assert first["cache"]["runs_read"] == 2 and first["history"] == []
+    cache = BoardCache(tmp_path / "cache")
+    second = build_board([runs["r1"], runs["r3"], runs["r2"]], n_resamples=200, cache=cache)
+    assert (second["cache"]["runs_read"], second["cache"]["runs_cached"]) == (1, 2)
+    assert second["cache"]["compared"] == 1
+    cache = BoardCache(tmp_path / "cache")
+    third = build_board([runs["r1"], runs["r3"], runs["r2"]], n_resamples=200, cache=cache)
+    assert third["cache"] == {"runs_read": 0, "runs_cached": 3, "compared": 0, "comparisons_cached": 1}
+    strip = lambda d: {k: v for k, v in d.items() if k not in ("seconds", "cache")}  # noqa: E731
+    assert strip(third) == strip(second)  # what was read back equals what was computed
+
+
+@pytest.mark.slow
+def test_different_mui_settings_show_no_mui_with_the_reason(runs, tmp_path):
+    other = tmp_path / "other-mui"
+    shutil.copytree(runs["r3"], other)
+    path = other / "models" / "Gamma" / "tasks" / "mine" / "summary.json"
+    res = json.loads((other / "results.json").read_text())
+    res["models"]["Gamma"]["tasks"]["mine"]["mui_settings"]["top_ratio"] = 0.02
+    (other / "results.json").write_text(json.dumps(res))
+    assert path.is_file()
+    doc = build_board([runs["r1"], other], n_resamples=200)
+    gamma = next(r for r in doc["rows"] if r["model"] == "Gamma")["tasks"]["mine"]
+    assert "mui" not in gamma and "top_ratio 0.02" in gamma["mui_not_comparable"]
+    assert doc["mui_settings"]["mine"]["top_ratio"] == 0.01
+    law_points = {p["label"] for p in doc["law"]["per_model_average"]["points"]}
+    assert "Gamma" not in law_points
+
+
+def test_damaged_runs_are_warnings_and_nothing_usable_is_one_line(tmp_path):
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "manifest.json").write_text("[1, 2]")
+    r = CliRunner().invoke(main, ["board", str(tmp_path / "foreign"), str(tmp_path / "nope*"), "-o",
+                                  str(tmp_path / "site")])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: no run directory could be read (") and "holds a JSON list" in lines[-1]
+    assert not (tmp_path / "site" / "index.html").exists()
+
+
+def _chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    assert exe is not None, "headless Chromium is missing: `make test` installs it (apt-get install chromium)"
+    return exe
+
+
+def _dom_after(page: Path, script: str, tmp: Path) -> tuple[str, str]:
+    """The DOM of ``page`` after the page's own scripts and then ``script`` ran (a copy of the page with it appended)."""
+    probe = page.with_name(f"probe-{page.name}")
+    probe.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--no-first-run", "--disable-extensions", f"--user-data-dir={tmp}", "--proxy-server=127.0.0.1:9",
+           "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0",
+           "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    probe.unlink()
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout, "\n".join(line for line in r.stderr.splitlines() if ":CONSOLE" in line)
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_sort_and_filter_work_in_chromium(site, tmp_path):
+    click = """
+    window.addEventListener('load', function () {
+      var h = Array.prototype.find.call(document.querySelectorAll('#leaderboard th'),
+                                        function (th) { return th.textContent.trim() === 'Model'; });
+      h.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+      document.getElementById('show-references').click();
+      document.body.setAttribute('data-order', Array.prototype.map.call(
+        document.querySelectorAll('#ranked tr'), function (tr) { return tr.getAttribute('data-model'); }).join('|'));
+    });"""
+    dom, console = _dom_after(site["dir"] / "index.html", click, tmp_path / "profile")
+    assert not console, console
+    assert 'data-ready="1"' in dom  # board.js ran and tablesort was there
+    order = re.search(r'data-order="([^"]*)"', dom).group(1).split("|")
+    assert order == sorted(order)  # sorted by model name, ascending, after the click
+    ranked_before = [m["model"] for m in site["doc"]["leaderboard"]["ranking"]["models"]]
+    assert order != ranked_before or ranked_before == sorted(ranked_before)
+    assert re.search(r'<tbody id="references" style="display: none;?"', dom)  # the reference rows hidden
+    # every chart of the history page is drawn (inline SVG with marks)
+    hist, console = _dom_after(site["dir"] / "history" / "Release.html", "", tmp_path / "profile2")
+    assert not console, console
+    for chart in ("scores", "mui"):
+        body = hist.split(f'data-chart="{chart}"')[1].split("</figure>")[0]
+        assert re.search(r'<svg[^>]*class="marks"', body) and body.count("<path") > 3, chart
+    index = site["dir"] / "index.html"
+    assert 'data-chart="law"' in index.read_text()
