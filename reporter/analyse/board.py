@@ -54,7 +54,8 @@ from ..tasks import is_probe
 from .analysis import law_and_fairness
 from .leaderboard import leaderboard
 
-__all__ = ["BOARD_VERSION", "BoardCache", "BoardRun", "build_board", "expand_runs", "load_runs", "natural_key"]
+__all__ = ["BOARD_VERSION", "BoardCache", "BoardRun", "build_board", "expand_runs", "load_runs", "natural_key",
+           "ranking_tasks"]
 
 BOARD_VERSION = 1
 #: the LPP numbers a history page follows over versions
@@ -184,7 +185,7 @@ def _files(rd: RunDir, slug: str) -> dict[str, str]:
 def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
     view = open_run(path, "board", analysed=True)
     rd, results = view.rd, view.results or {}
-    digest = _digest(rd, results)
+    digest = f"{_digest(rd, results)}-v{BOARD_VERSION}"  # a new board format reads every run again
     label = path.resolve().name
     n = 2
     while label in taken:
@@ -382,9 +383,16 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
             notes.append(f"{name}: evaluated in {len(same)} runs with different results: one row per run "
                          f"({', '.join(entry['model'] for entry in same)})")
     results_like = {"models": merged}
-    board = leaderboard(results_like, per_item, seed=seed, n_resamples=n_resamples)
-    law = law_and_fairness(results_like, per_item, seed=seed, n_resamples=n_resamples)
     benchmarks = sorted({t for row in rows.values() for t in row["tasks"] if not is_probe(t)})
+    rank_tasks = ranking_tasks([set(row["tasks"]) for row in rows.values() if not row["untrained"]], benchmarks)
+    if rank_tasks != benchmarks:
+        notes.append(f"the ranking uses {', '.join(rank_tasks) or 'no task'}, the tasks every ranked model "
+                     f"answered; {', '.join(t for t in benchmarks if t not in rank_tasks)} "
+                     "are shown but not ranked (not every model answered them)")
+    ranked_like = {"models": {m: {**e, "tasks": {t: s for t, s in e["tasks"].items() if t in rank_tasks}}
+                              for m, e in merged.items()}}
+    board = leaderboard(ranked_like, per_item, seed=seed, n_resamples=n_resamples)
+    law = law_and_fairness(results_like, per_item, seed=seed, n_resamples=n_resamples)
     mui_columns = {t: json.loads(k) for t, k in mui_chosen.items() if t in benchmarks}
     groups: dict[str, list[str]] = {}
     for t in benchmarks:
@@ -397,7 +405,7 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
                   "models": sorted(r.models)} for r in runs],
         "warnings": warnings, "left_out": left_out, "tasks": benchmarks, "probes": sorted(
             {t for row in rows.values() for t in row["tasks"] if is_probe(t)}),
-        "groups": groups, "mui_settings": mui_columns, "rows": [rows[k] for k in sorted(rows)],
+        "groups": groups, "ranking_tasks": rank_tasks, "mui_settings": mui_columns, "rows": [rows[k] for k in sorted(rows)],
         "leaderboard": board, "law": law.law, "fairness": law.fairness, "notes": notes + law.notes,
         "history": _history(rows, runs, cache),
     }
@@ -405,6 +413,23 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
     doc["cache"] = {"runs_read": cache.misses["runs"], "runs_cached": cache.hits["runs"],
                     "compared": cache.misses["compare"], "comparisons_cached": cache.hits["compare"]}
     return doc
+
+
+def ranking_tasks(task_sets: Sequence[set[str]], benchmarks: Sequence[str]) -> list[str]:
+    """The tasks a merged ranking uses: those every trained row answered; when no task is shared by all, the tasks
+    shared by the rows of the most-answered task (the other rows are then not ranked, saying which task they lack).
+
+    >>> ranking_tasks([{"a", "b"}, {"a", "b", "c"}], ["a", "b", "c"])
+    ['a', 'b']
+    >>> ranking_tasks([{"a"}, {"b"}, {"b", "c"}], ["a", "b", "c"])
+    ['b']
+    """
+    shared = [t for t in benchmarks if all(t in ts for ts in task_sets)]
+    if shared or not task_sets or not benchmarks:
+        return shared
+    top = max(benchmarks, key=lambda t: (sum(t in ts for ts in task_sets), -list(benchmarks).index(t)))
+    having = [ts for ts in task_sets if top in ts]
+    return [t for t in benchmarks if all(t in ts for ts in having)]
 
 
 def _settings_text(s: Any) -> str:
@@ -434,7 +459,7 @@ def _history(rows: dict[str, dict[str, Any]], runs: list[BoardRun], cache: Board
             order = "by run date (not every version has a version: label)"
         steps = []
         for a, b in zip(members, members[1:]):
-            key = hashlib.sha256(json.dumps([digest[a["run"]], digest[b["run"]], a["name"], b["name"]])
+            key = hashlib.sha256(json.dumps([digest[a["run"]], digest[b["run"]], a["name"], b["name"], BOARD_VERSION])
                                  .encode()).hexdigest()[:20]
             got = cache.get("compare", key)
             if got is None:

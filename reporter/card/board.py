@@ -64,11 +64,11 @@ def _rows(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     not_ranked = {r["model"]: r["reason"] for r in board.get("not_ranked") or []}
     out: dict[str, list[dict[str, Any]]] = {"ranked": [], "unranked": [], "references": []}
     for row in doc["rows"]:
-        scores = [row["tasks"][t]["score"] for t in doc["tasks"] if t in row["tasks"]
+        scores = [row["tasks"][t]["score"] for t in doc["ranking_tasks"] if t in row["tasks"]
                   and finite(row["tasks"][t].get("score"))]
         r = ranking.get(row["model"])
         f = fair.get(row["model"])
-        view = {"row": row, "rank": r, "fair": f, "mean": sum(scores) / len(scores) if scores else None,
+        view = {"row": row, "rank": r, "fair": f, "mean": sum(scores) / len(scores) if scores and len(scores) == len(doc["ranking_tasks"]) else None,
                 "reason": not_ranked.get(row["model"]),
                 "cells": [{"task": t, "group": _group_of(doc, t), "score": _score_cell(row["tasks"].get(t)),
                            "mui": _mui_cell(row["tasks"].get(t)),
@@ -104,8 +104,8 @@ def _law_chart(doc: dict[str, Any]) -> markupsafe.Markup | None:
         import math
 
         lo, hi = min(p["P"] for p in pts), max(p["P"] for p in pts)
-        line = [{"P": lo * (hi / lo) ** (k / 40), "MUI": avg["intercept"] + avg["slope"] * math.log(lo * (hi / lo) ** (k / 40))}
-                for k in range(41)]
+        grid = [lo * (hi / lo) ** (k / 40) for k in range(41)]
+        line = [{"P": x, "MUI": avg["intercept"] + avg["slope"] * math.log(x)} for x in grid]
         layers.insert(0, alt.Chart(alt.Data(values=line)).mark_line(color="#D55E00").encode(x="P:Q", y="MUI:Q"))
     return _svg(alt.layer(*layers).properties(width=_WIDTH, height=300, title="Utility Law over every trained model"))
 
