@@ -3,7 +3,7 @@
 
 Bad input is one line per problem on stderr and exit code 2, never a traceback. Progress goes to
 stderr and the final summary to stdout, so output can be piped (``reporter compare A B > notes.md``).
-``analyse``, ``render``, ``compare`` and ``schema`` never import torch, so they run on a machine without it.
+``analyse``, ``render``, ``compare``, ``board`` and ``schema`` never import torch, so they run on a machine without it.
 ``--plugin MODULE`` imports a module that registers plugins first; installed packages' plugins (entry points)
 need no option.
 """

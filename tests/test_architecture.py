@@ -58,13 +58,15 @@ def test_analyse_and_render_run_where_importing_torch_fails(finished_run, tmp_pa
     shutil.copytree(finished_run, run)
     before = json.loads((run / "results.json").read_text())
     (run / "results.json").unlink()
-    for command in (["analyse", str(run)], ["render", str(run), "--format", "html,pdf"]):
+    for command in (["analyse", str(run)], ["render", str(run), "--format", "html,pdf"],
+                    ["board", str(run), "-o", str(tmp_path / "site")]):
         r = subprocess.run([sys.executable, "-c", NO_TORCH, *command], capture_output=True, text=True, cwd=ROOT)
         assert r.returncode == 0, r.stderr[-3000:]
         assert "Traceback" not in r.stderr
     after = json.loads((run / "results.json").read_text())
     assert after["models"] == before["models"] and after["analysis"]["law"] == before["analysis"]["law"]
     assert (run / "card.html").stat().st_size > 100_000 and (run / "card.pdf").read_bytes()[:4] == b"%PDF"
+    assert "<table id=\"leaderboard\">" in (tmp_path / "site" / "index.html").read_text()
 
 
 def test_the_blocker_really_blocks_torch():

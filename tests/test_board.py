@@ -240,6 +240,30 @@ def test_damaged_runs_are_warnings_and_nothing_usable_is_one_line(tmp_path):
     assert not (tmp_path / "site" / "index.html").exists()
 
 
+@pytest.mark.slow
+def test_a_damaged_run_among_good_ones_is_one_warning(runs, tmp_path):
+    bad = tmp_path / "torn"
+    shutil.copytree(runs["r3"], bad)
+    (bad / "results.json").write_text('{"schema_vers')
+    r = CliRunner().invoke(main, ["board", str(runs["r1"]), str(bad), "-o", str(tmp_path / "site"),
+                                  "--resamples", "200"])
+    assert r.exit_code == 0, r.output
+    (warning,) = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert f"{bad}: left out: {bad / 'results.json'}: damaged, not valid JSON at line 1" in warning
+    doc = json.loads((tmp_path / "site" / "board.json").read_text())
+    assert [x["label"] for x in doc["runs"]] == ["r1"] and "Traceback" not in r.output
+
+
+@pytest.mark.slow
+def test_an_output_that_cannot_be_written_is_one_line(runs, tmp_path):
+    blocker = tmp_path / "site"
+    blocker.write_text("a file where the site would go")
+    r = CliRunner().invoke(main, ["board", str(runs["r1"]), "-o", str(blocker), "--resamples", "200"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(blocker) in lines[0], lines
+
+
 def _chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     assert exe is not None, "headless Chromium is missing: `make test` installs it (apt-get install chromium)"

@@ -208,7 +208,7 @@ def test_not_a_run_directory(tmp_path):
     assert r.exit_code == 2 and "not a run directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["analyse"], ["render"], ["compare"], ["validate"]])
+@pytest.mark.parametrize("command", [[], ["run"], ["analyse"], ["render"], ["compare"], ["board"], ["validate"]])
 def test_every_help_has_a_worked_example(command):
     r = CliRunner().invoke(main, [*command, "--help"])
     assert r.exit_code == 0
