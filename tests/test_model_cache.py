@@ -32,8 +32,23 @@ def _run(root: Path, out: str, *, profile: str = PROFILE, extra: str = "", force
     return root / out
 
 
-def _work(run: Path) -> dict:
+def _all_work(run: Path) -> dict:
     return json.loads((run / "manifest.json").read_text())["model_work"]["tiny"]
+
+
+def _work(run: Path) -> dict:
+    """The model-only part of the record (a task's evidence scores are ``"<task>/<pass>"``)."""
+    return {k: v for k, v in _all_work(run).items() if "/" not in k}
+
+
+def _task_work(run: Path) -> dict:
+    return {k: v for k, v in _all_work(run).items() if "/" in k}
+
+
+def _evidence(run: Path, name: str) -> dict:
+    rec = json.loads((run / "models" / "tiny" / "tasks" / "arc_easy" / name).read_text())
+    rec.pop("seconds")
+    return rec
 
 
 def _models(run: Path) -> dict:
@@ -68,6 +83,31 @@ def test_the_second_run_of_a_model_takes_its_model_only_work_from_the_cache(runs
         assert (runs["first"] / "models" / "tiny" / name).read_bytes() == \
             (runs["again"] / "models" / "tiny" / name).read_bytes(), name
     assert _models(runs["first"]) == _models(runs["again"])
+
+
+def test_the_second_run_takes_the_evidence_scores_of_the_same_tokens_from_the_cache(runs):
+    assert _task_work(runs["first"]) == {"arc_easy/option_order": "computed"}
+    assert _task_work(runs["again"]) == {"arc_easy/option_order": "cached"}
+    assert _task_work(runs["forced"]) == {"arc_easy/option_order": "computed"}  # --force never reads it
+    assert _task_work(runs["seed"]) == {"arc_easy/option_order": "computed"}  # another model
+    first = _evidence(runs["first"], "option_order.json")
+    assert first["n"] == 2 and len(first["per_item"][0]["perm_ll"]) == 8
+    assert _evidence(runs["again"], "option_order.json") == first  # read back: the same numbers, the same record
+    assert _evidence(runs["seed"], "option_order.json") != first
+    assert _evidence(runs["again"], "verbatim.json") == _evidence(runs["first"], "verbatim.json")
+
+
+def test_a_damaged_evidence_score_entry_is_computed_again(runs, tmp_path, monkeypatch):
+    from reporter.collect.score_cache import SCORES_DIR
+
+    cache = tmp_path / "cache"
+    shutil.copytree(runs["first"].parent / "cache", cache)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    for entry in (cache / "reporter" / SCORES_DIR / "option_order").iterdir():
+        entry.write_bytes(entry.read_bytes()[:40])  # torn
+    run = _run(tmp_path, "again")
+    assert _task_work(run) == {"arc_easy/option_order": "computed"}
+    assert _evidence(run, "option_order.json") == _evidence(runs["first"], "option_order.json")
 
 
 def test_force_settings_and_another_model_compute_again(runs):

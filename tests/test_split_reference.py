@@ -194,6 +194,23 @@ def test_collector_logprobs_equal_a_per_text_float64_pass(tmp_path, monkeypatch)
 
 # ---------------------------------------------------------------- positive and negative control
 
+def test_the_score_cache_gives_back_the_same_record(tmp_path, monkeypatch):
+    """``reporter run``'s mode: the second pass over the same tokens reads the scores back, to the same record."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    lm = tiny_lm("llama")
+    task = get_task("arc_easy")
+    items, _ = select_items(task, 6, seed=0, shots=0)
+    cfg = ContaminationConfig(split_items=5)
+    first = collect_split_reference(lm, task, items, tmp_path / "a", cfg, cache="use")
+    monkeypatch.setattr(sr, "logprobs_and_greedy", lambda *a, **k: pytest.fail("recomputed"))
+    again = collect_split_reference(lm, task, items, tmp_path / "b", cfg, cache="use")
+    assert (first.pop("scores"), again.pop("scores")) == ("computed", "cached")
+    first.pop("seconds"), again.pop("seconds")
+    assert again == first
+    with pytest.raises(pytest.fail.Exception, match="recomputed"):  # --force: computed again
+        collect_split_reference(lm, task, items, tmp_path / "c", cfg, cache="refresh")
+
+
 def _toy(seed, n, prefix):
     rng = random.Random(seed)
     names = ["Tom", "Ana", "Li", "Omar", "Sara", "Ivan", "Mia", "Kofi", "Yuki", "Lena", "Raj", "Zoe"]

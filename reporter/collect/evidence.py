@@ -100,6 +100,11 @@ class EvidenceContext:
     plan: "TaskPlan | None" = None
     #: what one pass of this task leaves for a later one (see the module docstring)
     shared: dict[str, Any] = field(default_factory=dict)
+    #: how the passes use :mod:`reporter.collect.score_cache`: ``reporter run`` sets ``use`` (``refresh`` under
+    #: ``--force``); ``off`` by default, so that a direct call always computes and stores nothing
+    score_cache: str = "off"
+    #: per pass that used the score cache: ``cached`` or ``computed`` (recorded in ``model_work.json``)
+    scores: dict[str, str] = field(default_factory=dict)
 
     @property
     def task(self) -> "Task":

@@ -16,6 +16,7 @@ import math
 import re
 import shutil
 import sys
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -184,7 +185,8 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
     entries: list[tuple[str, str]] = []  # lm-eval entries run together: a group's leaves are scored as one
     for task in profile.tasks:
         if task.lm_eval is None:
-            failures += _collect_task(lm, cfg, profile, task, rd.task_dir(spec.slug, task.name), progress)
+            failures += _collect_task(lm, cfg, profile, task, rd.task_dir(spec.slug, task.name), progress,
+                                      _Scores("refresh" if force else "use", work, mdir))
             continue
         entry = ("group", task.lm_eval_group) if task.lm_eval_group else ("task", task.name)
         if entry in entries:
@@ -192,7 +194,7 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
         entries.append(entry)
         members = [t for t in profile.tasks if t.lm_eval is not None
                    and (("group", t.lm_eval_group) if t.lm_eval_group else ("task", t.name)) == entry]
-        failures += _collect_lm_eval(lm, cfg, profile, members, rd, progress)
+        failures += _collect_lm_eval(lm, cfg, profile, members, rd, progress, _Scores("refresh" if force else "use", work, mdir))
     del lm
     gc.collect()
     if torch.cuda.is_available():
@@ -225,8 +227,25 @@ def _first_line(e: BaseException) -> str:
     return re.sub(r"^\[enforce fail at [^\]]*\]\s*(err == 0\.\s*)?", "", text)[:160]
 
 
+@dataclass
+class _Scores:
+    """How the task-scope evidence uses the score cache (``use``; ``refresh`` under ``--force``), and where its
+    statuses go: the model's ``model_work.json`` (``"<task>/<pass>": "cached" | "computed"``).
+    """
+
+    mode: str
+    work: dict[str, Any]
+    mdir: Path
+
+    def record(self, task: str, statuses: dict[str, str]) -> None:
+        """Add one task's statuses to the model's record."""
+        if statuses:
+            self.work.update({f"{task}/{name}": v for name, v in statuses.items()})
+            write_json(self.mdir / MODEL_WORK, self.work)
+
+
 def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_dir: Path,
-                  progress: bool) -> list[str]:
+                  progress: bool, scores: _Scores | None = None) -> list[str]:
     """One task: run it, then every evidence pass that is not done; the plan is built once.
 
     A pass that fails is one failure line naming it; the passes after it still run.
@@ -241,7 +260,7 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         log(f"{name} / {task.name}: FAILED (the reason is listed at the end)")
         return [f"model '{name}', task '{task.name}': {line}" for line in e.lines]
     _log_score(name, task.name, summary)
-    return _evidence(lm, cfg, profile, task, task_dir, plan)
+    return _evidence(lm, cfg, profile, task, task_dir, plan, scores)
 
 
 def _log_score(model: str, task: str, summary: dict[str, Any]) -> None:
@@ -250,10 +269,12 @@ def _log_score(model: str, task: str, summary: dict[str, Any]) -> None:
         + (f", MUI {summary['mui']:.2f}%" if "mui" in summary else ""))
 
 
-def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_dir: Path, plan: Any) -> list[str]:
+def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_dir: Path, plan: Any,
+              scores: _Scores | None = None) -> list[str]:
     """Every task-scope evidence pass of one task that is not done (a failing pass: its lines; the rest still run)."""
     name = lm.spec.name
-    ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=task_dir, plan=plan)
+    ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=task_dir, plan=plan,
+                          score_cache=scores.mode if scores is not None else "off")
     failures: list[str] = []
     passes = []
     for ev in evidence_passes(profile, lm.spec, "task", task):
@@ -269,11 +290,13 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
             ev.run(ctx)
         except UserError as e:
             failures += _failed(name, task.name, ev.label, e)
+    if scores is not None:
+        scores.record(task.name, ctx.scores)
     return failures
 
 
 def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[TaskConfig], rd: RunDir,
-                     progress: bool) -> list[str]:
+                     progress: bool, scores: _Scores | None = None) -> list[str]:
     """One lm-eval entry (a task, or a group's leaf tasks): reporter answers its requests, lm-eval scores them,
     then every evidence pass of each leaf (:mod:`reporter.collect.lm_eval_run`).
     """
@@ -316,7 +339,7 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
         return [f"model '{name}', {label}: {line}" for line in e.lines]
     failures: list[str] = []
     for lp in plans:
-        failures += _evidence(lm, cfg, profile, lp.config, dirs[lp.config.name], lp.plan)
+        failures += _evidence(lm, cfg, profile, lp.config, dirs[lp.config.name], lp.plan, scores)
     return failures
 
 

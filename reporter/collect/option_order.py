@@ -39,6 +39,7 @@ from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
 from .collectors.logprobs import prefix_scores, token_logprobs
 from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
+from .score_cache import CacheMode, cached_scores
 
 __all__ = ["option_stem", "permutations_for", "order_is_convention", "order_variants", "option_order_evidence",
            "collect_option_order", "option_token_starts", "option_windows", "OptionOrderPass"]
@@ -212,7 +213,8 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
 
 def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
                           seed: int = 0, batch_size: int = 8, window: int | None = None,
-                          greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None) -> dict[str, Any]:
+                          greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None,
+                          cache: CacheMode = "off") -> dict[str, Any]:
     """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
 
     ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
@@ -233,6 +235,10 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     prefix is then cut to at most ``k`` tokens, so that the target lies after it): the verbatim
     check of that item needs no pass of its own.
 
+    ``cache``: whether the scores of the exact token sequences are kept across runs and read back
+    (:func:`~reporter.collect.score_cache.cached_scores`: ``reporter run`` uses it, ``--force`` refreshes it, a
+    direct call leaves it ``off``); ``scores`` says whether they were ``cached`` or ``computed``.
+
     >>> from reporter.tasks import Item
     >>> it = Item("q1", mc_question("Sky?", ["blue", "green", "red"]), "A", ["blue", "green", "red"])
     >>> e = option_order_evidence(lm, [it]); e["n"], len(e["per_item"][0]["perm_ll"])
@@ -244,13 +250,26 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     wants, shared = _verbatim_positions(plan, texts, starts, greedy_for)
     # a causal model's log-probs at the scored tokens do not depend on the tokens after the last one
     cut = [t[:max(w + g, default=s) + 1] for t, w, g, s in zip(texts, where, wants, starts)]
-    lps, best = _score_variants(lm, cut, shared, where, wants, batch_size)
+    payload = {"texts": cut, "shared": shared, "where": where, "wants": wants, "batch_size": batch_size}
+    got, status = cached_scores(lm, "option_order", payload, lambda: _as_arrays(
+        *_score_variants(lm, cut, shared, where, wants, batch_size)), mode=cache)
+    lps = [np.asarray(a, np.float32) for a in got[0]]
+    best = [None if b is None else [int(v) for v in b] for b in got[1]]
     out = {"n": len(plan), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
            "max_items": max_items, "seed": seed, "window": window,
            "per_item": _item_records(plan, texts, starts, lps, window)}
     if greedy_for is not None:
         out["greedy"] = {p["id"]: best[p["first"]] for p in plan if wants[p["first"]] and best[p["first"]] is not None}
+    if cache != "off":
+        out["scores"] = status
     return out
+
+
+def _as_arrays(lps: Sequence[np.ndarray], best: Sequence[Sequence[int] | None]
+               ) -> tuple[list[np.ndarray | None], list[np.ndarray | None]]:
+    """The pass's result as the score cache stores it (ragged 1-D arrays; None where there is no argmax)."""
+    return ([np.asarray(a, np.float32) for a in lps],
+            [None if b is None else np.asarray(b, np.int64) for b in best])
 
 
 def _scored_positions(plan: Sequence[dict[str, Any]], texts: Sequence[Sequence[int]], starts: Sequence[int],
@@ -394,7 +413,8 @@ def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
 
 def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *,
                          seed: int = 0, batch_size: int | None = None,
-                         greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None) -> dict[str, Any]:
+                         greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None,
+                         cache: CacheMode = "off") -> dict[str, Any]:
     """Run :func:`option_order_evidence` on a task's items and write ``task_dir/option_order.json``.
 
     Skips the work when the file exists (resume). Returns the stored dict (``n`` = 0 for a task
@@ -408,9 +428,10 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
                     "seed": seed, "per_item": [], "disabled": True}
         return option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
                                      seed=seed, batch_size=bs, window=settings.order_window or None,
-                                     greedy_for=greedy_for)
+                                     greedy_for=greedy_for, cache=cache)
 
-    return measured(Path(task_dir) / OPTION_ORDER, compute, lm, batch_size=batch_size, transient=("greedy",))
+    return measured(Path(task_dir) / OPTION_ORDER, compute, lm, batch_size=batch_size,
+                    transient=("greedy", "scores"))
 
 
 @register_evidence
@@ -427,6 +448,8 @@ class OptionOrderPass(EvidencePass):
     def run(self, ctx: EvidenceContext) -> None:
         """Score the task's items in their published and permuted option orders."""
         rec = collect_option_order(ctx.lm, ctx.items, ctx.directory, ctx.profile.contamination, seed=ctx.seed,
-                                     greedy_for=ctx.shared.get("verbatim_tokens"))
+                                     greedy_for=ctx.shared.get("verbatim_tokens"), cache=ctx.score_cache)
+        if "scores" in rec:
+            ctx.scores[self.name] = rec["scores"]
         if "greedy" in rec:
             ctx.shared["verbatim_answers"] = rec["greedy"]

@@ -25,6 +25,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..config import ContaminationConfig
 from ..errors import UserError
 from ..metrics.rank_tests import MIN_ITEMS
@@ -32,6 +34,7 @@ from ..store.layout import SPLIT_REFERENCE
 from ..tasks.base import Item, Task
 from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 from .reference import logprobs_and_greedy
+from .score_cache import CacheMode, cached_scores
 
 __all__ = ["SPLIT_MAX_TOKENS", "SplitReferencePass", "split_pairs", "collect_split_reference"]
 
@@ -76,7 +79,7 @@ def split_pairs(task: Task, items: Sequence[Item], others: Sequence[Item], n: in
 
 def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir: Path,
                             settings: ContaminationConfig, *, seed: int = 0,
-                            batch_size: int | None = None) -> dict[str, Any]:
+                            batch_size: int | None = None, cache: CacheMode = "off") -> dict[str, Any]:
     """Score up to ``settings.split_items`` evaluated items and their other-split partners; write
     ``task_dir/split_reference.json`` (kept when it exists: resume) and return it.
 
@@ -89,12 +92,13 @@ def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir
     >>> rec["n"], sorted(rec["pairs"][0])
     (5, ['benchmark_id', 'benchmark_logprobs', 'reference_id', 'reference_logprobs', 'stratum'])
     """
-    return measured(Path(task_dir) / SPLIT_REFERENCE, lambda bs: _split_record(lm, task, items, settings, seed, bs),
-                    lm, batch_size=batch_size)
+    return measured(Path(task_dir) / SPLIT_REFERENCE,
+                    lambda bs: _split_record(lm, task, items, settings, seed, bs, cache), lm,
+                    batch_size=batch_size, transient=("scores",))
 
 
 def _split_record(lm: Any, task: Task, items: Sequence[Item], settings: ContaminationConfig, seed: int,
-                  batch_size: int) -> dict[str, Any]:
+                  batch_size: int, cache: CacheMode = "off") -> dict[str, Any]:
     """The ``split_reference.json`` record: the scored pairs, or ``n = 0`` and the reason."""
     base: dict[str, Any] = {"n": 0, "max_items": settings.split_items, "max_tokens": SPLIT_MAX_TOKENS, "seed": seed,
                             "source": task.other_split_source, "other_split_file": task.other_split_file,
@@ -125,7 +129,11 @@ def _split_record(lm: Any, task: Task, items: Sequence[Item], settings: Contamin
         tok = lm.tokenizer
         texts = [t.question.strip() for p in pairs for t in p[:2]]
         ids = [list(tok(t)["input_ids"])[:SPLIT_MAX_TOKENS] for t in texts]
-        lps, _ = logprobs_and_greedy(lm, ids, batch_size=batch_size)
+        got, status = cached_scores(lm, "split_reference", {"texts": ids, "batch_size": batch_size},
+                                    lambda: (logprobs_and_greedy(lm, ids, batch_size=batch_size)[0],), mode=cache)
+        if cache != "off":
+            base["scores"] = status
+        lps = [np.asarray(a, np.float32) for a in got[0]]
         base.update(n=len(pairs), unmatched=unmatched, pairs=[
             {"benchmark_id": str(a.id), "reference_id": str(b.id), "stratum": key,
              "benchmark_logprobs": [round(float(x), 5) for x in lps[2 * j]],
@@ -147,4 +155,7 @@ class SplitReferencePass(EvidencePass):
 
     def run(self, ctx: EvidenceContext) -> None:
         """Pair the items with the other split and score both texts of each pair."""
-        collect_split_reference(ctx.lm, ctx.task, ctx.items, ctx.directory, ctx.profile.contamination, seed=ctx.seed)
+        rec = collect_split_reference(ctx.lm, ctx.task, ctx.items, ctx.directory, ctx.profile.contamination,
+                                      seed=ctx.seed, cache=ctx.score_cache)
+        if "scores" in rec:
+            ctx.scores[self.name] = rec["scores"]

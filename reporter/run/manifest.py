@@ -175,7 +175,9 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
 
 def model_work_record(rd: RunDir) -> dict[str, Any]:
     """Per model, which model-only work (smoke, LPP, the held-out reference) this run computed and which it took
-    from the cache (:mod:`reporter.collect.model_cache`): ``{"<model>": {"smoke": "cached", "lpp": "computed"}}``.
+    from the cache (:mod:`reporter.collect.model_cache`): ``{"<model>": {"smoke": "cached", "lpp": "computed"}}``;
+    and per task, the same for the scores of its evidence passes (:mod:`reporter.collect.score_cache`):
+    ``"arc_easy/option_order": "cached"``.
     """
     out: dict[str, Any] = {}
     for path in sorted(rd.root.glob(f"models/*/{MODEL_WORK}")):
