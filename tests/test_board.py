@@ -152,6 +152,14 @@ def test_the_run_on_other_items_is_left_out_saying_so(site):
 
 
 @pytest.mark.slow
+def test_with_as_many_runs_each_way_the_items_more_models_answered_win(runs):
+    doc = build_board([runs["odd"], runs["r1"]], n_resamples=200)  # one run each; r1: 3 models on 40 items
+    assert [x["run"] for x in doc["left_out"] if x.get("task")] == ["odd"]
+    doc = build_board([runs["odd"], runs["r2"]], n_resamples=200)  # one model each: the 40 items win over 30
+    assert [x["run"] for x in doc["left_out"] if x.get("task")] == ["odd"]
+
+
+@pytest.mark.slow
 def test_version_history_marks_the_regression(runs, site):
     (h,) = site["doc"]["history"]
     assert h["release"] == "Release" and h["order"] == "by version"

@@ -38,6 +38,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -186,10 +187,10 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
     view = open_run(path, "board", analysed=True)
     rd, results = view.rd, view.results or {}
     digest = f"{_digest(rd, results)}-v{BOARD_VERSION}"  # a new board format reads every run again
-    label = path.resolve().name
+    label = Path(os.path.abspath(path)).name  # a symlink keeps its own name
     n = 2
     while label in taken:
-        label, n = f"{path.resolve().name}-{n}", n + 1
+        label, n = f"{Path(os.path.abspath(path)).name}-{n}", n + 1
     taken.add(label)
     got = cache.get("runs", digest)
     if isinstance(got, dict) and got.get("digest") == digest:
@@ -298,15 +299,19 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
         raise UserError("no run directory could be read" + (f" ({'; '.join(warnings)})" if warnings else
                         "; give the output directories of `reporter run` (globs allowed)"))
     runs.sort(key=lambda r: (r.created, r.label))
-    # the items each task is evaluated on: the key most runs share (ties: the earliest run's)
+    # the items each task is evaluated on: the key most runs share, then most models, then most items (then the
+    # earliest run's)
     task_keys: dict[str, dict[str, list[str]]] = {}
+    weight: dict[tuple[str, str], list[int]] = {}
     for r in runs:
         for m, e in r.models.items():
             for t, s in e["tasks"].items():
                 lst = task_keys.setdefault(t, {}).setdefault(s["items_key"], [])
                 if r.label not in lst:
                     lst.append(r.label)
-    chosen = {t: max(keys, key=lambda k: len(keys[k])) for t, keys in task_keys.items()}
+                w = weight.setdefault((t, s["items_key"]), [0, len(s["items"])])
+                w[0] += 1
+    chosen = {t: max(keys, key=lambda k: (len(keys[k]), *weight[(t, k)])) for t, keys in task_keys.items()}
     row_of = _row_names(runs, chosen)
     left_out: list[dict[str, Any]] = []
     for t, keys in sorted(task_keys.items()):
@@ -382,7 +387,6 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
         if len(same) > 1:
             notes.append(f"{name}: evaluated in {len(same)} runs with different results: one row per run "
                          f"({', '.join(entry['model'] for entry in same)})")
-    results_like = {"models": merged}
     benchmarks = sorted({t for row in rows.values() for t in row["tasks"] if not is_probe(t)})
     rank_tasks = ranking_tasks([set(row["tasks"]) for row in rows.values() if not row["untrained"]], benchmarks)
     if rank_tasks != benchmarks:
@@ -392,7 +396,16 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
     ranked_like = {"models": {m: {**e, "tasks": {t: s for t, s in e["tasks"].items() if t in rank_tasks}}
                               for m, e in merged.items()}}
     board = leaderboard(ranked_like, per_item, seed=seed, n_resamples=n_resamples)
-    law = law_and_fairness(results_like, per_item, seed=seed, n_resamples=n_resamples)
+    for x in board.get("not_ranked") or []:  # on a board, a missing task means: not evaluated on the board's items
+        x["reason"] = x["reason"].replace("did not finish ", "no result on the board's items of ")
+    # the law over the rows that have the ranked tasks (per-model averages need the same tasks for every model)
+    with_all = {m: e for m, e in ranked_like["models"].items() if all(t in e["tasks"] for t in rank_tasks)}
+    law = law_and_fairness({"models": with_all}, per_item, seed=seed, n_resamples=n_resamples)
+    if len(with_all) < len(merged):
+        left = sorted(m for m in merged if m not in with_all and not rows[m]["untrained"])
+        if left:
+            notes.append(f"the Utility Law and the law-adjusted ranking leave out {', '.join(left)}: no result on "
+                         f"every ranked task ({', '.join(rank_tasks)})")
     mui_columns = {t: json.loads(k) for t, k in mui_chosen.items() if t in benchmarks}
     groups: dict[str, list[str]] = {}
     for t in benchmarks:

@@ -112,23 +112,24 @@ def _law_chart(doc: dict[str, Any]) -> markupsafe.Markup | None:
 
 def _history_charts(h: dict[str, Any], tasks: list[str]) -> list[dict[str, Any]]:
     """Per task: score with CI over versions, significant changes marked; MUI and LPP over versions."""
-    order = [v["model"] for v in h["versions"]]
-    changed = {(s["to"], r["task"]): r["status"] for s in h["steps"] for r in s.get("rows") or []
+    label = {v["model"]: str(v["version"]) for v in h["versions"]}  # the x axis: versions (or runs), short
+    order = [label[v["model"]] for v in h["versions"]]
+    changed = {(label[s["to"]], r["task"]): r["status"] for s in h["steps"] for r in s.get("rows") or []
                if r.get("significant")}
     out = []
     rows = []
     for v in h["versions"]:
         for t, s in v["tasks"].items():
             if t in tasks and finite(s.get("score")):
-                rows.append({"version": v["model"], "task": t, "score": 100 * s["score"],
+                rows.append({"version": label[v["model"]], "task": t, "score": 100 * s["score"],
                              "lo": 100 * s["ci_low"] if finite(s.get("ci_low")) else 100 * s["score"],
                              "hi": 100 * s["ci_high"] if finite(s.get("ci_high")) else 100 * s["score"],
-                             "change": changed.get((v["model"], t), "no significant change")})
+                             "change": changed.get((label[v["model"]], t), "no significant change")})
     if rows:
         x = alt.X("version:N", sort=order, title=None, axis=alt.Axis(labelAngle=0, labelLimit=160))
         base = alt.Chart(alt.Data(values=rows))
         ci = base.mark_rule(strokeWidth=2, opacity=0.6).encode(x=x, y=alt.Y("lo:Q", title="score (%)"), y2="hi:Q",
-                                                               color=alt.Color("task:N", legend=None))
+                                                               color=alt.Color("task:N"))
         line = base.mark_line(point=True).encode(x=x, y="score:Q", color="task:N",
                                                  tooltip=["task:N", "version:N", "score:Q", "lo:Q", "hi:Q", "change:N"])
         sig = base.transform_filter("datum.change != 'no significant change'").mark_point(
@@ -140,7 +141,7 @@ def _history_charts(h: dict[str, Any], tasks: list[str]) -> list[dict[str, Any]]
                     "triangle marks a significant change from the previous version (paired test, Holm-adjusted)",
                     "svg": _svg(alt.layer(ci, line, sig).resolve_scale(shape="independent")
                                 .properties(width=_WIDTH, height=260))})
-    mui = [{"version": v["model"], "task": t, "MUI": s["mui"]} for v in h["versions"] for t, s in v["tasks"].items()
+    mui = [{"version": label[v["model"]], "task": t, "MUI": s["mui"]} for v in h["versions"] for t, s in v["tasks"].items()
            if t in tasks and finite(s.get("mui"))]
     if mui:
         out.append({"id": "mui", "caption": "MUI per task over versions (% of FFN neurons)", "svg": _svg(
@@ -148,12 +149,12 @@ def _history_charts(h: dict[str, Any], tasks: list[str]) -> list[dict[str, Any]]
                 x=alt.X("version:N", sort=order, title=None, axis=alt.Axis(labelAngle=0, labelLimit=160)),
                 y=alt.Y("MUI:Q", title="MUI (%)"), color="task:N")
             .properties(width=_WIDTH, height=200))})
-    lpp = [{"version": v["model"], "metric": k.replace("_", " "), "value": val} for v in h["versions"]
+    lpp = [{"version": label[v["model"]], "metric": k.replace("_", " "), "value": val} for v in h["versions"]
            for k, val in (v.get("lpp") or {}).items() if finite(val)]
     if lpp:
         out.append({"id": "lpp", "caption": "LPP latent signature over versions", "svg": _svg(
             alt.Chart(alt.Data(values=lpp)).mark_line(point=True).encode(
-                x=alt.X("version:N", sort=order, title=None), y=alt.Y("value:Q", title=None))
+                x=alt.X("version:N", sort=order, title=None, axis=alt.Axis(labelAngle=0)), y=alt.Y("value:Q", title=None))
             .properties(width=160, height=140).facet(column=alt.Column("metric:N", title=None))
             .resolve_scale(y="independent"))})
     return out
