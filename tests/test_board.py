@@ -320,3 +320,41 @@ def test_sort_and_filter_work_in_chromium(site, tmp_path):
         assert re.search(r'<svg[^>]*class="marks"', body) and body.count("<path") > 3, chart
     index = site["dir"] / "index.html"
     assert 'data-chart="law"' in index.read_text()
+
+
+def _with_second_task(run: Path, dest: Path) -> Path:
+    """A copy of ``run`` whose models also answered "mine2" (the same items, another lm-eval group): two groups."""
+    shutil.copytree(run, dest)
+    res = json.loads((dest / "results.json").read_text())
+    for name, e in res["models"].items():
+        tasks = dest / "models" / e["slug"] / "tasks"
+        shutil.copytree(tasks / "mine", tasks / "mine2")
+        e["tasks"]["mine2"] = {**e["tasks"]["mine"], "task": "mine2", "lm_eval_group": "second"}
+    (dest / "results.json").write_text(json.dumps(res))
+    return dest
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_the_group_filter_hides_the_other_groups_columns_in_chromium(runs, tmp_path):
+    run = _with_second_task(runs["r1"], tmp_path / "two-groups")
+    r = CliRunner().invoke(main, ["board", str(run), "-o", str(tmp_path / "site"), "--resamples", "200"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "site" / "board.json").read_text())
+    assert doc["groups"] == {"reporter": ["mine"], "second": ["mine2"]}
+    pick = """
+    window.addEventListener('load', function () {
+      var g = document.getElementById('group-filter');
+      g.value = 'second';
+      g.dispatchEvent(new Event('change'));
+      function shown(sel) {
+        return Array.prototype.filter.call(document.querySelectorAll(sel),
+          function (c) { return getComputedStyle(c).display !== 'none'; }).length;
+      }
+      document.body.setAttribute('data-shown', [shown('#ranked [data-group=reporter]'),
+        shown('#ranked [data-group=second]'), shown('thead [data-group=reporter]')].join(','));
+    });"""
+    dom, console = _dom_after(tmp_path / "site" / "index.html", pick, tmp_path / "profile")
+    assert not console, console
+    hidden_first, shown_second, head_first = map(int, re.search(r'data-shown="([^"]*)"', dom).group(1).split(","))
+    assert (hidden_first, head_first) == (0, 0) and shown_second == 2 * 2  # 2 ranked rows × (score, MUI)
