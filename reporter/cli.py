@@ -386,7 +386,7 @@ def board(run_dirs, output, title, seed, resamples):
 
     try:
         doc = build_board(run_dirs, seed=seed, n_resamples=resamples, cache=BoardCache(Path(output) / ".cache"),
-                          title=title)
+                          title=title, exclude=[output])  # `reports/*` may match the board's own directory
         files = write_board(doc, output)
     except UserError as e:
         _fail(e)

@@ -212,6 +212,13 @@ def test_rebuild_after_adding_a_run_reads_only_the_new_one(runs, tmp_path):
     cache = BoardCache(tmp_path / "cache")
     second = build_board([runs["r1"], runs["r3"], runs["r2"]], n_resamples=200, cache=cache)
     assert (second["cache"]["runs_read"], second["cache"]["runs_cached"]) == (1, 2)
+    # a glob over the runs' directory matches their YAML files and, built once, the board's own output: neither is
+    # a run, and neither is warned about
+    for _ in range(2):
+        r = CliRunner().invoke(main, ["board", str(runs["root"] / "r*"), "-o", str(runs["root"] / "r-board"),
+                                      "--resamples", "200"])
+        assert r.exit_code == 0 and "warning" not in r.stderr, r.output
+    assert "from 3 runs" in r.stdout
     assert second["cache"]["compared"] == 1
     cache = BoardCache(tmp_path / "cache")
     third = build_board([runs["r1"], runs["r3"], runs["r2"]], n_resamples=200, cache=cache)

@@ -113,17 +113,18 @@ class BoardCache:
 
 
 def expand_runs(args: Iterable[str | Path]) -> list[Path]:
-    """Run directories from the command line: paths or glob patterns, in order, each once.
+    """Run directories from the command line: paths or glob patterns (their directories), in order, each once.
 
     >>> import tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a").mkdir(); (d / "b").mkdir()
+    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a").mkdir(); (d / "b").mkdir(); _ = (d / "a.yaml").write_text("")
     >>> [p.name for p in expand_runs([d / "*", d / "a"])]
     ['a', 'b']
     """
     out: list[Path] = []
     for a in args:
         text = str(a)
-        hits = sorted(glob.glob(text)) if glob.has_magic(text) else [text]
+        # a pattern's matches that are files (a models YAML beside its run) are not runs; a named path is checked
+        hits = sorted(h for h in glob.glob(text) if Path(h).is_dir()) if glob.has_magic(text) else [text]
         for h in hits:
             p = Path(h)
             if p.resolve() not in {q.resolve() for q in out}:
@@ -231,13 +232,20 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
     return out
 
 
-def load_runs(paths: Sequence[str | Path], cache: BoardCache | None = None) -> tuple[list[BoardRun], list[str]]:
-    """Read every run directory; ``(runs, warnings)``: a damaged or foreign directory is one warning line."""
+def load_runs(paths: Sequence[str | Path], cache: BoardCache | None = None,
+              exclude: Sequence[str | Path] = ()) -> tuple[list[BoardRun], list[str]]:
+    """Read every run directory; ``(runs, warnings)``: a damaged or foreign directory is one warning line.
+
+    ``exclude``: directories that a glob may match but that are not runs (the board's own output).
+    """
     cache = cache or BoardCache(None)
     runs: list[BoardRun] = []
     warnings: list[str] = []
     taken: set[str] = set()
+    skip = {Path(x).resolve() for x in exclude}
     for p in expand_runs(paths):
+        if Path(p).resolve() in skip:
+            continue
         try:
             runs.append(_read_run(Path(p), cache, taken))
         except (UserError, OSError, ValueError, KeyError, TypeError) as e:
@@ -287,14 +295,15 @@ def _row_names(runs: list[BoardRun], chosen: dict[str, str]) -> dict[tuple[str, 
 
 
 def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int = 2000,
-                cache: BoardCache | None = None, title: str | None = None) -> dict[str, Any]:
+                cache: BoardCache | None = None, title: str | None = None,
+                exclude: Sequence[str | Path] = ()) -> dict[str, Any]:
     """The board document (``board.json``) over the run directories ``paths`` (globs allowed); see the module doc.
 
     Raises :class:`~reporter.errors.UserError` when no run is usable.
     """
     t0 = time.perf_counter()
     cache = cache or BoardCache(None)
-    runs, warnings = load_runs(paths, cache)
+    runs, warnings = load_runs(paths, cache, exclude)
     if not runs:
         raise UserError("no run directory could be read" + (f" ({'; '.join(warnings)})" if warnings else
                         "; give the output directories of `reporter run` (globs allowed)"))
