@@ -228,6 +228,18 @@ def test_rebuild_after_adding_a_run_reads_only_the_new_one(runs, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_history_whose_inputs_did_not_change_keeps_its_page(site, tmp_path):
+    from reporter.card.board import write_board
+
+    doc = site["doc"]
+    page = write_board(doc, tmp_path)["history:Release"]
+    before = (page.stat().st_mtime_ns, page.read_bytes())
+    assert write_board(doc, tmp_path)["history:Release"].stat().st_mtime_ns == before[0]  # not drawn again
+    changed = write_board({**doc, "title": "Another title"}, tmp_path)["history:Release"]
+    assert changed.read_bytes() != before[1] and "Another title" in changed.read_text()
+
+
+@pytest.mark.slow
 def test_different_mui_settings_show_no_mui_with_the_reason(runs, tmp_path):
     other = tmp_path / "other-mui"
     shutil.copytree(runs["r3"], other)

@@ -14,6 +14,7 @@ run's files only when its content changed (``runs/<label>/.digest``).
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import altair as alt
 import markupsafe
 
+from ..errors import UserError
 from ..store.atomic import write_bytes, write_json
 from ..store.layout import CARD_FILES, MODEL_INDEX_DIR
 from .assets import asset, html_environment
@@ -208,11 +210,32 @@ def write_board(doc: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
         out[f"model:{row['model']}"] = write_bytes(root / "models" / f"{row['slug']}.html", model_page.render(
             **common, base="..", row=row, files=files, history=h).encode())
     hist_page = env.get_template("board_history.html.j2")
+    slug_of = {r["model"]: r["slug"] for r in doc["rows"]}
     for h in doc["history"]:
-        out[f"history:{h['release']}"] = write_bytes(root / "history" / f"{h['slug']}.html", hist_page.render(
-            **common, base="..", h=h, charts=_history_charts(h, doc["tasks"]),
-            slug_of={r["model"]: r["slug"] for r in doc["rows"]}).encode())
+        page_path = root / "history" / f"{h['slug']}.html"
+        # a history whose inputs did not change keeps its page (its charts are most of a rebuild's drawing)
+        inputs = json.dumps([h, doc["tasks"], doc["title"], doc["version"], len(doc["runs"]), doc["seed"],
+                             doc["n_resamples"], slug_of, code_stamp()], sort_keys=True, default=str)
+        stamp = root / ".cache" / "pages" / f"{h['slug']}.sha256"
+        digest = hashlib.sha256(inputs.encode()).hexdigest()
+        if page_path.is_file() and stamp.is_file() and stamp.read_text() == digest:
+            out[f"history:{h['release']}"] = page_path
+            continue
+        out[f"history:{h['release']}"] = write_bytes(page_path, hist_page.render(
+            **common, base="..", h=h, charts=_history_charts(h, doc["tasks"]), slug_of=slug_of).encode())
+        try:
+            write_bytes(stamp, digest.encode())
+        except (OSError, UserError):
+            pass
     return out
+
+
+def code_stamp() -> str:
+    """The sha256 of the board's templates and this module: a new reporter draws every page again."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    for name in ("board_base.html.j2", "board_history.html.j2", "board.css"):
+        h.update(asset(name).encode())
+    return h.hexdigest()
 
 
 def digest_of(path: Path) -> str:
