@@ -27,9 +27,9 @@ from reporter.analyse.board import BoardCache, build_board
 from reporter.cli import main
 from reporter.store.samples import read_samples
 from tests.conftest import small_tokenizer_dir
+from tests.test_compare import N_ITEMS, _items  # the same 40 colour questions
 from tests.test_golden import _save_local_model
 
-N_ITEMS = 40
 PROFILE = """\
 name: board
 mui: {{top_ratio: 0.01, mode: score}}
@@ -40,16 +40,6 @@ tasks:
   - {{name: mine, type: jsonl, path: mine.jsonl, prompt_field: q, answer_field: a, choices_field: options,
       scorer: choice, shots: 0, max_new_tokens: 2, limit: {limit}}}
 """
-
-
-def _items(answers: list[str] | None = None) -> str:
-    words = ["red", "blue", "green", "black", "white", "grey", "pink", "gold"]
-    lines = []
-    for i in range(N_ITEMS):
-        opts = [words[(i + k) % len(words)] + f" {i}" for k in range(4)]
-        lines.append(json.dumps({"id": f"q{i}", "q": f"Which colour is item {i}?", "options": opts,
-                                 "a": answers[i] if answers else "A"}))
-    return "\n".join(lines) + "\n"
 
 
 def _run(root: Path, name: str, models: list[str], limit: int = N_ITEMS) -> Path:
