@@ -237,7 +237,3 @@ def code_stamp() -> str:
         h.update(asset(name).encode())
     return h.hexdigest()
 
-
-def digest_of(path: Path) -> str:
-    """sha256 of a file's bytes (the tests compare pages across rebuilds)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

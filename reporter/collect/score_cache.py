@@ -85,8 +85,7 @@ def cached_scores(lm: Any, kind: str, payload: Any, compute: Callable[[], tuple[
     stores, ``off`` neither.
     """
     if mode == "off":
-        result = compute()
-        return tuple([None if a is None else np.asarray(a) for a in part] for part in result), COMPUTED
+        return _arrays(compute()), COMPUTED
     key = _key(lm, kind, payload)
     path = cache_root() / SCORES_DIR / kind / f"{key}.npz" if key is not None else None
     if path is not None and mode == "use" and path.is_file():
@@ -109,4 +108,9 @@ def cached_scores(lm: Any, kind: str, payload: Any, compute: Callable[[], tuple[
             write_bytes(path, buf.getvalue())
         except (OSError, UserError):  # a read-only or full cache: the run goes on
             pass
-    return tuple([None if a is None else np.asarray(a) for a in part] for part in result), COMPUTED
+    return _arrays(result), COMPUTED
+
+
+def _arrays(result: tuple[Ragged, ...]) -> tuple[list[np.ndarray | None], ...]:
+    """A computed result in the shape a cached one comes back in (arrays, None kept)."""
+    return tuple([None if a is None else np.asarray(a) for a in part] for part in result)
