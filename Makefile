@@ -63,7 +63,7 @@ device-check:
 # model against reporter with and without its collectors; exits 1 when any document's acc or acc_norm differs.
 identity:
 	HF_DATASETS_OFFLINE=1 $(BIN)/python benchmarks/throughput.py --mode lm-eval-task --docs 30 --shots 0,5 \
-		--rounds 2 --no-memory
+		--rounds 2 --no-memory --paths lm-eval-hf,reporter-lm,reporter-collect
 
 # Static checks (part of `make test`): style and docstrings, types, the import-layer contracts.
 lint:

@@ -41,8 +41,13 @@ path as ``samples=``, at each of ``--shots`` (default 0 and 5), through these pa
 ``reporter-collect``
     reporter's collect path of an lm-eval task with every collector of the default profile on
     (``lm_eval_run.plan_leaf`` → ``execute_leaf`` → ``score_entry`` → ``finish_leaf``, as
-    ``collect.job`` chains them, without the evidence passes): the option log-likelihoods, then
-    one teacher-forced hooked pass over context + the option the model ranks first.
+    ``collect.job`` chains them, without the evidence passes): the option log-likelihoods with the
+    collectors riding those passes (``collection: fused``, the default): MUI on every option's pass,
+    the answer's token log-probs from them and the prompt's from the LM head on the context's pass.
+``reporter-collect-tf``
+    the same with ``collection: teacher-forced``: the option log-likelihoods, then one teacher-forced
+    hooked pass over context + the option the model ranks first (the way before the collectors rode
+    the option passes).
 
 The check: per document, lm-eval's ``acc`` and ``acc_norm`` of every reporter path equal the
 peer's, and the largest |Δ log-likelihood| over the requests is reported. Timing, rounds and
@@ -96,9 +101,9 @@ ITEMS = (("arc_challenge", 40, 24), ("gsm8k", 10, 96), ("humaneval", 5, 96))
 TARGETS = {"reporter-bare": 1.0, "reporter": 1.15}
 PATHS = ("lm-eval", "reporter", "reporter-tf", "reporter-bare")
 #: ``--mode lm-eval-task``: the paths, the lm-eval task, and the targets (reporter / lm-eval's ``hf`` wall time)
-TASK_PATHS = ("lm-eval-hf", "reporter-lm", "reporter-collect")
+TASK_PATHS = ("lm-eval-hf", "reporter-lm", "reporter-collect", "reporter-collect-tf")
 TASK_NAME = "arc_challenge"
-TASK_TARGETS = {"reporter-lm": 0.8, "reporter-collect": 1.0}
+TASK_TARGETS = {"reporter-lm": 0.8, "reporter-collect": 1.0, "reporter-collect-tf": 1.0}
 
 
 def _task_yaml(name: str, data: Path, stop: tuple[str, ...], max_new: int) -> str:
@@ -240,8 +245,10 @@ def run_task_path(path: str, lm: Any, resolved: Any, cfg: TaskConfig, ids: list[
         rlm = ReporterLM(lm, batch_size=batch_size)
         return _per_doc(evaluate(rlm, resolved.loaded, samples={TASK_NAME: ids}, log_samples=True,
                                  verbosity="ERROR"))
-    if path == "reporter-collect":  # collect.job._collect_lm_eval's chain, without the evidence passes
+    if path in ("reporter-collect", "reporter-collect-tf"):  # collect.job's chain, without the evidence passes
         profile = _task_profile(cfg)
+        if path == "reporter-collect-tf":
+            profile = replace(profile, collection="teacher-forced")
         rlm = ReporterLM(lm, batch_size=batch_size)
         lp = lm_eval_run.plan_leaf(rlm, resolved, cfg, seed)
         if lp.ids != ids:
@@ -251,7 +258,11 @@ def run_task_path(path: str, lm: Any, resolved: Any, cfg: TaskConfig, ids: list[
         result = lm_eval_run.score_entry(rlm, resolved, [lp])
         if rlm.misses:
             raise AssertionError(f"{rlm.misses} lm-eval requests were not among the answers execute_leaf collected")
-        lm_eval_run.finish_leaf(lm, profile, lp, task_dir, result, seed=seed, collection="teacher-forced")
+        collection, fallback = lm_eval_run.leaf_collection(lm, profile, lp)
+        want = "teacher-forced" if path == "reporter-collect-tf" else "fused"
+        if collection != want:
+            raise AssertionError(f"{path}: the collectors were fed {collection!r}, not {want!r} ({fallback})")
+        lm_eval_run.finish_leaf(lm, profile, lp, task_dir, result, seed=seed, collection=collection, fallback=fallback)
         return _per_doc(result)
     raise ValueError(f"unknown path {path!r}")
 

@@ -14,9 +14,11 @@ import yaml
 from reporter.card.data import load_card
 from reporter.schema import Results, check_document, validate
 
-MC_SENTENCE = ("For lm-eval multiple-choice tasks, MUI and the other collectors read one teacher-forced pass over the "
-               "context and the option the model ranks first (its answer, the argmax of the log-likelihoods: lm-eval's "
-               "acc choice); the score is lm-eval's own per-item metric.")
+MC_SENTENCE = ("For lm-eval multiple-choice tasks, MUI and the other collectors keep the option the model ranks first "
+               "(its answer, the argmax of the log-likelihoods: lm-eval's acc choice); by default they ride the passes "
+               "that score the options (the same values as one teacher-forced pass over the context and that answer, "
+               "which reporter runs instead where a task's collection says teacher-forced); the score is lm-eval's own "
+               "per-item metric.")
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +135,13 @@ def test_a_group_of_groups_lists_its_subgroups_aggregates(run, tmp_path):
     assert "stem_outer: the scores of its 3 lm-eval tasks and 1 subgroups" in text
     err = _err(res["models"]["Llama chat"]["lm_eval_groups"])
     assert re.search(rf"mmlu_mini lm-eval group · acc,none, lm-eval's aggregate — {100 * value:.1f} ± {err} · 6", text)
+
+
+def test_the_collectors_of_a_real_run_rode_the_option_passes(run, results):
+    """``reporter run``'s lm-eval multiple-choice tasks (the default ``collection: fused``): no extra pass, and the
+    manifest says so per task."""
+    manifest = json.loads((run / "manifest.json").read_text())
+    for name, m in results["models"].items():
+        for task in ("arc_challenge", "mmlu_anatomy"):
+            assert m["tasks"][task]["collection"] == "fused" and "collection_fallback" not in m["tasks"][task]
+            assert manifest["collection"][name][task] == {"path": "fused"}, (name, task)

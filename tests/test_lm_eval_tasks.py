@@ -211,12 +211,19 @@ def _ll64(m64, ctx, cont):
 
 # --- the collect stage: collectors on the same passes, checked against float64 references -----------------------
 
-def _leaf(env, lm, name, limit, tmp, include=None):
+def _leaf(env, lm, name, limit, tmp, include=None, collection="fused"):
     from reporter.collect.collectors import enabled_collectors
     from reporter.collect.lm_eval_lm import ReporterLM
-    from reporter.collect.lm_eval_run import execute_leaf, finish_leaf, plan_leaf, resolve_entry, score_entry
+    from reporter.collect.lm_eval_run import (
+        execute_leaf,
+        finish_leaf,
+        leaf_collection,
+        plan_leaf,
+        resolve_entry,
+        score_entry,
+    )
 
-    profile = Profile(name="t", lm_eval_include=(include or env["packaged"],),
+    profile = Profile(name="t", lm_eval_include=(include or env["packaged"],), collection=collection,
                       tasks=(TaskConfig(name=name, limit=limit, lm_eval=name),))
     config = profile.tasks[0]
     resolved = resolve_entry(profile, config)
@@ -226,17 +233,25 @@ def _leaf(env, lm, name, limit, tmp, include=None):
     execute_leaf(lm, rlm, profile, lp, tmp, seed=0, progress=False, plugins=plugins)
     result = score_entry(rlm, resolved, [lp])
     assert rlm.misses == 0  # lm-eval found every answer among those the collect pass gave
-    summary = finish_leaf(lm, profile, lp, tmp, result, seed=0, collection="teacher-forced", plugins=plugins)
+    path, fallback = leaf_collection(lm, profile, lp, plugins)
+    summary = finish_leaf(lm, profile, lp, tmp, result, seed=0, collection=path, plugins=plugins, fallback=fallback)
     return lp, summary, result
 
 
-def test_multiple_choice_mui_reads_the_models_answer_and_matches_the_float64_reference(env, lm, tmp_path):
-    """MUI's response for an lm-eval multiple-choice item is the option the model ranks first (acc's choice)."""
+@pytest.mark.parametrize("collection", ["fused", "teacher-forced"])
+def test_multiple_choice_mui_reads_the_models_answer_and_matches_the_float64_reference(env, lm, tmp_path, collection):
+    """MUI's response for an lm-eval multiple-choice item is the option the model ranks first (acc's choice).
+
+    ``fused`` (the default): MUI and the token log-probs ride the passes that score the options; ``teacher-forced``:
+    one more pass over context + answer. Both must give the float64 reference's numbers.
+    """
+    from reporter.collect.collectors.logprobs import question_span
     from reporter.store.logprobs import load_logprobs
     from reporter.store.neurons import load_neuron_sets
     from reporter.store.samples import read_samples
 
-    lp, summary, result = _leaf(env, lm, "arc_challenge", 6, tmp_path)
+    lp, summary, result = _leaf(env, lm, "arc_challenge", 6, tmp_path, collection=collection)
+    assert summary["collection"] == collection and "collection_fallback" not in summary
     recs = read_samples(tmp_path / "samples.jsonl")
     ids, sets, _ = load_neuron_sets(tmp_path / "neurons.npz")
     mui_sets = dict(zip(ids, sets))
@@ -262,6 +277,13 @@ def test_multiple_choice_mui_reads_the_models_answer_and_matches_the_float64_ref
         assert rec["score"] == lm_eval_items[it.id]["acc"]
         # the collectors saw context + the chosen option: its token log-probs sum to its log-likelihood ...
         assert abs(float(np.sum(logprobs[it.id]["response"])) - lls[j]) < 1e-3
+        # ... the prompt's are the float64 log-softmax's from the question on (NaN before it) ...
+        seq64 = torch.tensor([ctx + conts[j]])
+        with torch.no_grad():
+            logp = torch.log_softmax(m64(seq64).logits[0], -1)
+        start = max(1, question_span(lm.tokenizer, lp.plan.prompts[k], it.question, ctx)[0])
+        want = [math.nan] * (start - 1) + [float(logp[t - 1, ctx[t]]) for t in range(start, len(ctx))]
+        np.testing.assert_allclose(logprobs[it.id]["prompt"], want, atol=1e-3, equal_nan=True)
         # ... and MUI's key neurons are the float64 reference's on that sequence
         seq = torch.tensor([ctx + conts[j]])
         resp = torch.tensor([[False] * len(ctx) + [True] * len(conts[j])])
@@ -355,3 +377,89 @@ def test_loglikelihood_rolling_collectors_read_the_first_window_against_float64_
         stored = {r["id"]: r for p in sorted((out / "parts").glob("lm_eval-*.json"))
                   for r in json.loads(p.read_text())["records"]}
         assert abs(stored[it.id]["loglikelihood"] - total) < 1e-3 * abs(total)
+
+
+# --- the option passes against the teacher-forced pass, for every collector that rides them ---------------------
+
+def _artifacts(task_dir):
+    """Every array of every .npz, every sample record and the summary (without the keys that name the path)."""
+    from reporter.store.samples import read_samples
+
+    arrays = {f"{p.name}:{k}": v for p in sorted(task_dir.glob("*.npz")) for k, v in np.load(p).items()}
+    summary = {k: v for k, v in json.loads((task_dir / "summary.json").read_text()).items()
+               if k not in ("collection", "collection_fallback")}
+    return arrays, read_samples(task_dir / "samples.jsonl"), summary
+
+
+@pytest.mark.parametrize("mui", [{}, {"mode": "topscore", "rho": 0.8}, {"definition": "mui-eval", "top_ratio": 0.05},
+                                 {"mode": "global_topk", "definition": "contribution"}])
+def test_every_collector_riding_the_option_passes_writes_what_the_teacher_forced_pass_writes(env, lm, tmp_path, mui):
+    """Generic over the registered collectors: each one that rides the option passes (and has a task-scope
+    collector) writes the same artifacts, value by value, as with one teacher-forced pass over context + answer."""
+    from reporter.collect.collectors import CollectorPlugin, TaskContext, enabled_collectors
+    from reporter.collect.lm_eval_lm import ReporterLM
+    from reporter.collect.lm_eval_run import (
+        execute_leaf,
+        finish_leaf,
+        leaf_collection,
+        plan_leaf,
+        resolve_entry,
+        score_entry,
+    )
+    from reporter.config import MUIConfig
+
+    out = {}
+    for collection in ("fused", "teacher-forced"):
+        profile = Profile(name="t", lm_eval_include=(env["packaged"],), collection=collection, mui=MUIConfig(**mui),
+                          tasks=(TaskConfig(name="arc_challenge", limit=5, lm_eval="arc_challenge"),))
+        config = profile.tasks[0]
+        resolved = resolve_entry(profile, config)
+        rlm = ReporterLM(lm, batch_size=2)  # several batches, options of one item in different tail batches
+        lp = plan_leaf(rlm, resolved, config, seed=0)
+        plugins = enabled_collectors(profile)
+        ctx = TaskContext(lm=lm, profile=profile, config=config, plan=lp.plan, task_dir=tmp_path, seed=0)
+        riding = [p.name for p in plugins if p.rides_options(ctx) and type(p).for_batch is not CollectorPlugin.for_batch]
+        assert {"mui", "logprobs"} <= set(riding)
+        assert leaf_collection(lm, profile, lp, plugins) == (collection, None)
+        d = tmp_path / collection
+        execute_leaf(lm, rlm, profile, lp, d, seed=0, progress=False, plugins=plugins)
+        finish_leaf(lm, profile, lp, d, score_entry(rlm, resolved, [lp]), seed=0, collection=collection,
+                    plugins=plugins)
+        out[collection] = _artifacts(d)
+    (fa, fs, fsum), (ta, ts, tsum) = out["fused"], out["teacher-forced"]
+    assert set(fa) == set(ta) and fa
+    for k in fa:
+        if np.issubdtype(fa[k].dtype, np.floating):
+            np.testing.assert_allclose(fa[k], ta[k], atol=1e-4, equal_nan=True, err_msg=k)
+        else:
+            np.testing.assert_array_equal(fa[k], ta[k], err_msg=k)
+    assert fs.keys() == ts.keys()
+    for k in fs:  # every field alike; the log-likelihoods (rounded to 6 decimals) to float32 summation order
+        assert {f: v for f, v in fs[k].items() if f != "loglikelihoods"} == \
+            {f: v for f, v in ts[k].items() if f != "loglikelihoods"}, k
+        np.testing.assert_allclose(fs[k]["loglikelihoods"], ts[k]["loglikelihoods"], atol=1e-4)
+    assert fsum == tsum
+
+
+def test_a_collector_that_cannot_ride_the_option_passes_makes_the_task_fall_back_and_say_why(env, lm, tmp_path):
+    from reporter.collect.collectors import CollectorPlugin, enabled_collectors
+    from reporter.collect.lm_eval_lm import ReporterLM
+    from reporter.collect.lm_eval_run import execute_leaf, leaf_collection, plan_leaf, resolve_entry
+
+    class TeacherForcedOnly(CollectorPlugin):
+        name = "tf_only"
+
+        def for_batch(self, batch):
+            return None
+
+    profile = Profile(name="t", lm_eval_include=(env["packaged"],),
+                      tasks=(TaskConfig(name="arc_challenge", limit=3, lm_eval="arc_challenge"),))
+    config = profile.tasks[0]
+    rlm = ReporterLM(lm)
+    lp = plan_leaf(rlm, resolve_entry(profile, config), config, seed=0)
+    plugins = [*enabled_collectors(profile), TeacherForcedOnly()]
+    assert leaf_collection(lm, profile, lp, plugins) == ("teacher-forced",
+                                                         "collector 'tf_only' cannot ride the option passes")
+    execute_leaf(lm, rlm, profile, lp, tmp_path, seed=0, progress=False, plugins=plugins)
+    assert (tmp_path / "parts").is_dir() and sorted(p.name.split("-")[0] for p in (tmp_path / "parts").iterdir()) \
+        == ["lm_eval", "logprobs", "mui"]

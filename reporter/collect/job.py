@@ -35,7 +35,7 @@ from .evidence import EvidenceContext, evidence_passes, wants_evidence
 from .model_cache import ModelStep, run_cached
 from .plan import plan_task
 from .smoke import smoke
-from .task_run import collection_choice, run_task, task_complete
+from .task_run import run_task, task_complete
 
 __all__ = ["collect_model", "log", "model_done", "task_done", "wants_evidence"]
 
@@ -327,12 +327,11 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
                 log(f"{name} / {label}: {rlm.misses} lm-eval requests were not among the answers reporter collected")
             if group is not None:
                 write_json(groups_path, {**(read_json(groups_path) or {}), **run.group_results(result, resolved)})
-            path, fallback = collection_choice(lm, profile)
             for lp in plans:
                 if not done[lp.config.name]:
-                    collection = path if lp.output_type == "generate_until" else "teacher-forced"
+                    collection, fallback = run.leaf_collection(lm, profile, lp)
                     summary = run.finish_leaf(lm, profile, lp, dirs[lp.config.name], result, seed=cfg.seed,
-                                              collection=collection)
+                                              collection=collection, fallback=fallback)
                     _log_score(name, lp.config.name, summary)
     except UserError as e:
         log(f"{name} / {label}: FAILED (the reason is listed at the end)")

@@ -31,7 +31,7 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, postprocess_generated_text
 
 from ..errors import UserError
-from ..instrument.continuations import continuation_loglikelihoods
+from ..instrument.continuations import ContinuationPasses, continuation_passes
 from ..models.generation import Generation, fusable_generation, generate, generate_collecting
 
 __all__ = ["ReporterLM"]
@@ -65,6 +65,9 @@ class ReporterLM(HFLM):  # type: ignore[misc]
         self.run_config: Any = None
         self.run_output: str | None = None
         self.run_profile: str | None = None
+        #: while :meth:`loglikelihood_riding` runs: its riders and prompt_from; then what the passes measured
+        self._riding: tuple[Sequence[Any], Sequence[int] | None] | None = None
+        self.passes: ContinuationPasses | None = None
 
     #: the keys of ``--model_args`` of ``--model reporter``
     MODEL_ARGS = ("pretrained", "name", "dtype", "device", "kind", "max_batch_size", "output", "profile", "seed")
@@ -138,19 +141,41 @@ class ReporterLM(HFLM):  # type: ignore[misc]
         self.encoded = [(list(c), list(x)) for _, c, x in requests]
         self.encoded_all.extend(self.encoded)
         keys = [self.key("loglikelihood", [c, x]) for c, x in self.encoded]
-        todo = sorted({k: i for i, k in enumerate(keys) if k not in self.store}.values())
+        riding = self._riding
+        if riding is None:
+            todo = sorted({k: i for i, k in enumerate(keys) if k not in self.store}.values())
+        else:  # the riders need every request's pass, answered before or not
+            todo = list(range(len(keys)))
         if todo:
-            self.misses += len(todo)
-            got = continuation_loglikelihoods(
+            if riding is None:
+                self.misses += len(todo)
+            got = continuation_passes(
                 self.reporter_lm.model, self.reporter_lm.adapter, [self.encoded[i][0] for i in todo],
                 [self.encoded[i][1] for i in todo], pad_id=self._pad_id(), batch_size=override_bs or self.batch_size,
-                max_length=self.max_length)
-            for i, (ll, greedy) in zip(todo, got):
+                max_length=self.max_length, riders=riding[0] if riding else (),
+                prompt_from=riding[1] if riding else None)
+            if riding is not None:
+                self.passes = got
+            for i, (ll, greedy) in zip(todo, got.scores):
                 if ll != ll:  # NaN: damaged weights, or a dtype the model does not run in
                     raise UserError(f"model '{self.reporter_lm.spec.name}': the model gives NaN log-likelihoods; "
                                     "its weights are damaged or it does not run in this dtype")
                 self.store[keys[i]] = [ll, greedy]
         return [(float(self.store[k][0]), bool(self.store[k][1])) for k in keys]
+
+    def loglikelihood_riding(self, requests: list[Any], riders: Sequence[Any], prompt_from: Sequence[int] | None
+                             ) -> tuple[list[tuple[float, bool]], ContinuationPasses]:
+        """lm-eval's ``loglikelihood`` of ``requests`` with collectors riding the passes
+        (:func:`~reporter.instrument.continuations.continuation_passes`): the answers, and what the passes measured
+        (its ``seen`` and ``prompt_from`` index ``requests``).
+        """
+        self._riding, self.passes = (riders, prompt_from), None
+        try:
+            res = self.loglikelihood(requests, disable_tqdm=True)
+        finally:
+            self._riding = None
+        assert self.passes is not None
+        return res, self.passes
 
     def _pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id

@@ -8,10 +8,12 @@ a reporter task of its own, with its own directory). Per leaf task:
    documents (:func:`reporter.tasks.lm_eval_source.select_docs`, passed as ``samples=``).
 2. **Execute, batch by batch, collectors on.** A batch is ``max_batch_size`` documents:
    * ``multiple_choice`` / ``loglikelihood``: every option's log-likelihood, each context run
-     once (:class:`~reporter.collect.lm_eval_lm.ReporterLM`); then ONE teacher-forced hooked
-     pass over context + **the option the model ranks first** (the argmax of the raw
-     log-likelihoods, lm-eval's ``acc`` choice: the model's answer) feeds every collector, so
-     MUI's response for such an item is its answer;
+     once (:class:`~reporter.collect.lm_eval_lm.ReporterLM`), with the collectors riding those
+     passes (``collection: fused``: MUI's hooks on every option's pass, the prompt's token
+     log-probs from the LM head on the context's pass); each collector keeps **the option the
+     model ranks first** (the argmax of the raw log-likelihoods, lm-eval's ``acc`` choice: the
+     model's answer), so MUI's response for such an item is its answer. Where they cannot ride
+     (:func:`leaf_collection`), ONE teacher-forced hooked pass over context + that answer feeds them;
    * ``generate_until``: reporter's greedy loop with the collectors riding it, cut at lm-eval's
      stop sequences.
    Each batch's answers and records land in ``parts/lm_eval-<batch>.json`` as it finishes, so an
@@ -38,6 +40,7 @@ from tqdm.auto import tqdm
 
 from ..config import Profile, TaskConfig
 from ..errors import UserError
+from ..instrument.gather import head_output_is_logits
 from ..metrics.stats import score_ci
 from ..models.generation import Generation
 from ..store.atomic import json_ok, read_json, write_json
@@ -45,7 +48,7 @@ from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
 from ..tasks import LETTERS, Item, Task
 from ..tasks.lm_eval_source import FEWSHOT_SEED, Resolved, include_dirs, lm_eval_version, resolve, select_docs
-from .collectors import BatchContext, CollectorPlugin, TaskContext, enabled_collectors
+from .collectors import BatchContext, CollectorPlugin, OptionPasses, TaskContext, enabled_collectors
 from .plan import TaskPlan
 from .task_run import _collect, collection_choice, task_complete
 
@@ -252,10 +255,12 @@ def execute_leaf(lm: Any, rlm: Any, profile: Profile, lp: LeafPlan, task_dir: Pa
             if not json_ok(part_path(ctx, b)) or not all(p.batch_done(ctx, b) for p in plugins)]
     bar = tqdm(total=len(order), initial=len(order) - sum(len(i) for _, i in todo), disable=not progress,
                desc=f"{lm.spec.name}: {lp.config.name}", leave=False)
-    path, _ = collection_choice(lm, profile, plugins)
+    path, _ = leaf_collection(lm, profile, lp, plugins)
     for b, idx in todo:
         batch = BatchContext(task=ctx, index=b, positions=idx, generations=[])
-        if lp.output_type in LOGLIKELIHOOD_TYPES:
+        if lp.output_type in LOGLIKELIHOOD_TYPES and path == "fused":
+            keys = _options_batch(rlm, lp, batch, plugins)
+        elif lp.output_type in LOGLIKELIHOOD_TYPES:
             keys = _loglikelihood_batch(lm, rlm, lp, batch, plugins)
         elif lp.output_type == "generate_until":
             keys = _generate_batch(rlm, lp, batch, plugins, fused=path == "fused")
@@ -277,14 +282,41 @@ def _records(lp: LeafPlan, batch: BatchContext, texts: Sequence[str], extra: Seq
         batch.records.append(rec)
 
 
-def _loglikelihood_batch(lm: Any, rlm: Any, lp: LeafPlan, batch: BatchContext,
-                         plugins: list[CollectorPlugin]) -> list[str]:
-    """Every option's log-likelihood; then one teacher-forced hooked pass over context + the model's answer."""
-    insts = [inst for i in batch.positions for inst in lp.requests[i]]
-    res = rlm.loglikelihood(insts, disable_tqdm=True)
-    enc = list(rlm.encoded)
-    keys = [rlm.key("loglikelihood", [c, x]) for c, x in enc]
-    gens, texts, extra = [], [], []
+def leaf_collection(lm: Any, profile: Profile, lp: LeafPlan, plugins: list[CollectorPlugin] | None = None
+                    ) -> tuple[str, str | None]:
+    """How the collectors of one leaf are fed, and why not the fused way the profile asked for (None: as asked).
+
+    ``generate_until``: riding the generation (:func:`~reporter.collect.task_run.collection_choice`);
+    ``multiple_choice`` / ``loglikelihood``: riding the option passes when every plugin
+    :meth:`~reporter.collect.collectors.CollectorPlugin.rides_options` and the LM head's output is the model's
+    logits (the prompt's log-probs come from the head on the context's pass); otherwise, and for perplexity tasks,
+    one teacher-forced pass.
+    """
+    plugins = enabled_collectors(profile) if plugins is None else plugins
+    if lp.output_type == "generate_until":
+        return collection_choice(lm, profile, plugins)
+    if profile.collection != "fused":
+        return "teacher-forced", None
+    if lp.output_type not in LOGLIKELIHOOD_TYPES:
+        return "teacher-forced", ("a perplexity task's collectors read one teacher-forced pass over each document's "
+                                  "first window")
+    ctx = TaskContext(lm=lm, profile=profile, config=lp.config, plan=lp.plan, task_dir=Path("."), seed=0)
+    slow = [p.name for p in plugins if not p.rides_options(ctx)]
+    if slow:
+        names = ", ".join(f"'{n}'" for n in slow)
+        return "teacher-forced", f"collector{'s' if len(slow) > 1 else ''} {names} cannot ride the option passes"
+    if getattr(lm.model, "base_model", lm.model) is lm.model or not head_output_is_logits(lm.model):
+        return "teacher-forced", ("the model's logits are not its LM head's output on its body's states (a soft-cap "
+                                  "or scale after the head), so the prompt's log-probs need a pass of their own")
+    return "fused", None
+
+
+def _answers(lp: LeafPlan, batch: BatchContext, res: Sequence[tuple[float, bool]],
+             enc: Sequence[tuple[list[int], list[int]]]) -> list[int]:
+    """Each item's answer (the option the model ranks first: the argmax of the raw log-likelihoods, lm-eval's
+    ``acc`` choice) as its batch's generation and sample record; the answers' request indices.
+    """
+    gens, texts, extra, chosen = [], [], [], []
     k = 0
     for i in batch.positions:
         m = len(lp.requests[i])
@@ -295,11 +327,46 @@ def _loglikelihood_batch(lm: Any, rlm: Any, lp: LeafPlan, batch: BatchContext,
         gens.append(Generation(prompt_ids=context_ids, response_ids=cont_ids, text=text, stopped_by="option"))
         texts.append(text)
         extra.append({"loglikelihoods": [round(x, 6) for x in lls], "answer_index": j})
+        chosen.append(k + j)
         k += m
     batch.generations = gens
     _records(lp, batch, texts, extra)
+    return chosen
+
+
+def _loglikelihood_batch(lm: Any, rlm: Any, lp: LeafPlan, batch: BatchContext,
+                         plugins: list[CollectorPlugin]) -> list[str]:
+    """Every option's log-likelihood; then one teacher-forced hooked pass over context + the model's answer."""
+    insts = [inst for i in batch.positions for inst in lp.requests[i]]
+    res = rlm.loglikelihood(insts, disable_tqdm=True)
+    enc = list(rlm.encoded)
+    _answers(lp, batch, res, enc)
     _collect(lm, batch, plugins)
-    return keys
+    return [rlm.key("loglikelihood", [c, x]) for c, x in enc]
+
+
+def _options_batch(rlm: Any, lp: LeafPlan, batch: BatchContext, plugins: list[CollectorPlugin]) -> list[str]:
+    """Every option's log-likelihood with the collectors riding those passes (each option one of their samples);
+    each plugin keeps what it saw of the model's answer.
+    """
+    insts = [inst for i in batch.positions for inst in lp.requests[i]]
+    riders = [(p, p.for_options(batch)) for p in plugins]
+    wanted = [s for s in (p.prompt_logprobs_from(batch) for p in plugins) if s is not None]
+    prompt_from = None
+    if wanted:
+        first = [min(s[k] for s in wanted) for k in range(len(batch.positions))]
+        prompt_from = [first[k] for k, i in enumerate(batch.positions) for _ in lp.requests[i]]
+    res, passes = rlm.loglikelihood_riding(insts, [c for _, c in riders if c is not None], prompt_from)
+    enc = list(rlm.encoded)
+    chosen = _answers(lp, batch, res, enc)
+    seen_at = {r: n for n, r in enumerate(passes.seen)}
+    options = OptionPasses(picks=[seen_at.get(r, -1) for r in chosen],
+                           answer_logprobs=[passes.token_logprobs[r] for r in chosen],
+                           prompt_logprobs=None if passes.prompt_logprobs is None
+                           else [passes.prompt_logprobs[r] for r in chosen])
+    for p, c in riders:
+        p.save_options(c, batch, options)
+    return [rlm.key("loglikelihood", [c, x]) for c, x in enc]
 
 
 def _rolling_batch(lm: Any, rlm: Any, lp: LeafPlan, batch: BatchContext, plugins: list[CollectorPlugin]) -> list[str]:
@@ -388,7 +455,8 @@ def primary_metric(lp: LeafPlan, samples: Sequence[dict[str, Any]]) -> str:
 
 
 def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result: dict[str, Any], *, seed: int,
-                collection: str, plugins: list[CollectorPlugin] | None = None) -> dict[str, Any]:
+                collection: str, plugins: list[CollectorPlugin] | None = None,
+                fallback: str | None = None) -> dict[str, Any]:
     """Write one leaf's samples (lm-eval's per-item metrics) and summary; merge the collectors' batches."""
     leaf = lp.config.lm_eval
     assert leaf is not None
@@ -437,6 +505,8 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
         "limit": len(lp.ids), **ci.to_dict(), "source": lp.plan.task.source, "description": lp.plan.task.description,
         "mean_response_tokens": float(np.mean([r.get("response_tokens", 0) for r in records])) if records else 0.0,
         "collection": collection, "lm_eval": lm_eval_info(lp, result, metric)}
+    if fallback:
+        summary["collection_fallback"] = fallback
     if chance is not None:
         summary["chance"] = chance
     for p in plugins:

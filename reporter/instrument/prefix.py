@@ -32,7 +32,7 @@ import torch
 
 from .batch import PassBatch, left_pad, position_ids_from_mask
 from .gather import GatherHead
-from .hooked_pass import eval_mode, input_device
+from .hooked_pass import Collector, eval_mode, input_device
 from .hooks import HookSet
 
 __all__ = ["logits_after_prefix", "reduce_after_prefix"]
@@ -66,7 +66,10 @@ def logits_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence
 def reduce_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence[Sequence[int]],
                         tails: Sequence[Sequence[int]], owners: Sequence[int], rows: torch.Tensor,
                         cols: torch.Tensor, consume: Callable[[torch.Tensor, torch.Tensor], None], *,
-                        pad_id: int = 0, batch_size: int | None = None) -> None:
+                        pad_id: int = 0, batch_size: int | None = None,
+                        on_prefix: Callable[[list[int], torch.Tensor, torch.Tensor], None] | None = None,
+                        riders: Sequence[Collector] = (), response_from: Sequence[int] | None = None,
+                        seen: list[int] | None = None) -> None:
     """:func:`logits_after_prefix`, handing each tail batch's logits to ``consume(sel, logits)`` instead of keeping them.
 
     ``sel``: the indices (into ``rows``/``cols``) of that batch's chosen positions; ``logits``:
@@ -85,6 +88,19 @@ def reduce_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence
     ...                     torch.tensor([0, 1, 0]), argmax)
     >>> bool((best >= 0).all())
     True
+
+    Collectors can ride the same passes:
+
+    * ``on_prefix(chunk, hidden, mask)`` gets each prefix batch's final hidden states [b, W, H]
+      (left-padded, ``mask`` [b, W]; ``chunk``: the prefix indices of its rows), the LM head's input,
+      so that a caller can run the head on the prefix positions it needs (the prompt's token log-probs).
+      Needs a model with a ``base_model`` (the prefixes run without the head).
+    * ``riders``: teacher-forced collectors (:class:`~reporter.instrument.hooked_pass.Collector`)
+      attached to every tail pass, each tail one sample of a :class:`PassBatch` [b, W] (right-padded;
+      ``response_mask`` True from tail position ``response_from[r]`` on). Their hooks see the tail
+      positions only; ``after_forward`` gets the logits of the chosen positions, not [b, W, V], so
+      only collectors that read hooks ride here (MUI's key neurons). ``seen`` receives the tail
+      indices in the order the riders saw them, one per sample.
     """
     if not prefixes or any(len(p) == 0 for p in prefixes):
         raise ValueError("logits_after_prefix needs non-empty prefixes")
@@ -102,6 +118,9 @@ def reduce_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence
     bs = max(1, batch_size or len(tails))
     head = model.get_output_embeddings()
     body = getattr(model, "base_model", model)  # the prefixes need their cache, not their logits: no LM head
+    if on_prefix is not None and body is model:
+        raise ValueError("reduce_after_prefix: on_prefix needs a model whose body (base_model) runs without its head")
+    starts = [0] * len(tails) if response_from is None else [int(x) for x in response_from]
     with eval_mode(model), torch.inference_mode():
         for p0 in range(0, len(prefixes), bs):
             chunk = list(range(p0, min(len(prefixes), p0 + bs)))
@@ -109,12 +128,17 @@ def reduce_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence
             first = body(input_ids=pids, attention_mask=pmask, position_ids=position_ids_from_mask(pmask),
                          use_cache=True, **({} if body is not model else {"logits_to_keep": 1}))
             kw = "cache" if "cache" in first else "past_key_values"  # transformers >= 5.2x names it cache
+            if on_prefix is not None:
+                on_prefix(chunk, first.last_hidden_state, pmask)
             mine = sorted((r for r in range(len(tails)) if p0 <= owners[r] < p0 + len(chunk)),
                           key=lambda r: (-len(tails[r]), r))
             for t0 in range(0, len(mine), bs):
                 group = mine[t0:t0 + bs]
                 x, sel = _tail_pass(model, head, adapter, first[kw], kw, pmask, [owners[r] - p0 for r in group],
-                                    [tails[r] for r in group], group, rows, cols, pad_id)
+                                    [tails[r] for r in group], group, rows, cols, pad_id,
+                                    riders, [starts[r] for r in group])
+                if seen is not None and riders:
+                    seen.extend(group)
                 if x is not None:
                     consume(sel, x)
                     del x
@@ -123,11 +147,14 @@ def reduce_after_prefix(model: torch.nn.Module, adapter: Any, prefixes: Sequence
 
 def _tail_pass(model: torch.nn.Module, head: Any, adapter: Any, cache: Any, kw: str, pmask: torch.Tensor, local: list[int],
                tails: list[Sequence[int]], group: list[int], rows: torch.Tensor, cols: torch.Tensor,
-               pad_id: int) -> tuple[torch.Tensor | None, torch.Tensor]:
-    """One batch of tails on their prefixes' cache rows ``local``: the logits at the chosen positions among them."""
+               pad_id: int, riders: Sequence[Collector] = (), starts: Sequence[int] = ()
+               ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """One batch of tails on their prefixes' cache rows ``local``: the logits at the chosen positions among them
+    (``riders`` attached, the tails' responses starting at ``starts``).
+    """
     where = {r: k for k, r in enumerate(group)}
     sel = torch.tensor([i for i, r in enumerate(rows.tolist()) if r in where], dtype=torch.long)
-    if sel.numel() == 0:
+    if sel.numel() == 0 and not riders:
         return None, sel
     r = torch.tensor([where[int(x)] for x in rows[sel]], dtype=torch.long)
     c = cols[sel]
@@ -144,12 +171,21 @@ def _tail_pass(model: torch.nn.Module, head: Any, adapter: Any, cache: Any, kw: 
     mine = copy.deepcopy(cache)
     mine.batch_select_indices(idx)  # each tail's prefix row (repeated for the prefix's several tails)
     batch = PassBatch(ids, tmask, torch.zeros_like(ids, dtype=torch.bool))
+    if riders:
+        resp = torch.arange(width, device=device)[None, :] >= torch.tensor(list(starts), device=device)[:, None]
+        batch = PassBatch(ids, tmask, resp & tmask.bool())
     with HookSet() as hooks:
-        gather = GatherHead(head, r, c) if isinstance(head, torch.nn.Module) else None
+        gather = GatherHead(head, r, c) if isinstance(head, torch.nn.Module) and r.numel() else None
         if gather is not None:
             gather.attach(hooks, adapter, batch)
+        for rider in riders:
+            rider.attach(hooks, adapter, batch)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{kw: mine}).logits
     if gather is not None and gather.fired and logits.shape[:2] == (1, r.numel()):
-        return logits[0], sel
-    return logits[r.to(logits.device), c.to(logits.device)], sel  # the head did not run on the final states alone
+        x = logits[0]
+    else:
+        x = logits[r.to(logits.device), c.to(logits.device)]  # the head did not run on the final states alone
+    for rider in riders:
+        rider.after_forward(batch, x)
+    return (x if sel.numel() else None), sel
 

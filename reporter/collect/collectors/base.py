@@ -10,6 +10,11 @@ It says whether a profile enables it and takes part in two scopes, each optional
   returns summary fields, which land in ``summary.json`` and so in ``results.json``;
   :meth:`~CollectorPlugin.batch_done` / :meth:`~CollectorPlugin.task_done` answer "am I done"
   for resume.
+* **the option passes of a log-likelihood task** (lm-eval's ``multiple_choice`` and ``loglikelihood``):
+  when every plugin :meth:`~CollectorPlugin.rides_options`, there is no teacher-forced pass; the
+  collector of :meth:`~CollectorPlugin.for_options` rides the passes that score the options (each
+  option one sample) and :meth:`~CollectorPlugin.save_options` keeps the model's answer's, with the
+  token log-probs those passes give (:class:`OptionPasses`).
 * **model scope** (once per model, on inputs of its own such as a corpus):
   :meth:`~CollectorPlugin.run_model` writes its artifacts into the model directory, and
   :meth:`~CollectorPlugin.model_done` answers for resume. A ``<name>.json`` it writes there
@@ -84,6 +89,21 @@ class BatchContext:
         return [it.id for it in self.items]
 
 
+@dataclass
+class OptionPasses:
+    """What the option passes of one log-likelihood batch give the plugins (:meth:`CollectorPlugin.save_options`).
+
+    ``picks[k]``: for item k of the batch (batch order), the index of its answer (the option the model
+    ranks first) among the samples the option collectors saw; ``prompt_logprobs[k]`` /
+    ``answer_logprobs[k]``: the token log-probs of its prompt (after the first token, NaN before its
+    question; None when no plugin asked for them) and of its answer.
+    """
+
+    picks: list[int]
+    answer_logprobs: list[Any]
+    prompt_logprobs: list[Any] | None = None
+
+
 class CollectorPlugin:
     """Base class of collector plugins: override what applies (see the module docstring)."""
 
@@ -119,6 +139,32 @@ class CollectorPlugin:
         :meth:`for_batch`'s collector gives, since :meth:`save_batch` reads either.
         """
         return None
+
+    def rides_options(self, task: TaskContext) -> bool:
+        """Whether this plugin's task-scope measurement can come from the option passes of a log-likelihood task
+        (:meth:`for_options`, :meth:`save_options`) instead of a teacher-forced pass over context + answer; a
+        plugin without one (no :meth:`for_batch`) trivially can.
+        """
+        return type(self).for_batch is CollectorPlugin.for_batch
+
+    def prompt_logprobs_from(self, batch: BatchContext) -> list[int] | None:
+        """Per item of the batch, the first prompt token whose log-prob :meth:`save_options` needs (the option passes
+        then run the LM head on the context from there on); None (the default): none.
+        """
+        return None
+
+    def for_options(self, batch: BatchContext) -> Collector | None:
+        """The collector riding the option passes of this batch, each option one sample whose response is the
+        option's tokens (hooks only: its ``after_forward`` does not get [B, T, V] logits); None: it needs none.
+        Called only when :meth:`rides_options`.
+        """
+        return None
+
+    def save_options(self, collector: Collector | None, batch: BatchContext, passes: OptionPasses) -> None:
+        """:meth:`save_batch` after the option passes: keep each item's answer (``passes.picks``) of what
+        ``collector`` saw. The default saves the batch as it is (for plugins without a task-scope collector).
+        """
+        self.save_batch(collector, batch)
 
     def save_batch(self, collector: Collector | None, batch: BatchContext) -> None:
         """Write the batch's artifact (or annotate ``batch.records``) after the pass."""

@@ -192,6 +192,12 @@ class CalibrationPlugin(CollectorPlugin):
         """Yes: the answer position is the prefill's last position."""
         return True
 
+    def rides_options(self, task: TaskContext) -> bool:
+        """Yes where it measures nothing (a task scored by its options' log-likelihoods has no option letters to
+        read at an answer position); no for a task of lettered options.
+        """
+        return self._letter_ids(task) is None
+
     def for_generation(self, batch: BatchContext) -> CalibrationCollector | None:
         """The same collector as :meth:`for_batch` (it reads the prefill's last logits)."""
         return self.for_batch(batch)

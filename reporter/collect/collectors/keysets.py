@@ -14,7 +14,7 @@ import numpy as np
 
 from ...store.neurons import load_neuron_sets, merge_neuron_sets, save_neuron_sets
 from ...store.ragged import ragged_ok
-from .base import BatchContext, CollectorPlugin, TaskContext
+from .base import BatchContext, CollectorPlugin, OptionPasses, TaskContext
 
 __all__ = ["KeySetPlugin"]
 
@@ -33,6 +33,22 @@ class KeySetPlugin(CollectorPlugin):
         """The batch's sets, with the settings that make them comparable."""
         save_neuron_sets(batch.task.part_path(self.name, batch.index), batch.item_ids, collector.results(),
                          self._meta(batch.task))
+
+    def rides_options(self, task: TaskContext) -> bool:
+        """Yes: an option's pass holds every position a teacher-forced pass over context + option scores (those
+        predicting the option's tokens, and the option's own tokens for MUI's ``mui-eval`` definition).
+        """
+        return True
+
+    def for_options(self, batch: BatchContext) -> Any:
+        """The teacher-forced collector (:meth:`for_batch`): each option's pass is one of its samples."""
+        return self.for_batch(batch)
+
+    def save_options(self, collector: Any, batch: BatchContext, passes: OptionPasses) -> None:
+        """The sets of each item's answer, of those the collector found for every option."""
+        sets = collector.results()
+        save_neuron_sets(batch.task.part_path(self.name, batch.index), batch.item_ids,
+                         [sets[p] for p in passes.picks], self._meta(batch.task))
 
     def batch_done(self, task: TaskContext, batch: int) -> bool:
         """Whether the batch's part exists."""

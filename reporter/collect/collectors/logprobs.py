@@ -40,7 +40,7 @@ from ...instrument.prefix import reduce_after_prefix
 from ...store.layout import LOGPROBS
 from ...store.logprobs import merge_logprobs, save_logprobs
 from ...store.ragged import ragged_ok
-from .base import BatchContext, CollectorPlugin, TaskContext, register_collector
+from .base import BatchContext, CollectorPlugin, OptionPasses, TaskContext, register_collector
 
 __all__ = ["TokenLogProbCollector", "LogProbsPlugin", "prefix_logprobs", "prefix_scores", "question_span",
            "target_logprobs", "token_logprobs"]
@@ -426,6 +426,26 @@ class LogProbsPlugin(CollectorPlugin):
         model = batch.task.lm.model
         head = model.get_output_embeddings() if head_output_is_logits(model) else None
         return TokenLogProbCollector(_question_spans(batch), prefill_head=head)
+
+    def rides_options(self, task: TaskContext) -> bool:
+        """Yes: the option passes give each answer's token log-probs, and the prompt's from the context's pass."""
+        return True
+
+    def prompt_logprobs_from(self, batch: BatchContext) -> list[int]:
+        """From each question's first token on, as the teacher-forced collector keeps them (all of every prompt of
+        the batch when one question cannot be found in its prompt).
+        """
+        starts = TokenLogProbCollector(_question_spans(batch))._starts(len(batch.positions))
+        return [1] * len(batch.positions) if starts is None else starts
+
+    def save_options(self, collector: Any, batch: BatchContext, passes: OptionPasses) -> None:
+        """The batch's log-probs as the option passes measured them (the prompt from its question on)."""
+        assert passes.prompt_logprobs is not None
+        lm = batch.task.lm
+        spans = _question_spans(batch)
+        prompt = TokenLogProbCollector(spans)._keep([np.array(a, dtype=np.float32) for a in passes.prompt_logprobs])
+        save_logprobs(batch.task.part_path(self.name, batch.index), batch.item_ids, prompt,
+                      [np.asarray(a, dtype=np.float32) for a in passes.answer_logprobs], spans, {"model": lm.spec.name})
 
     def save_batch(self, collector: Any, batch: BatchContext) -> None:
         """The batch's log-probs, with where each question lies in its prompt."""
