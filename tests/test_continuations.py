@@ -12,15 +12,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from reporter.collect.collectors.mui import MUICollector, make_collector
 from reporter.instrument.batch import PassBatch
 from reporter.instrument.continuations import continuation_loglikelihoods, continuation_passes
+from reporter.instrument.hooked_pass import hooked_pass
 from reporter.models.adapters import get_adapter
-from reporter.models.random_archs import random_config
-from tests.conftest import TINY
 from tests.test_mui import reference_scores, reference_select
+from tests.test_prefix import _model
 
 FAMILIES = {
     "gpt2": {},
@@ -28,16 +27,6 @@ FAMILIES = {
     # a window shorter than context + continuation: the cache's sliding layers must keep what the window sees
     "gemma3": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]},
 }
-
-
-def _model(family: str, **over):
-    cfg = random_config(family, vocab=211, **TINY)
-    if family.startswith("gemma"):
-        cfg.head_dim = 16
-    for k, v in over.items():
-        setattr(cfg, k, v)
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(cfg, dtype=torch.float64).eval()
 
 
 def _requests():
@@ -96,7 +85,6 @@ def test_riders_see_every_request_as_its_context_and_continuation_run_alone(fami
         np.testing.assert_array_equal(sets["score"][i], reference_select(entries, "score", 0.05, 0.8, L, F))
         np.testing.assert_array_equal(sets["topscore"][i], reference_select(entries, "topscore", 0.05, 0.8, L, F))
         alone = make_collector("mui-eval", top_ratio=0.05, vocab_size=211)
-        from reporter.instrument.hooked_pass import hooked_pass
         hooked_pass(model, adapter, batch, [alone])
         np.testing.assert_array_equal(sets["mui-eval"][i], alone.results()[0])
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())

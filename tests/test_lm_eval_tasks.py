@@ -211,7 +211,10 @@ def _ll64(m64, ctx, cont):
 
 # --- the collect stage: collectors on the same passes, checked against float64 references -----------------------
 
-def _leaf(env, lm, name, limit, tmp, include=None, collection="fused"):
+def _leaf(env, lm, name, limit, tmp, include=None, collection="fused", mui=None, only=("mui", "logprobs"),
+          batch_size=None):
+    """One leaf through the collect stage (plan, execute, lm-eval's scoring, finish) with the collectors ``only``
+    names (None: every enabled one)."""
     from reporter.collect.collectors import enabled_collectors
     from reporter.collect.lm_eval_lm import ReporterLM
     from reporter.collect.lm_eval_run import (
@@ -222,14 +225,15 @@ def _leaf(env, lm, name, limit, tmp, include=None, collection="fused"):
         resolve_entry,
         score_entry,
     )
+    from reporter.config import MUIConfig
 
     profile = Profile(name="t", lm_eval_include=(include or env["packaged"],), collection=collection,
-                      tasks=(TaskConfig(name=name, limit=limit, lm_eval=name),))
+                      mui=MUIConfig(**(mui or {})), tasks=(TaskConfig(name=name, limit=limit, lm_eval=name),))
     config = profile.tasks[0]
     resolved = resolve_entry(profile, config)
-    rlm = ReporterLM(lm)
+    rlm = ReporterLM(lm, batch_size=batch_size)
     lp = plan_leaf(rlm, resolved, config, seed=0)
-    plugins = [p for p in enabled_collectors(profile) if p.name in ("mui", "logprobs")]
+    plugins = [p for p in enabled_collectors(profile) if only is None or p.name in only]
     execute_leaf(lm, rlm, profile, lp, tmp, seed=0, progress=False, plugins=plugins)
     result = score_entry(rlm, resolved, [lp])
     assert rlm.misses == 0  # lm-eval found every answer among those the collect pass gave
@@ -397,34 +401,20 @@ def test_every_collector_riding_the_option_passes_writes_what_the_teacher_forced
     """Generic over the registered collectors: each one that rides the option passes (and has a task-scope
     collector) writes the same artifacts, value by value, as with one teacher-forced pass over context + answer."""
     from reporter.collect.collectors import CollectorPlugin, TaskContext, enabled_collectors
-    from reporter.collect.lm_eval_lm import ReporterLM
-    from reporter.collect.lm_eval_run import (
-        execute_leaf,
-        finish_leaf,
-        leaf_collection,
-        plan_leaf,
-        resolve_entry,
-        score_entry,
-    )
     from reporter.config import MUIConfig
 
     out = {}
     for collection in ("fused", "teacher-forced"):
-        profile = Profile(name="t", lm_eval_include=(env["packaged"],), collection=collection, mui=MUIConfig(**mui),
-                          tasks=(TaskConfig(name="arc_challenge", limit=5, lm_eval="arc_challenge"),))
-        config = profile.tasks[0]
-        resolved = resolve_entry(profile, config)
-        rlm = ReporterLM(lm, batch_size=2)  # several batches, options of one item in different tail batches
-        lp = plan_leaf(rlm, resolved, config, seed=0)
-        plugins = enabled_collectors(profile)
-        ctx = TaskContext(lm=lm, profile=profile, config=config, plan=lp.plan, task_dir=tmp_path, seed=0)
-        riding = [p.name for p in plugins if p.rides_options(ctx) and type(p).for_batch is not CollectorPlugin.for_batch]
-        assert {"mui", "logprobs"} <= set(riding)
-        assert leaf_collection(lm, profile, lp, plugins) == (collection, None)
         d = tmp_path / collection
-        execute_leaf(lm, rlm, profile, lp, d, seed=0, progress=False, plugins=plugins)
-        finish_leaf(lm, profile, lp, d, score_entry(rlm, resolved, [lp]), seed=0, collection=collection,
-                    plugins=plugins)
+        # batches of 2 documents: the options of one item land in different tail batches
+        lp, summary, _ = _leaf(env, lm, "arc_challenge", 5, d, collection=collection, mui=mui, only=None,
+                               batch_size=2)
+        assert summary["collection"] == collection and "collection_fallback" not in summary
+        profile = Profile(name="t", mui=MUIConfig(**mui))
+        ctx = TaskContext(lm=lm, profile=profile, config=lp.config, plan=lp.plan, task_dir=d, seed=0)
+        riding = [p.name for p in enabled_collectors(profile)
+                  if p.rides_options(ctx) and type(p).for_batch is not CollectorPlugin.for_batch]
+        assert {"mui", "logprobs"} <= set(riding)  # what this test compares: the collectors with a pass of their own
         out[collection] = _artifacts(d)
     (fa, fs, fsum), (ta, ts, tsum) = out["fused"], out["teacher-forced"]
     assert set(fa) == set(ta) and fa
