@@ -140,8 +140,6 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
     """
     from .config import default_config, load_config, load_profile, parse_config
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
-    from .run.pipeline import default_output
-    from .run.pipeline import run as run_models
 
     try:
         wanted = _run_formats(formats)  # checked before anything runs
@@ -159,6 +157,10 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
             if seed is not None:
                 data["seed"] = seed
             cfg = _with_overrides(data, cfg.path)
+        # the run's machinery (the analyse stage's SciPy, the executors) only now: a bad file fails in a moment
+        from .run.pipeline import default_output
+        from .run.pipeline import run as run_models
+
         res, failures = run_models(cfg, output, profile=prof, force=force, progress=not no_progress,
                                    command=sys.argv, executor=executor, address=address)
         out_dir = Path(output or cfg.output or default_output(cfg))
@@ -197,7 +199,7 @@ def _with_overrides(data: dict[str, Any], path: str) -> Any:
 
 def _run_formats(formats: str) -> tuple[str, ...]:
     """``reporter run --format``: a comma-separated subset of html, pdf and md (``hf`` needs ``render --model``)."""
-    from .card.render import FORMATS
+    from .card.formats import FORMATS
 
     wanted = tuple(dict.fromkeys(f.strip() for f in formats.split(",") if f.strip()))
     run_formats = tuple(f for f in FORMATS if f != "hf")
@@ -412,15 +414,17 @@ def validate(file):
     """
     from .config import check_sae, load_config, load_profile
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
-    from .models.sae import check_sae_files
-    from .run.pipeline import check_user_data
+    from .run.data_check import check_user_data
 
     try:
         cfg = load_config(file)
         prof = load_profile(cfg.profile)
         check_sae(cfg, prof)
         check_user_data(prof)  # every data file `run` would read: jsonl tasks, other_split files, items lists
-        check_sae_files(cfg, prof)  # and every SAE file
+        if prof.mui.unit in ("sae", "both"):  # and every SAE file (torch is imported only then)
+            from .models.sae import check_sae_files
+
+            check_sae_files(cfg, prof)
     except UserError as e:
         _fail(e)
     click.echo(f"{file}: OK ({len(cfg.models)} model{'s' if len(cfg.models) != 1 else ''}, profile "

@@ -20,13 +20,9 @@ from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, HF_DIR, MODEL_INDEX_DIR
 from .assets import asset, html_environment
 from .charts import chart_specs, javascript_bundle, svg_data_uri
 from .data import load_card
+from .formats import DEFAULT_FORMATS, FORMATS
 from .model_index import model_index
 from .sections import ordered_sections
-
-#: every format ``render`` can write; ``hf`` (one model's Hugging Face README) needs ``model``
-FORMATS = ("html", "pdf", "md", "hf")
-#: what a run writes unless told otherwise
-DEFAULT_FORMATS = ("html", "pdf", "md")
 
 
 def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model: str | None = None) -> dict[str, Path]:

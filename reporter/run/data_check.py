@@ -1,0 +1,49 @@
+"""The data files a run would read, checked before any model loads: :func:`check_user_data`.
+
+Its own module so that ``reporter validate`` checks them without importing the analyse stage (SciPy) or torch.
+"""
+from __future__ import annotations
+
+from ..collect.plan import build_task
+from ..config import Profile
+from ..errors import UserError
+
+__all__ = ["check_user_data"]
+
+
+def check_user_data(profile: Profile) -> None:
+    """Read every ``type: jsonl`` task's file and every ``other_split:`` file, and check every ``items:``
+    core set against its task, now, so that their problems stop the run before a model loads.
+    """
+    for i, t in enumerate(profile.tasks):
+        if t.lm_eval is not None:
+            if t.items is not None:  # document ids: lm-eval's task is loaded (once per process) to check them
+                from ..tasks.lm_eval_source import include_dirs, resolve, select_docs
+
+                task = resolve(t.lm_eval_group or t.lm_eval, include_dirs(profile.lm_eval_include)).task(t.lm_eval)
+                select_docs(len(task.eval_docs), t.name, limit=None, seed=0, only=t.items)
+            continue
+        if not (t.type == "jsonl" or t.items is not None or t.other_split):
+            continue
+        task = build_task(t)
+        if t.type == "jsonl" or t.items is not None:
+            try:
+                known = {it.id for it in task.items()}
+            except UserError as e:
+                if t.type != "jsonl":
+                    raise
+                own = f"task '{t.name}': "
+                raise UserError([f"tasks[{i}].path ({t.name}): {line.removeprefix(own)}" for line in e.lines]) from None
+            if t.type == "jsonl" and t.shots is not None and len(known) <= t.shots:
+                raise UserError(f"tasks[{i}] ({t.name}): its {len(known)} item(s) would all be taken as few-shot "
+                                f"examples (shots: {t.shots}), leaving none to evaluate; add items or lower shots")
+            if t.items is not None and not set(t.items) <= known:
+                missing = sorted(set(t.items) - known)
+                raise UserError(f"task '{t.name}': items: {len(missing)} of its {len(t.items)} item ids are not items "
+                                f"of the task (first: {missing[0]!r}); was {t.items_from or 'the list'} written for "
+                                "this task?")
+        if t.other_split and task.other_split is not None:
+            try:
+                task.other_split()
+            except UserError as e:
+                raise UserError(f"tasks[{i}].other_split ({t.name}): {e}") from None
