@@ -270,7 +270,6 @@ def analyse(run_dir):
     Example:
       reporter analyse reports/v2 && reporter render reports/v2
     """
-    from .analyse import write_analysis, write_results
     from .store.atomic import read_json
     from .store.gate import open_run
     from .store.layout import RunDir
@@ -278,6 +277,8 @@ def analyse(run_dir):
 
     try:
         open_run(run_dir, "analyse", results=False, locked_ok=True)  # the gate; its lock is taken here
+        from .analyse import write_analysis, write_results  # (SciPy) once the directory is a run's
+
         with run_lock(Path(run_dir)):  # not under a run that is still writing its artifacts
             write_results(run_dir)
             write_analysis(run_dir)
@@ -303,10 +304,13 @@ def render(run_dir, formats, model, section):
       reporter render reports/v2 --format md --section leaderboard  # paste into a document
       reporter render reports/v2 --format hf --model SmolLM2-135M-Instruct   # hf/<model>/README.md
     """
-    from .card.render import render as render_card
+    from .store.gate import open_run
 
     wanted = tuple(f.strip() for f in formats.split(",") if f.strip())
     try:
+        open_run(run_dir, "render", manifest=False)  # the card's own gate, before the renderer is imported
+        from .card.render import render as render_card
+
         if section is not None:
             from .card.data import load_card
             from .card.markdown import markdown_card

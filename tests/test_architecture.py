@@ -71,7 +71,8 @@ def test_analyse_and_render_run_where_importing_torch_fails(finished_run, tmp_pa
 
 def test_validate_and_a_bad_run_file_answer_without_torch_or_the_analyse_stage(tmp_path):
     """``reporter validate`` and ``reporter run`` on a file with a mistake answer in a moment: neither imports torch,
-    transformers or SciPy (the analyse stage) before the file is checked (4.7 s and 6.1 s before they did not)."""
+    transformers or SciPy (the analyse stage) before the file is checked (4.7 s and 6.1 s before they did not);
+    nor do ``analyse`` and ``render`` before their run directory passes the gate."""
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text("profile: quick\nmodels:\n  - {name: a, source: 'random:llama'}\n")
     bad.write_text("models:\n  - {name: a, source: 'random:llama', dtype: f32}\n")
@@ -82,6 +83,10 @@ def test_validate_and_a_bad_run_file_answer_without_torch_or_the_analyse_stage(t
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"{bad}: models[0].dtype: 'f32' is not valid" in r.stderr and not (tmp_path / "out").exists()
+    for command in ("analyse", "render"):  # a directory that is not a run: the gate answers before SciPy loads
+        r = subprocess.run([sys.executable, "-c", no_scipy, command, str(tmp_path / "nowhere")], capture_output=True,
+                           text=True, cwd=ROOT)
+        assert r.returncode == 2 and "no such run directory" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_the_blocker_really_blocks_torch():
