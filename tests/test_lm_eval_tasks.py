@@ -400,6 +400,22 @@ def _artifacts(task_dir):
 def test_every_collector_riding_the_option_passes_writes_what_the_teacher_forced_pass_writes(env, lm, tmp_path, mui):
     """Generic over the registered collectors: each one that rides the option passes (and has a task-scope
     collector) writes the same artifacts, value by value, as with one teacher-forced pass over context + answer."""
+    _same_artifacts_on_both_paths(env, lm, tmp_path, mui, {"mui", "logprobs"})
+
+
+def test_key_sae_features_ride_the_option_passes_too(env, lm, tmp_path):
+    """SAE features (a key-set collector like MUI's neurons, on the residual stream) from the option passes equal
+    those of the teacher-forced pass: ``mui: {unit: both}`` with a trained SAE of the model's layer 1."""
+    from reporter.config.sae import SAEConfig
+    from tests.test_sae import _save_saelens, _train_sae
+
+    sae = _save_saelens(tmp_path / "sae", _train_sae(lm.model, 1, steps=60), 1)
+    mui = {"unit": "both", "sae": SAEConfig(path=str(sae))}
+    arrays = _same_artifacts_on_both_paths(env, lm, tmp_path, mui, {"mui", "logprobs", "sae"})
+    assert any(k.startswith("features.npz") for k in arrays)
+
+
+def _same_artifacts_on_both_paths(env, lm, tmp_path, mui, want):
     from reporter.collect.collectors import CollectorPlugin, TaskContext, enabled_collectors
     from reporter.config import MUIConfig
 
@@ -414,7 +430,7 @@ def test_every_collector_riding_the_option_passes_writes_what_the_teacher_forced
         ctx = TaskContext(lm=lm, profile=profile, config=lp.config, plan=lp.plan, task_dir=d, seed=0)
         riding = [p.name for p in enabled_collectors(profile)
                   if p.rides_options(ctx) and type(p).for_batch is not CollectorPlugin.for_batch]
-        assert {"mui", "logprobs"} <= set(riding)  # what this test compares: the collectors with a pass of their own
+        assert want <= set(riding)  # what this test compares: the collectors with a pass of their own
         out[collection] = _artifacts(d)
     (fa, fs, fsum), (ta, ts, tsum) = out["fused"], out["teacher-forced"]
     assert set(fa) == set(ta) and fa
@@ -429,6 +445,7 @@ def test_every_collector_riding_the_option_passes_writes_what_the_teacher_forced
             {f: v for f, v in ts[k].items() if f != "loglikelihoods"}, k
         np.testing.assert_allclose(fs[k]["loglikelihoods"], ts[k]["loglikelihoods"], atol=1e-4)
     assert fsum == tsum
+    return fa
 
 
 def test_a_collector_that_cannot_ride_the_option_passes_makes_the_task_fall_back_and_say_why(env, lm, tmp_path):
