@@ -359,8 +359,8 @@ def _options_batch(rlm: Any, lp: LeafPlan, batch: BatchContext, plugins: list[Co
     res, passes = rlm.loglikelihood_riding(insts, [c for _, c in riders if c is not None], prompt_from)
     enc = list(rlm.encoded)
     chosen = _answers(lp, batch, res, enc)
-    seen_at = {r: n for n, r in enumerate(passes.seen)}
-    options = OptionPasses(picks=[seen_at.get(r, -1) for r in chosen],
+    seen_at = {r: n for n, r in enumerate(passes.seen)}  # empty when no collector rode: nothing to pick from
+    options = OptionPasses(picks=[seen_at[r] for r in chosen] if seen_at else [],
                            answer_logprobs=[passes.token_logprobs[r] for r in chosen],
                            prompt_logprobs=None if passes.prompt_logprobs is None
                            else [passes.prompt_logprobs[r] for r in chosen])

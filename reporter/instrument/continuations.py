@@ -38,9 +38,6 @@ from .hooked_pass import Collector, eval_mode, input_device
 from .hooks import HookSet
 from .prefix import reduce_after_prefix
 
-#: the prompt's log-probs: at most this many logits computed at a time (32 MB in float32)
-_HEAD_CHUNK = 1 << 23
-
 __all__ = ["ContinuationPasses", "continuation_loglikelihoods", "continuation_passes"]
 
 
@@ -201,7 +198,7 @@ def _prompt_reader(model: torch.nn.Module, members: list[list[int]], reqs: list[
         if not bb:
             return
         h = hidden[torch.tensor(bb, device=hidden.device), torch.tensor(cc, device=hidden.device)]
-        lp, _ = head_scores(head, h[None], torch.tensor([tg]), budget=_HEAD_CHUNK)
+        lp, _ = head_scores(head, h[None], torch.tensor([tg]))  # its default: 32 MB of logits at a time
         vals = lp[0].float().cpu().numpy()
         assert res.prompt_logprobs is not None
         for v, (idx, j) in zip(vals, where):

@@ -94,7 +94,7 @@ class OptionPasses:
     """What the option passes of one log-likelihood batch give the plugins (:meth:`CollectorPlugin.save_options`).
 
     ``picks[k]``: for item k of the batch (batch order), the index of its answer (the option the model
-    ranks first) among the samples the option collectors saw; ``prompt_logprobs[k]`` /
+    ranks first) among the samples the option collectors saw (empty when no plugin's collector rode); ``prompt_logprobs[k]`` /
     ``answer_logprobs[k]``: the token log-probs of its prompt (after the first token, NaN before its
     question; None when no plugin asked for them) and of its answer.
     """
