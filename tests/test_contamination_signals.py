@@ -90,6 +90,46 @@ def test_option_order_fisher_pvalue_is_exact_and_valid():
     assert order_fisher_pvalue([0] * 200, [8] * 200) == pytest.approx(9.0 ** -200, rel=1e-6)
 
 
+def _fisher_with_preference_by_enumeration(ranks, ms, w):
+    """The same p-value under the null with a preference share ``w``: every outcome weighted by its probability
+    (rank 0 with w + (1 - w)/(m + 1), any other rank with (1 - w)/(m + 1)), in float64, by listing them all."""
+    import itertools
+    import math
+
+    def t(outcome):
+        return sum(round(1000 * math.log((m + 1) / (r + 1))) for r, m in zip(outcome, ms))
+
+    total = 0.0
+    for o in itertools.product(*[range(m + 1) for m in ms]):
+        prob = math.prod((w + (1 - w) / (m + 1)) if r == 0 else (1 - w) / (m + 1) for r, m in zip(o, ms))
+        total += prob * (t(o) >= t(ranks))
+    return total
+
+
+def test_option_order_fisher_pvalue_under_a_preference_null():
+    """The calibrated null (a share of items whose published order is first by convention): exact against an
+    enumeration, valid under that null, and more conservative than exchangeability for every outcome."""
+    import itertools
+
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        ms = [int(x) for x in rng.integers(1, 6, size=int(rng.integers(1, 5)))]
+        ranks = [int(rng.integers(0, m + 1)) for m in ms]
+        w = float(rng.uniform(0, 0.5))
+        assert order_fisher_pvalue(ranks, ms, w) == pytest.approx(_fisher_with_preference_by_enumeration(ranks, ms, w),
+                                                                  abs=1e-12)
+        assert order_fisher_pvalue(ranks, ms, w) >= order_fisher_pvalue(ranks, ms) - 1e-12
+    ms, w = [3, 4, 2], 0.3
+    outcomes = list(itertools.product(*[range(m + 1) for m in ms]))
+    prob = np.array([np.prod([(w + (1 - w) / (m + 1)) if r == 0 else (1 - w) / (m + 1) for r, m in zip(o, ms)])
+                     for o in outcomes])
+    ps = np.array([order_fisher_pvalue(list(o), ms, w) for o in outcomes])
+    assert all(prob[ps <= a].sum() <= a + 1e-12 for a in np.unique(ps))  # P(p <= alpha) <= alpha under that null
+    assert order_fisher_pvalue([0, 1], [3, 3], [0.0, 0.0]) == order_fisher_pvalue([0, 1], [3, 3])
+    with pytest.raises(ValueError):
+        order_fisher_pvalue([0], [3], 1.0)
+
+
 def test_fisher_combination_catches_a_memorised_subset_the_rank_sum_dilutes():
     """A third of the items memorised (published order first), the rest spread evenly: what a partly
     contaminated benchmark looks like. Fisher's combination is the more powerful of the two exact tests."""

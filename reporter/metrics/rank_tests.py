@@ -58,24 +58,37 @@ def fisher_scores(n_perms: Sequence[int]) -> tuple[float, list[np.ndarray]]:
     return scale, [np.rint(scale * np.log((mi + 1.0) / np.arange(1, mi + 2))).astype(int) for mi in m]
 
 
-def order_fisher_pvalue(ranks: Sequence[int], n_perms: Sequence[int]) -> float:
+def order_fisher_pvalue(ranks: Sequence[int], n_perms: Sequence[int],
+                        preference: float | Sequence[float] = 0.0) -> float:
     """Exact ``P(T_null >= T)`` for Fisher's combination of the items' rank p-values ``(r+1)/(m+1)``.
 
     ``T`` is ``sum ln((m_i+1)/(r_i+1))`` on the grid of :func:`fisher_scores` (``-2 T`` is Fisher's
     statistic); under the null each ``r_i`` is uniform on ``0..m_i``, independently, and the
     distribution of ``T`` is their convolution, so the p-value is exact for the gridded statistic.
 
+    ``preference`` (one share, or one per item) widens the null to a benchmark whose published
+    orders are preferred by convention: with that probability an item's published order is the
+    most likely whatever the model saw (rank 0), otherwise its rank is uniform. ``0`` is plain
+    exchangeability. A larger share makes the test more conservative for every outcome.
+
     >>> order_fisher_pvalue([0], [3])  # one item, 4 orders: the published one first with prob 1/4
     0.25
     >>> order_fisher_pvalue([0, 3], [3, 3]) == order_fisher_pvalue([3, 0], [3, 3])
     True
+    >>> order_fisher_pvalue([0], [3], preference=0.2)  # 0.2 + 0.8 / 4
+    0.4
     """
     _, scores = fisher_scores(n_perms)
+    w = np.broadcast_to(np.asarray(preference, np.float64), (len(scores),))
+    if np.any((w < 0) | (w >= 1)) or not np.all(np.isfinite(w)):
+        raise ValueError(f"preference must lie in [0, 1), got {preference}")
     pmf = np.ones(1)
-    for sc in scores:
+    for sc, wi in zip(scores, w):
+        prob = np.full(sc.size, (1.0 - wi) / sc.size)
+        prob[0] += wi
         new = np.zeros(pmf.size + int(sc[0]))
-        for v in sc:
-            new[v:v + pmf.size] += pmf
-        pmf = new / sc.size
+        for v, q in zip(sc, prob):
+            new[v:v + pmf.size] += q * pmf
+        pmf = new
     t = int(sum(int(sc[int(r)]) for sc, r in zip(scores, ranks)))
     return float(min(1.0, pmf[t:].sum()))
