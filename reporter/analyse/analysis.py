@@ -57,6 +57,7 @@ from .contamination import (
     law_residual_signal,
     min_k_signal,
     option_order_signal,
+    order_null_for,
     split_signal,
     verbatim_signal,
 )
@@ -297,7 +298,7 @@ def _contamination(results: dict, rd: RunDir, fits: dict) -> list[ContaminationV
                 continue
             tdir = rd.task_dir(slug, task)
             signals[(name, task)] = (baseline, {
-                "option_order": option_order_signal(read_json(tdir / OPTION_ORDER)),
+                "option_order": option_order_signal(read_json(tdir / OPTION_ORDER), order_null_for(task)),
                 "split_min_k": split_signal(read_json(tdir / SPLIT_REFERENCE)),
                 "verbatim": verbatim_signal(read_json(tdir / VERBATIM), ref_verbatim),
                 "law_residual": _law_signal(name, task, baseline, fits),

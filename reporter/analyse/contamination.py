@@ -68,7 +68,7 @@ from ..schema import Signal
 from .numbers import finite_or_none as _f
 
 __all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "SIGNAL_NAMES", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
-           "law_residual_signal", "min_k_signal", "split_signal", "verbatim_signal", "option_order_signal",
+           "law_residual_signal", "min_k_signal", "order_null_for", "EXCHANGEABLE", "OrderNull", "split_signal", "verbatim_signal", "option_order_signal",
            "apply_fdr", "combine", "assess", "MEANING", "SignalResult", "ContaminationVerdict", "Severity"]
 
 #: the signals that are hypothesis tests (Min-K% is descriptive)
@@ -111,7 +111,16 @@ CONTAMINATION_RULE = (
     "convolution), which suits a subset of items memorised; items whose order is a convention (options referring to "
     "other options, numbers or ordinals in sorted order, fixed grids such as 'True, True / False, False', a task's "
     "shared label set) are left out; effect = share of items whose published order is the most "
-    f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). (2) Min-K% "
+    f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). On MMLU and "
+    "ARC the published order is not exchangeable even for clean models: the null study "
+    "(benchmarks/option_order_null.py, 300 items per benchmark) found both packaged models, of two families, putting "
+    "it first for 12-17% of items against 11% chance, the untrained baseline not, and no simple listing convention "
+    "explaining it (human-authored orders read more naturally; HellaSwag, whose orders were randomised by its "
+    "authors, shows none). There the test uses a calibrated null: with the benchmark's measured share w (the "
+    "largest upper 95% bound over the clean models) an item's published order is first whatever the model saw, "
+    "otherwise its rank is uniform; the exact Fisher p-value and the chance share w + (1 - w)/(m + 1) are "
+    "those of that null, which makes the test conservative for clean models and keeps it sensitive to "
+    "memorised items. Other tasks keep the exchangeable null; the card names the null of each number. (2) Min-K% "
     "against the other split: each evaluated item is paired with an item of the same data's other split (drawn at "
     "random within its stratum, e.g. MMLU's subject), both shown as the task shows a question and scored alone; "
     "without exposure to the evaluated split the pair is exchangeable, so a one-sided Wilcoxon signed-rank test of "
@@ -159,6 +168,8 @@ class SignalResult(Signal, total=False):
     n_points: int
     # option order
     ranks_sum: int
+    p_value_exchangeable: float
+    null: Any
     expected_ranks_sum: float
     p_value_rank_sum: float
     top_share: float
@@ -242,8 +253,51 @@ def _zscore(x: float, others: np.ndarray) -> float:
     return (x - float(np.mean(others))) / sd if sd > 0 else 0.0
 
 
-def option_order_signal(order: Mapping[str, Any] | None) -> SignalResult:
+class OrderNull(TypedDict):
+    """The option-order test's null for one task: exchangeable orders, or a benchmark's calibrated preference."""
+
+    name: Literal["exchangeable", "calibrated"]
+    preference: float  # share of items whose published order is first by convention under the null (0: exchangeable)
+    source: str  # where the share comes from, for the card
+
+
+EXCHANGEABLE: OrderNull = {"name": "exchangeable", "preference": 0.0,
+                           "source": "every order of an item's options equally likely without contamination"}
+
+
+def _calibration() -> dict[str, Any]:
+    """``reporter/data/option_order_null.json``: the null study's preference share per benchmark."""
+    import json
+    from importlib.resources import files
+
+    return dict(json.loads(files("reporter.data").joinpath("option_order_null.json").read_text()))
+
+
+def order_null_for(task: str) -> OrderNull:
+    """The option-order test's null for ``task``: the calibrated one where the null study found clean models
+    preferring its benchmark's published order (``benchmarks/option_order_null.py``; lm-eval's ``mmlu_<subject>``
+    tasks take MMLU's), else exchangeability (with the study's finding as its source where it measured the task).
+
+    >>> order_null_for("my-own-data")["name"], order_null_for("mmlu")["name"], order_null_for("hellaswag")["name"]
+    ('exchangeable', 'calibrated', 'exchangeable')
+    """
+    cal = _calibration()
+    bench = task if task in cal["benchmarks"] else "mmlu" if task.startswith("mmlu_") else None
+    if bench is None:
+        return EXCHANGEABLE
+    b = cal["benchmarks"][bench]
+    w = float(b["preference"])
+    return {"name": "calibrated" if w > 0 else "exchangeable", "preference": w,
+            "source": f"{cal['name']}: {b['why']}"}
+
+
+def option_order_signal(order: Mapping[str, Any] | None, null: OrderNull | None = None) -> SignalResult:
     """Signal 1 from ``option_order.json`` (:func:`reporter.collect.option_order.option_order_evidence`).
+
+    ``null``: :data:`EXCHANGEABLE` (the default) or a calibrated one (:func:`order_null_for`), under which a share
+    ``preference`` of the items has its published order first whatever the model saw. The p-value, the chance
+    share and the effect are those of the null used (``null`` in the result); ``p_value_exchangeable`` is
+    always the plain test's.
 
     Item-level statistic (for the chart): the published order's log-likelihood as a z-score
     among its permutations; the reference value of the same item is that z-score for one of
@@ -264,12 +318,16 @@ def option_order_signal(order: Mapping[str, Any] | None) -> SignalResult:
     if len(items) < MIN_ITEMS:
         return _not_measured(f"{len(items)} multiple-choice item(s) could be permuted; the test needs at least {MIN_ITEMS}"
                              + (f" (left out: {skipped})" if skipped else ""))
+    null = null or EXCHANGEABLE
+    w = float(null["preference"])
     r, m = _ranks(items)
-    p = order_fisher_pvalue(r.tolist(), m.tolist())
+    p_exchangeable = order_fisher_pvalue(r.tolist(), m.tolist())
+    p = order_fisher_pvalue(r.tolist(), m.tolist(), w) if w > 0 else p_exchangeable
     fisher = float(2.0 * np.sum(np.log((m + 1.0) / (r + 1.0))))
-    fisher_null = float(sum(2.0 * np.mean(np.log((mi + 1.0) / np.arange(1, mi + 2))) for mi in m))
+    fisher_null = float(sum(2.0 * (w * np.log(mi + 1.0) + (1 - w) * np.mean(np.log((mi + 1.0) / np.arange(1, mi + 2))))
+                            for mi in m))
     top = float(np.mean(r == 0))
-    chance = float(np.mean(1.0 / (m + 1)))
+    chance = float(np.mean(w + (1.0 - w) / (m + 1)))
     bench, ref, margins = [], [], []
     for it in items:
         perm = np.asarray(it["perm_ll"], np.float64)
@@ -283,15 +341,18 @@ def option_order_signal(order: Mapping[str, Any] | None) -> SignalResult:
     return {"measured": True, "test": True, "fires": False, "statistic": fisher,
             "statistic_name": "Fisher's -2 sum ln p", "expected_statistic": fisher_null,
             "ranks_sum": int(r.sum()), "expected_ranks_sum": float(np.sum(m) / 2),
-            "p_value_rank_sum": order_null_pvalue(r.tolist(), m.tolist()),
-            "p_value": p, "effect": top - chance, "effect_name": "share of items whose published order is the most "
+            "p_value_rank_sum": order_null_pvalue(r.tolist(), m.tolist()), "p_value_exchangeable": p_exchangeable,
+            "null": dict(null), "p_value": p, "effect": top - chance, "effect_name": "share of items whose published order is the most "
                                                                   "likely, minus chance",
             "meets_effect": bool(top - chance >= ORDER_MIN_EXCESS), "n": len(items), "top_share": top,
             "chance_share": chance, "item_ids": [str(it["id"]) for it in items], "item_values": bench,
             "reference_values": ref, "drivers": drivers,
             "evidence": f"the published option order is the most likely of {int(np.median(m)) + 1} orders for "
-                        f"{int(np.sum(r == 0))} of {len(items)} items (chance {chance:.0%}); Fisher's -2 sum ln p "
-                        f"{fisher:.1f} vs {fisher_null:.1f} expected"}
+                        f"{int(np.sum(r == 0))} of {len(items)} items ("
+                        + (f"chance {chance:.0%}" if w == 0 else
+                           f"{chance:.0%} expected under the calibrated null, in which clean models put the "
+                           f"published order first for {w:.0%} of the items")
+                        + f"); Fisher's -2 sum ln p {fisher:.1f} vs {fisher_null:.1f} expected"}
 
 
 # ----------------------------------------------------------------------------- verbatim

@@ -439,6 +439,14 @@ class Fairness(TypedDict, total=False):
     rank_uncertainty: Union[RankUncertainty, None]
 
 
+class OrderNullDoc(TypedDict):
+    """The option-order test's null: exchangeable orders, or a benchmark's calibrated preference share."""
+
+    name: Literal["exchangeable", "calibrated"]
+    preference: float
+    source: str
+
+
 class Signal(TypedDict, total=False):
     """One contamination test (or the descriptive Min-K%): measured or not, its statistic, p-values, effect, verdict."""
 
@@ -447,7 +455,9 @@ class Signal(TypedDict, total=False):
     fires: bool
     statistic: Union[Scalar, None]  # null: not measured
     statistic_name: str
-    p_value: float
+    p_value: float  # under the null used (``null``)
+    p_value_exchangeable: float  # option order: the plain exchangeable test's, whatever null is used
+    null: OrderNullDoc
     p_adjusted: float
     n_tests: int
     effect: float

@@ -1,0 +1,146 @@
+"""The option-order test's calibrated null, on tiny models trained in the test (issue #36).
+
+A benchmark whose published orders follow a convention for some of its items (here: a quarter of
+the items list their options by colour, red, green, blue, black, like MMLU's fixed grids and 2 x 2
+structures) makes a clean model that learnt the convention prefer the published order of items
+it never saw. The exchangeable null turns that into a warning; the calibrated null, whose
+preference share comes from another clean model of the same benchmark
+(``benchmarks/option_order_null.py``'s :func:`preference_bound`), must not, and must still catch
+a model trained on the test items themselves. The study's own statistics (ranks, the shuffled
+publication, the report) are checked against plain loops on the same real passes.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from reporter.analyse.contamination import EXCHANGEABLE, apply_fdr, option_order_signal, order_null_for
+from reporter.collect.option_order import option_order_evidence
+from reporter.tasks import Item
+from reporter.tasks.base import mc_question
+
+from .conftest import benchmark_script, tiny_lm, train_on
+
+COLOURS = ("red", "green", "blue", "black")
+WORDS = ("apple", "river", "stone", "cloud", "horse", "glass", "paper", "music", "bread", "chair", "light",
+         "money", "plant", "sugar", "table", "water", "house", "night", "field", "dream")
+
+
+def _items(prefix: str, n: int, rng: np.random.Generator, convention_share: float = 0.25) -> list[Item]:
+    """``n`` items; a share of them lists its options by colour in a fixed order (the convention)."""
+    out = []
+    for i in range(n):
+        if i < round(n * convention_share):
+            choices = [f"{c} {rng.integers(10, 99)}" for c in COLOURS]
+        else:
+            choices = [f"{w} {rng.integers(10, 99)}" for w in rng.choice(WORDS, 4, replace=False)]
+        out.append(Item(f"{prefix}{i}", mc_question(f"Item {prefix}{i}: which one?", choices), "A", choices))
+    return out
+
+
+def _order(lm, items):
+    return option_order_evidence(lm, items, n_perms=8, max_items=None, seed=0, window=6, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def models():
+    """A convention learnt by two clean models (other items, other seeds); a third also trained on half the test."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rng = np.random.default_rng(3)
+        test = _items("t", 96, rng)
+        study = benchmark_script("option_order_null")
+        out = {"test": test, "study": study}
+        for name, seed in (("clean", 1), ("reference", 2)):
+            lm = tiny_lm("llama", vocab="small", seed=seed)
+            train_on(lm, [it.question for it in _items(f"{name}-", 64, np.random.default_rng(seed))], steps=60)
+            out[name] = (lm, _order(lm, test))
+        lm = out["clean"][0]
+        trained = {it.id for it in test[::2]}
+        contaminated = tiny_lm("llama", vocab="small", seed=1)
+        contaminated.model.load_state_dict(lm.model.state_dict())
+        train_on(contaminated, [it.question for it in test if it.id in trained], steps=80)
+        out["contaminated"] = (contaminated, _order(contaminated, test))
+        out["trained"] = trained
+        yield out
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _ranks(order):
+    return ([sum(v >= it["ll"] - 1e-6 * max(1.0, abs(it["ll"])) for v in it["perm_ll"]) for it in order["per_item"]],
+            [len(it["perm_ll"]) for it in order["per_item"]])
+
+
+def test_a_learnt_convention_is_a_false_alarm_under_exchangeability_and_quiet_under_the_calibrated_null(models):
+    study = models["study"]
+    w = study.preference_bound(*_ranks(models["reference"][1]))["w"]
+    assert 0.15 < w < 0.6  # the reference model prefers the convention's items' published order, not the others'
+    null = {"name": "calibrated", "preference": w, "source": "the reference model"}
+    rows = {name: (option_order_signal(models[name][1]), option_order_signal(models[name][1], null))
+            for name in ("clean", "contaminated")}
+    apply_fdr([{"option_order": e} for e, _ in rows.values()])
+    apply_fdr([{"option_order": c} for _, c in rows.values()])
+    clean_e, clean_c = rows["clean"]
+    assert clean_e["fires"], {k: clean_e.get(k) for k in ("p_value", "p_adjusted", "top_share", "chance_share")}
+    assert not clean_c["fires"] and clean_c["null"]["name"] == "calibrated", (w, clean_c["top_share"], clean_c["p_value"])
+    assert clean_c["chance_share"] == pytest.approx(w + (1 - w) / 9)
+    cont_e, cont_c = rows["contaminated"]
+    assert cont_c["fires"] and cont_c["p_value"] < 1e-4, (w, cont_c["top_share"], cont_c["p_value"])
+    assert cont_c["p_value"] >= cont_c["p_value_exchangeable"]
+    # the warning's drivers are mostly items the model was trained on (a convention item may lead too)
+    drivers = [d["id"] for d in cont_c["drivers"]]
+    assert len(drivers) == 5 and sum(d in models["trained"] for d in drivers) >= 4, drivers
+
+
+def test_the_shuffled_publication_is_null_even_for_the_contaminated_model(models):
+    """A seeded "published" order among the orders nobody published: its rank is uniform whatever the model saw."""
+    study = models["study"]
+    for name in ("clean", "contaminated"):
+        rec = study.score_record(models[name][1], models["test"])
+        r = study.item_ranks(rec, seed=5)
+        assert r["published"]["p_fisher"] < 1e-3
+        assert r["shuffled"]["p_fisher"] > 0.01
+        for it, pub, shuf in zip(rec["per_item"], r["ranks"], r["shuffled_ranks"]):  # a plain loop
+            ll = it["ll"]
+            k = 1 + study.shuffled_order(it["id"], it["orders"][1:], 5)
+            assert pub == sum(x >= ll[0] - 1e-6 * max(1.0, abs(ll[0])) for x in ll[1:])
+            assert shuf == sum(ll[j] >= ll[k] - 1e-6 * max(1.0, abs(ll[k])) for j in range(1, len(ll)) if j != k)
+        # the draw depends on the seed and the item, never on the scores
+        assert [study.shuffled_order(it["id"], it["orders"][1:], 5) for it in rec["per_item"]] == \
+            [study.shuffled_order(it["id"], it["orders"][1:], 5)
+             for it in study.score_record(models["clean"][1], models["test"])["per_item"]]
+
+
+def test_the_study_report_and_calibration_file(models, tmp_path):
+    study = models["study"]
+    for name in ("clean", "reference", "contaminated"):
+        rec = study.score_record(models[name][1], models["test"])
+        d = tmp_path / name
+        d.mkdir()
+        (d / "synthetic.json").write_text(json.dumps({"model": name, "source": "tiny", "benchmark": "synthetic",
+                                                      "seconds": 0.0, **rec}))
+    (tmp_path / "trained_items.json").write_text(json.dumps({"synthetic": sorted(models["trained"])}))
+    md = study.report(tmp_path, 5, clean=("clean", "reference"))
+    cal = json.loads((tmp_path / "calibration.json").read_text())
+    bounds = cal["benchmarks"]["synthetic"]["models"]
+    assert cal["benchmarks"]["synthetic"]["preference"] == pytest.approx(max(b["w"] for b in bounds.values()), abs=1e-4)
+    ver = {v["model"]: v for v in json.loads((tmp_path / "verdicts.json").read_text())}
+    assert ver["clean"]["preference"] == pytest.approx(bounds["reference"]["w"])  # left out: the other model's bound
+    assert ver["contaminated"]["calibrated"]["fires"] and not ver["clean"]["calibrated"]["fires"]
+    assert "| contaminated | synthetic | contaminated |" in md
+    assert (tmp_path / "rank_histograms.png").stat().st_size > 1000
+
+
+def test_the_shipped_calibration_names_its_benchmarks():
+    """The run uses the calibrated null on the benchmarks the study measured, and says so; elsewhere it is exchangeable."""
+    for task in ("mmlu", "mmlu_anatomy", "arc_challenge", "arc_easy"):
+        null = order_null_for(task)
+        assert null["name"] == "calibrated" and 0 < null["preference"] < 0.5 and "study" in null["source"]
+    # measured, no preference found: exchangeable, and the card can say the study checked it
+    assert order_null_for("hellaswag")["name"] == "exchangeable" and "no preference" in order_null_for("hellaswag")["source"]
+    assert order_null_for("my-own-data") == EXCHANGEABLE
