@@ -56,7 +56,7 @@ none otherwise.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Mapping, Sequence, TypedDict
+from typing import Any, Literal, Mapping, NotRequired, Sequence, TypedDict
 
 import numpy as np
 from scipy import stats
@@ -259,6 +259,7 @@ class OrderNull(TypedDict):
     name: Literal["exchangeable", "calibrated"]
     preference: float  # share of items whose published order is first by convention under the null (0: exchangeable)
     source: str  # where the share comes from, for the card
+    calibration_sha256: NotRequired[str]  # the shipped calibration file's content hash, where it decided the null
 
 
 EXCHANGEABLE: OrderNull = {"name": "exchangeable", "preference": 0.0,
@@ -267,10 +268,12 @@ EXCHANGEABLE: OrderNull = {"name": "exchangeable", "preference": 0.0,
 
 def _calibration() -> dict[str, Any]:
     """``reporter/data/option_order_null.json``: the null study's preference share per benchmark."""
+    import hashlib
     import json
     from importlib.resources import files
 
-    return dict(json.loads(files("reporter.data").joinpath("option_order_null.json").read_text()))
+    raw = files("reporter.data").joinpath("option_order_null.json").read_bytes()
+    return {**json.loads(raw), "sha256": hashlib.sha256(raw).hexdigest()}
 
 
 def order_null_for(task: str) -> OrderNull:
@@ -288,7 +291,7 @@ def order_null_for(task: str) -> OrderNull:
     b = cal["benchmarks"][bench]
     w = float(b["preference"])
     return {"name": "calibrated" if w > 0 else "exchangeable", "preference": w,
-            "source": f"{cal['name']}: {b['why']}"}
+            "source": f"{cal['name']}: {b['why']}", "calibration_sha256": cal["sha256"]}
 
 
 def option_order_signal(order: Mapping[str, Any] | None, null: OrderNull | None = None) -> SignalResult:

@@ -5,7 +5,7 @@
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal, Mapping, Union
 
-from typing_extensions import Required, TypedDict
+from typing_extensions import NotRequired, Required, TypedDict
 
 from ..errors import SchemaError
 
@@ -445,6 +445,7 @@ class OrderNullDoc(TypedDict):
     name: Literal["exchangeable", "calibrated"]
     preference: float
     source: str
+    calibration_sha256: NotRequired[str]  # content hash of reporter/data/option_order_null.json
 
 
 class Signal(TypedDict, total=False):
