@@ -144,3 +144,32 @@ def test_the_shipped_calibration_names_its_benchmarks():
     # measured, no preference found: exchangeable, and the card can say the study checked it
     assert order_null_for("hellaswag")["name"] == "exchangeable" and "no preference" in order_null_for("hellaswag")["source"]
     assert order_null_for("my-own-data") == EXCHANGEABLE
+
+
+def test_the_card_names_the_null_of_each_option_order_test(models):
+    """The card's contamination section and its signal cells say where the calibrated null was used."""
+    from reporter.analyse.contamination import combine
+    from reporter.card.assets import html_environment
+
+    def row(model, task, order, null):
+        sig = {"option_order": option_order_signal(order, null)}
+        apply_fdr([sig])
+        severity, evidence = combine(sig)
+        return {"model": model, "task": task, "severity": severity, "measured": True, "signals": sig,
+                "evidence": evidence, "baseline": False}
+
+    mmlu = order_null_for("mmlu")
+    rows = [row("contaminated", "mmlu", models["contaminated"][1], mmlu),
+            row("clean", "my-own-data", models["clean"][1], None)]
+    env = html_environment()
+    page = env.from_string('{% import "macros.j2" as ui with context %}{% include "contamination.j2" %}').render(
+        charts={}, mode="html",
+        card={"analysis": {"contamination": rows, "definitions": {"contamination_meaning": "m"}}, "empty": {}})
+    assert "calibrated null</b> on mmlu" in page and f"mmlu: {round(100 * mmlu['preference'])}% of items" in page
+    assert "· calibrated null" in page  # the flagged row's cell
+    assert "expected under the calibrated null" in page  # the warning's evidence sentence
+    # a run without a calibrated task says the orders were assumed exchangeable
+    page = env.from_string('{% import "macros.j2" as ui with context %}{% include "contamination.j2" %}').render(
+        charts={}, mode="html",
+        card={"analysis": {"contamination": rows[1:], "definitions": {"contamination_meaning": "m"}}, "empty": {}})
+    assert "calibrated null" not in page and "assumes exchangeable orders on every task it tested" in page
