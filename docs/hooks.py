@@ -1,6 +1,7 @@
 """MkDocs hooks: the parts of the docs that are generated from the code when the site is built.
 
-Two markers are replaced, wherever a page has them, so that no page keeps a copy by hand:
+Two markers are replaced, wherever a page has them, so that no page keeps a copy by hand (and the images that
+``benchmarks/RESULTS.md`` links as ``../docs/img/…``, right on GitHub, are linked from the site's root):
 
 - ``<!-- schema -->`` becomes :func:`reporter.schema.markdown` (the results.json reference), between
   ``<!-- schema:begin -->`` and ``<!-- schema:end -->``;
@@ -58,6 +59,10 @@ def expand(markdown: str) -> str:
         markdown = markdown.replace(SCHEMA_MARK, schema_block())
     if CONTRACTS_MARK in markdown:
         markdown = markdown.replace(CONTRACTS_MARK, contracts_markdown())
+    results = '--8<-- "benchmarks/RESULTS.md"'
+    if results in markdown:  # included here rather than by the snippets extension, to relink its images
+        markdown = markdown.replace(results, (ROOT / "benchmarks" / "RESULTS.md").read_text())
+    markdown = markdown.replace("](../docs/img/", "](img/")
     return markdown
 
 

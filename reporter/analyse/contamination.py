@@ -141,7 +141,7 @@ CONTAMINATION_RULE = (
 
 MEANING = (
     "A warning means the model treats these test items differently from equivalent text it cannot have learnt "
-    "by chance: it prefers the published order of their options, it predicts them better than items of the same "
+    "by chance: it prefers the published order of their options (beyond the preference clean models show on MMLU and ARC), it predicts them better than items of the same "
     "data's other split, or it continues them word for word more often than held-out text. That is what training "
     "on the items, or on text that quotes them, produces. It does not "
     "prove the vendor trained on the benchmark (the items may be quoted widely on the web), it says nothing about "
