@@ -276,16 +276,25 @@ def _calibration() -> dict[str, Any]:
     return {**json.loads(raw), "sha256": hashlib.sha256(raw).hexdigest()}
 
 
+def _is_mmlu_subtask(task: str) -> bool:
+    """lm-eval's MMLU subjects and groups (``mmlu_anatomy``, ``mmlu_professional_law``), not MMLU-Pro or -Redux.
+
+    >>> [_is_mmlu_subtask(t) for t in ("mmlu_professional_law", "mmlu_pro", "mmlu_pro_math", "mmlu_redux_2")]
+    [True, False, False, False]
+    """
+    return task.startswith("mmlu_") and task != "mmlu_pro" and not task.startswith(("mmlu_pro_", "mmlu_redux"))
+
+
 def order_null_for(task: str) -> OrderNull:
     """The option-order test's null for ``task``: the calibrated one where the null study found clean models
     preferring its benchmark's published order (``benchmarks/option_order_null.py``; lm-eval's ``mmlu_<subject>``
     tasks take MMLU's), else exchangeability (with the study's finding as its source where it measured the task).
 
-    >>> order_null_for("my-own-data")["name"], order_null_for("mmlu")["name"], order_null_for("hellaswag")["name"]
-    ('exchangeable', 'calibrated', 'exchangeable')
+    >>> [order_null_for(t)["name"] for t in ("my-own-data", "mmlu", "mmlu_anatomy", "mmlu_pro", "hellaswag")]
+    ['exchangeable', 'calibrated', 'calibrated', 'exchangeable', 'exchangeable']
     """
     cal = _calibration()
-    bench = task if task in cal["benchmarks"] else "mmlu" if task.startswith("mmlu_") else None
+    bench = task if task in cal["benchmarks"] else "mmlu" if _is_mmlu_subtask(task) else None
     if bench is None:
         return EXCHANGEABLE
     b = cal["benchmarks"][bench]
