@@ -463,11 +463,17 @@ def _chart(rows: Sequence[dict[str, Any]], out: Path) -> None:
                          "share": float(np.mean(ranks == k)) if ranks.size else 0.0,
                          "chance": float(np.mean(np.where(k <= m, 1.0 / (m + 1), 0.0)))})
     df = pd.DataFrame(data)
-    base = alt.Chart(df).encode(x=alt.X("rank:O", title="rank (1 = most likely)"))
-    bars = base.mark_bar().encode(y=alt.Y("share:Q", title="share of items", axis=alt.Axis(format="%")))
-    line = base.mark_tick(color="black", thickness=2).encode(y="chance:Q")
-    chart = (bars + line).properties(width=220, height=110).facet(
-        row=alt.Row("model:N", title=None), column=alt.Column("benchmark:N", title=None)).properties(
+    # one facet grid per set of benchmarks measured (the controls score fewer), so no panel is empty
+    sets = df.groupby("model")["benchmark"].agg(lambda b: tuple(sorted(set(b))))
+    grids = []
+    for benches in sorted(set(sets), key=len, reverse=True):
+        part = df[df["model"].isin(sets[sets == benches].index)]
+        base = alt.Chart(part).encode(x=alt.X("rank:O", title="rank (1 = most likely)"))
+        bars = base.mark_bar().encode(y=alt.Y("share:Q", title="share of items", axis=alt.Axis(format="%")))
+        line = base.mark_tick(color="black", thickness=2).encode(y="chance:Q")
+        grids.append((bars + line).properties(width=220, height=110).facet(
+            row=alt.Row("model:N", title=None), column=alt.Column("benchmark:N", title=None)))
+    chart = alt.vconcat(*grids).properties(
         title=alt.TitleParams("Rank of the published option order among the orders scored, per item "
                               "(black: chance; uniform = no preference)", anchor="start"))
     (out / "rank_histograms.json").write_text(chart.to_json())
