@@ -56,7 +56,7 @@ none otherwise.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Mapping, NotRequired, Sequence, TypedDict
+from typing import Any, Literal, Mapping, Sequence, TypedDict
 
 import numpy as np
 from scipy import stats
@@ -66,6 +66,7 @@ from ..metrics.min_k import min_k_percent_prob
 from ..metrics.rank_tests import MIN_ITEMS, order_fisher_pvalue, order_null_pvalue
 from ..schema import Signal
 from .numbers import finite_or_none as _f
+from .order_null import EXCHANGEABLE, OrderNull, calibrated_benchmarks, order_null_for
 
 __all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "SIGNAL_NAMES", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
            "law_residual_signal", "min_k_signal", "order_null_for", "EXCHANGEABLE", "OrderNull", "split_signal", "verbatim_signal", "option_order_signal",
@@ -113,12 +114,12 @@ CONTAMINATION_RULE = (
     "convolution), which suits a subset of items memorised; items whose order is a convention (options referring to "
     "other options, numbers or ordinals in sorted order, fixed grids such as 'True, True / False, False', a task's "
     "shared label set) are left out; effect = share of items whose published order is the most "
-    f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). On MMLU and "
-    "ARC the published order is not exchangeable even for clean models: the null study "
-    "(benchmarks/option_order_null.py, 300 items per benchmark) found both packaged models, of two families, putting "
-    "it first for 12-17% of items against 11% chance, the untrained baseline not, and no simple listing convention "
-    "explaining it (human-authored orders read more naturally; HellaSwag, whose orders were randomised by its "
-    "authors, shows none). There the test uses a calibrated null: with the benchmark's measured share w (the "
+    f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). On "
+    f"{', '.join(calibrated_benchmarks())} the published order is not exchangeable even for clean models: the null "
+    "study (benchmarks/option_order_null.py) found clean models of two families putting it first more often than "
+    "chance, the untrained baseline not, and no simple listing convention explaining it (human-authored orders read "
+    "more naturally; HellaSwag, whose orders were randomised by its authors, shows none). There the test uses a "
+    "calibrated null: with the benchmark's measured share w (the "
     "largest upper 95% bound over the clean models) an item's published order is first whatever the model saw, "
     "otherwise its rank is uniform; the exact Fisher p-value and the chance share w + (1 - w)/(m + 1) are "
     "those of that null, which makes the test conservative for clean models and keeps it sensitive to "
@@ -143,7 +144,7 @@ CONTAMINATION_RULE = (
 
 MEANING = (
     "A warning means the model treats these test items differently from equivalent text it cannot have learnt "
-    "by chance: it prefers the published order of their options (beyond the preference clean models show on MMLU and ARC), it predicts them better than items of the same "
+    "by chance: it prefers the published order of their options (beyond the preference clean models show on some benchmarks), it predicts them better than items of the same "
     "data's other split, or it continues them word for word more often than held-out text. That is what training "
     "on the items, or on text that quotes them, produces. It does not "
     "prove the vendor trained on the benchmark (the items may be quoted widely on the web), it says nothing about "
@@ -170,8 +171,6 @@ class SignalResult(Signal, total=False):
     n_points: int
     # option order
     ranks_sum: int
-    p_value_exchangeable: float
-    null: Any
     expected_ranks_sum: float
     p_value_rank_sum: float
     top_share: float
@@ -255,56 +254,6 @@ def _zscore(x: float, others: np.ndarray) -> float:
     return (x - float(np.mean(others))) / sd if sd > 0 else 0.0
 
 
-class OrderNull(TypedDict):
-    """The option-order test's null for one task: exchangeable orders, or a benchmark's calibrated preference."""
-
-    name: Literal["exchangeable", "calibrated"]
-    preference: float  # share of items whose published order is first by convention under the null (0: exchangeable)
-    source: str  # where the share comes from, for the card
-    calibration_sha256: NotRequired[str]  # the shipped calibration file's content hash, where it decided the null
-
-
-EXCHANGEABLE: OrderNull = {"name": "exchangeable", "preference": 0.0,
-                           "source": "every order of an item's options equally likely without contamination"}
-
-
-def _calibration() -> dict[str, Any]:
-    """``reporter/data/option_order_null.json``: the null study's preference share per benchmark."""
-    import hashlib
-    import json
-    from importlib.resources import files
-
-    raw = files("reporter.data").joinpath("option_order_null.json").read_bytes()
-    return {**json.loads(raw), "sha256": hashlib.sha256(raw).hexdigest()}
-
-
-def _is_mmlu_subtask(task: str) -> bool:
-    """lm-eval's MMLU subjects and groups (``mmlu_anatomy``, ``mmlu_professional_law``), not MMLU-Pro or -Redux.
-
-    >>> [_is_mmlu_subtask(t) for t in ("mmlu_professional_law", "mmlu_pro", "mmlu_pro_math", "mmlu_redux_2")]
-    [True, False, False, False]
-    """
-    return task.startswith("mmlu_") and task != "mmlu_pro" and not task.startswith(("mmlu_pro_", "mmlu_redux"))
-
-
-def order_null_for(task: str) -> OrderNull:
-    """The option-order test's null for ``task``: the calibrated one where the null study found clean models
-    preferring its benchmark's published order (``benchmarks/option_order_null.py``; lm-eval's ``mmlu_<subject>``
-    tasks take MMLU's), else exchangeability (with the study's finding as its source where it measured the task).
-
-    >>> [order_null_for(t)["name"] for t in ("my-own-data", "mmlu", "mmlu_anatomy", "mmlu_pro", "hellaswag")]
-    ['exchangeable', 'calibrated', 'calibrated', 'exchangeable', 'exchangeable']
-    """
-    cal = _calibration()
-    bench = task if task in cal["benchmarks"] else "mmlu" if _is_mmlu_subtask(task) else None
-    if bench is None:
-        return EXCHANGEABLE
-    b = cal["benchmarks"][bench]
-    w = float(b["preference"])
-    return {"name": "calibrated" if w > 0 else "exchangeable", "preference": w,
-            "source": f"{cal['name']}: {b['why']}", "calibration_sha256": cal["sha256"]}
-
-
 def option_order_signal(order: Mapping[str, Any] | None, null: OrderNull | None = None) -> SignalResult:
     """Signal 1 from ``option_order.json`` (:func:`reporter.collect.option_order.option_order_evidence`).
 
@@ -356,7 +305,7 @@ def option_order_signal(order: Mapping[str, Any] | None, null: OrderNull | None 
             "statistic_name": "Fisher's -2 sum ln p", "expected_statistic": fisher_null,
             "ranks_sum": int(r.sum()), "expected_ranks_sum": float(np.sum(m) / 2),
             "p_value_rank_sum": order_null_pvalue(r.tolist(), m.tolist()), "p_value_exchangeable": p_exchangeable,
-            "null": dict(null), "p_value": p, "effect": top - chance, "effect_name": "share of items whose published order is the most "
+            "null": null.copy(), "p_value": p, "effect": top - chance, "effect_name": "share of items whose published order is the most "
                                                                   "likely, minus chance",
             "meets_effect": bool(top - chance >= ORDER_MIN_EXCESS), "n": len(items), "top_share": top,
             "chance_share": chance, "item_ids": [str(it["id"]) for it in items], "item_values": bench,
