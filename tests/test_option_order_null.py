@@ -165,7 +165,7 @@ def test_the_card_names_the_null_of_each_option_order_test(models):
     page = env.from_string('{% import "macros.j2" as ui with context %}{% include "contamination.j2" %}').render(
         charts={}, mode="html",
         card={"analysis": {"contamination": rows, "definitions": {"contamination_meaning": "m"}}, "empty": {}})
-    assert "calibrated null</b> on mmlu" in page and f"mmlu: {round(100 * mmlu['preference'])}% of items" in page
+    assert "calibrated null</b> on mmlu" in page and f"mmlu {round(100 * mmlu['preference'])}% of items first under the null" in page
     assert "· calibrated null" in page  # the flagged row's cell
     assert "expected under the calibrated null" in page  # the warning's evidence sentence
     # a run without a calibrated task says the orders were assumed exchangeable
