@@ -83,6 +83,7 @@ def small_tokenizer_dir() -> Path:
     (hidden 64 x 49,152 tokens), so the tests that train a model use this one: a 24 times smaller
     head behind the same tokenizer code.
     """
+    import atexit
     import json
     import tempfile
 
@@ -97,10 +98,13 @@ def small_tokenizer_dir() -> Path:
         spec["model"]["merges"] = [m for m in spec["model"]["merges"]
                                    if m[0] in vocab and m[1] in vocab and m[0] + m[1] in vocab]
         out = Path(tempfile.mkdtemp(prefix="reporter-small-tok-"))
+        atexit.register(shutil.rmtree, out, ignore_errors=True)
         (out / "tokenizer.json").write_text(json.dumps(spec))
-        for f in src.iterdir():
-            if f.name not in ("tokenizer.json", ".reporter-checksums.json"):
-                shutil.copy(f, out / f.name)
+        # the tokenizer's files only: ``src`` may be the converted checkpoint, whose 0.5 GB of weights
+        # were copied here once per process (and never removed) until this kept to the tokenizer
+        for name in ("tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
+            if (src / name).is_file():
+                shutil.copy(src / name, out / name)
         _SMALL_TOK = out
     return _SMALL_TOK
 
