@@ -19,15 +19,21 @@ Usage::
     python benchmarks/showcase.py -o showcase               # build (cached), run, card, compare
     python benchmarks/showcase.py -o showcase --build-only  # only the models
     python benchmarks/showcase.py --list                    # the cache entries and their recipes
+    python benchmarks/showcase.py --check-same A/run B/run  # two runs' results.json equal apart from timings?
 
-Everything is seeded: two runs give the same results.json apart from timings.
+Everything is seeded: two runs give the same results.json apart from timings. ``--check-same`` proves it
+for two runs: it prints every key path whose value differs (ignoring only the keys in :data:`VOLATILE`,
+and the cache's root and the work directory inside paths) and exits 1 when there is one.
 """
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
+import math
 import random
+import re
 import subprocess
 import sys
 import time
@@ -245,6 +251,62 @@ def models_yaml(rc: dict[int, Path], contaminated: Path) -> dict[str, Any]:
     ]}
 
 
+# ----------------------------------------------------------------------------- two runs, the same results?
+
+#: the key paths of results.json that legitimately change between two runs of the same models: the run's date,
+#: the time a model took to load and whether the packaged-model cache converted it in this run (glob patterns)
+VOLATILE = ("run.created", "models.*.meta.load_seconds", "models.*.meta.converted_now")
+_CACHE_ROOT = re.compile(r"\S*?/reporter/(showcase|models)/")
+
+
+def _normalised(x: Any, out_dir: str) -> Any:
+    """``x`` with the cache's root and the showcase's work directory inside strings replaced by fixed marks."""
+    if isinstance(x, dict):
+        return {k: _normalised(v, out_dir) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_normalised(v, out_dir) for v in x]
+    if isinstance(x, str):
+        return _CACHE_ROOT.sub(r"<cache>/\1/", x).replace(out_dir, "<out>")
+    return x
+
+
+def differences(a: Any, b: Any, rel_tol: float = 0.0, path: str = "") -> list[str]:
+    """Every key path where two results documents differ, outside :data:`VOLATILE`.
+
+    Floats are equal when ``math.isclose(x, y, rel_tol=rel_tol)`` (exact by default: the showcase is
+    deterministic on one machine).
+
+    >>> differences({"run": {"created": "today"}, "p": 0.5}, {"run": {"created": "later"}, "p": 0.25})
+    ['p: 0.5 != 0.25']
+    """
+    if path and any(fnmatch.fnmatchcase(path, pat) for pat in VOLATILE):
+        return []
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}.{k}".lstrip(".") + (": only in B" if k in b else ": only in A")
+               for k in sorted(set(a) ^ set(b)) if not any(fnmatch.fnmatchcase(f"{path}.{k}".lstrip("."), pat)
+                                                       for pat in VOLATILE)]
+        for k in sorted(set(a) & set(b)):
+            out += differences(a[k], b[k], rel_tol, f"{path}.{k}".lstrip("."))
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} entries != {len(b)}"]
+        return [d for i, (u, v) in enumerate(zip(a, b)) for d in differences(u, v, rel_tol, f"{path}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float) and not isinstance(a, bool):
+        same = math.isclose(a, b, rel_tol=rel_tol) or (math.isnan(a) and math.isnan(b))
+    else:
+        same = type(a) is type(b) and a == b
+    return [] if same else [f"{path}: {a!r:.60} != {b!r:.60}"]
+
+
+def check_same(run_a: Path, run_b: Path, rel_tol: float = 0.0) -> list[str]:
+    """:func:`differences` of two run directories' results.json, paths inside them (the model cache, the
+    directory above the run, where the showcase keeps its models.yaml) normalised.
+    """
+    docs = [_normalised(json.loads((d / "results.json").read_text()), str(d.resolve().parent)) for d in (run_a, run_b)]
+    return differences(*docs, rel_tol=rel_tol)
+
+
 def _reporter(*args: str) -> None:
     cmd = [str(Path(sys.executable).with_name("reporter")), *args]
     log("$ " + " ".join(cmd))
@@ -257,7 +319,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--build-only", action="store_true", help="build (or find) the models and stop")
     ap.add_argument("--list", action="store_true", help="list the cache entries and their recipes")
     ap.add_argument("--progress", action="store_true", help="show reporter's progress bars")
+    ap.add_argument("--check-same", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"),
+                    help="compare two run directories' results.json apart from timings and exit (1: they differ)")
+    ap.add_argument("--rel-tol", type=float, default=0.0, help="relative tolerance of floats for --check-same")
     args = ap.parse_args(argv)
+    if args.check_same:
+        missing = [str(d / "results.json") for d in args.check_same if not (d / "results.json").is_file()]
+        if missing:
+            print(f"showcase: no results.json in {', '.join(missing)}", file=sys.stderr)
+            return 2
+        diffs = check_same(*args.check_same, rel_tol=args.rel_tol)
+        print("\n".join(diffs) or "the same apart from " + ", ".join(VOLATILE))
+        return 1 if diffs else 0
     if args.list:
         for d in sorted(cache_dir().glob("*/**/recipe.json")) if cache_dir().is_dir() else []:
             print(d.parent, json.loads(d.read_text()).get("recipe"))

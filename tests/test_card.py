@@ -432,3 +432,49 @@ def test_the_vega_bundle_is_kept_in_the_cache_checked_and_never_required(tmp_pat
         assert javascript_bundle() == want
     finally:
         javascript_bundle.cache_clear()
+
+
+def _calibration_table(page: str) -> tuple[list[str], list[list[str]]]:
+    """The calibration table of a card's HTML as (header cells, body rows of cells), tags and whitespace stripped."""
+    import html as _html
+
+    section = page[page.index("<h3>Calibration</h3>"):]
+    table = section[:section.index("</table>")]
+
+    def cells(row: str) -> list[str]:
+        found = re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, flags=re.S)
+        return [" ".join(_html.unescape(re.sub(r"<[^>]+>", " ", c)).split()) for c in found]
+
+    rows = re.findall(r"<tr>(.*?)</tr>", table, flags=re.S)
+    return cells(rows[0]), [cells(r) for r in rows[1:]]
+
+
+@pytest.mark.parametrize("calibrated_models", [8, 2])
+def test_calibration_table_puts_each_number_under_its_model_and_task(tmp_path_factory, calibrated_models):
+    """More calibrated models than tasks (8 models, 2 tasks): one row per model, so the table fits the PDF page
+    (with a column per model it ran off the page); otherwise (2 and 2) one row per task. In both, every cell is
+    that model's ECE · Brier on that task, as results.json has it."""
+    from reporter.card.format import fmt_num
+
+    root = _copy("full", tmp_path_factory)
+    res = json.loads((root / "results.json").read_text())
+    keep = [m for m, v in res["models"].items() if any(r.get("calibration") for r in v.get("tasks", {}).values())]
+    keep = keep[:calibrated_models]
+    assert len(keep) == calibrated_models
+    for m, v in res["models"].items():
+        for r in v.get("tasks", {}).values():
+            if m not in keep:
+                r.pop("calibration", None)
+    (root / "results.json").write_text(json.dumps(res))
+    header, body = _calibration_table(render(root, formats=("html",))["html"].read_text())
+    tasks = sorted({t for m in keep for t, r in res["models"][m]["tasks"].items() if r.get("calibration")})
+    by_model = calibrated_models > len(tasks)
+    assert header[0] == ("Model" if by_model else "Task")
+    names = [h.removesuffix(" ECE · Brier") for h in header[1:]]
+    assert sorted(names) == sorted(tasks if by_model else keep)
+    assert sorted(r[0] for r in body) == sorted(keep if by_model else tasks)
+    for row in body:
+        for col, cell in zip(names, row[1:]):
+            model, task = (row[0], col) if by_model else (col, row[0])
+            cal = res["models"][model]["tasks"][task]["calibration"]
+            assert cell == f"{fmt_num(cal['ece'], 3)} · {fmt_num(cal['brier'], 3)}", (model, task, cell)

@@ -94,7 +94,7 @@ def _build_and_run(root: Path) -> dict:
     page = re.sub(r"<(script|style)\b.*?</\1>", " ", page, flags=re.S)
     text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
     return {"results": json.loads((root / "run" / "results.json").read_text()), "html": text,
-            "md": (root / "run" / "card.md").read_text(), "trained": trained}
+            "md": (root / "run" / "card.md").read_text(), "trained": trained, "run": root / "run"}
 
 
 def test_the_law_fit_is_on_the_card_with_its_numbers(showcase):
@@ -155,3 +155,36 @@ def test_diversity_advice_is_on_the_card(showcase):
     for model, advice in advised.items():
         for a in advice:
             assert f"{a['action'].capitalize()}: {a['text']}" in showcase["html"], (model, a["text"])
+
+
+def test_check_same_ignores_timings_and_paths_and_names_every_other_difference(showcase, tmp_path):
+    """``showcase.py --check-same``, the proof that two runs give the same results.json apart from timings: the
+    same run made in another directory, its models loaded at other speeds on another date, is the same; a changed
+    p-value and a missing section are named by their key paths, and the command exits 1."""
+    sc = benchmark_script("showcase")
+    run_a, run_b = showcase["run"], tmp_path / "elsewhere" / "run"
+    doc = json.loads((run_a / "results.json").read_text())
+    other = json.loads(json.dumps(doc).replace(str(run_a.resolve().parent), str(run_b.parent)))
+    other["run"]["created"] = "2031-01-01T00:00:00+00:00"
+    for m in other["models"].values():
+        m["meta"]["load_seconds"] = m["meta"].get("load_seconds", 0) + 7.5
+    run_b.mkdir(parents=True)
+
+    def write(d: dict) -> None:
+        (run_b / "results.json").write_text(json.dumps(d))
+
+    write(other)
+    assert sc.check_same(run_a, run_b) == []
+    assert sc.main(["--check-same", str(run_a), str(run_b)]) == 0
+
+    i, row = next((i, r) for i, r in enumerate(other["analysis"]["contamination"]) if r["model"] == "contaminated")
+    before = row["signals"]["option_order"]["p_value"]
+    row["signals"]["option_order"]["p_value"] = before * 1.001
+    del other["models"]["Untrained"]["smoke"]
+    write(other)
+    assert sc.check_same(run_a, run_b) == [
+        f"analysis.contamination[{i}].signals.option_order.p_value: {before!r} != {before * 1.001!r}",
+        "models.Untrained.smoke: only in A"]
+    assert sc.check_same(run_a, run_b, rel_tol=0.01) == ["models.Untrained.smoke: only in A"]
+    assert sc.main(["--check-same", str(run_a), str(run_b)]) == 1
+    assert sc.main(["--check-same", str(run_a), str(tmp_path / "missing")]) == 2
