@@ -253,9 +253,10 @@ def models_yaml(rc: dict[int, Path], contaminated: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- two runs, the same results?
 
-#: the key paths of results.json that legitimately change between two runs of the same models: the run's date,
-#: the time a model took to load and whether the packaged-model cache converted it in this run (glob patterns)
-VOLATILE = ("run.created", "models.*.meta.load_seconds", "models.*.meta.converted_now")
+#: the key paths of results.json that legitimately change between two runs of the same models (glob patterns): the
+#: run's date; every duration; the hash of the models YAML, whose sources are absolute paths into the model cache
+#: (the models' own identity is compared key by key); whether the packaged-model cache converted a model in this run
+VOLATILE = ("run.created", "*.seconds", "*_seconds", "run.config_hash", "models.*.meta.converted_now")
 _CACHE_ROOT = re.compile(r"\S*?/reporter/(showcase|models)/")
 
 

@@ -166,8 +166,12 @@ def test_check_same_ignores_timings_and_paths_and_names_every_other_difference(s
     doc = json.loads((run_a / "results.json").read_text())
     other = json.loads(json.dumps(doc).replace(str(run_a.resolve().parent), str(run_b.parent)))
     other["run"]["created"] = "2031-01-01T00:00:00+00:00"
+    other["run"]["config_hash"] = "0123456789abcdef"  # a models YAML naming another cache directory
     for m in other["models"].values():
         m["meta"]["load_seconds"] = m["meta"].get("load_seconds", 0) + 7.5
+        for section in m.values():
+            if isinstance(section, dict) and "seconds" in section:
+                section["seconds"] += 0.25
     run_b.mkdir(parents=True)
 
     def write(d: dict) -> None:

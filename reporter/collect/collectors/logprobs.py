@@ -37,6 +37,7 @@ from ...instrument.batch import PassBatch, padded_batches
 from ...instrument.gather import head_output_is_logits, head_scores, logits_at, target_logprobs
 from ...instrument.hooked_pass import hooked_pass
 from ...instrument.prefix import reduce_after_prefix
+from ...instrument.tree import reduce_over_tree, tree_supported
 from ...store.layout import LOGPROBS
 from ...store.logprobs import merge_logprobs, save_logprobs
 from ...store.ragged import ragged_ok
@@ -319,9 +320,10 @@ def prefix_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence
                     positions: Sequence[Sequence[int]], *, batch_size: int = 8) -> list[np.ndarray]:
     """:func:`token_logprobs` with ``positions`` for sequences whose first ``shared[i]`` tokens other sequences share.
 
-    Sequences that start with the same ``shared[i] - 1`` tokens share one run of them: their KV
-    cache is computed once and reused (:func:`reporter.instrument.prefix.logits_after_prefix`).
-    The numbers are :func:`token_logprobs`'s up to float rounding, without repeating a prefix's
+    Sequences that start with the same ``shared[i] - 1`` tokens share one run of them: as one prefix
+    tree, each token they share (beyond those too) run once (:func:`reporter.instrument.tree.reduce_over_tree`),
+    or, for a model whose attention takes no tree mask, their prefix's KV cache computed once and reused
+    (:func:`reporter.instrument.prefix.logits_after_prefix`). The numbers are :func:`token_logprobs`'s up to float rounding, without repeating a prefix's
     work per sequence. ``positions[i]`` are token indices >= ``shared[i]`` (token
     ``shared[i]`` is predicted by the prefix's last position, which runs with the rest).
 
@@ -336,11 +338,13 @@ def prefix_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence
 
 def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[int],
                   positions: Sequence[Sequence[int]], greedy: Sequence[Sequence[int]] | None = None, *,
-                  batch_size: int = 8) -> tuple[list[np.ndarray], list[list[int]]]:
+                  batch_size: int = 8, path: str = "auto") -> tuple[list[np.ndarray], list[list[int]]]:
     """:func:`prefix_logprobs`, and per sequence the model's most probable token in place of each token of ``greedy[i]``.
 
     ``greedy[i]``: token indices >= ``shared[i]``, like ``positions[i]``; the pass that gives
-    the log-probs gives these argmaxes too (the LM head on both sets of positions).
+    the log-probs gives these argmaxes too (the LM head on both sets of positions). ``path``:
+    ``"tree"``, ``"cache"`` (the KV-cache path), or ``"auto"``: the tree where
+    :func:`~reporter.instrument.tree.tree_supported`.
 
     >>> lps, best = prefix_scores(lm, [[1, 2, 3, 4], [1, 2, 5, 6]], [2, 2], [[3], [3]], [[2, 3], []])
     >>> [a.shape for a in lps], [len(b) for b in best]
@@ -381,8 +385,16 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
         if not bool(lp.all()):
             best_t[sel[~lp] - n_lp] = x[(~lp).to(x.device)].argmax(-1).cpu()
 
-    reduce_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
-                        torch.tensor(cols), reduce, pad_id=pad, batch_size=batch_size)
+    if path not in ("auto", "tree", "cache"):
+        raise ValueError(f"prefix_scores: path must be auto, tree or cache, not {path!r}")
+    if path == "tree" or (path == "auto" and tree_supported(lm.model)):
+        # every token the sequences share runs once, not only their first shared[i] - 1
+        full = [c + n - 1 for r, c in zip(rows, cols) for n in (shared[r],)]
+        reduce_over_tree(lm.model, lm.adapter, id_lists, owners, torch.tensor(rows), torch.tensor(full), reduce,
+                         pad_id=pad, batch_size=batch_size)
+    else:
+        reduce_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
+                            torch.tensor(cols), reduce, pad_id=pad, batch_size=batch_size)
     vals = vals_t.numpy()
     best = best_t.tolist()
     lps, out, k, g = [], [], 0, 0
