@@ -121,6 +121,24 @@ def test_an_architecture_outside_the_tree_families_keeps_the_cache_path():
             np.testing.assert_allclose(a, [float(lp[j - 1, s[j]]) for j in js], atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("family", ["llama", "qwen2", "gemma3"])
+def test_the_probe_accepts_a_model_with_the_packaged_vocabulary_and_the_run_takes_the_tree(family, monkeypatch):
+    """A 49k-token vocabulary in float32: the probe compares probabilities (the log of a 1e-9 probability moves by
+    1e-3 with float rounding, which made the first probe refuse the packaged SmolLM2 and every run fall back),
+    and the option-order pass then goes through the tree."""
+    import reporter.collect.collectors.logprobs as logprobs
+    from tests.conftest import tiny_lm
+    from tests.test_contamination import toy_items
+
+    lm = tiny_lm(family)
+    assert lm.model.get_input_embeddings().weight.shape[0] > 40000
+    assert tree_supported(lm.model)
+    calls = []
+    monkeypatch.setattr(logprobs, "reduce_over_tree", lambda *a, **k: calls.append(1) or reduce_over_tree(*a, **k))
+    e = option_order_evidence(lm, toy_items(4), n_perms=3, window=6)
+    assert e["n"] == 4 and calls
+
+
 def test_each_shared_token_runs_once():
     """The rows the model sees hold each group's distinct prefixes, cut after the last chosen position of each
     text: ``tree_tokens`` of the cut texts, no more (pads aside)."""
