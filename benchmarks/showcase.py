@@ -293,7 +293,7 @@ def differences(a: Any, b: Any, rel_tol: float = 0.0, path: str = "") -> list[st
         if len(a) != len(b):
             return [f"{path}: {len(a)} entries != {len(b)}"]
         return [d for i, (u, v) in enumerate(zip(a, b)) for d in differences(u, v, rel_tol, f"{path}[{i}]")]
-    if isinstance(a, float) and isinstance(b, float) and not isinstance(a, bool):
+    if isinstance(a, float) and isinstance(b, float):
         same = math.isclose(a, b, rel_tol=rel_tol) or (math.isnan(a) and math.isnan(b))
     else:
         same = type(a) is type(b) and a == b
