@@ -9,14 +9,12 @@ replaced (item values and p-values, float64).
 """
 from __future__ import annotations
 
-import functools
 import types
 
 import numpy as np
 import pytest
 import torch
 
-import reporter.collect.option_order as option_order
 from reporter.analyse.contamination import option_order_signal
 from reporter.collect.collectors.logprobs import prefix_scores
 from reporter.collect.option_order import option_order_evidence
@@ -197,11 +195,16 @@ def test_option_order_statistic_is_the_same_on_the_tree_as_on_the_cache_path(mon
     lm.model.double()
     items = toy_items(12)
     assert tree_supported(lm.model)
+    import reporter.collect.collectors.logprobs as logprobs
+
     runs = {}
     for path in ("cache", "tree"):
-        monkeypatch.setattr(option_order, "prefix_scores", functools.partial(prefix_scores, path=path))
-        runs[path] = option_order_evidence(lm, items, n_perms=8, window=6, batch_size=3)
+        with monkeypatch.context() as m:
+            if path == "cache":  # what a model the probe refuses gets
+                m.setattr(logprobs, "tree_supported", lambda model: False)
+            runs[path] = option_order_evidence(lm, items, n_perms=8, window=6, batch_size=3)
     a, b = runs["cache"], runs["tree"]
+    assert (a["path"], b["path"]) == ("KV cache", "prefix tree")
     assert a["n"] == b["n"] >= 10
     for x, y in zip(a["per_item"], b["per_item"]):
         assert x["id"] == y["id"] and x["perms"] == y["perms"] and x["n_scored"] == y["n_scored"]

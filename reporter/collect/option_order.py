@@ -37,7 +37,7 @@ import numpy as np
 from ..config import ContaminationConfig
 from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
-from .collectors.logprobs import prefix_scores, token_logprobs
+from .collectors.logprobs import prefix_path, prefix_scores, token_logprobs
 from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 from .score_cache import CacheMode, cached_scores
 
@@ -235,6 +235,10 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     prefix is then cut to at most ``k`` tokens, so that the target lies after it): the verbatim
     check of that item needs no pass of its own.
 
+    ``path``: how the variants ran, ``"prefix tree"`` or ``"KV cache"``
+    (:func:`~reporter.collect.collectors.logprobs.prefix_path`; ``"plain"`` when no two share a stem); ``None`` when nothing ran (no item, or the
+    scores came from the cache).
+
     ``cache``: whether the scores of the exact token sequences are kept across runs and read back
     (:func:`~reporter.collect.score_cache.cached_scores`: ``reporter run`` uses it, ``--force`` refreshes it, a
     direct call leaves it ``off``); ``scores`` says whether they were ``cached`` or ``computed``.
@@ -251,13 +255,19 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     # a causal model's log-probs at the scored tokens do not depend on the tokens after the last one
     cut = [t[:max(w + g, default=s) + 1] for t, w, g, s in zip(texts, where, wants, starts)]
     payload = {"texts": cut, "shared": shared, "where": where, "wants": wants, "batch_size": batch_size}
-    got, status = cached_scores(lm, "option_order", payload, lambda: _as_arrays(
-        *_score_variants(lm, cut, shared, where, wants, batch_size)), mode=cache)
+    ran: list[str] = []
+
+    def compute() -> tuple[Any, ...]:
+        ran.append(prefix_path(lm) if any(2 <= s < len(t) for t, s in zip(cut, shared)) else "plain")
+        return _as_arrays(*_score_variants(lm, cut, shared, where, wants, batch_size))
+
+    got, status = cached_scores(lm, "option_order", payload, compute, mode=cache)
     lps = [np.asarray(a, np.float32) for a in got[0]]
     best = [None if b is None else [int(v) for v in b] for b in got[1]]
     out = {"n": len(plan), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
            "max_items": max_items, "seed": seed, "window": window,
-           "per_item": _item_records(plan, texts, starts, lps, window)}
+           "per_item": _item_records(plan, texts, starts, lps, window),
+           "path": ran[0] if ran and plan else None}
     if greedy_for is not None:
         out["greedy"] = {p["id"]: best[p["first"]] for p in plan if wants[p["first"]] and best[p["first"]] is not None}
     if cache != "off":

@@ -13,7 +13,7 @@ from typing import Any
 from .. import __version__
 from ..config import Profile, RunConfig
 from ..store.atomic import read_json
-from ..store.layout import MODEL_META, MODEL_WORK, SUMMARY, RunDir
+from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir
 
 
 def _git_commit() -> str | None:
@@ -189,10 +189,13 @@ def model_work_record(rd: RunDir) -> dict[str, Any]:
 
 
 def collection_record(rd: RunDir) -> dict[str, Any]:
-    """Per model and task, which path fed the collectors and, where a task fell back from the fused path, why.
+    """Per model and task, which path fed the collectors and, where a task fell back from the fused path, why;
+    and how its option-order pass ran.
 
-    ``{"<model>": {"<task>": {"path": "fused" | "teacher-forced", "fallback": reason}}}`` from the
-    tasks' ``summary.json`` files; the pipeline adds it to the manifest (``collection``) after collecting.
+    ``{"<model>": {"<task>": {"path": "fused" | "teacher-forced", "fallback": reason, "option_order": how}}}``
+    from the tasks' ``summary.json`` and ``option_order.json`` files (``how``: ``"prefix tree"``, ``"KV cache"``
+    or ``"plain"``, absent when the pass did not run or read its scores from the cache); the pipeline adds it to
+    the manifest (``collection``) after collecting.
 
     >>> import tempfile
     >>> rd = RunDir(tempfile.mkdtemp())
@@ -209,6 +212,9 @@ def collection_record(rd: RunDir) -> dict[str, Any]:
         rec = {"path": s["collection"]}
         if s.get("collection_fallback"):
             rec["fallback"] = s["collection_fallback"]
+        order = read_json(summary.parent / OPTION_ORDER, {})
+        if isinstance(order, dict) and order.get("path"):
+            rec["option_order"] = order["path"]
         mdir = summary.parent.parent.parent
         name = (read_json(mdir / MODEL_META, {}) or {}).get("name") or mdir.name
         out.setdefault(name, {})[s.get("task") or summary.parent.name] = rec

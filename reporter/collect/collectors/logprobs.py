@@ -43,7 +43,7 @@ from ...store.logprobs import merge_logprobs, save_logprobs
 from ...store.ragged import ragged_ok
 from .base import BatchContext, CollectorPlugin, OptionPasses, TaskContext, register_collector
 
-__all__ = ["TokenLogProbCollector", "LogProbsPlugin", "prefix_logprobs", "prefix_scores", "question_span",
+__all__ = ["TokenLogProbCollector", "LogProbsPlugin", "prefix_logprobs", "prefix_path", "prefix_scores", "question_span",
            "target_logprobs", "token_logprobs"]
 
 
@@ -336,6 +336,23 @@ def prefix_logprobs(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence
     return prefix_scores(lm, id_lists, shared, positions, batch_size=batch_size)[0]
 
 
+#: the names :func:`prefix_path` gives the two ways :func:`prefix_scores` can run
+PREFIX_TREE, KV_CACHE = "prefix tree", "KV cache"
+
+
+def prefix_path(lm: Any, path: str = "auto") -> str:
+    """Which way :func:`prefix_scores` runs on ``lm`` for ``path``: ``"prefix tree"`` (every shared token once, in
+    one row per group) or ``"KV cache"`` (each stem once, its cache expanded to the tails). ``"auto"`` takes the
+    tree where :func:`~reporter.instrument.tree.tree_supported` (decided once per model, dtype and attention).
+
+    >>> prefix_path(lm), prefix_path(lm, "cache")
+    ('prefix tree', 'KV cache')
+    """
+    if path not in ("auto", "tree", "cache"):
+        raise ValueError(f"prefix_scores: path must be auto, tree or cache, not {path!r}")
+    return PREFIX_TREE if path == "tree" or (path == "auto" and tree_supported(lm.model)) else KV_CACHE
+
+
 def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[int],
                   positions: Sequence[Sequence[int]], greedy: Sequence[Sequence[int]] | None = None, *,
                   batch_size: int = 8, path: str = "auto") -> tuple[list[np.ndarray], list[list[int]]]:
@@ -385,9 +402,7 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
         if not bool(lp.all()):
             best_t[sel[~lp] - n_lp] = x[(~lp).to(x.device)].argmax(-1).cpu()
 
-    if path not in ("auto", "tree", "cache"):
-        raise ValueError(f"prefix_scores: path must be auto, tree or cache, not {path!r}")
-    if path == "tree" or (path == "auto" and tree_supported(lm.model)):
+    if prefix_path(lm, path) == PREFIX_TREE:
         # every token the sequences share runs once, not only their first shared[i] - 1
         full = [c + n - 1 for r, c in zip(rows, cols) for n in (shared[r],)]
         reduce_over_tree(lm.model, lm.adapter, id_lists, owners, torch.tensor(rows), torch.tensor(full), reduce,
