@@ -91,7 +91,7 @@ def test_the_second_run_takes_the_evidence_scores_of_the_same_tokens_from_the_ca
     assert _task_work(runs["forced"]) == {"arc_easy/option_order": "computed"}  # --force never reads it
     assert _task_work(runs["seed"]) == {"arc_easy/option_order": "computed"}  # another model
     first = _evidence(runs["first"], "option_order.json")
-    assert first["n"] == 2 and len(first["per_item"][0]["perm_ll"]) == 8
+    assert first["n"] == 2 and len(first["per_item"][0]["perm_ll"]) == 8 and first["path"] == "prefix tree"
     assert _evidence(runs["again"], "option_order.json") == first  # read back: the same numbers, the same record
     assert _evidence(runs["seed"], "option_order.json") != first
     assert _evidence(runs["again"], "verbatim.json") == _evidence(runs["first"], "verbatim.json")

@@ -37,7 +37,7 @@ import numpy as np
 from ..config import ContaminationConfig
 from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
-from .collectors.logprobs import prefix_path, prefix_scores, token_logprobs
+from .collectors.logprobs import KV_CACHE, PREFIX_TREE, prefix_path, prefix_scores, token_logprobs
 from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 from .score_cache import CacheMode, cached_scores
 
@@ -214,7 +214,7 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
 def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
                           seed: int = 0, batch_size: int = 8, window: int | None = None,
                           greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None,
-                          cache: CacheMode = "off") -> dict[str, Any]:
+                          cache: CacheMode = "off", path: str = "auto") -> dict[str, Any]:
     """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
 
     ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
@@ -235,9 +235,11 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     prefix is then cut to at most ``k`` tokens, so that the target lies after it): the verbatim
     check of that item needs no pass of its own.
 
-    ``path``: how the variants ran, ``"prefix tree"`` or ``"KV cache"``
-    (:func:`~reporter.collect.collectors.logprobs.prefix_path`; ``"plain"`` when no two share a stem); ``None`` when nothing ran (no item, or the
-    scores came from the cache).
+    ``path`` (argument): ``"auto"`` (the tree where the model's probe takes it), ``"tree"`` or ``"cache"``, as in
+    :func:`~reporter.collect.collectors.logprobs.prefix_scores`. ``path`` (result): how the variants' scores
+    were computed, ``"prefix tree"`` or ``"KV cache"``
+    (:func:`~reporter.collect.collectors.logprobs.prefix_path`; ``"plain"`` when no two share a stem), kept
+    with the scores in the cache, so that a record read back is the one computed; ``None`` for no item.
 
     ``cache``: whether the scores of the exact token sequences are kept across runs and read back
     (:func:`~reporter.collect.score_cache.cached_scores`: ``reporter run`` uses it, ``--force`` refreshes it, a
@@ -255,24 +257,30 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     # a causal model's log-probs at the scored tokens do not depend on the tokens after the last one
     cut = [t[:max(w + g, default=s) + 1] for t, w, g, s in zip(texts, where, wants, starts)]
     payload = {"texts": cut, "shared": shared, "where": where, "wants": wants, "batch_size": batch_size}
-    ran: list[str] = []
 
     def compute() -> tuple[Any, ...]:
-        ran.append(prefix_path(lm) if any(2 <= s < len(t) for t, s in zip(cut, shared)) else "plain")
-        return _as_arrays(*_score_variants(lm, cut, shared, where, wants, batch_size))
+        how = prefix_path(lm, path) if any(2 <= s < len(t) for t, s in zip(cut, shared)) else "plain"
+        # the way the scores ran is kept with them, so that a record read back from the cache is the same
+        return (*_as_arrays(*_score_variants(lm, cut, shared, where, wants, batch_size, path)),
+                [np.array([_PATHS.index(how)], np.int64)])
 
     got, status = cached_scores(lm, "option_order", payload, compute, mode=cache)
     lps = [np.asarray(a, np.float32) for a in got[0]]
     best = [None if b is None else [int(v) for v in b] for b in got[1]]
+    ran = got[2][0] if len(got) > 2 and got[2] and got[2][0] is not None else None
     out = {"n": len(plan), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
            "max_items": max_items, "seed": seed, "window": window,
            "per_item": _item_records(plan, texts, starts, lps, window),
-           "path": ran[0] if ran and plan else None}
+           "path": _PATHS[int(ran[0])] if ran is not None and plan else None}
     if greedy_for is not None:
         out["greedy"] = {p["id"]: best[p["first"]] for p in plan if wants[p["first"]] and best[p["first"]] is not None}
     if cache != "off":
         out["scores"] = status
     return out
+
+
+#: how :func:`option_order_evidence` ran its variants, by the index the score cache keeps
+_PATHS = (PREFIX_TREE, KV_CACHE, "plain")
 
 
 def _as_arrays(lps: Sequence[np.ndarray], best: Sequence[Sequence[int] | None]
@@ -315,7 +323,7 @@ def _verbatim_positions(plan: Sequence[dict[str, Any]], texts: Sequence[Sequence
 
 
 def _score_variants(lm: Any, cut: Sequence[Sequence[int]], shared: Sequence[int], where: Sequence[Sequence[int]],
-                    wants: Sequence[Sequence[int]], batch_size: int
+                    wants: Sequence[Sequence[int]], batch_size: int, path: str = "auto"
                     ) -> tuple[list[np.ndarray], list[list[int] | None]]:
     """The log-probs at ``where`` of every variant, and the argmaxes at ``wants`` where the pass gives them:
     texts with a shared stem of at least 2 tokens run the stem once and reuse its cache
@@ -327,7 +335,7 @@ def _score_variants(lm: Any, cut: Sequence[Sequence[int]], shared: Sequence[int]
     best: list[list[int] | None] = [None] * len(cut)
     if stem:
         got, argmax = prefix_scores(lm, [cut[i] for i in stem], [shared[i] for i in stem], [where[i] for i in stem],
-                                    [wants[i] for i in stem], batch_size=batch_size)
+                                    [wants[i] for i in stem], batch_size=batch_size, path=path)
         for i, a, b in zip(stem, got, argmax):
             lps[i], best[i] = a, b
     if rest:
