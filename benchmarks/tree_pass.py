@@ -18,7 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import statistics
 import sys
@@ -56,21 +55,15 @@ def measure(lm: Any, items: Sequence[Any], *, rounds: int, n_perms: int = 8, max
     """Both paths on one model x benchmark: seconds per round, the largest |Δ ll|, the test's p-values."""
     import reporter.collect.option_order as oo
     from reporter.analyse.contamination import option_order_signal
-    from reporter.collect.collectors.logprobs import prefix_scores
 
-    original = oo.prefix_scores
     seconds: dict[str, list[float]] = {"cache": [], "tree": []}
     ev: dict[str, Any] = {}
-    try:
-        for k in range(rounds):
-            for path in (("cache", "tree") if k % 2 == 0 else ("tree", "cache")):
-                oo.prefix_scores = functools.partial(prefix_scores, path=path)  # type: ignore[assignment]
-                t0 = time.perf_counter()
-                ev[path] = oo.option_order_evidence(lm, items, n_perms=n_perms, max_items=max_items, seed=seed,
-                                                    batch_size=batch_size, window=window)
-                seconds[path].append(time.perf_counter() - t0)
-    finally:
-        oo.prefix_scores = original  # type: ignore[assignment]
+    for k in range(rounds):
+        for path in (("cache", "tree") if k % 2 == 0 else ("tree", "cache")):
+            t0 = time.perf_counter()
+            ev[path] = oo.option_order_evidence(lm, items, n_perms=n_perms, max_items=max_items, seed=seed,
+                                                batch_size=batch_size, window=window, path=path)
+            seconds[path].append(time.perf_counter() - t0)
     diff = max(abs(u - v) for a, b in zip(ev["cache"]["per_item"], ev["tree"]["per_item"])
                for u, v in zip([a["ll"], *a["perm_ll"]], [b["ll"], *b["perm_ll"]]))
     sig = {p: option_order_signal(ev[p]) for p in ev}

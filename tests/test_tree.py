@@ -98,6 +98,18 @@ def test_a_group_wider_than_the_widest_row_is_split_into_several_trees(monkeypat
             assert torch.allclose(got[k], ref, atol=1e-9, rtol=0), (r, c)
 
 
+def _auto_path_equals_each_text_alone(model: torch.nn.Module) -> None:
+    """prefix_scores (auto) on two texts sharing a stem: each log-prob equals the text run alone (float64)."""
+    lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0), adapter=None,
+                               device=torch.device("cpu"))
+    seqs = [[5, 6, 7, 8, 9, 10, 11, 12], [5, 6, 7, 20, 21, 22, 23]]
+    lps, _ = prefix_scores(lm, seqs, [3, 3], [[4, 6, 7], [3, 6]])
+    with torch.no_grad():
+        for s, js, a in zip(seqs, [[4, 6, 7], [3, 6]], lps):
+            lp = torch.log_softmax(model(torch.tensor([s])).logits[0], -1)
+            np.testing.assert_allclose(a, [float(lp[j - 1, s[j]]) for j in js], atol=1e-6, rtol=0)
+
+
 def test_an_architecture_outside_the_tree_families_keeps_the_cache_path():
     """GPT-Neo applies its local window in row coordinates: it is not in TREE_FAMILIES, the probe says no
     without running, and prefix_scores (auto) gives its numbers through the KV-cache path."""
@@ -109,14 +121,7 @@ def test_an_architecture_outside_the_tree_families_keeps_the_cache_path():
                                                           window_size=4, max_position_embeddings=64),
                                              dtype=torch.float64).eval()
     assert not tree_supported(model)
-    lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0), adapter=None,
-                               device=torch.device("cpu"))
-    seqs = [[5, 6, 7, 8, 9, 10, 11, 12], [5, 6, 7, 20, 21, 22, 23]]
-    lps, _ = prefix_scores(lm, seqs, [3, 3], [[4, 6, 7], [3, 6]])
-    with torch.no_grad():
-        for s, js, a in zip(seqs, [[4, 6, 7], [3, 6]], lps):
-            lp = torch.log_softmax(model(torch.tensor([s])).logits[0], -1)
-            np.testing.assert_allclose(a, [float(lp[j - 1, s[j]]) for j in js], atol=1e-6, rtol=0)
+    _auto_path_equals_each_text_alone(model)
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "gemma3"])
@@ -254,11 +259,4 @@ def test_a_model_whose_attention_ignores_the_tree_mask_is_refused_and_keeps_the_
     e = probe_errors(model)
     assert e["control"] < 5 * e["tree"], e
     assert not tree_supported(model)
-    lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0), adapter=None,
-                               device=torch.device("cpu"))
-    seqs = [[5, 6, 7, 8, 9, 10, 11, 12], [5, 6, 7, 20, 21, 22, 23]]
-    lps, _ = prefix_scores(lm, seqs, [3, 3], [[4, 6, 7], [3, 6]])
-    with torch.no_grad():
-        for s, js, a in zip(seqs, [[4, 6, 7], [3, 6]], lps):
-            lp = torch.log_softmax(model(torch.tensor([s])).logits[0], -1)
-            np.testing.assert_allclose(a, [float(lp[j - 1, s[j]]) for j in js], atol=1e-6, rtol=0)
+    _auto_path_equals_each_text_alone(model)
