@@ -98,6 +98,44 @@ def test_a_group_wider_than_the_widest_row_is_split_into_several_trees(monkeypat
             assert torch.allclose(got[k], ref, atol=1e-9, rtol=0), (r, c)
 
 
+def test_a_pass_keeps_the_logits_of_few_positions_and_hands_them_over_in_slices(monkeypatch):
+    """Memory: a pass takes trees only while their chosen positions' logits stay within HEAD_ELEMENTS (one tree at
+    least), and hands them over a slice at a time; every position still comes once, with its own numbers."""
+    import reporter.instrument.tree as tree
+
+    model = _model("llama", **FAMILIES["llama"])
+    g = torch.Generator().manual_seed(3)
+    texts, groups = _forest(g)
+    rows, cols = _pick(texts, g, 60)
+    emb = model.get_input_embeddings()
+    got = torch.zeros(rows.numel(), 211, dtype=torch.float64)
+
+    def run() -> tuple[list[int], list[int]]:
+        trees, seen = [], []
+
+        def keep(sel, x):
+            assert sel.numel() <= max(1, (1 << 24) // 211)
+            seen.extend(sel.tolist())
+            got[sel] = x
+
+        handle = emb.register_forward_pre_hook(lambda _m, args: trees.append(args[0].shape[0]))
+        try:
+            reduce_over_tree(model, None, texts, groups, rows, cols, keep, batch_size=8)
+        finally:
+            handle.remove()
+        return trees, seen
+
+    assert run()[0] == [4]  # uncapped: the four trees in one pass
+    monkeypatch.setattr(tree, "HEAD_ELEMENTS", 211 * 10)  # about 10 positions a pass, one tree at least
+    trees, seen = run()
+    assert len(trees) >= 3 and sum(trees) == 4
+    assert sorted(seen) == list(range(rows.numel()))
+    with torch.no_grad():
+        for k, (r, c) in enumerate(zip(rows.tolist(), cols.tolist())):
+            ref = model(torch.tensor([texts[r]]), use_cache=False).logits[0, c]
+            assert torch.allclose(got[k], ref, atol=1e-9, rtol=0), (r, c)
+
+
 def _auto_path_equals_each_text_alone(model: torch.nn.Module) -> None:
     """prefix_scores (auto) on two texts sharing a stem: each log-prob equals the text run alone (float64)."""
     lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0), adapter=None,

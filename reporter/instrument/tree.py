@@ -184,7 +184,8 @@ def reduce_over_tree(model: torch.nn.Module, adapter: Any, texts: Sequence[Seque
     nothing, whatever their tokens. Each text is cut after its last chosen position. ``sel``: the
     indices (into ``rows``/``cols``) of one call's rows; ``logits`` [len(sel), V], valid only during the
     call. Every chosen position is handed over exactly once. A pass holds trees of about ``batch_size``
-    times the longest text's tokens (at least one tree), under eval mode and no gradient, the LM head on
+    times the longest text's tokens and the logits of at most about :data:`HEAD_ELEMENTS` chosen (position,
+    token) pairs (at least one tree), under eval mode and no gradient, the LM head on
     its distinct chosen positions only; hooks are removed on exit.
     """
     if len(groups) != len(texts) or any(len(t) == 0 for t in texts):
@@ -215,15 +216,21 @@ def reduce_over_tree(model: torch.nn.Module, adapter: Any, texts: Sequence[Seque
         node_of[r], tree_of[r] = trees.setdefault(key, _Tree()).add(text), key
     order = sorted(trees, key=lambda g: (-len(trees[g].tokens), g))
     budget = max(1, batch_size or len(texts)) * int(last.max() + 1)
-    passes: list[list[tuple[int, int]]] = []
-    for g in order:  # longest first: a pass's trees are about the same length (little padding)
-        if passes and (len(passes[-1]) + 1) * len(trees[passes[-1][0]].tokens) <= budget:
-            passes[-1].append(g)
-        else:
-            passes.append([g])
     chosen: dict[tuple[int, int], list[int]] = {}  # tree -> indices into rows
     for i, r in enumerate(rows.tolist()):
         chosen.setdefault(tree_of[r], []).append(i)
+    vocab = int(getattr(_text_config(model), "vocab_size", 0) or 0)
+    head_rows = max(1, HEAD_ELEMENTS // max(1, vocab))  # the logits a pass keeps (one tree at least)
+    passes: list[list[tuple[int, int]]] = []
+    n_head = 0
+    for g in order:  # longest first: a pass's trees are about the same length (little padding)
+        if passes and (len(passes[-1]) + 1) * len(trees[passes[-1][0]].tokens) <= budget \
+                and n_head + len(chosen[g]) <= head_rows:
+            passes[-1].append(g)
+            n_head += len(chosen[g])
+        else:
+            passes.append([g])
+            n_head = len(chosen[g])
     device, dtype = input_device(model), _float_dtype(model)
     head = model.get_output_embeddings()
     with eval_mode(model), torch.inference_mode():
@@ -262,10 +269,15 @@ def _tree_pass(model: torch.nn.Module, head: Any, trees: list[_Tree], chosen: li
         x = logits[r.to(logits.device), c.to(logits.device)]  # the head did not run on the final states alone
     del logits
     src_t, sel_t = torch.tensor(src, dtype=torch.long), torch.tensor(sel, dtype=torch.long)
-    step = max(1, len(where))  # duplicates (a position several texts share) expanded at most this many at a time
+    # handed over a slice at a time (a position several texts share is copied for each): at most 64 MB of float32
+    # logits more than the pass's own, which the consumer's own copies of a slice then stay within too
+    step = max(1, min(len(sel), (1 << 24) // max(1, int(x.shape[-1]))))
     for a in range(0, len(sel), step):
         consume(sel_t[a:a + step], x[src_t[a:a + step].to(x.device)])
 
+
+#: a pass keeps the logits of at most about this many (position, token) pairs (one tree at least): 128 MB in float32
+HEAD_ELEMENTS = 1 << 25
 
 _SUPPORTED: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, bool]]" = weakref.WeakKeyDictionary()
 
