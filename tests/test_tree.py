@@ -110,11 +110,14 @@ def test_a_pass_keeps_the_logits_of_few_positions_and_hands_them_over_in_slices(
     emb = model.get_input_embeddings()
     got = torch.zeros(rows.numel(), 211, dtype=torch.float64)
 
+    slices: list[int] = []
+
     def run() -> tuple[list[int], list[int]]:
         trees, seen = [], []
+        slices.clear()
 
         def keep(sel, x):
-            assert sel.numel() <= max(1, (1 << 24) // 211)
+            slices.append(sel.numel())
             seen.extend(sel.tolist())
             got[sel] = x
 
@@ -125,10 +128,12 @@ def test_a_pass_keeps_the_logits_of_few_positions_and_hands_them_over_in_slices(
             handle.remove()
         return trees, seen
 
-    assert run()[0] == [4]  # uncapped: the four trees in one pass
+    assert run()[0] == [4] and slices == [rows.numel()]  # uncapped: the four trees in one pass, one slice
     monkeypatch.setattr(tree, "HEAD_ELEMENTS", 211 * 10)  # about 10 positions a pass, one tree at least
+    monkeypatch.setattr(tree, "SLICE_ELEMENTS", 211 * 3)  # slices of 3 positions
     trees, seen = run()
     assert len(trees) >= 3 and sum(trees) == 4
+    assert max(slices) == 3 and len(slices) >= rows.numel() // 3
     assert sorted(seen) == list(range(rows.numel()))
     with torch.no_grad():
         for k, (r, c) in enumerate(zip(rows.tolist(), cols.tolist())):

@@ -267,11 +267,11 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     got, status = cached_scores(lm, "option_order", payload, compute, mode=cache)
     lps = [np.asarray(a, np.float32) for a in got[0]]
     best = [None if b is None else [int(v) for v in b] for b in got[1]]
-    ran = got[2][0] if len(got) > 2 and got[2] and got[2][0] is not None else None
+    how = got[2][0]  # one index into _PATHS
     out = {"n": len(plan), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
            "max_items": max_items, "seed": seed, "window": window,
            "per_item": _item_records(plan, texts, starts, lps, window),
-           "path": _PATHS[int(ran[0])] if ran is not None and plan else None}
+           "path": _PATHS[int(how[0])] if how is not None and plan else None}
     if greedy_for is not None:
         out["greedy"] = {p["id"]: best[p["first"]] for p in plan if wants[p["first"]] and best[p["first"]] is not None}
     if cache != "off":

@@ -269,15 +269,17 @@ def _tree_pass(model: torch.nn.Module, head: Any, trees: list[_Tree], chosen: li
         x = logits[r.to(logits.device), c.to(logits.device)]  # the head did not run on the final states alone
     del logits
     src_t, sel_t = torch.tensor(src, dtype=torch.long), torch.tensor(sel, dtype=torch.long)
-    # handed over a slice at a time (a position several texts share is copied for each): at most 64 MB of float32
-    # logits more than the pass's own, which the consumer's own copies of a slice then stay within too
-    step = max(1, min(len(sel), (1 << 24) // max(1, int(x.shape[-1]))))
+    # handed over a slice at a time (a position several texts share is copied for each), so that the copies, and
+    # the consumer's own copies of a slice, stay within SLICE_ELEMENTS logits
+    step = max(1, min(len(sel), SLICE_ELEMENTS // max(1, int(x.shape[-1]))))
     for a in range(0, len(sel), step):
         consume(sel_t[a:a + step], x[src_t[a:a + step].to(x.device)])
 
 
 #: a pass keeps the logits of at most about this many (position, token) pairs (one tree at least): 128 MB in float32
 HEAD_ELEMENTS = 1 << 25
+#: and hands them over in slices of at most this many (one position at least): 64 MB in float32
+SLICE_ELEMENTS = 1 << 24
 
 _SUPPORTED: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, bool]]" = weakref.WeakKeyDictionary()
 

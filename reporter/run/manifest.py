@@ -195,8 +195,7 @@ def collection_record(rd: RunDir) -> dict[str, Any]:
     ``{"<model>": {"<task>": {"path": "fused" | "teacher-forced", "fallback": reason, "option_order": how}}}``
     from the tasks' ``summary.json`` and ``option_order.json`` files (``how``: ``"prefix tree"``, ``"KV cache"``
     or ``"plain"``, absent when the pass scored no item; for scores read from the cache, the way they were
-    computed); the pipeline adds it to
-    the manifest (``collection``) after collecting.
+    computed); the pipeline adds it to the manifest (``collection``) after collecting.
 
     >>> import tempfile
     >>> rd = RunDir(tempfile.mkdtemp())
