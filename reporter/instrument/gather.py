@@ -30,7 +30,8 @@ from .batch import PassBatch
 from .hooked_pass import eval_mode, hooked_pass, input_device
 from .hooks import HookSet
 
-__all__ = ["GatherHead", "head_output_is_logits", "head_scores", "logits_at", "target_logprobs"]
+__all__ = ["GatherHead", "head_output_is_logits", "head_scores", "linear_head_scores", "logits_at",
+           "target_logprobs"]
 
 #: log-softmax over at most this many logits at once (bounded memory for a large vocabulary)
 CHUNK_ELEMENTS = 1 << 25
@@ -93,8 +94,10 @@ def target_logprobs(x: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
     if x.shape[0] == 0:
         return torch.zeros(0, dtype=torch.float32, device=x.device)
     step = max(1, CHUNK_ELEMENTS // max(1, x.shape[-1]))
-    return torch.cat([x[a:a + step].float().gather(-1, tgt[a:a + step, None]).squeeze(-1)
-                      - torch.logsumexp(x[a:a + step].float(), dim=-1) for a in range(0, x.shape[0], step)])
+    acc = torch.promote_types(x.dtype, torch.float32)  # float64 logits stay float64 until the result
+    return torch.cat([(x[a:a + step].to(acc).gather(-1, tgt[a:a + step, None]).squeeze(-1)
+                       - torch.logsumexp(x[a:a + step].to(acc), dim=-1)).float()
+                      for a in range(0, x.shape[0], step)])
 
 
 _HEAD_IS_LOGITS: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
@@ -135,12 +138,22 @@ def head_output_is_logits(model: torch.nn.Module) -> bool:
     return ok
 
 
+#: :func:`head_scores` on the CPU: the LM head's matrix is read this many rows (vocabulary entries) at a time
+VOCAB_SLICE = 2048
+#: :func:`head_scores`: at most this many positions share one read of the head's matrix
+POSITION_BLOCK = 2048
+
+
 def head_scores(head: torch.nn.Module, h: torch.Tensor, targets: torch.Tensor, *,
                 budget: int = 1 << 23) -> tuple[torch.Tensor, torch.Tensor]:
-    """The head run on final hidden states ``h`` [B, N, H] a chunk of positions at a time (at most ``budget``
-    logits at once): per position the log-prob of ``targets`` [B, N] (float32) and the argmax [B, N].
+    """The head run on final hidden states ``h`` [B, N, H], at most ``budget`` logits at once: per position the
+    log-prob of ``targets`` [B, N] (float32) and the argmax [B, N].
 
-    Only for a head whose output is the model's logits (:func:`head_output_is_logits`).
+    Only for a head whose output is the model's logits (:func:`head_output_is_logits`). An ``nn.Linear`` head
+    is run on a block of up to :data:`POSITION_BLOCK` positions against a slice of its vocabulary at a time
+    (:func:`linear_head_scores`): its matrix is read once per block, where chunks of positions re-read it
+    whole per chunk (a large vocabulary's 32 MB of logits are only 32 positions of Gemma-3's 262k entries).
+    Any other head runs on a chunk of positions at a time.
 
     >>> head = torch.nn.Linear(4, 10, bias=False)
     >>> lp, best = head_scores(head, torch.randn(2, 3, 4), torch.zeros(2, 3, dtype=torch.long), budget=20)
@@ -148,10 +161,14 @@ def head_scores(head: torch.nn.Module, h: torch.Tensor, targets: torch.Tensor, *
     (torch.Size([2, 3]), torch.Size([2, 3]))
     """
     B, N = targets.shape
+    targets = targets.to(h.device)
     w = getattr(head, "weight", None)
+    if isinstance(head, torch.nn.Linear) and isinstance(w, torch.Tensor) and w.dim() == 2 and B * N > 0:
+        lp_flat, best_flat = linear_head_scores(w, head.bias, h.reshape(B * N, -1), targets.reshape(-1),
+                                                budget=budget)
+        return lp_flat.view(B, N), best_flat.view(B, N)
     vocab = int(w.shape[0]) if isinstance(w, torch.Tensor) and w.dim() == 2 else 1 << 17
     step = max(1, budget // max(1, B * vocab))
-    targets = targets.to(h.device)
     lp = torch.empty((B, N), dtype=torch.float32, device=h.device)
     best = torch.empty((B, N), dtype=torch.long, device=h.device)
     for a in range(0, N, step):
@@ -160,4 +177,59 @@ def head_scores(head: torch.nn.Module, h: torch.Tensor, targets: torch.Tensor, *
         lp[:, a:b] = target_logprobs(x.reshape(B * (b - a), -1), targets[:, a:b].reshape(-1)).view(B, b - a)
         best[:, a:b] = x.argmax(-1)
         del x
+    return lp, best
+
+
+def linear_head_scores(weight: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor, targets: torch.Tensor, *,
+                       budget: int = 1 << 23) -> tuple[torch.Tensor, torch.Tensor]:
+    """``log_softmax(x @ weight.T + bias)[i, targets[i]]`` (float32) and the argmax of each row of ``x`` [M, H].
+
+    The logits of a block of positions are computed a vocabulary slice at a time, in the weight's dtype as
+    ``nn.Linear`` computes them, and upcast to float32; each slice's log-sum-exp is folded into a running one
+    (``logaddexp``), its maximum into a running argmax (the first index of the largest logit, as ``argmax``
+    gives), and the target's logit is read from the slice that holds it (all in float64 for a float64 head). At most about ``budget`` logits exist
+    at once (on the CPU :data:`VOCAB_SLICE` entries of the vocabulary by up to :data:`POSITION_BLOCK` positions:
+    16 MB), so the head's matrix is read once per block of positions, not once per few positions. Equal to the
+    plain log-softmax up to float32 rounding (``tests/test_head_scores.py`` against float64).
+
+    >>> w = torch.randn(10, 4); x = torch.randn(3, 4); t = torch.tensor([1, 2, 9])
+    >>> lp, best = linear_head_scores(w, None, x, t, budget=6)  # slices of 2 entries
+    >>> torch.allclose(lp, torch.log_softmax(x @ w.T, -1)[torch.arange(3), t], atol=1e-5), bool((best == (x @ w.T).argmax(-1)).all())
+    (True, True)
+    """
+    M, V = x.shape[0], int(weight.shape[0])
+    targets = targets.to(x.device)
+    lp = torch.empty(M, dtype=torch.float32, device=x.device)
+    best = torch.empty(M, dtype=torch.long, device=x.device)
+    if M == 0:
+        return lp, best
+    budget = max(1, int(budget))
+    if x.device.type == "cpu":
+        width = max(1, min(V, VOCAB_SLICE, budget))
+        block = max(1, min(M, POSITION_BLOCK, budget // width))
+    else:  # an accelerator: as many positions as fit with the whole vocabulary, else the widest slices
+        block = max(1, min(M, budget // max(1, V))) if budget >= V else 1
+        width = max(1, min(V, budget // block))
+    x = x.to(weight.dtype) if x.dtype != weight.dtype and x.is_floating_point() else x
+    acc = torch.promote_types(weight.dtype, torch.float32)  # a float64 head is reduced in float64
+    for p0 in range(0, M, block):
+        xb, tb = x[p0:p0 + block], targets[p0:p0 + block]
+        n = xb.shape[0]
+        lse = torch.full((n,), -torch.inf, dtype=acc, device=x.device)
+        tgt = torch.zeros(n, dtype=acc, device=x.device)
+        top = torch.full((n,), -torch.inf, dtype=acc, device=x.device)
+        arg = torch.zeros(n, dtype=torch.long, device=x.device)
+        for a in range(0, V, width):
+            e = min(V, a + width)
+            logits = torch.nn.functional.linear(xb, weight[a:e], None if bias is None else bias[a:e]).to(acc)
+            lse = torch.logaddexp(lse, torch.logsumexp(logits, dim=-1))
+            s_top, s_arg = logits.max(dim=-1)
+            later = s_top > top  # strictly: on a tie the earlier slice's (smaller) index stays
+            top = torch.where(later, s_top, top)
+            arg = torch.where(later, s_arg + a, arg)
+            here = (tb >= a) & (tb < e)
+            tgt = torch.where(here, logits.gather(-1, (tb - a).clamp(0, e - a - 1)[:, None]).squeeze(-1), tgt)
+            del logits
+        lp[p0:p0 + n] = tgt - lse
+        best[p0:p0 + n] = arg
     return lp, best
