@@ -73,6 +73,36 @@ def test_reduce_over_tree_equals_each_text_run_alone(family, batch_size):
     assert tree_supported(model)
 
 
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_hidden_mode_hands_the_heads_input_and_never_runs_the_head(family):
+    """reduce_over_tree(hidden=True): the final hidden states at the chosen positions, from which the head gives
+    each text's own logits (float64), while the head module itself runs on no position."""
+    model = _model(family, **FAMILIES[family])
+    head = model.get_output_embeddings()
+    g = torch.Generator().manual_seed(3)
+    texts, groups = _forest(g)
+    rows, cols = _pick(texts, g, 60)
+    got = torch.full((rows.numel(), model.config.hidden_size), float("nan"), dtype=torch.float64)
+    handed = torch.zeros(rows.numel(), dtype=torch.long)
+    head_positions: list[int] = []
+    handle = head.register_forward_hook(lambda m, i, o: head_positions.append(int(o.shape[-2])))
+
+    def keep(sel, h):
+        got[sel] = h
+        handed[sel] += 1
+
+    try:
+        reduce_over_tree(model, get_adapter(model), texts, groups, rows, cols, keep, batch_size=2, hidden=True)
+    finally:
+        handle.remove()
+    assert handed.tolist() == [1] * rows.numel() and head_positions and set(head_positions) == {0}
+    with torch.no_grad():
+        logits = head(got)
+        for k, (r, c) in enumerate(zip(rows.tolist(), cols.tolist())):
+            ref = model(torch.tensor([texts[r]]), use_cache=False).logits[0, c]
+            assert torch.allclose(logits[k], ref, atol=1e-9, rtol=0), (family, r, c)
+
+
 def test_a_group_wider_than_the_widest_row_is_split_into_several_trees(monkeypatch):
     """A row's attention costs its width squared: past MAX_WIDTH tokens a group's further texts start another
     tree, and the numbers stay each text's own."""

@@ -42,12 +42,15 @@ class GatherHead:
 
     ``fired`` says whether the head ran on the gathered rows (a model that does not call its
     output-embedding module leaves the logits whole). Used by :func:`logits_at` and
-    :func:`reporter.instrument.prefix.logits_after_prefix`.
+    :func:`reporter.instrument.prefix.logits_after_prefix`. ``keep=True``: the gathered rows are kept
+    (``kept`` [N, H]) and the head runs on none of them (its output has 0 positions), for a caller that
+    applies the head's matrix itself (:func:`linear_head_scores`).
     """
 
-    def __init__(self, head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tensor):
-        self.head, self.rows, self.cols = head, rows, cols
+    def __init__(self, head: torch.nn.Module, rows: torch.Tensor, cols: torch.Tensor, *, keep: bool = False):
+        self.head, self.rows, self.cols, self.keep = head, rows, cols, keep
         self.fired = False
+        self.kept: torch.Tensor | None = None
 
     def attach(self, hooks: HookSet, adapter: Any, batch: PassBatch) -> None:
         """Replace the head's input by the chosen rows (only for this batch's final hidden states)."""
@@ -58,7 +61,11 @@ class GatherHead:
             if h.dim() != 3 or tuple(h.shape[:2]) != shape:
                 return h  # not the final hidden states of this batch (a model calling its head twice)
             self.fired = True
-            return h[rows.to(h.device), cols.to(h.device)].unsqueeze(0)
+            picked = h[rows.to(h.device), cols.to(h.device)]
+            if self.keep:
+                self.kept = picked
+                return h[:1, :0]
+            return picked.unsqueeze(0)
 
         hooks.replace_input(self.head, gather)
 

@@ -175,7 +175,7 @@ def _float_dtype(model: torch.nn.Module) -> torch.dtype:
 
 def reduce_over_tree(model: torch.nn.Module, adapter: Any, texts: Sequence[Sequence[int]], groups: Sequence[int],
                      rows: torch.Tensor, cols: torch.Tensor, consume: Callable[[torch.Tensor, torch.Tensor], None], *,
-                     pad_id: int = 0, batch_size: int | None = None) -> None:
+                     pad_id: int = 0, batch_size: int | None = None, hidden: bool = False) -> None:
     """Hand the logits at positions ``(rows[i], cols[i])`` of ``texts`` to ``consume(sel, logits)``, each group's
     texts run as one prefix tree.
 
@@ -187,6 +187,12 @@ def reduce_over_tree(model: torch.nn.Module, adapter: Any, texts: Sequence[Seque
     times the longest text's tokens and the logits of at most about :data:`HEAD_ELEMENTS` chosen (position,
     token) pairs (at least one tree), under eval mode and no gradient, the LM head on
     its distinct chosen positions only; hooks are removed on exit.
+
+    ``hidden=True``: ``consume(sel, h)`` gets the final hidden states there instead (the LM head's input,
+    [len(sel), H]) and the head does not run at all, so that the consumer reads the head's matrix in its own
+    way (:func:`~reporter.instrument.gather.linear_head_scores`: a vocabulary slice at a time, no [N, V]
+    logits). A pass is then bounded by its tokens only. Raises ``ValueError`` for a model that does not run its
+    output-embedding module on the final hidden states.
     """
     if len(groups) != len(texts) or any(len(t) == 0 for t in texts):
         raise ValueError("reduce_over_tree needs one group per text, and non-empty texts")
@@ -220,7 +226,8 @@ def reduce_over_tree(model: torch.nn.Module, adapter: Any, texts: Sequence[Seque
     for i, r in enumerate(rows.tolist()):
         chosen.setdefault(tree_of[r], []).append(i)
     vocab = int(getattr(_text_config(model), "vocab_size", 0) or 0)
-    head_rows = max(1, HEAD_ELEMENTS // max(1, vocab))  # the logits a pass keeps (one tree at least)
+    # the logits a pass keeps (one tree at least); hidden states are as few as the pass's tokens
+    head_rows = max(1, HEAD_ELEMENTS // max(1, vocab)) if not hidden else len(rows)
     passes: list[list[tuple[int, int]]] = []
     n_head = 0
     for g in order:  # longest first: a pass's trees are about the same length (little padding)
@@ -233,17 +240,21 @@ def reduce_over_tree(model: torch.nn.Module, adapter: Any, texts: Sequence[Seque
             n_head = len(chosen[g])
     device, dtype = input_device(model), _float_dtype(model)
     head = model.get_output_embeddings()
+    if hidden and not isinstance(head, torch.nn.Module):
+        raise ValueError("reduce_over_tree(hidden=True) needs a model with an output-embedding module")
     with eval_mode(model), torch.inference_mode():
         for gs in passes:
             _tree_pass(model, head, [trees[g] for g in gs], [chosen[g] for g in gs], node_of, rows, cols, consume,
-                       windows, pad_id, device, dtype)
+                       windows, pad_id, device, dtype, hidden)
 
 
 def _tree_pass(model: torch.nn.Module, head: Any, trees: list[_Tree], chosen: list[list[int]],
                node_of: dict[int, list[int]], rows: torch.Tensor, cols: torch.Tensor,
                consume: Callable[[torch.Tensor, torch.Tensor], None], windows: dict[str, int | None],
-               pad_id: int, device: Any, dtype: torch.dtype) -> None:
-    """One pass over a few trees (right-padded to the longest): the logits at their chosen positions, handed over."""
+               pad_id: int, device: Any, dtype: torch.dtype, hidden: bool = False) -> None:
+    """One pass over a few trees (right-padded to the longest): the logits (or, ``hidden``, the head's input) at
+    their chosen positions, handed over.
+    """
     width = max(len(t.tokens) for t in trees)
     ids = torch.tensor([t.tokens + [pad_id] * (width - len(t.tokens)) for t in trees], device=device)
     pos = torch.tensor([t.depth + [0] * (width - len(t.depth)) for t in trees], device=device)
@@ -259,11 +270,17 @@ def _tree_pass(model: torch.nn.Module, head: Any, trees: list[_Tree], chosen: li
     c = torch.tensor([k[1] for k in where], dtype=torch.long)
     batch = PassBatch(ids, torch.ones_like(ids), torch.zeros_like(ids, dtype=torch.bool))
     with HookSet() as hooks:
-        gather = GatherHead(head, r, c) if isinstance(head, torch.nn.Module) else None
+        gather = GatherHead(head, r, c, keep=hidden) if isinstance(head, torch.nn.Module) else None
         if gather is not None:
             gather.attach(hooks, None, batch)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).logits
-    if gather is not None and gather.fired and logits.shape[:2] == (1, r.numel()):
+    if hidden:
+        if gather is None or gather.kept is None:
+            raise ValueError("reduce_over_tree(hidden=True): the model did not run its output-embedding module on "
+                             "its final hidden states")
+        x = gather.kept
+        gather.kept = None
+    elif gather is not None and gather.fired and logits.shape[:2] == (1, r.numel()):
         x = logits[0]
     else:
         x = logits[r.to(logits.device), c.to(logits.device)]  # the head did not run on the final states alone
@@ -271,7 +288,7 @@ def _tree_pass(model: torch.nn.Module, head: Any, trees: list[_Tree], chosen: li
     src_t, sel_t = torch.tensor(src, dtype=torch.long), torch.tensor(sel, dtype=torch.long)
     # handed over a slice at a time (a position several texts share is copied for each), so that the copies, and
     # the consumer's own copies of a slice, stay within SLICE_ELEMENTS logits
-    step = max(1, min(len(sel), SLICE_ELEMENTS // max(1, int(x.shape[-1]))))
+    step = max(1, min(len(sel), SLICE_ELEMENTS // max(1, int(x.shape[-1])))) if not hidden else len(sel)
     for a in range(0, len(sel), step):
         consume(sel_t[a:a + step], x[src_t[a:a + step].to(x.device)])
 

@@ -34,7 +34,7 @@ import torch
 
 from ...config import Profile
 from ...instrument.batch import PassBatch, padded_batches
-from ...instrument.gather import head_output_is_logits, head_scores, logits_at, target_logprobs
+from ...instrument.gather import head_output_is_logits, head_scores, linear_head_scores, logits_at, target_logprobs
 from ...instrument.hooked_pass import hooked_pass
 from ...instrument.prefix import reduce_after_prefix
 from ...instrument.tree import reduce_over_tree, tree_supported
@@ -405,8 +405,22 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
     if prefix_path(lm, path) == PREFIX_TREE:
         # every token the sequences share runs once, not only their first shared[i] - 1
         full = [c + n - 1 for r, c in zip(rows, cols) for n in (shared[r],)]
-        reduce_over_tree(lm.model, lm.adapter, id_lists, owners, torch.tensor(rows), torch.tensor(full), reduce,
-                         pad_id=pad, batch_size=batch_size)
+        head = lm.model.get_output_embeddings() if hasattr(lm.model, "get_output_embeddings") else None
+        if isinstance(head, torch.nn.Linear) and head_output_is_logits(lm.model):
+            # the final hidden states only; the head's matrix read a vocabulary slice at a time (no [N, V] logits)
+            all_targets = torch.cat([targets, torch.zeros(len(rows) - n_lp, dtype=torch.long)])
+
+            def reduce_hidden(sel: torch.Tensor, h: torch.Tensor) -> None:
+                lp_h, best_h = linear_head_scores(head.weight, head.bias, h, all_targets[sel])
+                lp, lp_h, best_h = sel < n_lp, lp_h.cpu(), best_h.cpu()
+                vals_t[sel[lp]] = lp_h[lp]
+                best_t[sel[~lp] - n_lp] = best_h[~lp]
+
+            reduce_over_tree(lm.model, lm.adapter, id_lists, owners, torch.tensor(rows), torch.tensor(full),
+                             reduce_hidden, pad_id=pad, batch_size=batch_size, hidden=True)
+        else:
+            reduce_over_tree(lm.model, lm.adapter, id_lists, owners, torch.tensor(rows), torch.tensor(full), reduce,
+                             pad_id=pad, batch_size=batch_size)
     else:
         reduce_after_prefix(lm.model, lm.adapter, [list(k) for k in keys], tails, owners, torch.tensor(rows),
                             torch.tensor(cols), reduce, pad_id=pad, batch_size=batch_size)
