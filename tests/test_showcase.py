@@ -6,12 +6,15 @@ Models (tiny Llamas on the small-vocabulary SmolLM2 tokenizer, saved as local mo
 * a release candidate's checkpoint series: steps 0 (random init), 15, 30 and 90 of full-batch AdamW on 64
   "Repeat: WORD" texts of a word list (``checkpoint:`` set on all four); the evaluated "copy" task asks for other
   draws of the same words, so the candidate learns the task, not the items;
-* a contaminated model: step 0 trained on a seeded half of the 20 ARC-Challenge items the run evaluates (raw
-  text, as benchmarks/contamination_control.py does);
+* a contaminated model: step 0 trained on a seeded half of the 32 ARC-Challenge items the run evaluates (raw
+  text, as benchmarks/contamination_control.py does). 32, not 20: the trained half always puts its published
+  order first, but under ARC's calibrated null 20 items left the option-order test's adjusted p at 0.01-0.04,
+  either side of the run's FDR level by the CPU's float rounding in training (it fired on an Intel Xeon, not
+  on an AMD EPYC); with 32 it is 8e-5;
 * an untrained ``random:`` baseline.
 
-One ``reporter run`` (ARC-Challenge 20 items, copy 24) and one render; the tests read results.json and the card.
-Seed 1 of the checkpoint series gives a per-model law slope of about -2.9 (at seed 0 it is near 0 and the
+One ``reporter run`` (ARC-Challenge 32 items, copy 24) and one render; the tests read results.json and the card.
+Seed 1 of the checkpoint series gives a per-model law slope of about -2.5 (at seed 0 it is near 0 and the
 law-adjusted ranking is withheld as it should be; seed 2 gives +0.55): the claims are real evidence of this
 construction, and a regression that silences one fails here.
 """
@@ -41,10 +44,10 @@ PROFILE = """\
 name: tiny-showcase
 mui: {top_ratio: 0.01, mode: score}
 lpp: {enabled: false}
-contamination: {verbatim_items: 20, order_items: 20, order_permutations: 8, reference_texts: 16}
+contamination: {verbatim_items: 32, order_items: 32, order_permutations: 8, reference_texts: 16}
 smoke_texts: 2
 tasks:
-  - {name: arc_challenge, limit: 20, shots: 0}
+  - {name: arc_challenge, limit: 32, shots: 0}
   - {name: copy, type: jsonl, path: copy.jsonl, prompt_field: q, answer_field: a, scorer: exact, shots: 0,
      max_new_tokens: 4}
 """
@@ -74,7 +77,7 @@ def _build_and_run(root: Path) -> dict:
     # the release candidate: one optimizer run over the whole batch, a checkpoint saved at each step of STEPS
     ctl.finetune(model, tok, train, epochs=max(STEPS), lr=1e-2, batch_size=len(train), seed=SEED,
                  on_step=lambda s: save(f"step-{s}") if s in STEPS else None)
-    items = ctl.run_items("arc_challenge", 20, seed=0, kind="base")
+    items = ctl.run_items("arc_challenge", 32, seed=0, kind="base")
     trained = ctl.trained_half(items, seed=0)
     model.load_state_dict(start)
     ctl.finetune(model, tok, [ctl.raw_text(it, label="") for it in items if str(it.id) in trained], epochs=30,
