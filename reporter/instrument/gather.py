@@ -192,12 +192,13 @@ def linear_head_scores(weight: torch.Tensor, bias: torch.Tensor | None, x: torch
     """``log_softmax(x @ weight.T + bias)[i, targets[i]]`` (float32) and the argmax of each row of ``x`` [M, H].
 
     The logits of a block of positions are computed a vocabulary slice at a time, in the weight's dtype as
-    ``nn.Linear`` computes them, and upcast to float32; each slice's log-sum-exp is folded into a running one
-    (``logaddexp``), its maximum into a running argmax (the first index of the largest logit, as ``argmax``
-    gives), and the target's logit is read from the slice that holds it (all in float64 for a float64 head). At most about ``budget`` logits exist
-    at once (on the CPU :data:`VOCAB_SLICE` entries of the vocabulary by up to :data:`POSITION_BLOCK` positions:
-    16 MB), so the head's matrix is read once per block of positions, not once per few positions. Equal to the
-    plain log-softmax up to float32 rounding (``tests/test_head_scores.py`` against float64).
+    ``nn.Linear`` computes them, and upcast to float32 (a float64 head stays in float64); each slice's
+    log-sum-exp is folded into a running one (``logaddexp``), its maximum into a running argmax (the first
+    index of the largest logit, as ``argmax`` gives), and the target's logit is read from the slice that holds
+    it. At most about ``budget`` logits exist at once (on the CPU :data:`VOCAB_SLICE` entries of the vocabulary
+    by up to :data:`POSITION_BLOCK` positions: 16 MB), so the head's matrix is read once per block of
+    positions, not once per few positions. Equal to the plain log-softmax up to float32 rounding
+    (``tests/test_head_scores.py`` against float64).
 
     >>> w = torch.randn(10, 4); x = torch.randn(3, 4); t = torch.tensor([1, 2, 9])
     >>> lp, best = linear_head_scores(w, None, x, t, budget=6)  # slices of 2 entries
