@@ -343,6 +343,27 @@ def test_missing_keys_render_honest_lines(tmp_path):
     assert set(_parse(html).charts) == FULL_CHARTS - {"lpp_entropy", "lpp_pr_er", "training", "overlap", "saturation"}
 
 
+def test_a_local_source_under_home_is_shown_from_home(tmp_path, monkeypatch):
+    """A card handed on names a locally built model's directory from ``~``, never the author's home;
+    hub ids and sources outside home are shown as given, and the artifacts keep the path whole."""
+    home = tmp_path / "home" / "ana"
+    monkeypatch.setenv("HOME", str(home))
+    results, manifest = _load("full")
+    results["models"]["smol-ft-step1000"]["source"] = str(home / ".cache/reporter/showcase/rc-1/step-12")
+    results["models"]["smol-ft-step2000"]["source"] = str(tmp_path / "elsewhere" / "step-24")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps(results))
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    html = render(run, formats=("html",))["html"].read_text()
+    visible = " ".join(_parse(html).text)
+    assert visible.count("~/.cache/reporter/showcase/rc-1/step-12") == 2  # the leaderboard and the Methods table
+    assert str(home) not in html
+    assert str(tmp_path / "elsewhere" / "step-24") in visible
+    assert "Qwen/Qwen2.5-1.5B-Instruct" in visible
+    assert json.loads((run / "results.json").read_text())["models"]["smol-ft-step1000"]["source"].startswith(str(home))
+
+
 @pytest.mark.parametrize("path, value, message", [
     (("models", "smol", "tasks", "arc_easy", "score"), "0.25",
      r'models\.smol\.tasks\.arc_easy\.score: expected a fraction in \[0, 1\], got str "0\.25"'),

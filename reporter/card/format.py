@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any
 
@@ -78,6 +79,25 @@ def fmt_about(n: int) -> str:
         return str(n)
     digits = len(str(n)) - 2
     return f"{round(n, -digits):,}"
+
+
+def fmt_source(source: Any, home: str | None = None) -> str:
+    """A model's source as the card shows it: a local path under the user's home as ``~/…``, so that a card
+    handed on does not carry the home directory (the artifacts keep the path as given).
+
+    >>> fmt_source("/home/ana/.cache/reporter/showcase/rc/step-48", home="/home/ana")
+    '~/.cache/reporter/showcase/rc/step-48'
+    >>> fmt_source("HuggingFaceTB/SmolLM2-135M-Instruct", home="/home/ana"), fmt_source(None)
+    ('HuggingFaceTB/SmolLM2-135M-Instruct', '')
+    """
+    if source is None:
+        return ""
+    text = str(source)
+    home = os.path.expanduser("~") if home is None else home
+    home = home.rstrip("/")
+    if home and os.path.isabs(text) and (text == home or text.startswith(home + "/")):
+        return "~" + text[len(home):]
+    return text
 
 
 def pct_or_none(x: Any) -> float | None:
