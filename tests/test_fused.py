@@ -276,6 +276,42 @@ def test_small_batch_head_equals_linear_and_is_always_removed():
         pass
 
 
+@pytest.mark.parametrize("budget", ["every step", "every 3 steps"])
+def test_waiting_steps_are_scored_as_if_at_once_with_one_product_per_layer_per_flush(budget, monkeypatch):
+    """Steps wait for their tokens' projections until PENDING_BYTES of activations are kept: the key neurons
+    are then still the teacher-forced pass's (float64), and each flush reads each layer's W_down once for all
+    its new tokens, not once per step that brings one."""
+    from reporter.collect.collectors import mui_fused
+
+    model = tiny_model("llama", vocab=97, seed=2).to(torch.float64)
+    adapter = get_adapter(model)
+    step_bytes = len(PROMPTS) * adapter.n_layers * adapter.d_ff * 8
+    monkeypatch.setattr(mui_fused, "PENDING_BYTES", 1 if budget == "every step" else 3 * step_bytes)
+    reads = {"products": 0, "steps": 0}
+    add, after = MUIStepCollector._add_projections, MUIStepCollector.after_step
+
+    def counting_add(self, ids):
+        reads["products"] += bool({t for t in ids if t not in self._row})
+        return add(self, ids)
+
+    def counting_after(self, *a):
+        reads["steps"] += 1
+        return after(self, *a)
+
+    monkeypatch.setattr(MUIStepCollector, "_add_projections", counting_add)
+    monkeypatch.setattr(MUIStepCollector, "after_step", counting_after)
+    (mui_s, _, _), (mui_t, _, _), kept = _fused_and_reference(model, "paper", "score", lengths_cut=[0, 2, 6, 1, 0])
+    for a, b in zip(mui_s.results(), mui_t.results()):
+        assert a.tolist() == b.tolist()
+    assert sum(len(s) for s in mui_s.results()) > 0
+    flushes = -(-reads["steps"] // 3)
+    assert reads["steps"] >= 6
+    if budget == "every step":
+        assert reads["products"] > flushes / 3  # new tokens at most steps: a product at each
+    else:
+        assert 1 <= reads["products"] <= flushes
+
+
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 def test_mui_during_generation_keeps_one_position_per_layer_not_the_prefill(arch):
     """Between a step's layer hooks and its scoring, each layer's kept activation is that step's one

@@ -44,6 +44,8 @@ from .ranking import exact_dtype, ordered
 FUSED_MODES = ("score", "activation", "global_topk")
 #: the definitions it computes (``mui-eval`` keeps the teacher-forced pass)
 FUSED_DEFINITIONS = ("paper", "contribution")
+#: activations of the steps that wait for their tokens' projections, at most (then they are scored)
+PENDING_BYTES = 32 << 20
 
 
 class MUIStepCollector:
@@ -57,6 +59,11 @@ class MUIStepCollector:
     time the token appears in the batch and reused when it comes back (responses repeat tokens:
     "The answer is", digits, spaces); one ``topk`` picks every layer's candidates. The float64
     values are computed once per batch, in :meth:`finish`, for the pooled candidates only.
+
+    The projections of new tokens read every layer's ``W_down`` (106 MB for SmolLM2 in float32), as
+    much memory traffic as a decode step's whole MLP. So steps wait, their activations kept, until
+    :data:`PENDING_BYTES` of them are kept or the batch finishes; then one product per layer gives
+    every new token of the waiting steps, and each step is scored as it would have been at once.
     """
 
     #: the prefill's last position is all it reads
@@ -71,6 +78,8 @@ class MUIStepCollector:
         self._results: list[np.ndarray] = []
         self._acts: list[torch.Tensor | None] = []
         self._steps: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._pending: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._pending_bytes = 0
 
     # -- StepCollector protocol -------------------------------------------------------------
     def attach(self, hooks: HookSet, adapter: Any, prompt: PassBatch) -> None:
@@ -80,6 +89,7 @@ class MUIStepCollector:
         L, F = self.n_layers, self.d_ff
         self._acts = [None] * L
         self._steps = []
+        self._pending, self._pending_bytes = [], 0
         self._B = prompt.input_ids.shape[0]
         self._W0 = adapter.down_weight(0)
         self._dev = self._W0.device
@@ -100,9 +110,8 @@ class MUIStepCollector:
             self._acts[layer] = x[:, -1, :].clone()
         return hook
 
-    def _projections(self, tokens: torch.Tensor) -> torch.Tensor:
-        """[b, L, F] ``<W_down[l][:, i], W_U[y]>`` of each row's token, from the batch's cache."""
-        ids = tokens.tolist()  # the loop syncs on these tokens anyway
+    def _add_projections(self, ids: list[int]) -> None:
+        """Put the projections of the tokens ``ids`` not yet in the batch's cache into it: one product per layer."""
         new = sorted({t for t in ids if t not in self._row})
         if new:
             W_U = self._adapter.unembedding()
@@ -112,6 +121,10 @@ class MUIStepCollector:
             for t in new:
                 self._row[t] = len(self._row)
             self._proj = torch.cat([self._proj, block], 0)
+
+    def _projections(self, ids: list[int]) -> torch.Tensor:
+        """[b, L, F] ``<W_down[l][:, i], W_U[y]>`` of each row's token ``ids``, from the batch's cache."""
+        self._add_projections(ids)
         return self._proj.index_select(0, torch.tensor([self._row[t] for t in ids], device=self._dev))
 
     def after_step(self, step: int, logits: torch.Tensor, next_tokens: torch.Tensor, rows: torch.Tensor) -> None:
@@ -123,7 +136,27 @@ class MUIStepCollector:
             raise RuntimeError("MUI: an activation hook did not fire; the adapter does not match this model's forward")
         A = torch.stack([a.to(self._dev) for a in self._acts], 1)  # [b, L, F]
         self._acts = [None] * self.n_layers
-        s = A if self.mode == "activation" else self._projections(next_tokens).mul_(A.to(self._W0.dtype))
+        if self.mode == "activation":
+            self._score(A, A, next_tokens, rows)
+            return
+        self._pending.append((A, next_tokens.clone(), rows.clone()))
+        self._pending_bytes += A.numel() * A.element_size()
+        if self._pending_bytes >= PENDING_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Score the waiting steps: their new tokens' projections at once, then each step as it came."""
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        if not pending:
+            return
+        ids = [t.tolist() for _, t, _ in pending]  # the loop has synced on these tokens already
+        with torch.inference_mode():  # finish() runs after the decoding loop's inference mode
+            self._add_projections([t for step in ids for t in step])
+            for (A, tokens, rows), step in zip(pending, ids):
+                self._score(self._projections(step).mul_(A.to(self._W0.dtype)), A, tokens, rows)
+
+    def _score(self, s: torch.Tensor, A: torch.Tensor, next_tokens: torch.Tensor, rows: torch.Tensor) -> None:
+        """Keep one step's best candidates per sample and layer (scores ``s`` [b, L, F] of activations ``A``)."""
         vals, idx = s.topk(self._m, dim=2, sorted=False)  # [b, L, m]
         av = A.gather(2, idx)
         tok = next_tokens.to(self._dev)
@@ -137,6 +170,7 @@ class MUIStepCollector:
 
     def finish(self, lengths: Sequence[int]) -> None:
         """Drop the steps past each kept response; pick each sample's key neurons; move them to the host."""
+        self._flush()
         L, F = self.n_layers, self.d_ff
         B = len(lengths)
         S = len(self._steps)
