@@ -276,40 +276,47 @@ def test_small_batch_head_equals_linear_and_is_always_removed():
         pass
 
 
-@pytest.mark.parametrize("budget", ["every step", "every 3 steps"])
-def test_waiting_steps_are_scored_as_if_at_once_with_one_product_per_layer_per_flush(budget, monkeypatch):
+def test_waiting_steps_are_scored_as_if_at_once_with_one_product_per_layer_per_flush(monkeypatch):
     """Steps wait for their tokens' projections until PENDING_BYTES of activations are kept: the key neurons
-    are then still the teacher-forced pass's (float64), and each flush reads each layer's W_down once for all
-    its new tokens, not once per step that brings one."""
+    are then still the teacher-forced pass's (float64) whatever the budget, and each flush reads each layer's
+    W_down once for all its new tokens, not once per step that brings one."""
     from reporter.collect.collectors import mui_fused
 
-    model = tiny_model("llama", vocab=97, seed=2).to(torch.float64)
+    model = tiny_model("gpt_neox", vocab=97, seed=0).to(torch.float64)  # its greedy tokens change at most steps
     adapter = get_adapter(model)
     step_bytes = len(PROMPTS) * adapter.n_layers * adapter.d_ff * 8
-    monkeypatch.setattr(mui_fused, "PENDING_BYTES", 1 if budget == "every step" else 3 * step_bytes)
-    reads = {"products": 0, "steps": 0}
-    add, after = MUIStepCollector._add_projections, MUIStepCollector.after_step
+    add, after, flush = MUIStepCollector._add_projections, MUIStepCollector.after_step, MUIStepCollector._flush
+    counts: dict[str, int] = {}
 
     def counting_add(self, ids):
-        reads["products"] += bool({t for t in ids if t not in self._row})
+        counts["products"] += bool({t for t in ids if t not in self._row})
         return add(self, ids)
 
     def counting_after(self, *a):
-        reads["steps"] += 1
+        counts["steps"] += 1
         return after(self, *a)
+
+    def counting_flush(self):
+        counts["flushes"] += bool(self._pending)
+        return flush(self)
 
     monkeypatch.setattr(MUIStepCollector, "_add_projections", counting_add)
     monkeypatch.setattr(MUIStepCollector, "after_step", counting_after)
-    (mui_s, _, _), (mui_t, _, _), kept = _fused_and_reference(model, "paper", "score", lengths_cut=[0, 2, 6, 1, 0])
-    for a, b in zip(mui_s.results(), mui_t.results()):
-        assert a.tolist() == b.tolist()
-    assert sum(len(s) for s in mui_s.results()) > 0
-    flushes = -(-reads["steps"] // 3)
-    assert reads["steps"] >= 6
-    if budget == "every step":
-        assert reads["products"] > flushes / 3  # new tokens at most steps: a product at each
-    else:
-        assert 1 <= reads["products"] <= flushes
+    monkeypatch.setattr(MUIStepCollector, "_flush", counting_flush)
+    seen = {}
+    for budget, size in (("every step", 1), ("about every 3 steps", 3 * step_bytes), ("whole batch", 1 << 40)):
+        counts.update(products=0, steps=0, flushes=0)
+        monkeypatch.setattr(mui_fused, "PENDING_BYTES", size)
+        (mui_s, _, _), (mui_t, _, _), _ = _fused_and_reference(model, "paper", "score", lengths_cut=[0, 2, 6, 1, 0])
+        for a, b in zip(mui_s.results(), mui_t.results()):
+            assert a.tolist() == b.tolist(), budget
+        assert sum(len(s) for s in mui_s.results()) > 0
+        assert counts["products"] <= counts["flushes"], budget  # at most one product per layer per flush
+        seen[budget] = dict(counts)
+    assert seen["every step"]["flushes"] == seen["every step"]["steps"] >= 6
+    assert 1 < seen["about every 3 steps"]["flushes"] < seen["every step"]["flushes"]
+    assert seen["whole batch"]["flushes"] == seen["whole batch"]["products"] == 1
+    assert seen["every step"]["products"] > seen["about every 3 steps"]["products"] >= 1
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
