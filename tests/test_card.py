@@ -431,7 +431,7 @@ def test_the_vega_bundle_is_kept_in_the_cache_checked_and_never_required(tmp_pat
     file is damaged, and a cache that cannot be written only costs the bundling."""
     import vl_convert
 
-    from reporter.card.charts import javascript_bundle, vl_version
+    from reporter.card.vega import javascript_bundle, vl_version
 
     want = vl_convert.javascript_bundle(vl_version=vl_version())
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -26,8 +26,8 @@ from ..errors import UserError
 from ..store.atomic import write_bytes, write_json
 from ..store.layout import CARD_FILES, MODEL_INDEX_DIR
 from .assets import asset, html_environment
-from .charts import to_svg
 from .format import finite, fmt_num, fmt_pct
+from .vega import to_svg
 
 __all__ = ["write_board", "BOARD_ASSETS"]
 

@@ -2,13 +2,13 @@
 
 Charts are registered by name in :data:`CHARTS` (a card section lists the charts it shows).
 Every chart has a title and unit-labelled axes and uses the Okabe–Ito colour-blind-safe
-palette; models keep the same colour in every chart. A chart whose data the run lacks is
+palette; models keep the same colour in every chart. :mod:`reporter.card.vega` turns a spec into SVG. A chart whose data the run lacks is
 simply absent from :func:`chart_specs`, and the card says why in words.
 
 >>> from reporter.card.data import load_card
 >>> specs = chart_specs(load_card(run_dir))
->>> "task_scores" in specs, to_svg(specs["task_scores"])[:4]
-(True, '<svg')
+>>> "task_scores" in specs, specs["task_scores"]["title"]["text"] != ""
+(True, True)
 """
 from __future__ import annotations
 
@@ -18,10 +18,7 @@ from typing import Any, Callable, Iterable
 
 import altair as alt
 
-from ..errors import UserError
-from ..installed import cache_root
 from ..registry import Registry
-from ..store.atomic import write_bytes
 from .format import finite as _finite
 from .format import num_or_none as _n
 from .format import pct_or_none as _pct
@@ -35,74 +32,6 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#0
 SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "triangle-right", "triangle-left"]
 FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
 WIDTH = 560
-
-
-# --- Vega-Lite plumbing -------------------------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def vl_version() -> str | None:
-    """The Vega-Lite version Altair writes, as vl-convert names it; None = vl-convert's latest.
-
-    >>> vl_version() is None or vl_version().count(".") == 1
-    True
-    """
-    import vl_convert
-
-    v = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    return v if v in vl_convert.get_vegalite_versions() else None
-
-
-def to_svg(spec: dict) -> str:
-    """Static SVG of a Vega-Lite spec (text stays text, so the PDF is vector and searchable).
-
-    See the module example.
-    """
-    import vl_convert
-
-    return vl_convert.vegalite_to_svg(spec, vl_version=vl_version())
-
-
-def svg_data_uri(spec: dict) -> str:
-    """The chart as a ``data:image/svg+xml`` URI (how the PDF embeds it, isolated from the page).
-
-    >>> from reporter.card.data import load_card
-    >>> svg_data_uri(chart_specs(load_card(run_dir))["task_scores"])[:26]
-    'data:image/svg+xml;base64,'
-    """
-    import base64
-
-    return "data:image/svg+xml;base64," + base64.b64encode(to_svg(spec).encode()).decode()
-
-
-@lru_cache(maxsize=1)
-def javascript_bundle() -> str:
-    """Vega, Vega-Lite and Vega-Embed in one script (from vl-convert), inlined so the HTML works offline.
-
-    vl-convert bundles it anew in every process (~2 s), so it is kept in the reporter cache, named by
-    vl-convert's and Vega-Lite's versions and checked by its sha256 when read; an unreadable or
-    unwritable cache only means bundling again.
-
-    >>> "vegaEmbed" in javascript_bundle()
-    True
-    """
-    import hashlib
-
-    import vl_convert
-
-    version = vl_version()
-    path = cache_root() / "vega" / f"bundle-vlconvert{vl_convert.__version__}-vl{version or 'latest'}.js"
-    try:
-        digest, _, text = path.read_text(encoding="utf-8").partition("\n")
-        if digest == hashlib.sha256(text.encode()).hexdigest():
-            return text
-    except (OSError, UnicodeDecodeError):
-        pass
-    text = vl_convert.javascript_bundle(vl_version=version)
-    try:
-        write_bytes(path, f"{hashlib.sha256(text.encode()).hexdigest()}\n{text}".encode())
-    except (OSError, UserError):  # a read-only or full cache: the card is still written
-        pass
-    return text
 
 
 def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:

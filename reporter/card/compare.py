@@ -22,8 +22,9 @@ from ..analyse.compare import LPP_KEYS
 from ..analyse.numbers import json_ready
 from ..store.atomic import write_bytes, write_json
 from .assets import asset, html_environment, markdown_environment
-from .charts import PALETTE, _data, _finish, svg_data_uri, vl_version
+from .charts import PALETTE, _data, _finish
 from .format import fmt_signed, md_escape
+from .vega import svg_data_uri, vl_version
 
 __all__ = ["COMPARE_FILES", "compare_chart", "compare_markdown", "write_compare"]
 

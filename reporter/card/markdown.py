@@ -74,7 +74,8 @@ def write_markdown_charts(card: dict[str, Any], root: Path) -> list[tuple[str, s
     import vl_convert
 
     from ..store.atomic import write_bytes
-    from .charts import chart_specs, vl_version
+    from .charts import chart_specs
+    from .vega import vl_version
 
     out = []
     for name, spec in chart_specs(card, list(MD_CHARTS)).items():

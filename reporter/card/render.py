@@ -18,11 +18,12 @@ from ..errors import UserError
 from ..store.atomic import write_bytes
 from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, HF_DIR, MODEL_INDEX_DIR, slugify
 from .assets import asset, html_environment
-from .charts import chart_specs, javascript_bundle, svg_data_uri
+from .charts import chart_specs
 from .data import load_card
 from .formats import DEFAULT_FORMATS, FORMATS
 from .model_index import model_index
 from .sections import ordered_sections
+from .vega import javascript_bundle, svg_data_uri
 
 
 def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model: str | None = None) -> dict[str, Path]:
