@@ -426,6 +426,29 @@ def test_pdf_core_sets_table_keeps_every_task_on_the_page(tmp_path_factory):
     assert not missing, missing
 
 
+@pytest.mark.browser
+def test_pdf_tables_with_a_column_per_model_stay_on_the_page(full):
+    """The per-task scores and the pairwise significance have a column per model: with the fixture's 9 models the
+    PDF showed five or six of them and cut the rest at the page's right edge. Every confidence interval the HTML
+    shows in those tables must also be on the PDF page (pdftotext reads only what lies on the page)."""
+    root, out = full
+    html = " ".join(_parse(out["html"].read_text()).text)
+    pdf = subprocess.run(["pdftotext", "-layout", str(out["pdf"]), "-"], check=True, capture_output=True,
+                         text=True).stdout
+    ci = re.compile(r"\[[−+\d.]+, [−+\d.]+\]")
+
+    def tables(text: str) -> tuple[list[str], list[str]]:
+        a = text.index("Per-task scores")
+        b = text.index("Pairwise significance", a)
+        c = text.index("Utility Law", b)
+        return sorted(ci.findall(text[a:b])), sorted(ci.findall(text[b:c]))
+
+    (tasks_html, pairs_html), (tasks_pdf, pairs_pdf) = tables(html), tables(pdf)
+    assert len(tasks_html) == 32 and len(pairs_html) == 24  # 4 benchmark tasks x 8 models, and x 6 neighbour pairs
+    assert tasks_pdf == tasks_html
+    assert pairs_pdf == pairs_html
+
+
 def test_the_vega_bundle_is_kept_in_the_cache_checked_and_never_required(tmp_path, monkeypatch):
     """The inlined Vega bundle is made once per machine: read back when its sha256 holds, made again when the
     file is damaged, and a cache that cannot be written only costs the bundling."""
