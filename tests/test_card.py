@@ -428,7 +428,7 @@ def test_pdf_core_sets_table_keeps_every_task_on_the_page(tmp_path_factory):
 
 @pytest.mark.browser
 def test_pdf_tables_with_a_column_per_model_stay_on_the_page(full):
-    """The per-task scores and the pairwise significance have a column per model: with the fixture's 9 models the
+    """The per-task scores, the pairwise significance and the core sets have a column per model: with the fixture's 9 models the
     PDF showed five or six of them and cut the rest at the page's right edge. Every confidence interval the HTML
     shows in those tables must also be on the PDF page (pdftotext reads only what lies on the page)."""
     root, out = full
@@ -447,6 +447,13 @@ def test_pdf_tables_with_a_column_per_model_stay_on_the_page(full):
     assert len(tasks_html) == 32 and len(pairs_html) == 24  # 4 benchmark tasks x 8 models, and x 6 neighbour pairs
     assert tasks_pdf == tasks_html
     assert pairs_pdf == pairs_html
+    cells = re.compile(r"\d+\s*/\s*\d+\s*·\s*\d+")  # the core-set table: "core / n · n95" per model and task
+
+    def core_sets(text: str) -> list[str]:
+        a = text.index("Core sets")
+        return sorted(re.sub(r"\s", "", c) for c in cells.findall(text[a:text.index("Core set: the fewest", a)]))
+
+    assert len(core_sets(html)) >= 12 and core_sets(pdf) == core_sets(html)
 
 
 def test_the_vega_bundle_is_kept_in_the_cache_checked_and_never_required(tmp_path, monkeypatch):
