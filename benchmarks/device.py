@@ -30,6 +30,7 @@ Usage::
     bash benchmarks/device.sh --device cpu --small # the check make test runs
     python benchmarks/device.py --device cpu --sections reporter_run   # issue 35 item 5 on a CPU
     python benchmarks/device.py --check FILE       # validate a document device.sh printed
+    bash benchmarks/device.sh --budget 500 --out DIR  # a lent GPU: stop within 500 s, each section saved when done
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,19 +52,50 @@ HERE = Path(__file__).resolve().parent
 SECTIONS = ("hook_overhead", "throughput_1b", "throughput_smollm2", "reporter_run")
 #: Llama-3.2-1B's shape as a ``random:`` block (its vocabulary is 128,256 tokens)
 LLAMA_1B = {"layers": 16, "hidden": 2048, "intermediate": 8192, "heads": 32, "kv_heads": 8, "vocab": 128256}
+#: with less of ``--budget`` left than this, a section is not started
+MIN_SECTION_S = 20.0
 TINY = {"layers": 2, "hidden": 64, "intermediate": 256, "heads": 4, "kv_heads": 2}
 
 
+#: the time left for the whole script (``--budget``), as a ``time.perf_counter()`` deadline; None: no limit
+_DEADLINE: list[float | None] = [None]
+
+
+def _time_left() -> float | None:
+    return None if _DEADLINE[0] is None else _DEADLINE[0] - time.perf_counter()
+
+
 def child(cmd: list[str], env: dict[str, str] | None = None, timeout: float | None = None) -> dict[str, Any]:
-    """Run one fresh process; its stdout's last JSON document, wall seconds and peak resident set (MB)."""
+    """Run one fresh process; its stdout's last JSON document, wall seconds and peak resident set (MB).
+
+    ``timeout`` (default: what ``--budget`` leaves) kills the process and its children; the record then says so.
+    """
     t0 = time.perf_counter()
+    left = _time_left()
+    if left is not None:
+        timeout = left if timeout is None else min(timeout, left)
+    killed: list[bool] = []
+
+    def _kill(proc: subprocess.Popen[bytes]) -> None:
+        killed.append(True)
+        try:
+            os.killpg(proc.pid, 9)
+        except OSError:
+            pass
+
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        timer = threading.Timer(max(timeout, 0.0), _kill, (p,)) if timeout is not None else None
+        if timer:
+            timer.start()
         try:
             _, status, usage = os.wait4(p.pid, 0)
         except KeyboardInterrupt:
-            p.kill()
+            _kill(p)
             raise
+        finally:
+            if timer:
+                timer.cancel()
         p.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - t0
         out.seek(0)
@@ -71,6 +104,10 @@ def child(cmd: list[str], env: dict[str, str] | None = None, timeout: float | No
     rec: dict[str, Any] = {"command": " ".join(cmd[1:]) if cmd[0] == sys.executable else " ".join(cmd),
                            "wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
                            "returncode": p.returncode}
+    if killed:
+        rec["error"] = f"stopped after {wall:.0f} s: the time --budget left ran out"
+        rec["stderr_tail"] = errors[-2000:]
+        return rec
     if p.returncode != 0:
         rec["error"] = errors.strip().splitlines()[-1] if errors.strip() else f"exit {p.returncode}"
         rec["stderr_tail"] = errors[-2000:]
@@ -182,8 +219,9 @@ def reporter_run(args: argparse.Namespace) -> dict[str, Any]:
             rec = {}
             for mode in ("plain", "run"):
                 r = child([sys.executable, __file__, "--worker", mode, str(models), str(work / "run")], env=env)
-                if "error" in r:
-                    return {"error": f"{mode} at {layers} layers: {r['error']}", "stderr_tail": r.get("stderr_tail")}
+                if "error" in r:  # the depths already measured stay in the record
+                    return {**out, "error": f"{mode} at {layers} layers: {r['error']}",
+                            "stderr_tail": r.get("stderr_tail")}
                 cuda = (r.get("result") or {}).get("cuda_peak_mb")
                 rec[mode] = {"wall_s": r["wall_s"], "peak_mb": round(cuda, 1) if cuda else r["peak_rss_mb"]}
             rec["run_over_plain"] = round(rec["run"]["peak_mb"] / rec["plain"]["peak_mb"], 3)
@@ -248,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", action="store_true", help="tiny models and item counts (the make test check)")
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}")
     ap.add_argument("--check", default=None, metavar="FILE", help="validate a document this script printed")
+    ap.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                    help="stop within this many seconds: a benchmark still running then is stopped, later sections "
+                         "are skipped, and the document says which (for a device lent for a fixed time)")
+    ap.add_argument("--out", default=None, metavar="DIR",
+                    help="also write each section's record to DIR/<section>.json as soon as it is done, and the "
+                         "whole document to DIR/device.json (what is done survives a run stopped from outside)")
     ap.add_argument("--worker", nargs=3, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -269,12 +313,26 @@ def main(argv: list[str] | None = None) -> int:
     fns = {"hook_overhead": hook_overhead, "throughput_1b": throughput_1b, "throughput_smollm2": throughput_smollm2,
            "reporter_run": reporter_run}
     t0 = time.perf_counter()
+    if args.budget is not None:
+        _DEADLINE[0] = t0 + args.budget
+        doc["budget_s"] = args.budget
+    out = Path(args.out) if args.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
     for name in names:
-        print(f"device.py: {name} ...", file=sys.stderr, flush=True)
-        doc[name] = fns[name](args)
+        left = _time_left()
+        if left is not None and left < MIN_SECTION_S:
+            doc[name] = {"error": f"skipped: {max(left, 0):.0f} s of the --budget left"}
+        else:
+            print(f"device.py: {name} ...", file=sys.stderr, flush=True)
+            doc[name] = fns[name](args)
         print(f"device.py: {name} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+        if out:
+            (out / f"{name}.json").write_text(json.dumps(doc[name], indent=1))
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
     doc["problems"] = check(doc)
+    if out:
+        (out / "device.json").write_text(json.dumps(doc, indent=1))
     print(json.dumps(doc, indent=1))
     return 1 if doc["problems"] else 0
 

@@ -30,6 +30,22 @@ def test_random_source_is_seeded_and_uses_the_packaged_tokenizer():
     assert a.model(**ids).logits.shape[-1] == len(a.tokenizer)
 
 
+def test_a_bf16_random_model_keeps_float32_rotary_frequencies_like_a_real_checkpoint():
+    """``from_pretrained(dtype=bfloat16)`` keeps ``inv_freq`` float32; a ``random:`` model cast to bf16 must too, or
+    its rotary angles drift by up to ``position × 2⁻⁹`` rad (a GPU run's bf16 baseline would be another model)."""
+    f32 = load_model(ModelSpec(name="a", source="random:llama", dtype="float32", random={**TINY, "seed": 3}))
+    b16 = load_model(ModelSpec(name="b", source="random:llama", dtype="bfloat16", random={**TINY, "seed": 3}))
+    rot32, rot16 = f32.model.model.rotary_emb, b16.model.model.rotary_emb
+    assert rot16.inv_freq.dtype == torch.float32 and torch.equal(rot16.inv_freq, rot32.inv_freq)
+    w32, w16 = (m.model.model.layers[0].mlp.down_proj.weight for m in (f32, b16))
+    assert w16.dtype == torch.bfloat16 and torch.equal(w16, w32.to(torch.bfloat16))
+    # the rotary table at position 500 is the float32 one (rounded only where the model rounds its activations)
+    x = torch.zeros(1, 1, 64, dtype=torch.bfloat16)
+    cos16, _ = rot16(x, torch.tensor([[500]]))
+    cos32, _ = rot32(x.float(), torch.tensor([[500]]))
+    assert torch.allclose(cos16.float(), cos32, atol=1e-2)
+
+
 def test_random_source_borrows_the_tokenizer_it_is_given(tmp_path, tiny_yaml):
     """``random.tokenizer``: an untrained baseline with another tokenizer (a directory or packaged:NAME); the
     vocabulary follows it, the manifest's config hash counts the directory by content, not by path."""

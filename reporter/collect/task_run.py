@@ -171,7 +171,9 @@ def _collect(lm: Any, batch: BatchContext, plugins: list[CollectorPlugin]) -> No
         pb = teacher_forced_batch([g.prompt_ids for g in gens], [g.response_ids for g in gens],
                                   lm.tokenizer.pad_token_id, lm.device)
         logits = hooked_pass(lm.model, lm.adapter, pb, active)
-        if not bool(torch.isfinite(logits[pb.attention_mask.bool().to(logits.device)]).all()):
+        # per position, not a masked copy of [B, T, V] (amax/amin carry a NaN or an infinity through)
+        finite = torch.isfinite(logits.amax(-1)) & torch.isfinite(logits.amin(-1))
+        if not bool(finite[pb.attention_mask.bool().to(logits.device)].all()):
             raise UserError(_nan_message(lm, batch.task.plan))
     for p, c in collectors:
         p.save_batch(c, batch)

@@ -97,6 +97,33 @@ def _load_packaged(spec: ModelSpec, device: torch.device, dtype: torch.dtype, se
                        meta=dict(upstream=pm.upstream, cache_path=str(path), converted_now=not was_cached))
 
 
+def to_dtype_keeping_rotary(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """``model.to(dtype)``, but the rotary embeddings' frequency buffers stay float32, as ``from_pretrained`` keeps them.
+
+    A plain ``.to(torch.bfloat16)`` rounds ``inv_freq`` too, and the rotary angle ``position × inv_freq`` then drifts
+    by up to ``position × 2⁻⁹`` radians (about 1 rad at position 500): a bf16 ``random:`` baseline would not be the
+    architecture a real bf16 checkpoint of it is.
+
+    >>> from transformers import LlamaConfig, LlamaForCausalLM
+    >>> m = LlamaForCausalLM(LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+    ...                                  num_attention_heads=2, vocab_size=64))
+    >>> m = to_dtype_keeping_rotary(m, torch.bfloat16)
+    >>> m.model.rotary_emb.inv_freq.dtype, m.model.layers[0].mlp.down_proj.weight.dtype
+    (torch.float32, torch.bfloat16)
+    """
+    kept = {name: buf.detach().clone() for name, buf in model.named_buffers()
+            if name.rsplit(".", 1)[-1] in _ROTARY_BUFFERS and buf.dtype == torch.float32}
+    model = model.to(dtype)
+    for name, buf in kept.items():
+        owner, _, attr = name.rpartition(".")
+        model.get_submodule(owner)._buffers[attr] = buf  # .to(dtype) moved nothing across devices
+    return model
+
+
+#: the float32 buffers of transformers' rotary embeddings (``inv_freq``; ``original_inv_freq`` for dynamic RoPE)
+_ROTARY_BUFFERS = ("inv_freq", "original_inv_freq")
+
+
 def _load_random(spec: ModelSpec, device: torch.device, dtype: torch.dtype, seed: int) -> SourceModel:
     """``random:ARCH``: an untrained model of a real architecture, initialised from the seed."""
     arch = spec.source.split(":", 1)[1]
@@ -122,8 +149,7 @@ def _load_random(spec: ModelSpec, device: torch.device, dtype: torch.dtype, seed
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    model = model.to(dtype)
-    return SourceModel(model, tok, kind="base",
+    return SourceModel(to_dtype_keeping_rotary(model, dtype), tok, kind="base",
                        meta=dict(random_seed=seed, tokenizer_from=borrowed))
 
 
