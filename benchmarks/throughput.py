@@ -416,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup-rounds", type=int, default=None,
+                    help="untimed rounds of every path over every task first (default: 1 on cuda, 0 on cpu); on cuda "
+                         "the peak memory of each path is read in that round, with no memory-worker processes")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the item counts (e.g. 0.25 for a smoke run)")
     ap.add_argument("--mode", choices=("generate", "lm-eval-task"), default="generate",
                     help="generate: reporter's generative tasks (default); lm-eval-task: lm-eval's arc_challenge")
@@ -486,6 +489,19 @@ def main(argv: list[str] | None = None) -> int:
             run_lm_eval(lm, warm, Path(tmp), args.batch_size)
         run_reporter(lm, Path(tmp) / "r", replace(base, tasks=(replace(tasks[0], limit=2),)), True, args.seed)
 
+    warmup_rounds = args.warmup_rounds if args.warmup_rounds is not None else (1 if lm.device.type == "cuda" else 0)
+    cuda_peaks: dict[str, float] = {}
+    for r in range(warmup_rounds):  # untimed: every path over every task's shapes (a GPU's kernels, its clock)
+        for path in paths:
+            if lm.device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            with tempfile.TemporaryDirectory() as tmp:
+                dt, _ = timed(lambda: call(path, Path(tmp)), lm.device)
+            if lm.device.type == "cuda":  # live bytes only: the same figure a fresh process gives
+                cuda_peaks[path] = round(_peak_bytes(lm.device) / 2 ** 20, 1)
+            print(f"warm-up {r + 1}: {path:14s} {dt:7.2f} s", file=sys.stderr)
+
     times: dict[str, list[float]] = {p: [] for p in paths}
     responses: dict[str, dict[str, dict[str, str]]] = {}
     for r in range(args.rounds):
@@ -497,7 +513,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}: {path:14s} {dt:7.2f} s", file=sys.stderr)
 
     worker_argv = [a for a in raw_argv if a not in ("--json", "--profile")]
-    peaks = {p: None if args.no_memory else peak_memory_mb(worker_argv, p) for p in paths}
+    # on a GPU the warm-up round measured each path's peak in this process (max_memory_allocated counts live
+    # tensors, so a fresh process would give the same figure); on a CPU the resident set needs a fresh process
+    peaks = {p: None if args.no_memory else cuda_peaks[p] if p in cuda_peaks else peak_memory_mb(worker_argv, p)
+             for p in paths}
     gen_tokens = 0
     ref_path = "lm-eval" if "lm-eval" in paths else paths[0]
     for name, plan in plans.items():
@@ -508,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "machine": _machine(lm.device), "date": _dt.date.today().isoformat(), "model": source,
         "dtype": args.dtype, "device": str(lm.device), "batch_size": args.batch_size, "rounds": args.rounds,
+        "warmup_rounds": warmup_rounds,
+        "peak_mb_method": ("max_memory_allocated in the warm-up round" if cuda_peaks
+                           else "a fresh process per path" if not args.no_memory else None),
         "items": {n: len(p.items) for n, p in plans.items()}, "max_new_tokens": {n: m for n, _, m in ITEMS},
         "load_seconds": round(load_s, 2), "generated_tokens_ref": gen_tokens,
         "collectors_b": [p.name for p in enabled_collectors(base)],
