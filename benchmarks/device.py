@@ -133,9 +133,9 @@ def hook_overhead(args: argparse.Namespace) -> dict[str, Any]:
 def _throughput(args: argparse.Namespace, model: list[str]) -> dict[str, Any]:
     """Speed and memory in the dtype a user runs (bf16 on a GPU); on a GPU also the responses' identity in float32.
 
-    In bf16 on a GPU, cuBLAS picks kernels by matrix shape, and lm-eval's and reporter's batches have different
-    shapes (reporter drops finished rows), so greedy responses may part at a near-tie: that is reported, and the
-    identity the paths must keep is checked in float32 (``identity_float32``), as on the CPU.
+    In bf16 on an H200 the responses parted from lm-eval's at near-ties (2026-12-04; benchmarks/RESULTS.md, cause
+    not found): bf16 differences are reported, and the identity the paths must keep is checked in float32
+    (``identity_float32``), as on the CPU, where differences are a problem.
     """
     dtype = "bfloat16" if args.device == "cuda" else "float32"
     cmd = [sys.executable, str(HERE / "throughput.py"), "--device", args.device, "--json", *model]

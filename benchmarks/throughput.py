@@ -551,6 +551,11 @@ def main(argv: list[str] | None = None) -> int:
     result["identical_responses"] = {p: sum(1 for d in diffs if d["path"] == p) == 0 for p in paths if p != ref_path}
     result["differences"] = diffs[:20]
     result["n_differences"] = len(diffs)
+    if "reporter-bare" in responses:  # do the collectors change what is generated? (they must not)
+        bare = responses["reporter-bare"]
+        result["n_differences_to_bare"] = {
+            p: sum(responses[p][name].get(it.id) != bare[name].get(it.id) for name, plan in plans.items()
+                   for it in plan.items) for p in paths if p not in ("reporter-bare", "lm-eval")}
 
     if args.profile:
         prof = cProfile.Profile()

@@ -146,9 +146,10 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
                 cache.batch_select_indices(k)
                 rows, mask, pos, nxt = rows[k], mask[k], pos[k], nxt[k]
                 live = [live[r] for r in keep]
-            else:  # rows that finished are fed the pad token, as generate does
+            elif any(done[b] for b in live):  # rows that finished are fed the pad token, as generate does
                 nxt = torch.where(torch.tensor([done[b] for b in live], device=device),
                                   torch.full_like(nxt, pad_id), nxt)
+            # (no row finished: nothing to replace, and no host-to-device copy on this step)
             mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
             pos = pos[:, -1:] + 1
             out = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=pos, use_cache=True,
