@@ -529,3 +529,40 @@ def test_calibration_table_puts_each_number_under_its_model_and_task(tmp_path_fa
             model, task = (row[0], col) if by_model else (col, row[0])
             cal = res["models"][model]["tasks"][task]["calibration"]
             assert cell == f"{fmt_num(cal['ece'], 3)} · {fmt_num(cal['brier'], 3)}", (model, task, cell)
+
+
+def test_the_cached_chart_validator_agrees_with_altairs_own_on_every_chart_and_on_broken_ones():
+    """``validated`` builds the Vega-Lite validator once (altair rebuilds it, a deep copy of the schema, per call).
+    Its verdict must be altair's: every chart of the 9-model fixture passes both, and each broken variant (a wrong
+    mark, a wrong type, an unknown property, a bad encoding channel) is refused by both, with altair's error."""
+    import jsonschema
+    from altair.utils.schemapi import validate_jsonschema
+
+    from reporter.card import charts
+
+    card = build_card(*_load("full"))
+    specs = charts.chart_specs(card)
+    assert len(specs) >= 5
+    validator = charts._vl_validator()
+    assert validator is not None  # the fast path is the one under test
+    schema = charts._vl_schema()
+
+    def altair_ok(spec):
+        return validate_jsonschema(spec, schema, raise_error=False) is None
+
+    broken = []
+    for k, (name, spec) in enumerate(specs.items()):
+        rows = charts._without_rows(spec)
+        assert validator.is_valid(rows) and altair_ok(rows), name
+        if k >= 2:  # altair ranks an invalid spec's errors slowly: two charts' broken variants are enough
+            continue
+        for mutate in (lambda s: s.update(mark="pointy"), lambda s: s.update(width="wide"),
+                       lambda s: s.update(no_such_property=1),
+                       lambda s: s.setdefault("encoding", {}).update(x={"field": "a", "type": "nominalish"})):
+            bad = copy.deepcopy(rows)
+            mutate(bad)
+            broken.append((name, bad))
+    for name, bad in broken:
+        assert not validator.is_valid(bad) and not altair_ok(bad), name
+    with pytest.raises(jsonschema.ValidationError):
+        charts.validated(broken[0][1])

@@ -523,3 +523,21 @@ def test_environment_errors_name_the_file_and_what_to_do():
         assert e is not None and str(e).startswith(f"/runs/a/x.json: {os.strerror(code)}; ") and "\n" not in str(e)
     assert environment_error(OSError(errno.ECONNRESET, "reset")) is None  # not the environment's: a traceback
     assert environment_error(ValueError("a bug")) is None
+
+
+def test_neutral_shows_exactly_the_control_and_bidi_characters_of_every_code_point():
+    """The card's ``neutral`` (every output goes through it) runs as one regular expression; a plain per-character
+    loop over Unicode's own categories is the reference, over every code point (surrogates aside) in one string."""
+    import unicodedata
+
+    from reporter.card.text import neutral
+    from reporter.config.models import BIDI_CONTROLS
+
+    def reference(ch: str) -> str:
+        if ch in BIDI_CONTROLS or (unicodedata.category(ch) == "Cc" and ch not in "\n\t\r"):
+            return f"[U+{ord(ch):04X}]"
+        return ch
+
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    assert neutral.__wrapped__(every) == "".join(reference(ch) for ch in every)
+    assert neutral("line\nand\ttab\r") == "line\nand\ttab\r" and neutral("x\x85y\u2066z") == "x[U+0085]y[U+2066]z"

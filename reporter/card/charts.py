@@ -64,6 +64,31 @@ def _without_rows(node: Any) -> Any:
     return out
 
 
+@lru_cache(maxsize=1)
+def _vl_validator() -> Any:
+    """The validator altair's ``validate_jsonschema`` builds for the Vega-Lite schema, built once: altair builds it
+    (a deep copy of the whole schema and a reference registry) on every call, most of a chart's validation time.
+    None when this altair's helpers are not there (then every call goes through ``validate_jsonschema``).
+    """
+    try:
+        from altair.utils import schemapi as sp
+        from jsonschema import validators as jsonschema_validators
+
+        schema = _vl_schema()
+        url = sp._get_json_schema_draft_url(schema)
+        cls = jsonschema_validators.validator_for({"$schema": url})
+        kwargs: dict[str, Any] = {}
+        if hasattr(cls, "FORMAT_CHECKER"):
+            kwargs["format_checker"] = cls.FORMAT_CHECKER
+        if not sp._use_referencing_library():
+            return None
+        prepared = sp._prepare_references_in_schema(schema)
+        kwargs["registry"] = sp._get_referencing_registry(schema, url)
+        return cls(prepared, **kwargs)
+    except (ImportError, AttributeError, TypeError):
+        return None
+
+
 def validated(spec: dict[str, Any]) -> dict[str, Any]:
     """``spec`` after checking it against the Vega-Lite schema (its rows cut to one: the data's schema is
     any JSON, and walking every row made validation the card's slowest step); raises on an invalid spec.
@@ -77,7 +102,10 @@ def validated(spec: dict[str, Any]) -> dict[str, Any]:
     """
     from altair.utils.schemapi import validate_jsonschema
 
-    validate_jsonschema(_without_rows(spec), _vl_schema())
+    rows = _without_rows(spec)
+    validator = _vl_validator()
+    if validator is None or not validator.is_valid(rows):  # altair's own call ranks the errors and raises the best
+        validate_jsonschema(rows, _vl_schema())
     return spec
 
 
