@@ -26,7 +26,7 @@ measurements of anything.
 
 Usage::
 
-    bash benchmarks/device.sh                      # a GPU: cuda, full size (9 min 40 s on an H200 on 2026-12-04)
+    bash benchmarks/device.sh                      # a GPU: cuda, full size (over 10 min on an H200 on 2026-12-04: use --budget)
     bash benchmarks/device.sh --device cpu --small # the check make test runs
     python benchmarks/device.py --device cpu --sections reporter_run   # issue 35 item 5 on a CPU
     python benchmarks/device.py --check FILE       # validate a document device.sh printed
@@ -35,11 +35,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +59,8 @@ MIN_SECTION_S = 20.0
 TINY = {"layers": 2, "hidden": 64, "intermediate": 256, "heads": 4, "kv_heads": 2}
 
 
+#: the process group of the benchmark running now (for :func:`_stop_on_sigterm`)
+_RUNNING: list[int] = []
 #: the time left for the whole script (``--budget``), as a ``time.perf_counter()`` deadline; None: no limit
 _DEADLINE: list[float | None] = [None]
 
@@ -68,27 +72,35 @@ def _time_left() -> float | None:
 def child(cmd: list[str], env: dict[str, str] | None = None, timeout: float | None = None) -> dict[str, Any]:
     """Run one fresh process; its stdout's last JSON document, wall seconds and peak resident set (MB).
 
-    ``timeout`` (default: what ``--budget`` leaves) kills the process and its children; the record then says so.
+    The process leads a process group of its own. ``timeout`` (default: what ``--budget`` leaves) kills that group,
+    the benchmark's own workers included; the record then says so. The exit is seen before the process is reaped
+    (``waitid`` with ``WNOWAIT``), so the kill can never reach a process group id that was reused.
     """
     t0 = time.perf_counter()
     left = _time_left()
     if left is not None:
         timeout = left if timeout is None else min(timeout, left)
-    killed: list[bool] = []
+    lock = threading.Lock()
+    state = {"exited": False, "killed": False}
 
     def _kill(proc: subprocess.Popen[bytes]) -> None:
-        killed.append(True)
-        try:
-            os.killpg(proc.pid, 9)
-        except OSError:
-            pass
+        with lock:
+            if state["exited"]:
+                return
+            state["killed"] = True
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        _RUNNING[:] = [p.pid]
         timer = threading.Timer(max(timeout, 0.0), _kill, (p,)) if timeout is not None else None
         if timer:
             timer.start()
         try:
+            os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+            with lock:
+                state["exited"] = True
             _, status, usage = os.wait4(p.pid, 0)
         except KeyboardInterrupt:
             _kill(p)
@@ -96,7 +108,10 @@ def child(cmd: list[str], env: dict[str, str] | None = None, timeout: float | No
         finally:
             if timer:
                 timer.cancel()
+            _RUNNING.clear()
         p.returncode = os.waitstatus_to_exitcode(status)
+        # stopped by the budget: killed by our signal (a process that finished just as time ran out keeps its result)
+        stopped = state["killed"] and os.WIFSIGNALED(status)
         wall = time.perf_counter() - t0
         out.seek(0)
         err.seek(0)
@@ -104,7 +119,7 @@ def child(cmd: list[str], env: dict[str, str] | None = None, timeout: float | No
     rec: dict[str, Any] = {"command": " ".join(cmd[1:]) if cmd[0] == sys.executable else " ".join(cmd),
                            "wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
                            "returncode": p.returncode}
-    if killed:
+    if stopped:
         rec["error"] = f"stopped after {wall:.0f} s: the time --budget left ran out"
         rec["stderr_tail"] = errors[-2000:]
         return rec
@@ -360,5 +375,19 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if doc["problems"] else 0
 
 
+def _stop_on_sigterm() -> None:
+    """A SIGTERM to this script (a lease ending, ``timeout``) also ends the benchmark it runs: each benchmark leads a
+    process group of its own, which a signal to this script's group would not reach.
+    """
+    def handler(signum: int, _frame: Any) -> None:
+        for pgid in list(_RUNNING):
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 if __name__ == "__main__":
+    _stop_on_sigterm()
     sys.exit(main())

@@ -44,6 +44,17 @@ def test_a_bf16_random_model_keeps_float32_rotary_frequencies_like_a_real_checkp
     cos16, _ = rot16(x, torch.tensor([[500]]))
     cos32, _ = rot32(x.float(), torch.tensor([[500]]))
     assert torch.allclose(cos16.float(), cos32, atol=1e-2)
+    # Gemma-3 keeps one table per attention type (sliding_attention_inv_freq, full_attention_inv_freq, and originals)
+    from .conftest import small_tokenizer_dir
+
+    small = {**TINY, "seed": 3, "tokenizer": str(small_tokenizer_dir())}
+    g32 = load_model(ModelSpec(name="g", source="random:gemma3", dtype="float32", random=small))
+    g16 = load_model(ModelSpec(name="h", source="random:gemma3", dtype="bfloat16", random=small))
+    freqs = {n: b for n, b in g16.model.named_buffers(remove_duplicate=False) if n.endswith("inv_freq")}
+    assert any(n.endswith("sliding_attention_inv_freq") for n in freqs), sorted(freqs)
+    ref = dict(g32.model.named_buffers(remove_duplicate=False))
+    for name, buf in freqs.items():
+        assert buf.dtype == torch.float32 and torch.equal(buf, ref[name]), name
 
 
 def test_random_source_borrows_the_tokenizer_it_is_given(tmp_path, tiny_yaml):

@@ -98,7 +98,9 @@ def _load_packaged(spec: ModelSpec, device: torch.device, dtype: torch.dtype, se
 
 
 def to_dtype_keeping_rotary(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-    """``model.to(dtype)``, but the rotary embeddings' frequency buffers stay float32, as ``from_pretrained`` keeps them.
+    """``model.to(dtype)``, but the rotary embeddings' frequency buffers (every buffer named ``*inv_freq``: ``inv_freq``,
+    ``original_inv_freq``, Gemma-3's ``sliding_attention_inv_freq`` and ``full_attention_inv_freq``) stay float32, as
+    ``from_pretrained`` keeps them.
 
     A plain ``.to(torch.bfloat16)`` rounds ``inv_freq`` too, and the rotary angle ``position × inv_freq`` then drifts
     by up to ``position × 2⁻⁹`` radians (about 1 rad at position 500): a bf16 ``random:`` baseline would not be the
@@ -111,17 +113,13 @@ def to_dtype_keeping_rotary(model: torch.nn.Module, dtype: torch.dtype) -> torch
     >>> m.model.rotary_emb.inv_freq.dtype, m.model.layers[0].mlp.down_proj.weight.dtype
     (torch.float32, torch.bfloat16)
     """
-    kept = {name: buf.detach().clone() for name, buf in model.named_buffers()
-            if name.rsplit(".", 1)[-1] in _ROTARY_BUFFERS and buf.dtype == torch.float32}
+    kept = {name: buf.detach().clone() for name, buf in model.named_buffers(remove_duplicate=False)
+            if name.rsplit(".", 1)[-1].endswith("inv_freq") and buf.dtype == torch.float32}
     model = model.to(dtype)
     for name, buf in kept.items():
         owner, _, attr = name.rpartition(".")
         model.get_submodule(owner)._buffers[attr] = buf  # .to(dtype) moved nothing across devices
     return model
-
-
-#: the float32 buffers of transformers' rotary embeddings (``inv_freq``; ``original_inv_freq`` for dynamic RoPE)
-_ROTARY_BUFFERS = ("inv_freq", "original_inv_freq")
 
 
 def _load_random(spec: ModelSpec, device: torch.device, dtype: torch.dtype, seed: int) -> SourceModel:
