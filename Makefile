@@ -69,7 +69,7 @@ test: venv system-deps
 
 # the one device script (benchmarks/device.sh) at tiny sizes on the CPU (part of `make test`, about 2 minutes on 2
 # cores): every section runs, reporter's responses equal lm-eval's, and the JSON document it prints is complete.
-# On a GPU run `bash benchmarks/device.sh` itself (full size, about 10 minutes) and record its figures in RESULTS.md.
+# On a GPU run `bash benchmarks/device.sh` itself (full size: over 10 minutes on an H200 on 2026-12-04, so give a lent one --budget) and record its figures in RESULTS.md.
 device-check:
 	PYTHON=$(BIN)/python bash benchmarks/device.sh --device cpu --small > $${TMPDIR:-/tmp}/reporter-device-check.json
 	$(BIN)/python benchmarks/device.py --check $${TMPDIR:-/tmp}/reporter-device-check.json
