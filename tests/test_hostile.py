@@ -526,12 +526,13 @@ def test_environment_errors_name_the_file_and_what_to_do():
 
 
 def test_neutral_shows_exactly_the_control_and_bidi_characters_of_every_code_point():
-    """The card's ``neutral`` (every output goes through it) runs as one regular expression; a plain per-character
-    loop over Unicode's own categories is the reference, over every code point (surrogates aside) in one string."""
+    """The card's ``neutral`` (every output goes through it) and the models file's name check share one regular
+    expression; a plain per-character loop over Unicode's own categories is the reference, over every code point
+    (surrogates aside)."""
     import unicodedata
 
     from reporter.card.text import neutral
-    from reporter.config.models import BIDI_CONTROLS
+    from reporter.config.models import BIDI_CONTROLS, CONTROL_CHARACTER
 
     def reference(ch: str) -> str:
         if ch in BIDI_CONTROLS or (unicodedata.category(ch) == "Cc" and ch not in "\n\t\r"):
@@ -541,3 +542,5 @@ def test_neutral_shows_exactly_the_control_and_bidi_characters_of_every_code_poi
     every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
     assert neutral.__wrapped__(every) == "".join(reference(ch) for ch in every)
     assert neutral("line\nand\ttab\r") == "line\nand\ttab\r" and neutral("x\x85y\u2066z") == "x[U+0085]y[U+2066]z"
+    refused = {m.group() for m in CONTROL_CHARACTER.finditer(every)}  # a name may hold none, newline included
+    assert refused == {ch for ch in every if ch in BIDI_CONTROLS or unicodedata.category(ch) == "Cc"}

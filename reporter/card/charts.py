@@ -2,8 +2,9 @@
 
 Charts are registered by name in :data:`CHARTS` (a card section lists the charts it shows).
 Every chart has a title and unit-labelled axes and uses the Okabe–Ito colour-blind-safe
-palette; models keep the same colour in every chart. :mod:`reporter.card.vega` turns a spec into SVG. A chart whose data the run lacks is
-simply absent from :func:`chart_specs`, and the card says why in words.
+palette; models keep the same colour in every chart. A chart whose data the run lacks is simply
+absent from :func:`chart_specs`, and the card says why in words. :mod:`reporter.card.vega` turns a
+spec into SVG and inlines the Vega bundle.
 
 >>> from reporter.card.data import load_card
 >>> specs = chart_specs(load_card(run_dir))

@@ -20,7 +20,7 @@ from typing import Any
 
 import regex
 
-from ..config.models import BIDI_CONTROLS
+from ..config.models import CONTROL_CHARACTER
 
 #: the most graphemes a chart label shows (longer ones end in …; Vega then never cuts a label itself): about the
 #: 220 px a legend showed before, so "untrained: Random-init baseline" stays whole
@@ -28,9 +28,9 @@ CHART_LABEL = 36
 _GRAPHEME = regex.compile(r"\X")
 
 
-#: what :func:`neutral` shows as ``[U+XXXX]``: Unicode's control characters (category Cc: U+0000-U+001F and
-#: U+007F-U+009F) but newline, tab and carriage return, and the bidirectional controls
-_SHOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + "".join(sorted(BIDI_CONTROLS)) + "]")
+#: what :func:`neutral` shows as ``[U+XXXX]``: the control characters names may not hold, but newline, tab and
+#: carriage return
+_SHOWN = re.compile(r"(?![\n\t\r])" + CONTROL_CHARACTER.pattern)
 
 
 def _shown(m: re.Match[str]) -> str:

@@ -242,6 +242,9 @@ def _known_keys(p: Problems, k: str, m: dict[str, Any]) -> None:
 #: characters that reorder the text around them (U+202A–U+202E, U+2066–U+2069, the marks): refused in names,
 #: shown as [U+XXXX] in every output (:mod:`reporter.card.text`)
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: one of those characters: a C0/C1 control (Unicode's category Cc is exactly U+0000-U+001F and U+007F-U+009F) or a
+#: bidirectional control; the one definition names are checked against and every output shows (reporter.card.text)
+CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f" + "".join(sorted(BIDI_CONTROLS)) + "]")
 
 
 def _bad_character(text: str) -> str | None:
@@ -250,12 +253,8 @@ def _bad_character(text: str) -> str | None:
     >>> _bad_character("Llama 3 🦙"), _bad_character("a\x00b"), _bad_character("safe\u202egnp.exe")
     (None, 'U+0000 at position 2', 'U+202E at position 5')
     """
-    import unicodedata
-
-    for i, ch in enumerate(text, 1):
-        if ch in BIDI_CONTROLS or unicodedata.category(ch) == "Cc":
-            return f"U+{ord(ch):04X} at position {i}"
-    return None
+    m = CONTROL_CHARACTER.search(text)
+    return None if m is None else f"U+{ord(m.group()):04X} at position {m.start() + 1}"
 
 
 def _model_name(p: Problems, key: str, v: Any, e: _Entry) -> str | None:
