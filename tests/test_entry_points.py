@@ -375,30 +375,29 @@ def test_plugins_load_lazily_per_group(site):
 
 
 def test_plugin_settings_and_sources_are_validated_with_the_files(site, tmp_path):
+    """Every mistake in the plugins' settings and sources is named with its file and key path, several in one
+    ``reporter validate`` (a fresh process each: the installed plugins are found the way a user's are)."""
     profile, models = tmp_path / "profile.yaml", tmp_path / "models.yaml"
-    models.write_text(f"profile: {profile}\n{MODELS}")
 
-    def validate(profile_text: str) -> subprocess.CompletedProcess:
+    def validate(profile_text: str, models_text: str) -> subprocess.CompletedProcess:
         profile.write_text(profile_text)
+        models.write_text(f"profile: {profile}\n{models_text}")
         r = _reporter(site, "validate", str(models), timeout=300)
         assert r.returncode == 2, r.stdout + r.stderr
         return r
 
-    r = validate(PROFILE.replace("{scale: 2.5}", "{scale: fast, wnidow: 3}"))
+    r = validate(PROFILE.replace("toy_layer_norm: {scale: 2.5}",
+                                 "toy_layer_norm: {scale: fast, wnidow: 3}\n  toy_layer_nrom: {}"), MODELS)
     assert f"error: {profile}: plugins.toy_layer_norm.wnidow: unknown key 'wnidow'; valid keys: scale" in r.stderr
     assert f"error: {profile}: plugins.toy_layer_norm.scale: must be a number, got 'fast'" in r.stderr
-    r = validate(PROFILE.replace("{scale: 2.5}", "{scale: -1}"))  # the plugin's own check (__post_init__)
-    assert f"error: {profile}: plugins.toy_layer_norm: scale must be positive, got -1" in r.stderr
-    r = validate(PROFILE.replace("toy_layer_norm: {scale: 2.5}", "toy_layer_nrom: {}"))
     assert (f"error: {profile}: plugins.toy_layer_nrom: unknown plugin 'toy_layer_nrom' (did you mean "
             "'toy_layer_norm'?); plugins with settings: toy_layer_norm") in r.stderr
-    models.write_text(f"profile: {profile}\nmodels:\n  - {{name: m, source: 'toy:gpt2'}}\n")
-    r = validate(PROFILE)
+    r = validate(PROFILE, "models:\n  - {name: m, source: 'toy:gpt2'}\n  - {name: n, source: 'toyy:llama'}\n")
     assert f"error: {models}: models[0].source: unknown toy model 'gpt2'; use toy:llama" in r.stderr
-    models.write_text(f"profile: {profile}\nmodels:\n  - {{name: m, source: 'toyy:llama'}}\n")
-    r = validate(PROFILE)
-    assert (f"error: {models}: models[0].source: unknown model source 'toyy:' (did you mean 'toy:'?); use a hub id "
+    assert (f"error: {models}: models[1].source: unknown model source 'toyy:' (did you mean 'toy:'?); use a hub id "
             "(owner/name), an existing directory or one of: packaged:, random:, toy:") in r.stderr
+    r = validate(PROFILE.replace("{scale: 2.5}", "{scale: -1}"), MODELS)  # the plugin's own check (__post_init__)
+    assert f"error: {profile}: plugins.toy_layer_norm: scale must be positive, got -1" in r.stderr
 
 
 # -- the registry's entry-point loading, on entry points made here (no package installed)

@@ -180,10 +180,10 @@ def test_compare_markdown_keeps_one_bullet_per_line_and_a_blank_line_before_each
 
 # --- names that must survive every output --------------------------------------------------------------------
 
-#: hand-edited names, one per model of the shared run: an emoji sentence, 90 emoji (every label must be cut),
-#: and a text-direction override with a NUL (both must be shown, never obeyed)
+#: hand-edited names, one per model of the shared run: an emoji sentence, 45 emoji (over the 36 graphemes of a
+#: chart label: every label must be cut), and a text-direction override with a NUL (both must be shown, never obeyed)
 NAMES = {"Llama chat": "Llama-3.1-8B-Instruct 🦙 fine-tuned on 🇫🇷 French data, version 2 🚀",
-         "GPT-2 base": "🦙🇫🇷🚀" * 30, "Untrained": "safe\u202egnp.exe nul\x00byte"}
+         "GPT-2 base": "🦙🇫🇷🚀" * 15, "Untrained": "safe\u202egnp.exe nul\x00byte"}
 
 
 def test_hand_edited_names_give_every_output_and_hide_nothing(finished_run, tmp_path):
@@ -198,9 +198,8 @@ def test_hand_edited_names_give_every_output_and_hide_nothing(finished_run, tmp_
         assert "safe[U+202E]gnp.exe nul[U+0000]byte" in text
     assert NAMES["Llama chat"] in (run / "card.md").read_text()  # emoji are kept whole where there is room
     assert (run / "card.pdf").stat().st_size > 10_000 and list((run / "card_files").glob("*.png"))
-    from pypdf import PdfReader
-
-    pdf_text = "".join(page.extract_text() for page in PdfReader(run / "card.pdf").pages)
+    pdf_text = subprocess.run(["pdftotext", str(run / "card.pdf"), "-"], check=True, capture_output=True,
+                              text=True).stdout
     assert "safe[U+202E]gnp.exe" in pdf_text and "\u202e" not in pdf_text
 
 

@@ -57,7 +57,10 @@ def models():
         out = {"test": test, "study": study}
         for name, seed in (("clean", 1), ("reference", 2)):
             lm = tiny_lm("llama", vocab="small", seed=seed)
-            train_on(lm, [it.question for it in _items(f"{name}-", 64, np.random.default_rng(seed))], steps=60)
+            # 30 steps at 2e-2 learn the convention as 60 at 1e-2 did (bound w 0.33 against 0.31, the clean model's
+            # exchangeable p 1.5e-5 against 6.7e-5) in half the time; the contaminated model keeps its 80 at 1e-2
+            train_on(lm, [it.question for it in _items(f"{name}-", 64, np.random.default_rng(seed))], steps=30,
+                     lr=2e-2)
             out[name] = (lm, _order(lm, test))
         lm = out["clean"][0]
         trained = {it.id for it in test[::2]}

@@ -152,6 +152,24 @@ def test_a_section_defined_here_renders_or_says_why_not(tmp_path):
         SECTIONS.remove("quiet")
 
 
+def test_the_shared_environment_compiles_a_section_again_when_its_source_changes(tmp_path):
+    """The card's Jinja environment is one per process and keeps compiled templates; a section registered again
+    with other source (a notebook re-running its cell) must render the new source, never the compiled old one."""
+    from reporter.card.assets import html_environment
+
+    shutil.copytree(DATA / "run2", tmp_path / "run")
+    try:
+        for text in ("first version", "second version"):
+            register_section(Section("toy", "Toy section", source=f"<p>{text}</p>", order=85))
+            html = render(tmp_path / "run", formats=("html",))["html"].read_text()
+            assert f"<p>{text}</p>" in html and html.count("version</p>") == 1
+            SECTIONS.remove("toy")
+        assert html_environment() is html_environment()
+    finally:
+        if "toy" in SECTIONS.names():
+            SECTIONS.remove("toy")
+
+
 @dataclass(frozen=True)
 class ScaleSettings:
     scale: float = 1.0
