@@ -27,6 +27,9 @@ from .text import chart_safe
 
 #: chart builders by name: ``fn(card) -> Vega-Lite spec``, or None when the run has no data for it
 CHARTS: Registry[Callable[[dict[str, Any]], "dict[str, Any] | None"]] = Registry("chart")
+#: the print version of a chart whose interactive one draws a mark per item (thousands on a large card, which
+#: the PDF would draw one by one): by name, the same signature; used by :func:`chart_specs` with ``static=True``
+STATIC: dict[str, Callable[[dict[str, Any]], "dict[str, Any] | None"]] = {}
 
 # Okabe & Ito (2008), with grey in place of yellow (unreadable as a line on white).
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999"]
@@ -141,15 +144,18 @@ def _task_scale(tasks: list[str]) -> alt.Scale:
 
 # --- the charts ---------------------------------------------------------------------------------
 
-def chart_specs(card: dict[str, Any], names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+def chart_specs(card: dict[str, Any], names: Iterable[str] | None = None, *,
+                static: bool = False) -> dict[str, dict[str, Any]]:
     """Vega-Lite specs by name for every chart (of ``names``; default all) whose data this run has.
 
     Built-in names: ``task_scores``, ``law_pooled``, ``law_per_task``, ``mui_layers``,
-    ``lpp_entropy``, ``lpp_pr_er``, ``overlap``, ``saturation``, ``training``.
+    ``lpp_entropy``, ``lpp_pr_er``, ``overlap``, ``saturation``, ``training``, ``contamination_items``.
+    ``static`` gives the print version of a chart that has one (:data:`STATIC`), for the PDF.
     """
     out = {}
     for name in (CHARTS.names() if names is None else names):
-        if (spec := CHARTS.get(name)(card)) is not None:
+        build = STATIC[name] if static and name in STATIC else CHARTS.get(name)
+        if (spec := build(card)) is not None:
             out[name] = chart_safe(spec)  # names neutral, labels cut on grapheme boundaries
     return out
 
@@ -463,9 +469,8 @@ _CONTAMINATION_STATS = {"option_order": "option order: z of the published order"
                         "min_k": "Min-K% Prob vs prose (shown only)"}
 
 
-@CHARTS.register("contamination_items")
-def _contamination_items(card: dict[str, Any]) -> dict[str, Any] | None:
-    """Per model and test, each benchmark item's statistic against its no-contamination reference (strip plot)."""
+def _contamination_rows(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per item value of each measured test: model, task, test, value, kind (benchmark item or reference)."""
     rows: list[dict[str, Any]] = []
     seen_ref: set[tuple[str, str]] = set()
     for c in (card.get("analysis") or {}).get("contamination") or []:
@@ -480,6 +485,12 @@ def _contamination_items(card: dict[str, Any]) -> dict[str, Any] | None:
             seen_ref.add((c["model"], k))
             rows += [{"model": c["model"], "task": c["task"] if k != "verbatim" else "held-out text", "test": label,
                       "value": _n(v), "kind": "reference"} for v in s.get("reference_values") or []]
+    return rows
+
+
+def _contamination_panels(card: dict[str, Any], mark: Callable[[list[dict[str, Any]], alt.Scale], Any]) -> Any:
+    """One row of per-model panels for each test, the points drawn by ``mark(rows, colour scale)``; None without data."""
+    rows = _contamination_rows(card)
     if not rows:
         return None
     models = [m for m in _charted(card) if any(r["model"] == m for r in rows)]
@@ -490,7 +501,17 @@ def _contamination_items(card: dict[str, Any]) -> dict[str, Any] | None:
         if not sub:
             continue
         shown = [m for m in models if any(r["model"] == m for r in sub)]
-        panels.append(alt.Chart(_data(sub)).mark_point(size=28, opacity=0.7).encode(
+        panels.append(mark(sub, scale).properties(width=170, height=60).facet(
+            column=alt.Column("model:N", title=None, sort=shown)).resolve_scale(x="independent"))
+    return alt.vconcat(*panels)
+
+
+@CHARTS.register("contamination_items")
+def _contamination_items(card: dict[str, Any]) -> dict[str, Any] | None:
+    """Per model and test, each benchmark item's statistic against its no-contamination reference (strip plot)."""
+    def strip(rows: list[dict[str, Any]], scale: alt.Scale) -> Any:
+        label = rows[0]["test"]
+        return alt.Chart(_data(rows)).mark_point(size=28, opacity=0.7).encode(
             x=alt.X("value:Q", title=label),
             y=alt.Y("kind:N", title="Items", sort=["benchmark item", "reference"]),
             yOffset=alt.YOffset("jitter:Q"),
@@ -499,12 +520,39 @@ def _contamination_items(card: dict[str, Any]) -> dict[str, Any] | None:
                                alt.value("transparent")),
             tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("task:N", title="Task"),
                      alt.Tooltip("test:N", title="Test"), alt.Tooltip("value:Q", title="Value", format=".3f")],
-        ).transform_calculate(jitter="random()").properties(width=170, height=60).facet(
-            column=alt.Column("model:N", title=None, sort=shown)).resolve_scale(x="independent"))
-    chart = alt.vconcat(*panels)
+        ).transform_calculate(jitter="random()")
+
+    chart = _contamination_panels(card, strip)
+    if chart is None:
+        return None
     return _finish(chart, "Contamination evidence per item",
                    "each benchmark item (filled) against the same statistic without contamination (hollow); "
                    "further right = more like a memorised item")
+
+
+def _contamination_items_static(card: dict[str, Any]) -> dict[str, Any] | None:
+    """The print version of ``contamination_items``: a box plot per model, test and kind of items, with the items
+    beyond its whiskers as points. A 9-model card drew some 3,000 points, which took WeasyPrint 4.7 s of the
+    PDF; the items that stand out (a memorised item lies far right) are still drawn one by one.
+    """
+    def boxes(rows: list[dict[str, Any]], scale: alt.Scale) -> Any:
+        return alt.Chart(_data(rows)).mark_boxplot(extent=1.5, size=14, median={"color": "black"},
+                                                   outliers={"size": 16}).encode(
+            x=alt.X("value:Q", title=rows[0]["test"], scale=alt.Scale(zero=False)),
+            y=alt.Y("kind:N", title="Items", sort=["benchmark item", "reference"]),
+            color=alt.Color("model:N", scale=scale, title="Model"),
+        )
+
+    chart = _contamination_panels(card, boxes)
+    if chart is None:
+        return None
+    return _finish(chart, "Contamination evidence per item",
+                   "benchmark items against the same statistic without contamination (reference); box: the middle "
+                   "half of the items, whiskers: to 1.5 box widths, points: items beyond; further right = more like "
+                   "a memorised item")
+
+
+STATIC["contamination_items"] = _contamination_items_static
 
 
 def _checkpoint(c: Any) -> Any:
