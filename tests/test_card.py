@@ -412,7 +412,7 @@ def test_pdf_core_sets_table_keeps_every_task_on_the_page(tmp_path_factory):
         core, sat = next(iter(d["core_sets"].values())), next(iter(d["saturation"].values()))
         d["core_sets"] = {t: core for t in tasks}
         d["saturation"] = {t: sat for t in tasks}
-    # sections this test does not read, left out for a shorter PDF (18 pages and 15 s to 10 pages and 9 s): the
+    # sections this test does not read, left out for a shorter PDF (18 pages to 10; 14 s to 7 s in the suite): the
     # law, fairness, contamination, training, LPP, pairwise significance, calibration and per-layer MUI
     for key in ("law", "fairness", "contamination", "training"):
         res["analysis"].pop(key)
@@ -575,10 +575,12 @@ def test_the_cached_chart_validator_agrees_with_altairs_own_on_every_chart_and_o
         charts.validated(broken[0][1])
 
 
+@pytest.mark.browser
 def test_the_pdf_draws_the_per_item_contamination_chart_as_box_plots_with_the_items_beyond_the_whiskers(full):
     """The per-item strip plot drew every item (about 3,000 points on the 9-model fixture, 4.7 s of WeasyPrint);
     the PDF draws a box plot per model, test and kind of items, and as points exactly the items beyond 1.5 box
-    widths (float64 quartiles, numpy's linear rule, as Vega's), while the HTML keeps every item."""
+    widths (float64 quartiles, numpy's linear rule, as Vega's), while the HTML keeps every item. A card of few
+    items prints the strip plot itself."""
     import collections
     import re
 
@@ -591,7 +593,7 @@ def test_the_pdf_draws_the_per_item_contamination_chart_as_box_plots_with_the_it
     root, out = full
     card = load_card(root)
     strip = to_svg(charts.chart_specs(card, ["contamination_items"])["contamination_items"])
-    boxes = to_svg(charts.chart_specs(card, ["contamination_items"], static=True)["contamination_items"])
+    boxes = to_svg(charts.print_specs(card, ["contamination_items"])["contamination_items"])
     groups: dict = collections.defaultdict(list)
     for r in charts._contamination_rows(card):
         if r["value"] is not None:
@@ -614,3 +616,12 @@ def test_the_pdf_draws_the_per_item_contamination_chart_as_box_plots_with_the_it
     pdf = "\n".join(_pdf_text(out["pdf"]))
     assert "as box plots with the items beyond the whiskers drawn as points" in re.sub(r"\s+", " ", pdf)
     assert "as box plots" not in out["html"].read_text()
+    # few items: the strip plot prints as it is, and the caption says filled and hollow
+    small = copy.deepcopy(card)
+    for c in small["analysis"]["contamination"]:
+        for sig in (c.get("signals") or {}).values():
+            for key in ("item_values", "reference_values"):
+                if isinstance(sig, dict) and key in sig:
+                    sig[key] = sig[key][:2]
+    assert 0 < len(charts._contamination_rows(small)) <= charts.PRINT_POINTS
+    assert charts.print_specs(small, ["contamination_items"]) == {}

@@ -186,6 +186,7 @@ NAMES = {"Llama chat": "Llama-3.1-8B-Instruct 🦙 fine-tuned on 🇫🇷 French
          "GPT-2 base": "🦙🇫🇷🚀" * 15, "Untrained": "safe\u202egnp.exe nul\x00byte"}
 
 
+@pytest.mark.browser
 def test_hand_edited_names_give_every_output_and_hide_nothing(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
     for old, new in NAMES.items():

@@ -178,6 +178,7 @@ def test_editing_a_jsonl_tasks_data_after_a_run_is_refused_not_resumed(tiny_yaml
     assert r.exit_code == 2 and "holds a run with a different configuration" in r.output, r.output
 
 
+@pytest.mark.slow
 def test_each_models_weights_are_freed_when_its_measurement_ends_without_a_collection(tiny_yaml, tmp_path, monkeypatch):
     """Nothing of a model's measurement (evidence, collectors, tasks) keeps its weights alive once it is done, so the
     next model loads into freed memory by reference counting alone; the full garbage collection that would

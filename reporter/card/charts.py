@@ -28,8 +28,11 @@ from .text import chart_safe
 #: chart builders by name: ``fn(card) -> Vega-Lite spec``, or None when the run has no data for it
 CHARTS: Registry[Callable[[dict[str, Any]], "dict[str, Any] | None"]] = Registry("chart")
 #: the print version of a chart whose interactive one draws a mark per item (thousands on a large card, which
-#: the PDF would draw one by one): by name, the same signature; used by :func:`chart_specs` with ``static=True``
+#: the PDF would draw one by one): by name, the same signature, returning None where the interactive version
+#: prints well enough (a small card); see :func:`print_specs`
 STATIC: dict[str, Callable[[dict[str, Any]], "dict[str, Any] | None"]] = {}
+#: the most item marks a chart draws in the PDF before its print version replaces it
+PRINT_POINTS = 400
 
 # Okabe & Ito (2008), with grey in place of yellow (unreadable as a line on white).
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999"]
@@ -144,19 +147,31 @@ def _task_scale(tasks: list[str]) -> alt.Scale:
 
 # --- the charts ---------------------------------------------------------------------------------
 
-def chart_specs(card: dict[str, Any], names: Iterable[str] | None = None, *,
-                static: bool = False) -> dict[str, dict[str, Any]]:
+def chart_specs(card: dict[str, Any], names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """Vega-Lite specs by name for every chart (of ``names``; default all) whose data this run has.
 
     Built-in names: ``task_scores``, ``law_pooled``, ``law_per_task``, ``mui_layers``,
     ``lpp_entropy``, ``lpp_pr_er``, ``overlap``, ``saturation``, ``training``, ``contamination_items``.
-    ``static`` gives the print version of a chart that has one (:data:`STATIC`), for the PDF.
     """
     out = {}
     for name in (CHARTS.names() if names is None else names):
-        build = STATIC[name] if static and name in STATIC else CHARTS.get(name)
-        if (spec := build(card)) is not None:
+        if (spec := CHARTS.get(name)(card)) is not None:
             out[name] = chart_safe(spec)  # names neutral, labels cut on grapheme boundaries
+    return out
+
+
+def print_specs(card: dict[str, Any], names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The print versions (:data:`STATIC`) of the charts of ``names`` that need one on this card, by name; the PDF
+    draws these in place of the interactive specs, and every other chart as it is.
+
+    >>> from reporter.card.data import load_card
+    >>> print_specs(load_card(run_dir), ["contamination_items", "task_scores"])  # a small card: none needed
+    {}
+    """
+    out = {}
+    for name in names:
+        if name in STATIC and CHARTS.get(name) is _BUILT_IN.get(name) and (spec := STATIC[name](card)) is not None:
+            out[name] = chart_safe(spec)
     return out
 
 
@@ -531,14 +546,19 @@ def _contamination_items(card: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _contamination_items_static(card: dict[str, Any]) -> dict[str, Any] | None:
-    """The print version of ``contamination_items``: a box plot per model, test and kind of items, with the items
-    beyond its whiskers as points. A 9-model card drew some 3,000 points, which took WeasyPrint 4.7 s of the
-    PDF; the items that stand out (a memorised item lies far right) are still drawn one by one.
+    """The print version of ``contamination_items`` on a card of more than :data:`PRINT_POINTS` item values (None
+    below: the strip plot prints as it is): a box plot per model, test and kind of items, with the items beyond its
+    whiskers as points. A 9-model card drew some 3,000 points, which took WeasyPrint 4.7 s of the PDF; the items
+    that stand out (a memorised item lies far right) are still drawn one by one. The tasks of a model are pooled
+    in its box, as the strip plot pools them (its tooltip names an item's task; the PDF's table of warnings does).
     """
+    if len(_contamination_rows(card)) <= PRINT_POINTS:
+        return None  # few enough to draw every item
+
     def boxes(rows: list[dict[str, Any]], scale: alt.Scale) -> Any:
         return alt.Chart(_data(rows)).mark_boxplot(extent=1.5, size=14, median={"color": "black"},
                                                    outliers={"size": 16}).encode(
-            x=alt.X("value:Q", title=rows[0]["test"], scale=alt.Scale(zero=False)),
+            x=alt.X("value:Q", title=rows[0]["test"]),
             y=alt.Y("kind:N", title="Items", sort=["benchmark item", "reference"]),
             color=alt.Color("model:N", scale=scale, title="Model"),
         )
@@ -548,11 +568,13 @@ def _contamination_items_static(card: dict[str, Any]) -> dict[str, Any] | None:
         return None
     return _finish(chart, "Contamination evidence per item",
                    "benchmark items against the same statistic without contamination (reference); box: the middle "
-                   "half of the items, whiskers: to 1.5 box widths, points: items beyond; further right = more like "
-                   "a memorised item")
+                   "half of the items, whiskers: the furthest items within 1.5 box widths of it, points: the items "
+                   "beyond; further right = more like a memorised item")
 
 
 STATIC["contamination_items"] = _contamination_items_static
+#: the built-in builders: a chart registered again (a plugin's) keeps no built-in print version
+_BUILT_IN = {"contamination_items": _contamination_items}
 
 
 def _checkpoint(c: Any) -> Any:

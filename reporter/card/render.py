@@ -18,7 +18,7 @@ from ..errors import UserError
 from ..store.atomic import write_bytes
 from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, HF_DIR, MODEL_INDEX_DIR, slugify
 from .assets import asset, html_environment
-from .charts import STATIC, chart_specs
+from .charts import chart_specs, print_specs
 from .data import load_card
 from .formats import DEFAULT_FORMATS, FORMATS
 from .model_index import model_index
@@ -55,9 +55,10 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
     if "pdf" in formats:
         import weasyprint
 
-        printed = {**specs, **chart_specs(card, [name for name in specs if name in STATIC], static=True)}
+        replaced = print_specs(card, specs)
         html = page.render(card=card, sections=sections, mode="pdf", css=asset("card.css"), vega_js="",
-                           specs_json="{}", charts={k: svg_data_uri(s) for k, s in printed.items()})
+                           specs_json="{}", print_versions=set(replaced),
+                           charts={k: svg_data_uri(s) for k, s in {**specs, **replaced}.items()})
         out["pdf"] = write_bytes(root / CARD_PDF, weasyprint.HTML(string=html).write_pdf())
     if "md" in formats:
         from .markdown import markdown_card, write_markdown_charts

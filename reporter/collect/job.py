@@ -11,6 +11,7 @@ this module knows none of them by name, and asks each of them whether it is done
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import re
@@ -159,7 +160,8 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
         if model() is not None:
             gc.collect()
         if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+            with contextlib.suppress(RuntimeError):  # a sticky CUDA error must not replace the measurement's own
+                torch.cuda.empty_cache()
 
 
 def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, profile: Profile, *, force: bool,
