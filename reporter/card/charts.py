@@ -556,7 +556,7 @@ def _contamination_items_static(card: dict[str, Any]) -> dict[str, Any] | None:
         return None  # few enough to draw every item
 
     def boxes(rows: list[dict[str, Any]], scale: alt.Scale) -> Any:
-        return alt.Chart(_data(rows)).mark_boxplot(extent=1.5, size=14, median={"color": "black"},
+        return alt.Chart(_data(rows)).mark_boxplot(extent=1.5, size=14, median={"color": "white"},
                                                    outliers={"size": 16}).encode(
             x=alt.X("value:Q", title=rows[0]["test"]),
             y=alt.Y("kind:N", title="Items", sort=["benchmark item", "reference"]),
