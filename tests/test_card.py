@@ -592,6 +592,10 @@ def test_the_pdf_draws_the_per_item_contamination_chart_as_box_plots_with_the_it
 
     root, out = full
     card = load_card(root)
+    # values the card shows as missing (a NaN or infinite statistic): in no box, no quartile and no point
+    sig = next(s for c in card["analysis"]["contamination"] for s in (c.get("signals") or {}).values()
+               if isinstance(s, dict) and len(s.get("item_values") or []) > 8)
+    sig["item_values"][:3] = [None] * 3
     strip = to_svg(charts.chart_specs(card, ["contamination_items"])["contamination_items"])
     boxes = to_svg(charts.print_specs(card, ["contamination_items"])["contamination_items"])
     groups: dict = collections.defaultdict(list)
