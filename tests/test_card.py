@@ -545,21 +545,21 @@ def test_the_cached_chart_validator_agrees_with_altairs_own_on_every_chart_and_o
     import jsonschema
     from altair.utils.schemapi import validate_jsonschema
 
-    from reporter.card import charts
+    from reporter.card import charts, vega
 
     card = build_card(*_load("full"))
     specs = charts.chart_specs(card)
     assert len(specs) >= 5
-    validator = charts._vl_validator()
+    validator = vega._vl_validator()
     assert validator is not None  # the fast path is the one under test
-    schema = charts._vl_schema()
+    schema = vega._vl_schema()
 
     def altair_ok(spec):
         return validate_jsonschema(spec, schema, raise_error=False) is None
 
     broken = []
     for k, (name, spec) in enumerate(specs.items()):
-        rows = charts._without_rows(spec)
+        rows = vega._without_rows(spec)
         assert validator.is_valid(rows) and altair_ok(rows), name
         if k >= 2:  # altair ranks an invalid spec's errors slowly: two charts' broken variants are enough
             continue
@@ -572,7 +572,7 @@ def test_the_cached_chart_validator_agrees_with_altairs_own_on_every_chart_and_o
     for name, bad in broken:
         assert not validator.is_valid(bad) and not altair_ok(bad), name
     with pytest.raises(jsonschema.ValidationError):
-        charts.validated(broken[0][1])
+        vega.validated(broken[0][1])
 
 
 @pytest.mark.browser
@@ -629,3 +629,19 @@ def test_the_pdf_draws_the_per_item_contamination_chart_as_box_plots_with_the_it
                     sig[key] = sig[key][:2]
     assert 0 < len(charts._contamination_rows(small)) <= charts.PRINT_POINTS
     assert charts.print_specs(small, ["contamination_items"]) == {}
+
+
+def test_a_chart_registered_again_keeps_no_built_in_print_version():
+    """A plugin that replaces ``contamination_items`` gets its own chart in the PDF too, never the built-in box plots."""
+    from reporter.card import charts
+
+    card = build_card(*_load("full"))
+    assert list(charts.print_specs(card, ["contamination_items"])) == ["contamination_items"]
+    builtin = charts.CHARTS.get("contamination_items")
+    charts.CHARTS.remove("contamination_items")
+    try:
+        charts.CHARTS.add("contamination_items", lambda c: builtin(c))
+        assert charts.print_specs(card, ["contamination_items"]) == {}
+    finally:
+        charts.CHARTS.remove("contamination_items")
+        charts.CHARTS.add("contamination_items", builtin)

@@ -14,7 +14,6 @@ spec into SVG and inlines the Vega bundle.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any, Callable, Iterable
 
 import altair as alt
@@ -24,13 +23,15 @@ from .format import finite as _finite
 from .format import num_or_none as _n
 from .format import pct_or_none as _pct
 from .text import chart_safe
+from .vega import validated
 
 #: chart builders by name: ``fn(card) -> Vega-Lite spec``, or None when the run has no data for it
 CHARTS: Registry[Callable[[dict[str, Any]], "dict[str, Any] | None"]] = Registry("chart")
-#: the print version of a chart whose interactive one draws a mark per item (thousands on a large card, which
-#: the PDF would draw one by one): by name, the same signature, returning None where the interactive version
-#: prints well enough (a small card); see :func:`print_specs`
-STATIC: dict[str, Callable[[dict[str, Any]], "dict[str, Any] | None"]] = {}
+#: the print version of a built-in chart whose interactive one draws a mark per item (thousands on a large card,
+#: which the PDF would draw one by one): by name, ``(the interactive builder, the print builder)``; the print
+#: builder returns None where the interactive version prints well enough (a small card). A chart registered again
+#: (a plugin's) is no longer the interactive builder named here and keeps no print version; see :func:`print_specs`
+STATIC: dict[str, tuple[Callable[[dict[str, Any]], Any], Callable[[dict[str, Any]], "dict[str, Any] | None"]]] = {}
 #: the most item marks a chart draws in the PDF before its print version replaces it
 PRINT_POINTS = 400
 
@@ -46,74 +47,6 @@ def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:
     (``alt.Data(values=rows)`` wraps and validates every row, seconds on a card's per-item charts).
     """
     return {"values": rows}
-
-
-@lru_cache(maxsize=1)
-def _vl_schema() -> dict[str, Any]:
-    from altair.vegalite.v6.schema.core import load_schema
-
-    return load_schema()
-
-
-def _without_rows(node: Any) -> Any:
-    """The spec with each inline dataset (``values``, top-level ``datasets``) cut to its first row: the
-    structure, not the data, is validated.
-    """
-    if isinstance(node, list):
-        return [_without_rows(x) for x in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: _without_rows(v) for k, v in node.items() if k not in ("values", "datasets")}
-    if isinstance(node.get("values"), list):
-        out["values"] = node["values"][:1]
-    if isinstance(node.get("datasets"), dict):
-        out["datasets"] = {name: rows[:1] for name, rows in node["datasets"].items()}
-    return out
-
-
-@lru_cache(maxsize=1)
-def _vl_validator() -> Any:
-    """The validator altair's ``validate_jsonschema`` builds for the Vega-Lite schema, built once: altair builds it
-    (a deep copy of the whole schema and a reference registry) on every call, most of a chart's validation time.
-    None when this altair's helpers are not there (then every call goes through ``validate_jsonschema``).
-    """
-    try:
-        from altair.utils import schemapi as sp
-        from jsonschema import validators as jsonschema_validators
-
-        schema = _vl_schema()
-        url = sp._get_json_schema_draft_url(schema)
-        cls = jsonschema_validators.validator_for({"$schema": url})
-        kwargs: dict[str, Any] = {}
-        if hasattr(cls, "FORMAT_CHECKER"):
-            kwargs["format_checker"] = cls.FORMAT_CHECKER
-        if not sp._use_referencing_library():
-            return None
-        prepared = sp._prepare_references_in_schema(schema)
-        kwargs["registry"] = sp._get_referencing_registry(schema, url)
-        return cls(prepared, **kwargs)
-    except (ImportError, AttributeError, TypeError):
-        return None
-
-
-def validated(spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` after checking it against the Vega-Lite schema (its rows cut to one: the data's schema is
-    any JSON, and walking every row made validation the card's slowest step); raises on an invalid spec.
-
-    >>> validated({"mark": "point", "data": {"values": [{"a": 1}, {"a": 2}]}})["mark"]
-    'point'
-    >>> validated({"mark": "pointy", "data": {"values": [{"a": 1}]}})  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    jsonschema.exceptions.ValidationError: ...
-    """
-    from altair.utils.schemapi import validate_jsonschema
-
-    rows = _without_rows(spec)
-    validator = _vl_validator()
-    if validator is None or not validator.is_valid(rows):  # altair's own call ranks the errors and raises the best
-        validate_jsonschema(rows, _vl_schema())
-    return spec
 
 
 def _title(text: str, subtitle: str | list[str] | None = None) -> alt.TitleParams:
@@ -170,7 +103,8 @@ def print_specs(card: dict[str, Any], names: Iterable[str]) -> dict[str, dict[st
     """
     out = {}
     for name in names:
-        if name in STATIC and CHARTS.get(name) is _BUILT_IN.get(name) and (spec := STATIC[name](card)) is not None:
+        interactive, build = STATIC.get(name, (None, None))
+        if build is not None and CHARTS.get(name) is interactive and (spec := build(card)) is not None:
             out[name] = chart_safe(spec)
     return out
 
@@ -503,9 +437,11 @@ def _contamination_rows(card: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _contamination_panels(card: dict[str, Any], mark: Callable[[list[dict[str, Any]], alt.Scale], Any]) -> Any:
-    """One row of per-model panels for each test, the points drawn by ``mark(rows, colour scale)``; None without data."""
-    rows = _contamination_rows(card)
+def _contamination_panels(card: dict[str, Any], rows: list[dict[str, Any]],
+                          mark: Callable[[list[dict[str, Any]], alt.Scale], Any]) -> Any:
+    """One row of per-model panels for each test, the ``rows`` (:func:`_contamination_rows`) drawn by
+    ``mark(a test's rows, colour scale)``; None without rows.
+    """
     if not rows:
         return None
     models = [m for m in _charted(card) if any(r["model"] == m for r in rows)]
@@ -537,7 +473,7 @@ def _contamination_items(card: dict[str, Any]) -> dict[str, Any] | None:
                      alt.Tooltip("test:N", title="Test"), alt.Tooltip("value:Q", title="Value", format=".3f")],
         ).transform_calculate(jitter="random()")
 
-    chart = _contamination_panels(card, strip)
+    chart = _contamination_panels(card, _contamination_rows(card), strip)
     if chart is None:
         return None
     return _finish(chart, "Contamination evidence per item",
@@ -552,7 +488,8 @@ def _contamination_items_static(card: dict[str, Any]) -> dict[str, Any] | None:
     that stand out (a memorised item lies far right) are still drawn one by one. The tasks of a model are pooled
     in its box, as the strip plot pools them (its tooltip names an item's task; the PDF's table of warnings does).
     """
-    if len(_contamination_rows(card)) <= PRINT_POINTS:
+    rows = _contamination_rows(card)
+    if len(rows) <= PRINT_POINTS:
         return None  # few enough to draw every item
 
     def boxes(rows: list[dict[str, Any]], scale: alt.Scale) -> Any:
@@ -563,7 +500,7 @@ def _contamination_items_static(card: dict[str, Any]) -> dict[str, Any] | None:
             color=alt.Color("model:N", scale=scale, title="Model"),
         )
 
-    chart = _contamination_panels(card, boxes)
+    chart = _contamination_panels(card, rows, boxes)
     if chart is None:
         return None
     return _finish(chart, "Contamination evidence per item",
@@ -572,9 +509,7 @@ def _contamination_items_static(card: dict[str, Any]) -> dict[str, Any] | None:
                    "beyond; further right = more like a memorised item")
 
 
-STATIC["contamination_items"] = _contamination_items_static
-#: the built-in builders: a chart registered again (a plugin's) keeps no built-in print version
-_BUILT_IN = {"contamination_items": _contamination_items}
+STATIC["contamination_items"] = (_contamination_items, _contamination_items_static)
 
 
 def _checkpoint(c: Any) -> Any:

@@ -28,8 +28,8 @@ CHART_LABEL = 36
 _GRAPHEME = regex.compile(r"\X")
 
 
-#: what :func:`neutral` shows as ``[U+XXXX]``: the control characters names may not hold, but newline, tab and
-#: carriage return
+#: what :func:`neutral` shows as ``[U+XXXX]``: every character a model name may not hold
+#: (:data:`~reporter.config.models.CONTROL_CHARACTER`) except newline, tab and carriage return
 _SHOWN = re.compile(r"(?![\n\t\r])" + CONTROL_CHARACTER.pattern)
 
 
