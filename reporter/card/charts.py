@@ -32,8 +32,9 @@ CHARTS: Registry[Callable[[dict[str, Any]], "dict[str, Any] | None"]] = Registry
 #: builder returns None where the interactive version prints well enough (a small card). A chart registered again
 #: (a plugin's) is no longer the interactive builder named here and keeps no print version; see :func:`print_specs`
 STATIC: dict[str, tuple[Callable[[dict[str, Any]], Any], Callable[[dict[str, Any]], "dict[str, Any] | None"]]] = {}
-#: the most item marks a chart draws in the PDF before its print version replaces it
-PRINT_POINTS = 400
+#: the most item marks a chart draws in the PDF before its print version replaces it (WeasyPrint draws about 600
+#: a second: `make demo`'s 444 stay points, the 9-model fixture's 2,816 become box plots)
+PRINT_POINTS = 1000
 
 # Okabe & Ito (2008), with grey in place of yellow (unreadable as a line on white).
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999"]
