@@ -176,7 +176,7 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     work = dict(read_json(mdir / MODEL_WORK) or {})  # model-only work: computed here or taken from the cache
     if not json_ok(mdir / SMOKE):
         work["smoke"] = run_cached(
-            lm, ModelStep("smoke", {"texts": profile.smoke_texts, "version": 1}), mdir,
+            lm, ModelStep("smoke", {"texts": profile.smoke_texts, "version": 2}), mdir,
             partial(_write_smoke, lm, profile, mdir, progress), partial(json_ok, mdir / SMOKE), use_cache=not force)
         write_json(mdir / MODEL_WORK, work)
     if not math.isfinite(read_json(mdir / SMOKE)["perplexity"]):

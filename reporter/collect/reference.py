@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from ..config import ContaminationConfig, Profile
 from ..instrument.batch import padded_batches
@@ -46,8 +47,8 @@ SCORE_CHUNK = 1 << 23
 
 
 
-def logprobs_and_greedy(lm: Any, id_lists: Sequence[Sequence[int]], *,
-                        batch_size: int = 8) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def logprobs_and_greedy(lm: Any, id_lists: Sequence[Sequence[int]], *, batch_size: int = 8,
+                        desc: str | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per sequence, ``log p(x_j | x_<j)`` for j >= 1 (float32) and the most probable token at each of those positions.
 
     ``greedy[i][j - 1]`` is the argmax of the distribution that predicts token j. One hooked
@@ -63,7 +64,9 @@ def logprobs_and_greedy(lm: Any, id_lists: Sequence[Sequence[int]], *,
     lps: list[np.ndarray] = [np.zeros(0, np.float32)] * len(id_lists)
     greedy: list[np.ndarray] = [np.zeros(0, np.int64)] * len(id_lists)
     head = lm.model.get_output_embeddings() if head_output_is_logits(lm.model) else None
-    for pb in padded_batches(id_lists, batch_size, lm.tokenizer.pad_token_id, lm.device):
+    batches = padded_batches(id_lists, batch_size, lm.tokenizer.pad_token_id, lm.device)
+    for pb in tqdm(batches, desc=desc, total=-(-len(id_lists) // max(1, batch_size)), disable=desc is None,
+                   leave=False):
         W = pb.width
         if head is not None:
             scores = ChunkedScores(head)

