@@ -19,6 +19,7 @@ import torch
 
 from reporter.analyse.contamination import EXCHANGEABLE, apply_fdr, option_order_signal, order_null_for
 from reporter.collect.option_order import option_order_evidence
+from reporter.metrics.rank_tests import order_fisher_pvalue
 from reporter.tasks import Item
 from reporter.tasks.base import mc_question
 
@@ -100,14 +101,32 @@ def test_a_learnt_convention_is_a_false_alarm_under_exchangeability_and_quiet_un
     assert len(drivers) == 5 and sum(d in models["trained"] for d in drivers) >= 4, drivers
 
 
+def _shuffled_ranks(study, rec, seed):
+    """Per item, the seeded shuffled publication's rank among the other unpublished orders, and how many (a loop)."""
+    ranks, m = [], []
+    for it in rec["per_item"]:
+        ll = it["ll"]
+        k = 1 + study.shuffled_order(it["id"], it["orders"][1:], seed)
+        ranks.append(sum(ll[j] >= ll[k] - 1e-6 * max(1.0, abs(ll[k])) for j in range(1, len(ll)) if j != k))
+        m.append(len(ll) - 2)
+    return ranks, m
+
+
 def test_the_shuffled_publication_is_null_even_for_the_contaminated_model(models):
-    """A seeded "published" order among the orders nobody published: its rank is uniform whatever the model saw."""
+    """A seeded "published" order among the orders nobody published: its rank is uniform whatever the model saw.
+
+    One seed's p-value is one draw from the null, below 0.01 once in a hundred seeds (seed 5 drew 0.0066 for the
+    contaminated model on a 2-vCPU AMD EPYC, whose floats train the tiny models a little differently): the
+    claim is checked on the p-values of 40 seeds, whose median a uniform null puts near 0.5.
+    """
     study = models["study"]
     for name in ("clean", "contaminated"):
         rec = study.score_record(models[name][1], models["test"])
         r = study.item_ranks(rec, seed=5)
         assert r["published"]["p_fisher"] < 1e-3
-        assert r["shuffled"]["p_fisher"] > 0.01
+        ps = np.array([order_fisher_pvalue(*_shuffled_ranks(study, rec, s)) for s in range(40)])
+        assert r["shuffled"]["p_fisher"] == pytest.approx(ps[5])
+        assert np.median(ps) > 0.25 and np.mean(ps < 0.05) <= 0.2, (name, np.median(ps), np.sort(ps)[:5])
         for it, pub, shuf in zip(rec["per_item"], r["ranks"], r["shuffled_ranks"]):  # a plain loop
             ll = it["ll"]
             k = 1 + study.shuffled_order(it["id"], it["orders"][1:], 5)
