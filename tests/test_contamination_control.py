@@ -72,7 +72,10 @@ def test_the_contaminated_task_is_flagged(control):
     assert control["losses"][-1] < control["losses"][0] / 4  # it did learn its items
     assert s["detected"] == {"weak_or_strong": 1, "strong": 1, "of": 1}
     row = next(v for v in s["verdicts"] if v["role"] == "contaminated")
-    assert {"option_order", "split_min_k", "verbatim"} <= set(row["fired"])
+    # "strong" is two signals or more; which of the three clear the run-wide correction is float rounding of the
+    # fine-tuning at this size (adjusted p 0.004-0.017 across CPU kernels: benchmarks/RESULTS.md), so the test asks
+    # for two, and for every signal's effect, which does not move, through its AUC
+    assert len({"option_order", "split_min_k", "verbatim"} & set(row["fired"])) >= 2, row["fired"]
     auc = {a["signal"]: a["auc"] for a in s["aucs"]}
     assert auc["option_order"] >= 0.9 and auc["verbatim"] >= 0.9  # trained-on vs held-out items of the same task
     assert auc["split_min_k"] >= 0.9, auc

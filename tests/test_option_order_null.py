@@ -94,11 +94,19 @@ def test_a_learnt_convention_is_a_false_alarm_under_exchangeability_and_quiet_un
     assert not clean_c["fires"] and clean_c["null"]["name"] == "calibrated", (w, clean_c["top_share"], clean_c["p_value"])
     assert clean_c["chance_share"] == pytest.approx(w + (1 - w) / 9)
     cont_e, cont_c = rows["contaminated"]
-    assert cont_c["fires"] and cont_c["p_value"] < 1e-4, (w, cont_c["top_share"], cont_c["p_value"])
+    # fires, and by a margin: its p moves with the reference's bound w, which moves with the float rounding of the
+    # tiny models' training (p 1.5e-6 at w 0.33 with AVX2 kernels, 1.1e-5 at 0.35 with AVX-512, 1.1e-3 at 0.38
+    # with scalar kernels); its published order tops 62 of the 96 items with every kernel set
+    assert cont_c["fires"] and cont_c["p_adjusted"] < 0.005, (w, cont_c["top_share"], cont_c["p_value"])
     assert cont_c["p_value"] >= cont_c["p_value_exchangeable"]
-    # the warning's drivers are mostly items the model was trained on (a convention item may lead too)
+    # the warning's drivers are items whose published order the model has a reason to prefer: trained ones, or
+    # convention items, which a clean model prefers too. The 48 trained and 12 untrained convention items all put
+    # their published order first, so which of them lead is float rounding (3 to 5 of 5 trained across kernels);
+    # an untrained item of random order (36, 2 of them with the published order first) led under no kernel set
+    convention = {it.id for it in models["test"] if it.choices[0].startswith(COLOURS[0])}
     drivers = [d["id"] for d in cont_c["drivers"]]
-    assert len(drivers) == 5 and sum(d in models["trained"] for d in drivers) >= 4, drivers
+    assert len(drivers) == 5 and set(drivers) <= models["trained"] | convention, drivers
+    assert sum(d in models["trained"] for d in drivers) >= 3, drivers
 
 
 def _shuffled_ranks(study, rec, seed):
