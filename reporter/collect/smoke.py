@@ -24,7 +24,8 @@ def perplexity(lm: Any, texts: list[str], *, max_tokens: int = 256, progress: bo
     Returns ``{"perplexity", "mean_nll", "n_texts", "n_tokens"}``; BOS is prepended when the
     tokenizer defines one, and the first token of each text is never scored. Each text is
     scored as if alone (left padding, masked): batching changes the sums only by floating-point
-    order, and runs the model at several times the speed of one text per pass on a CPU.
+    order (SmolLM2: 8e-6 relative), and on a 2-core CPU the pass takes about a third less time
+    than one text per forward pass.
 
     >>> p = perplexity(lm, lambada_texts(2), progress=False)
     >>> p["n_texts"], p["perplexity"] > 1
