@@ -143,6 +143,49 @@ def test_split_gguf_is_joined_in_order_and_checksum_verified(tmp_path):
     assert path.read_bytes()[:4] == b"GGUF"
 
 
+def test_the_conversions_reader_parses_what_ggufs_own_reader_parses(tmp_path):
+    """gguf_parsed_once reads a GGUF through a plain array over the file (not np.memmap): same fields, same
+    tensors, byte for byte, on a file with scalar, string and array fields and float and quantised tensors."""
+    import gguf
+    import numpy as np
+
+    from reporter.models.packaged import gguf_parsed_once
+
+    path = tmp_path / "t.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_uint32("t.n", 7)
+    w.add_string("t.s", "héllo")
+    w.add_array("t.tokens", ["a", "bb", "ccc", "<0x0A>"] * 64)
+    w.add_array("t.scores", [0.5, 1.5, -2.0])
+    w.add_tensor("w.f32", np.arange(12, dtype=np.float32).reshape(3, 4))
+    w.add_tensor("w.f16", np.linspace(0, 1, 64).astype(np.float16))
+    q = gguf.quants.quantize(np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32),
+                             gguf.GGMLQuantizationType.Q8_0)
+    w.add_tensor("w.q8", q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+    plain = gguf.GGUFReader(str(path))
+    with gguf_parsed_once():
+        fast = gguf.GGUFReader(str(path))
+        assert gguf.GGUFReader(str(path)) is fast  # parsed once
+        assert not isinstance(fast.data, np.memmap)
+        assert isinstance(gguf.GGUFReader(str(path), "r+").data, np.memmap)  # a writable reader stays a memmap
+    assert gguf.gguf_reader.np is np and gguf.GGUFReader(str(path)).data.__class__ is np.memmap  # all restored
+    assert list(fast.fields) == list(plain.fields)
+    for name, f in plain.fields.items():
+        g = fast.fields[name]
+        assert (g.types, g.data, g.offset) == (f.types, f.data, f.offset), name
+        assert [p.tobytes() for p in g.parts] == [p.tobytes() for p in f.parts], name
+        assert g.contents() == f.contents(), name
+    assert [(t.name, t.tensor_type, t.shape.tolist(), t.data.tobytes()) for t in fast.tensors] == \
+        [(t.name, t.tensor_type, t.shape.tolist(), t.data.tobytes()) for t in plain.tensors]
+    np.testing.assert_array_equal(gguf.dequantize(fast.tensors[2].data, fast.tensors[2].tensor_type),
+                                  gguf.dequantize(plain.tensors[2].data, plain.tensors[2].tensor_type))
+
+
 def test_checksum_mismatch_is_a_clear_error(tmp_path, monkeypatch):
     import reporter.models.packaged as pk
 
