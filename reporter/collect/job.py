@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from ..config import ModelSpec, Profile, RunConfig, TaskConfig
 from ..errors import UserError, environment_error
+from ..models.heap import return_free_memory
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import ERROR, MODEL_META, MODEL_WORK, SMOKE, RunDir
@@ -159,6 +160,7 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
         # runs only when something still does: a caller's ``loaded``, a traceback, or a reference cycle.
         if model() is not None:
             gc.collect()
+        return_free_memory()  # what the model and its measurement freed, before the next model loads
         if torch.cuda.is_available():
             with contextlib.suppress(RuntimeError):  # a sticky CUDA error must not replace the measurement's own
                 torch.cuda.empty_cache()

@@ -18,6 +18,7 @@ from ..config import ModelSpec
 from ..config.sources import SOURCES, ModelSource, SourceModel
 from ..errors import UserError
 from .adapters import Adapter, get_adapter
+from .heap import return_free_memory
 from .packaged import PACKAGED, entry_dir, model_dir, tokenizer_dir
 from .random_archs import RANDOM_ARCHS, SIZE_KEYS, random_config
 
@@ -92,6 +93,8 @@ def _load_packaged(spec: ModelSpec, device: torch.device, dtype: torch.dtype, se
     pm = PACKAGED[spec.source.split(":", 1)[1]]
     was_cached = (entry_dir(pm) / "model").is_dir()
     path = model_dir(pm)
+    if not was_cached:  # the conversion freed more than the model will need: give it back before loading
+        return_free_memory()
     model, tok = _from_pretrained(str(path), spec, dtype, "packaged model")
     return SourceModel(model, tok, kind=pm.kind,
                        meta=dict(upstream=pm.upstream, cache_path=str(path), converted_now=not was_cached))
