@@ -93,6 +93,22 @@ def test_entropy_matches_reference_and_limits():
     assert entropy(masked).item() == pytest.approx(math.log(2) / math.log(4))
 
 
+def test_entropy_a_few_rows_at_a_time_equals_the_reference(monkeypatch):
+    """Rows are taken ENTROPY_ELEMENTS // |V| at a time (Gemma-3's 262k vocabulary in float64): the same numbers
+    whatever the chunk, masked tokens included, and the input's shape kept."""
+    from reporter.metrics import spectra
+
+    torch.manual_seed(1)
+    logits = torch.randn(4, 7, 300) * 3
+    logits[0, 0, :150] = float("-inf")
+    whole = entropy(logits)
+    for elements in (300, 301, 1000, 299):  # one row, one, three, and at least one row a chunk
+        monkeypatch.setattr(spectra, "ENTROPY_ELEMENTS", elements)
+        assert torch.equal(entropy(logits), whole)
+    assert whole.shape == (4, 7)
+    np.testing.assert_allclose(whole.numpy(), ref_entropy(logits.numpy()), rtol=1e-12, atol=1e-12)
+
+
 def test_variance_shares_on_constructed_data():
     c = np.array([4.0, 3.0, 2.0, 1.0, 1.0, 0.5, 0.5])
     E = np.diag(c)

@@ -91,22 +91,33 @@ def effective_rank(H, normalize: bool = True) -> float:
     return pr_er(covariance_eigenvalues(X), *X.shape)["er" if normalize else "er_raw"]
 
 
+#: :func:`entropy` works on at most about this many elements of the distribution at a time (32 MB in float64)
+ENTROPY_ELEMENTS = 1 << 22
+
+
 def entropy(logits: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Next-token entropy over the last dimension divided by ln|V| (in [0, 1]), computed in ``dtype``.
 
     Stable through ``log_softmax``; ``-inf`` logits (masked tokens) contribute 0. float64 by
     default (LPP only evaluates it at the few schedule positions, so the cost is negligible).
+    Rows are taken :data:`ENTROPY_ELEMENTS` // |V| at a time (each row's arithmetic is its own, so
+    the result does not depend on it): with Gemma-3's 262k-token vocabulary, a batch's schedule
+    positions in float64 made a demo's peak memory (a few temporaries of 2 MB per row at once).
 
     >>> [round(x, 9) for x in entropy(torch.zeros(2, 8)).tolist()]  # uniform
     [1.0, 1.0]
     >>> abs(float(entropy(torch.tensor([0., -1e4, -1e4])))) < 1e-9  # one-hot
     True
     """
-    x = logits.to(dtype)
-    logp = torch.log_softmax(x, dim=-1)
-    p = logp.exp()
-    h = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)
-    return h / math.log(x.shape[-1])
+    V = logits.shape[-1]
+    flat = logits.reshape(-1, V)
+    out = torch.empty(flat.shape[0], dtype=dtype, device=logits.device)
+    step = max(1, ENTROPY_ELEMENTS // max(1, V))
+    for a in range(0, flat.shape[0], step):
+        logp = torch.log_softmax(flat[a:a + step].to(dtype), dim=-1)
+        p = logp.exp()
+        out[a:a + step] = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)
+    return (out / math.log(V)).reshape(logits.shape[:-1])
 
 
 def variance_shares(H) -> tuple[float, float]:
