@@ -161,9 +161,10 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
         from .run.pipeline import default_output
         from .run.pipeline import run as run_models
 
-        res, failures = run_models(cfg, output, profile=prof, force=force, progress=not no_progress,
-                                   command=sys.argv, executor=executor, address=address)
+        # named once: a run that passes midnight renders the directory it wrote, not the new day's
         out_dir = Path(output or cfg.output or default_output(cfg))
+        res, failures = run_models(cfg, out_dir, profile=prof, force=force, progress=not no_progress,
+                                   command=sys.argv, executor=executor, address=address)
         if not no_render:  # also when a model failed: the card shows it as failed, next to the others
             from .card.render import render
 

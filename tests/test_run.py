@@ -217,3 +217,31 @@ def test_each_models_weights_are_freed_when_its_measurement_ends_without_a_colle
                                   "--no-render"])
     assert r.exit_code == 0, r.output
     assert len(seen) == 2 and collections == []  # freed without the collection
+
+
+def test_a_run_that_passes_midnight_renders_the_directory_it_wrote(tiny_yaml, tmp_path, monkeypatch):
+    """The default output directory (reports/<stem>-<date>) is named once per command: a run that started on one day
+    and finished on the next rendered reports/<stem>-<next day>, which did not exist (make demo, 23:58 to 00:03)."""
+    import datetime
+
+    import reporter.run.pipeline as pipeline
+
+    days = iter([datetime.date(2026, 12, 4)] + [datetime.date(2026, 12, 5)] * 10)
+
+    class _Date(datetime.date):
+        @classmethod
+        def today(cls):
+            return next(days)
+
+    monkeypatch.setattr(pipeline, "_dt", type("dt", (), {"date": _Date}))
+    monkeypatch.chdir(tmp_path)
+    prof = tiny_yaml("lpp: {enabled: false}\nmui: {enabled: false}\nsmoke_texts: 1\n"
+                     "contamination: {verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: 0}\n"
+                     "tasks:\n  - {name: arc_easy, limit: 2, max_new_tokens: 2}\n", "profile.yaml")
+    models = tiny_yaml(small_random(f"profile: {prof}\nmodels:\n  - {{name: t, source: random:llama, "
+                                    "random: {layers: 1, hidden: 32, intermediate: 48, heads: 2}}\n"), "late.yaml")
+    r = CliRunner().invoke(main, ["run", str(models), "--no-progress", "--format", "md"])
+    assert r.exit_code == 0, r.output
+    assert "run directory: reports/late-2026-12-04" in r.output
+    assert (tmp_path / "reports" / "late-2026-12-04" / "card.md").is_file()
+    assert not (tmp_path / "reports" / "late-2026-12-05").exists()
