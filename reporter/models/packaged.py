@@ -276,7 +276,7 @@ def _plain_array_reader(real_reader: Any, path: Any, mode: str) -> Any:
     import gguf.gguf_reader as module
     import numpy as np
 
-    if mode != "r":
+    if mode != "r" or not isinstance(getattr(module, "np", None), types.ModuleType):  # another gguf: its own way
         return real_reader(path, mode)
     with open(path, "rb") as fh:
         mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
