@@ -226,12 +226,13 @@ def test_a_run_that_passes_midnight_renders_the_directory_it_wrote(tiny_yaml, tm
 
     import reporter.run.pipeline as pipeline
 
-    days = iter([datetime.date(2026, 12, 4)] + [datetime.date(2026, 12, 5)] * 10)
+    calls = []
 
     class _Date(datetime.date):
         @classmethod
-        def today(cls):
-            return next(days)
+        def today(cls):  # the first call on 2026-12-04, every later one the next day
+            calls.append(1)
+            return datetime.date(2026, 12, 4 if len(calls) == 1 else 5)
 
     monkeypatch.setattr(pipeline, "_dt", type("dt", (), {"date": _Date}))
     monkeypatch.chdir(tmp_path)

@@ -237,13 +237,13 @@ def _known_keys(p: Problems, k: str, m: dict[str, Any]) -> None:
             p.add(f"{k}.{req}", "is required")
 
 
-#: characters a name may not hold: C0/C1 controls (a NUL aborted the chart renderer) and the bidirectional
-#: controls that make text display in another order than it is stored (``safe\u202egnp.exe`` shows as safeexe.png)
-#: characters that reorder the text around them (U+202A–U+202E, U+2066–U+2069, the marks): refused in names,
+#: the bidirectional controls: characters that make text display in another order than it is stored
+#: (``safe\u202egnp.exe`` shows as safeexe.png; U+202A–U+202E, U+2066–U+2069, the marks): refused in names,
 #: shown as [U+XXXX] in every output (:mod:`reporter.card.text`)
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-#: one of those characters: a C0/C1 control (Unicode's category Cc is exactly U+0000-U+001F and U+007F-U+009F) or a
-#: bidirectional control; the one definition names are checked against and every output shows (reporter.card.text)
+#: a character a name may not hold: a C0/C1 control (Unicode's category Cc is exactly U+0000-U+001F and U+007F-U+009F;
+#: a NUL aborted the chart renderer) or a bidirectional control; the one definition names are checked against and
+#: every output shows (reporter.card.text)
 CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f" + "".join(sorted(BIDI_CONTROLS)) + "]")
 
 
