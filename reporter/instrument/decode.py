@@ -24,6 +24,16 @@ attention mask) token for token; the tests compare the two. Unlike ``generate`` 
 from the batch and the KV cache as soon as it finishes, so a batch does not keep paying for
 rows that are done while its longest answer is still being written.
 
+**A prefix shared by every prompt runs once** (:func:`shared_prefix_length`): a chat template's
+system prompt and instruction, or a few-shot task's examples. The prefix runs at batch size 1
+with the collectors' hooks paused, its KV cache is repeated for every row, and the rest of each
+prompt runs on top of it, left-padded after the prefix (``[prefix][pads][rest]``, the pads masked,
+positions counting real tokens only), so every real token sees the same tokens at the same
+positions as in the prompt alone. It is skipped where that would change what a collector reads
+(a collector reading every prompt position, or positions inside the prefix) and where the model's
+attention depends on the distance in the cache rather than on positions (a sliding window or
+attention chunk shorter than the batch's prompts and answers).
+
 >>> import torch
 >>> from transformers import LlamaConfig, LlamaForCausalLM
 >>> _ = torch.manual_seed(0)
@@ -35,7 +45,7 @@ rows that are done while its longest answer is still being written.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, NamedTuple, Protocol, Sequence, runtime_checkable
 
 import torch
 
@@ -44,7 +54,7 @@ from .head import small_batch_head
 from .hooked_pass import eval_mode, input_device
 from .hooks import HookSet
 
-__all__ = ["StepCollector", "greedy_decode"]
+__all__ = ["StepCollector", "greedy_decode", "shared_prefix_length"]
 
 
 @runtime_checkable
@@ -65,6 +75,14 @@ class StepCollector(Protocol):
     #: how many of the prefill's last positions it needs logits for (0 = every prompt position);
     #: read after ``attach``, so it may depend on the batch
     prompt_positions: int
+
+    #: Optional (absent = False): True when its hooks and logits at the prefill read only the
+    #: ``prompt_positions`` last positions of each row (or, with an optional ``prompt_reads_from``
+    #: set in ``attach``, per row, the prompt positions from that index on), without aligning a hook's
+    #: tensor with the prompt batch's full width. Only when every collector says so does a prefix all
+    #: prompts share run once (:func:`shared_prefix_length`): the prefill's hooks then see the rest of
+    #: the prompts, [B, P - shared, ...], whose last positions are the prompts' last positions.
+    # shares_prefix: bool
 
     def attach(self, hooks: HookSet, adapter: Any, prompt: PassBatch) -> None:
         """Register hooks for the whole generation of this batch."""
@@ -92,9 +110,81 @@ def _prefill_positions(collectors: Sequence[StepCollector], width: int) -> int:
     return max(need, default=1)
 
 
+#: a prefix shared by a batch's prompts runs once only when it is at least this long ...
+SHARED_PREFIX_MIN = 8
+#: ... and saves at least this many token positions, ``(B - 1) * length`` (the extra forward at batch
+#: size 1 reads every weight once more: on a CPU about as long as 40 tokens of SmolLM2's prefill)
+SHARED_PREFIX_MIN_SAVED = 64
+
+
+def _distance_limit(model: torch.nn.Module) -> int | None:
+    """The shortest cache distance the model's attention cuts at (a sliding window, an attention chunk), or None."""
+    cfg = getattr(model, "config", None)
+    if cfg is not None and hasattr(cfg, "get_text_config"):
+        cfg = cfg.get_text_config()
+    limits = [int(v) for k in ("sliding_window", "attention_chunk_size", "local_attention", "window_size")
+              if isinstance(v := getattr(cfg, k, None), int) and not isinstance(v, bool) and v > 0]
+    return min(limits) if limits else None
+
+
+def shared_prefix_length(prompts: Sequence[Sequence[int]], reads_from: Sequence[int] | None = None, *,
+                         model: torch.nn.Module | None = None, max_new_tokens: int = 0) -> int:
+    """How many leading tokens, the same in every prompt, :func:`greedy_decode` runs once for the batch (0: none).
+
+    The prefix is the prompts' longest common prefix, cut so that every prompt keeps at least
+    its last token and every position in ``reads_from`` (per row, the first prompt position a
+    collector reads) for the batch's own pass. It is used only when it is at least
+    :data:`SHARED_PREFIX_MIN` tokens long and saves :data:`SHARED_PREFIX_MIN_SAVED` positions
+    or more, and, for a model whose attention cuts at a cache distance (a sliding window),
+    when the prompts and answers fit inside that distance (the pads after the prefix lengthen
+    a short prompt's distances in the cache).
+
+    >>> shared_prefix_length([[1] * 20 + [5, 6], [1] * 20 + [7]] * 4)
+    20
+    >>> shared_prefix_length([[1] * 20 + [5, 6], [1] * 20 + [7]] * 4, reads_from=[12] * 8)
+    12
+    >>> shared_prefix_length([[1] * 20 + [5, 6], [2] * 20 + [7]] * 4)
+    0
+    """
+    B = len(prompts)
+    if B < 2:
+        return 0
+    first, n_min = prompts[0], min(len(p) for p in prompts)
+    length = 0
+    while length < n_min and all(p[length] == first[length] for p in prompts):
+        length += 1
+    length = min(length, n_min - 1, *(int(r) for r in (reads_from or [])))
+    if length < SHARED_PREFIX_MIN or (B - 1) * length < SHARED_PREFIX_MIN_SAVED:
+        return 0
+    limit = _distance_limit(model) if model is not None else None
+    if limit is not None and max(len(p) for p in prompts) + max_new_tokens > limit:
+        return 0
+    return length
+
+
+def _reads_from(collectors: Sequence[StepCollector], lengths: Sequence[int], width: int) -> list[int]:
+    """Per row, the first prompt position any collector reads at the prefill (0 when one reads them all,
+    or does not say that it reads the last positions only: ``shares_prefix``).
+    """
+    first = [max(0, n - 1) for n in lengths]
+    for c in collectors:
+        if not getattr(c, "shares_prefix", False):
+            return [0] * len(lengths)
+        own = getattr(c, "prompt_reads_from", None)
+        if own is not None:
+            first = [min(a, int(b)) for a, b in zip(first, own)]
+            continue
+        k = int(getattr(c, "prompt_positions", 1))
+        if k <= 0 or k >= width:
+            return [0] * len(lengths)
+        first = [min(a, max(0, n - k)) for a, n in zip(first, lengths)]
+    return first
+
+
 def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequence[int]], *, pad_id: int,
                   eos_ids: set[int], max_new_tokens: int, stopped: Callable[[list[int]], bool] | None = None,
-                  collectors: Sequence[StepCollector] = (), prune: bool = True) -> list[list[int]]:
+                  collectors: Sequence[StepCollector] = (), prune: bool = True,
+                  share_prefix: bool = True) -> list[list[int]]:
     """Greedy continuations of ``prompts`` (one batch, input order), with ``collectors`` riding along.
 
     Each sample's tokens end with the token that finished it (an EOS id, or the token after which
@@ -102,7 +192,8 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
     (:func:`reporter.models.outputs.trim`) and calls each collector's ``finish`` with the kept
     lengths. With ``prune`` (default) a row that finished leaves the batch and the KV cache, so
     the remaining rows decode faster (``generate`` keeps feeding it pad tokens until the last row
-    finishes); without it the loop does what ``generate`` does. Runs in eval mode under
+    finishes); without it the loop does what ``generate`` does. With ``share_prefix`` (default) a
+    prefix every prompt shares runs once (:func:`shared_prefix_length`). Runs in eval mode under
     ``inference_mode``, with the LM head's small-batch kernel (:mod:`reporter.instrument.head`);
     hooks are removed on exit. Raises :class:`FloatingPointError` when a step's logits are not
     finite (checked once, at the end).
@@ -117,8 +208,18 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
     with eval_mode(model), torch.inference_mode(), small_batch_head(head), HookSet() as hooks:
         for c in collectors:
             c.attach(hooks, adapter, PassBatch(ids, mask, torch.zeros_like(mask, dtype=torch.bool)))
-        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                    logits_to_keep=_prefill_positions(collectors, ids.shape[1]))
+        keep_logits = _prefill_positions(collectors, ids.shape[1])
+        shared = 0
+        if share_prefix:
+            reads = _reads_from(collectors, [len(p) for p in prompts], ids.shape[1])
+            shared = shared_prefix_length(prompts, reads, model=model, max_new_tokens=max_new_tokens)
+        if shared:
+            out = _prefill_after_prefix(model, hooks, prompts, shared, pad_id, keep_logits)
+            mask, pos = out.mask, out.pos
+            out = out.out
+        else:
+            out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+                        logits_to_keep=keep_logits)
         cache_kw = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.2x names it cache
         rows = torch.arange(B, device=device)  # the original row of each row still decoding
         live = list(range(B))
@@ -157,3 +258,33 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
         if not bool(finite):
             raise FloatingPointError("the model gives NaN or infinite logits")
     return out_tokens
+
+
+class _Prefill(NamedTuple):
+    out: Any
+    mask: torch.Tensor
+    pos: torch.Tensor
+
+
+def _prefill_after_prefix(model: torch.nn.Module, hooks: HookSet, prompts: Sequence[Sequence[int]], shared: int,
+                          pad_id: int, keep_logits: int) -> _Prefill:
+    """The prefill with the first ``shared`` tokens (the same in every prompt) run once.
+
+    The prefix runs at batch size 1, the hooks paused (the collectors read the batch's own pass
+    only), its cache is repeated for every row, and the rest of each prompt runs on it, left-padded
+    after the prefix; returns the rest's output with the whole batch's mask and position ids.
+    """
+    device = input_device(model)
+    prefix = torch.tensor([list(prompts[0][:shared])], device=device)
+    with hooks.paused():
+        first = model(input_ids=prefix, attention_mask=torch.ones_like(prefix), use_cache=True, logits_to_keep=1,
+                      position_ids=torch.arange(shared, device=device)[None, :])
+    kw = "cache" if "cache" in first else "past_key_values"
+    cache = first[kw]
+    cache.batch_repeat_interleave(len(prompts))
+    rest, rest_mask = left_pad([list(p[shared:]) for p in prompts], pad_id, device)
+    mask = torch.cat([rest_mask.new_ones(len(prompts), shared), rest_mask], dim=1)
+    pos = position_ids_from_mask(mask)[:, shared:]
+    out = model(input_ids=rest, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=keep_logits,
+                **{kw: cache})
+    return _Prefill(out, mask, pos)

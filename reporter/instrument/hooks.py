@@ -16,7 +16,8 @@ removed (the baukit ``nethook`` / lm-eval ``steer`` pattern).
 """
 from __future__ import annotations
 
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -27,11 +28,33 @@ class HookSet:
 
     def __init__(self) -> None:
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._paused = False
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Inside the block every hook of this set is silent (not called); they stay registered.
+
+        >>> lin, seen = torch.nn.Linear(2, 2), []
+        >>> with HookSet() as hs:
+        ...     hs.on_input(lin, lambda x: seen.append(1))
+        ...     with hs.paused():
+        ...         _ = lin(torch.zeros(1, 2))
+        ...     _ = lin(torch.zeros(1, 2))
+        >>> seen
+        [1]
+        """
+        before, self._paused = self._paused, True
+        try:
+            yield
+        finally:
+            self._paused = before
 
     def on_input(self, module: nn.Module, fn: Callable[[torch.Tensor], None]) -> None:
         """Call ``fn(first positional input)`` before ``module`` runs; the input is not modified."""
 
         def pre_hook(_mod, args, kwargs):
+            if self._paused:
+                return
             x = args[0] if args else next(iter(kwargs.values()))
             fn(x)
 
@@ -41,6 +64,8 @@ class HookSet:
         """Replace ``module``'s first positional input by ``fn(input)`` (for ablations)."""
 
         def pre_hook(_mod, args):
+            if self._paused:
+                return None
             return (fn(args[0]),) + tuple(args[1:])
 
         self._handles.append(module.register_forward_pre_hook(pre_hook))
@@ -49,7 +74,8 @@ class HookSet:
         """Call ``fn(output)`` after ``module`` runs; the output is not modified."""
 
         def hook(_mod, _args, out):
-            fn(out)
+            if not self._paused:
+                fn(out)
 
         self._handles.append(module.register_forward_hook(hook))
 

@@ -138,6 +138,8 @@ class CalibrationCollector:
 
     #: during generation it reads only the prefill's last position (the answer position)
     prompt_positions = 1
+    #: so a prefix every prompt shares may run once (reporter.instrument.decode.shared_prefix_length)
+    shares_prefix = True
 
     def attach(self, hooks: HookSet, adapter: Any, batch: PassBatch) -> None:
         """No hooks: the logits suffice."""

@@ -75,6 +75,11 @@ class TokenLogProbCollector:
         self.question_spans = list(question_spans) if question_spans is not None else None
         #: how many of the prefill's last positions need logits (0 = all): set per batch in attach
         self.prompt_positions = 0
+        #: per row, the first prompt position read (None: all of them): set per batch in attach
+        self.prompt_reads_from: list[int] | None = None
+        #: during generation it reads the prefill's logits from ``prompt_reads_from`` on only (its one
+        #: hook replaces the head's input at those positions), so a shared prefix may run once
+        self.shares_prefix = True
         #: during generation: the LM head, when its output is the model's logits
         #: (:func:`~reporter.instrument.gather.head_output_is_logits`); the prefill's prompt log-probs are
         #: then computed from it in chunks of positions and the model's own head runs on the last position only
@@ -104,10 +109,12 @@ class TokenLogProbCollector:
         self._batch, self._prefill, self._prefill_lp, self._steps = batch, None, None, []
         starts = self._starts(batch.input_ids.shape[0])
         if starts is None:
-            self.prompt_positions = 0
+            self.prompt_positions, self.prompt_reads_from = 0, None
         else:  # the position predicting token j of a left-padded prompt of n tokens is j - 1 from n's start
             lengths = batch.attention_mask.sum(-1).tolist()
             self.prompt_positions = max(max(1, int(n) - s + 1) for n, s in zip(lengths, starts))
+            # per row, the first position read: what comes before the question may run once for the batch
+            self.prompt_reads_from = [min(s - 1, int(n) - 1) for n, s in zip(lengths, starts)]
         if self.prefill_head is not None:
             hooks.replace_input(self.prefill_head, self._prefill_rows)
 

@@ -68,6 +68,8 @@ class MUIStepCollector:
 
     #: the prefill's last position is all it reads
     prompt_positions = 1
+    #: so a prefix every prompt shares may run once (its hooks read the last position)
+    shares_prefix = True
 
     def __init__(self, top_ratio: float = 0.001, mode: str = "score", *, definition: str = "paper",
                  refine: bool = True) -> None:

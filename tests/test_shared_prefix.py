@@ -1,0 +1,167 @@
+"""A prefix every prompt of a batch shares runs once, and nothing a user reads changes.
+
+:func:`reporter.instrument.decode.greedy_decode` runs the longest common prefix of a batch's
+prompts (a chat template's system prompt and instruction, few-shot examples) once and the rest
+of each prompt on its repeated KV cache. The reference is the same loop with the prefix run in
+every row (``share_prefix=False``, itself tested against ``generate`` and the teacher-forced
+pass in test_fused): in float64 the tokens, MUI's key neurons, the prompt's and response's
+log-probs and the option probabilities must be equal, on Llama, Qwen2, Gemma-3, GPT-2 and
+GPT-NeoX, with prompts of different lengths (the rest is left-padded after the prefix). The
+tests also check, by counting the tokens the embedding sees, that the prefix did run once, and
+that it does not where it must not.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from reporter.collect.collectors.calibration import CalibrationCollector
+from reporter.collect.collectors.logprobs import TokenLogProbCollector
+from reporter.collect.collectors.mui_fused import MUIStepCollector
+from reporter.instrument.decode import SHARED_PREFIX_MIN, greedy_decode, shared_prefix_length
+from reporter.models.adapters import get_adapter
+
+from .conftest import tiny_model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ARCHS = ("llama", "qwen2", "gemma3", "gpt2", "gpt_neox")
+PREFIX = [3, 9, 4, 17, 5, 22, 6, 40, 7, 41, 8, 42]  # 12 tokens, like a template's system prompt
+TAILS = [[50, 51, 52, 53, 54, 55, 56, 57, 58], [60, 61], [62, 63, 64, 65], [66], [67, 68, 69, 70, 71, 72],
+         [73, 74, 75], [76, 77, 78, 79, 80, 81, 82], [83, 84]]
+PROMPTS = [PREFIX + t for t in TAILS]
+LETTERS = [[30], [31, 32], [33], [34]]
+#: each prompt's question starts after the prefix, at a different token (Min-K% reads from there)
+SPANS = [(len(PREFIX) + k % 2, len(p)) for k, p in enumerate(PROMPTS)]
+
+
+def _count_prefill_tokens(model):
+    """A hook counting the tokens each forward embeds (the first forward of a decode is the prefill)."""
+    seen: list[int] = []
+    emb = model.get_input_embeddings()
+    return seen, emb.register_forward_hook(lambda m, i, o: seen.append(int(i[0].numel())))
+
+
+def _decode(model, share, collectors, eos, max_new=6):
+    seen, handle = _count_prefill_tokens(model)
+    try:
+        out = greedy_decode(model, get_adapter(model), PROMPTS, pad_id=0, eos_ids=eos, max_new_tokens=max_new,
+                            collectors=collectors, share_prefix=share)
+    finally:
+        handle.remove()
+    return out, seen
+
+
+def _collectors():
+    return [MUIStepCollector(0.05, "score"), TokenLogProbCollector(SPANS),
+            CalibrationCollector(LETTERS, n_options=[4, 3, 4, 2, 4, 4, 3, 4])]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shared_prefix_changes_nothing_in_float64(arch):
+    model = tiny_model(arch, vocab=97, seed=5).to(torch.float64)
+    free = greedy_decode(model, None, PROMPTS, pad_id=0, eos_ids=set(), max_new_tokens=8, share_prefix=False)
+    eos = {free[1][2], free[4][1]}  # two rows finish early and leave the batch (and its cache)
+    shared_c, plain_c = _collectors(), _collectors()
+    shared, seen_shared = _decode(model, True, shared_c, eos)
+    plain, seen_plain = _decode(model, False, plain_c, eos)
+    assert shared == plain
+    assert len({len(s) for s in shared}) > 1  # rows finished at different steps
+    width = max(len(t) for t in TAILS)
+    # the prefix ran once (batch size 1), then every row's rest: not 8 rows of the whole prompt. The
+    # log-probs read from the position predicting the first question token, the prefix's last: it stays
+    shared_len = len(PREFIX) - 1
+    assert seen_shared[:2] == [shared_len, len(PROMPTS) * (width + 1)]
+    assert seen_plain[0] == len(PROMPTS) * (len(PREFIX) + width)
+    kept = [s[:-1] if s and s[-1] in eos else s for s in shared]
+    for group in (shared_c, plain_c):
+        for c in group:
+            c.finish([len(k) for k in kept])
+    (mui_s, lp_s, cal_s), (mui_p, lp_p, cal_p) = shared_c, plain_c
+    assert [a.tolist() for a in mui_s.results()] == [b.tolist() for b in mui_p.results()]
+    assert sum(len(a) for a in mui_s.results()) > 0
+    for a, b, (s, _) in zip(lp_s.prompt_results(), lp_p.prompt_results(), SPANS):
+        assert np.isnan(a[:s - 1]).all() and not np.isnan(a[s - 1:]).any()
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # float32 storage of float64 values; NaN where NaN
+    for a, b, k in zip(lp_s.response_results(), lp_p.response_results(), kept):
+        assert len(a) == len(k)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    for a, b in zip(cal_s.probs, cal_p.probs):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_float32_tokens_equal(arch):
+    """In float32 the prefix's numbers are summed in another batch shape; the tokens do not move here."""
+    model = tiny_model(arch, vocab=97, seed=6, layers=3, hidden=64, intermediate=256)
+    shared = greedy_decode(model, None, PROMPTS, pad_id=0, eos_ids=set(), max_new_tokens=8)
+    plain = greedy_decode(model, None, PROMPTS, pad_id=0, eos_ids=set(), max_new_tokens=8, share_prefix=False)
+    assert shared == plain
+
+
+def test_no_sharing_where_a_collector_reads_the_prefix():
+    """A collector reading every prompt position (log-probs without question spans) sees the batch's own
+    pass over the whole prompts; a span starting inside the prefix cuts the shared part before it."""
+    model = tiny_model("llama", vocab=97, seed=5).to(torch.float64)
+    _, seen = _decode(model, True, [TokenLogProbCollector()], set(), max_new=2)
+    width = max(len(p) for p in PROMPTS)
+    assert seen[0] == len(PROMPTS) * width
+    spans = [(SHARED_PREFIX_MIN + 3, len(p)) for p in PROMPTS]  # the question starts at token 11 everywhere
+    col = TokenLogProbCollector(spans)
+    _, seen = _decode(model, True, [col], set(), max_new=2)
+    shared = SHARED_PREFIX_MIN + 2  # the position predicting token 11 must be in the batch's pass
+    assert seen[:2] == [shared, len(PROMPTS) * (width - shared)]
+
+
+class _PluginStep:
+    """A plugin's step collector written before prefixes were shared: its hook sees the prefill's full width."""
+
+    prompt_positions = 1
+
+    def __init__(self):
+        self.widths = []
+
+    def attach(self, hooks, adapter, prompt):
+        self.width = prompt.input_ids.shape[1]
+        hooks.on_input(adapter.down_proj(0), lambda x: self.widths.append(x.shape[1]))
+
+    def after_step(self, step, logits, next_tokens, rows):
+        pass
+
+    def finish(self, lengths):
+        pass
+
+
+def test_a_collector_that_does_not_say_it_shares_sees_the_whole_prompts():
+    """Sharing is opt-in (``shares_prefix``): a third-party step collector keeps the [B, P] prefill it was
+    written for, and with it every other collector of the batch."""
+    model = tiny_model("llama", vocab=97, seed=5).to(torch.float64)
+    plugin = _PluginStep()
+    _, seen = _decode(model, True, [plugin, MUIStepCollector(0.05, "score")], set(), max_new=2)
+    assert seen[0] == len(PROMPTS) * max(len(p) for p in PROMPTS)
+    assert plugin.widths[0] == plugin.width == max(len(p) for p in PROMPTS)
+
+
+def test_no_sharing_past_a_sliding_window():
+    """Pads after the prefix lengthen a short prompt's distances in the cache: with a window the prompts and
+    answers could outgrow, the prompts run whole; the tokens stay those of the unshared loop."""
+    model = tiny_model("gemma3", vocab=97, seed=5).to(torch.float64)
+    width = max(len(p) for p in PROMPTS)
+    model.config.sliding_window = width + 4  # 6 new tokens would reach past it
+    shared, seen = _decode(model, True, [], set(), max_new=6)
+    assert seen[0] == len(PROMPTS) * width
+    plain, _ = _decode(model, False, [], set(), max_new=6)
+    assert shared == plain
+    model.config.sliding_window = width + 6  # everything fits: shared again
+    _, seen = _decode(model, True, [], set(), max_new=6)
+    assert seen[0] == len(PREFIX)
+
+
+def test_shared_prefix_length_rules():
+    assert shared_prefix_length(PROMPTS) == len(PREFIX)
+    assert shared_prefix_length(PROMPTS[:1]) == 0  # one prompt: nothing to share
+    assert shared_prefix_length(PROMPTS[:2]) == 0  # 12 positions saved: not worth a forward of its own
+    assert shared_prefix_length([PREFIX[:5] + t for t in TAILS]) == 0  # shorter than SHARED_PREFIX_MIN
+    assert shared_prefix_length([PREFIX] * 8) == len(PREFIX) - 1  # every prompt keeps its last token
+    assert shared_prefix_length([PREFIX + [1]] * 5 + [PREFIX[:9] + [2]] * 5) == 9
