@@ -165,3 +165,16 @@ def test_shared_prefix_length_rules():
     assert shared_prefix_length([PREFIX[:5] + t for t in TAILS]) == 0  # shorter than SHARED_PREFIX_MIN
     assert shared_prefix_length([PREFIX] * 8) == len(PREFIX) - 1  # every prompt keeps its last token
     assert shared_prefix_length([PREFIX + [1]] * 5 + [PREFIX[:9] + [2]] * 5) == 9
+
+
+def test_a_cache_that_cannot_be_repeated_falls_back_to_the_whole_prompts(monkeypatch):
+    """A model whose KV cache has no ``batch_repeat_interleave`` runs the whole prompts after the prefix's
+    forward, with the same tokens."""
+    from transformers import cache_utils
+
+    model = tiny_model("llama", vocab=97, seed=5).to(torch.float64)
+    plain, _ = _decode(model, False, [], set(), max_new=4)
+    monkeypatch.delattr(cache_utils.Cache, "batch_repeat_interleave")
+    shared, seen = _decode(model, True, [], set(), max_new=4)
+    assert shared == plain
+    assert seen[:2] == [len(PREFIX), len(PROMPTS) * max(len(p) for p in PROMPTS)]

@@ -213,11 +213,10 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
         if share_prefix:
             reads = _reads_from(collectors, [len(p) for p in prompts], ids.shape[1])
             shared = shared_prefix_length(prompts, reads, model=model, max_new_tokens=max_new_tokens)
-        if shared:
-            out = _prefill_after_prefix(model, hooks, prompts, shared, pad_id, keep_logits)
-            mask, pos = out.mask, out.pos
-            out = out.out
-        else:
+        pre = _prefill_after_prefix(model, hooks, prompts, shared, pad_id, keep_logits) if shared else None
+        if pre is not None:
+            out, mask, pos = pre
+        else:  # the whole prompts (also when the model's cache cannot be repeated across rows)
             out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
                         logits_to_keep=keep_logits)
         cache_kw = "cache" if "cache" in out else "past_key_values"  # transformers >= 5.2x names it cache
@@ -267,12 +266,13 @@ class _Prefill(NamedTuple):
 
 
 def _prefill_after_prefix(model: torch.nn.Module, hooks: HookSet, prompts: Sequence[Sequence[int]], shared: int,
-                          pad_id: int, keep_logits: int) -> _Prefill:
+                          pad_id: int, keep_logits: int) -> _Prefill | None:
     """The prefill with the first ``shared`` tokens (the same in every prompt) run once.
 
     The prefix runs at batch size 1, the hooks paused (the collectors read the batch's own pass
     only), its cache is repeated for every row, and the rest of each prompt runs on it, left-padded
-    after the prefix; returns the rest's output with the whole batch's mask and position ids.
+    after the prefix; returns the rest's output with the whole batch's mask and position ids, or
+    None when the model's cache has no way to be repeated across rows (``batch_repeat_interleave``).
     """
     device = input_device(model)
     prefix = torch.tensor([list(prompts[0][:shared])], device=device)
@@ -281,6 +281,8 @@ def _prefill_after_prefix(model: torch.nn.Module, hooks: HookSet, prompts: Seque
                       position_ids=torch.arange(shared, device=device)[None, :])
     kw = "cache" if "cache" in first else "past_key_values"
     cache = first[kw]
+    if not hasattr(cache, "batch_repeat_interleave"):
+        return None
     cache.batch_repeat_interleave(len(prompts))
     rest, rest_mask = left_pad([list(p[shared:]) for p in prompts], pad_id, device)
     mask = torch.cat([rest_mask.new_ones(len(prompts), shared), rest_mask], dim=1)
