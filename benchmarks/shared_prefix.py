@@ -3,7 +3,7 @@
     python benchmarks/shared_prefix.py --items 40 --rounds 3
     python benchmarks/shared_prefix.py --model packaged:gemma-3-270m --items 40
 
-For each round (order alternated) the script runs reporter's task runner on ARC-Challenge with
+For each round (order alternated) the script runs reporter's task runner on ARC-Challenge (``--task``) with
 the default profile's collectors (MUI, the prompt's and response's log-probs, option
 probabilities; LPP off, no evidence passes: the generation alone), once as the code runs it
 (:func:`reporter.instrument.decode.shared_prefix_length` decides) and once with sharing turned
@@ -78,6 +78,8 @@ def _compare(a: Path, b: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="packaged:smollm2-135m-instruct")
+    ap.add_argument("--task", default="arc_challenge", help="a reporter task (e.g. gsm8k: few-shot examples)")
+    ap.add_argument("--shots", type=int, default=None, help="the task's few-shot examples (default: its own)")
     ap.add_argument("--items", type=int, default=40)
     ap.add_argument("--max-new-tokens", type=int, default=24)
     ap.add_argument("--batch-size", type=int, default=8)
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lm = load_model(ModelSpec(name="bench", source=args.model, dtype="float32", max_batch_size=args.batch_size),
                     run_device="cpu", run_dtype="float32", run_seed=args.seed)
-    cfg = TaskConfig(name="arc_challenge", limit=args.items, max_new_tokens=args.max_new_tokens)
+    cfg = TaskConfig(name=args.task, limit=args.items, max_new_tokens=args.max_new_tokens, shots=args.shots)
     profile = Profile(name="bench", tasks=(cfg,), lpp=replace(LPPConfig(), enabled=False))
     plan = plan_task(lm, cfg, args.seed)
     paths = ("shared", "whole")
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {r + 1}: {p:6s} {dt:6.2f} s, {n} tokens embedded", file=sys.stderr)
         same = _compare(Path(tmp) / "shared-0", Path(tmp) / "whole-0")
     med = {p: statistics.median(v) for p, v in times.items()}
-    print(json.dumps({"model": args.model, "items": len(plan.items), "batch_size": args.batch_size,
+    print(json.dumps({"model": args.model, "task": args.task, "shots": args.shots, "items": len(plan.items),
+                      "prompt_tokens": sum(len(x) for x in plan.prompt_ids), "batch_size": args.batch_size,
                       "max_new_tokens": args.max_new_tokens, "threads": torch.get_num_threads(),
                       "median_s": {p: round(v, 2) for p, v in med.items()},
                       "all_s": {p: [round(x, 2) for x in v] for p, v in times.items()},
