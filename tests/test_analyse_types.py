@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reporter.analyse import analyse, write_analysis
-from reporter.analyse import analysis as analysis_module
+from reporter.analyse import analyse, evidence_rows, law_points, write_analysis
 from reporter.analyse.advice import AdviceResult, advise
 from reporter.analyse.analysis import AnalysisDoc, CoreSetSection, LawSection
 from reporter.analyse.compare import CompareDocument, ComparisonRow, LPPDelta, compare_runs
@@ -128,14 +127,14 @@ def test_compare_document_matches_its_type(run):
 def test_a_wrong_type_from_analyse_fails_at_analyse_time_with_its_key_path(run, monkeypatch):
     """A severity analyse does not know is refused by analyse itself, naming where it is; results.json is kept."""
     before = RunDir(run).results.read_bytes()
-    assess = analysis_module.assess
+    assess = evidence_rows.assess
 
     def wrong(model, task, signals):
         row = assess(model, task, signals)
         row["severity"] = "high"  # what a typo in a rule would produce
         return row
 
-    monkeypatch.setattr(analysis_module, "assess", wrong)
+    monkeypatch.setattr(evidence_rows, "assess", wrong)
     with pytest.raises(SchemaError, match=r"analysis\.contamination\[0\]\.severity: 'high' is not one of"):
         analyse(run, n_resamples=200)
     with pytest.raises(SchemaError, match=r"analysis\.contamination\[0\]\.severity"):
@@ -145,13 +144,13 @@ def test_a_wrong_type_from_analyse_fails_at_analyse_time_with_its_key_path(run, 
 
 def test_a_wrong_number_type_is_caught_too(run, monkeypatch):
     """A string where the schema wants a number: the path names the fairness field."""
-    fairness = analysis_module.fairness
+    fairness = law_points.fairness
 
     def wrong(*args, **kwargs):
         out = fairness(*args, **kwargs)
         out["available"] = "yes"
         return out
 
-    monkeypatch.setattr(analysis_module, "fairness", wrong)
+    monkeypatch.setattr(law_points, "fairness", wrong)
     with pytest.raises(SchemaError, match=r"analysis\.fairness\.available: expected true or false, got str"):
         analyse(run, n_resamples=200)

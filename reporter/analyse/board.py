@@ -15,7 +15,7 @@ of every run that answered the same items:
 - **Statistics over all rows.** Rank intervals and tiers by the paired item bootstrap over the items
   every ranked row answered (:func:`reporter.analyse.leaderboard.leaderboard`); chance and untrained
   reference rows; the Utility Law fit and the law-adjusted ranking over every trained row
-  (:func:`reporter.analyse.analysis.law_and_fairness`), so the law is available once three trained
+  (:func:`reporter.analyse.law_points.law_and_fairness`), so the law is available once three trained
   models exist across runs.
 - **MUI** is compared only at equal settings and sample count: per task, the settings most rows share
   give the task's MUI column and the law's points; a row measured otherwise shows no MUI there, with the
@@ -43,9 +43,9 @@ from typing import Any, Sequence
 from ..errors import UserError
 from ..store.layout import slugify
 from ..tasks import is_probe
-from .analysis import law_and_fairness
 from .board_history import histories, natural_key
 from .board_runs import BOARD_VERSION, MUI_KEYS, BoardCache, BoardRun, expand_runs, load_runs
+from .law_points import law_and_fairness
 from .leaderboard import leaderboard
 
 __all__ = ["BOARD_VERSION", "BoardCache", "BoardRun", "build_board", "expand_runs", "load_runs", "natural_key",

@@ -1,0 +1,115 @@
+"""The contamination table of a run from its artifacts: every signal per model x task, corrected together.
+
+Reads, per model x task, ``option_order.json``, ``split_reference.json``, ``verbatim.json``
+and ``logprobs.npz``, and per model ``reference_logprobs.npz`` and ``reference_verbatim.json``;
+adds the law residual from the law's per-task fits. The signals themselves, the correction and
+the severity rule are :mod:`reporter.analyse.contamination`.
+
+>>> from reporter.analyse.results import build_results
+>>> from reporter.analyse.law_points import law_and_fairness
+>>> from reporter.analyse.leaderboard import per_item_scores
+>>> from reporter.store.layout import RunDir
+>>> res = build_results(run_dir)
+>>> fits = law_and_fairness(res, per_item_scores(res, run_dir), seed=0, n_resamples=200).fits
+>>> {r["severity"] for r in contamination_rows(res, RunDir(run_dir), fits)} <= {"none", "weak", "strong"}
+True
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..metrics.min_k import question_logprobs
+from ..schema import is_untrained
+from ..store.atomic import read_json
+from ..store.layout import (
+    LOGPROBS,
+    OPTION_ORDER,
+    REFERENCE_LOGPROBS,
+    REFERENCE_VERBATIM,
+    SPLIT_REFERENCE,
+    VERBATIM,
+    RunDir,
+)
+from ..store.logprobs import load_logprobs
+from ..store.ragged import ragged_ok
+from ..tasks import is_probe
+from .contamination import (
+    ContaminationVerdict,
+    SignalResult,
+    apply_fdr,
+    assess,
+    min_k_signal,
+    option_order_signal,
+    order_null_for,
+    split_signal,
+    verbatim_signal,
+)
+from .law_points import law_signal
+
+__all__ = ["contamination_rows", "min_k_from_artifacts"]
+
+
+def min_k_from_artifacts(task_dir: Path, ref_path: Path, baseline: bool = False) -> SignalResult:
+    """Min-K% of a task's questions against the model's held-out reference, from their log-prob files."""
+    lp_path = task_dir / LOGPROBS
+    if not lp_path.is_file():
+        return {"measured": False, "fires": False, "reason": f"no {LOGPROBS} for this task"}
+    if not ref_path.is_file():
+        why = (" (held-out text is not scored for untrained baselines unless contamination.untrained is true)"
+               if baseline else "")
+        return {"measured": False, "fires": False, "reason": f"no {REFERENCE_LOGPROBS} for this model{why}"}
+    for path in (lp_path, ref_path):
+        if not ragged_ok(path):
+            return {"measured": False, "fires": False,
+                    "reason": f"{path.name} is damaged; rerun `reporter run` to recompute it"}
+    bench, _ = load_logprobs(lp_path)
+    ref, _ = load_logprobs(ref_path)
+    q = [question_logprobs(v["prompt"], v["question_span"]) for v in bench.values()]
+    out = min_k_signal(q, [v["prompt"] for v in ref.values()], ids=list(bench))
+    out["question_spans_known"] = sum(v["question_span"] is not None for v in bench.values())
+    return out
+
+
+def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[ContaminationVerdict]:
+    """Rows per model x task, tests corrected together over the run (Benjamini-Hochberg).
+
+    Untrained baselines are a negative control: they cannot have seen any data, so a test that
+    fires on a baseline for a task is not counted as evidence for any model on it.
+    """
+    signals = {}
+    for name, e in (results.get("models") or {}).items():
+        slug = e.get("slug", name)
+        baseline = is_untrained(e)
+        ref_verbatim = read_json(rd.model_dir(slug) / REFERENCE_VERBATIM)
+        for task in sorted(e.get("tasks") or {}):
+            if is_probe(task):  # generated probes have no published text that could have leaked
+                continue
+            tdir = rd.task_dir(slug, task)
+            signals[(name, task)] = (baseline, {
+                "option_order": option_order_signal(read_json(tdir / OPTION_ORDER), order_null_for(task)),
+                "split_min_k": split_signal(read_json(tdir / SPLIT_REFERENCE)),
+                "verbatim": verbatim_signal(read_json(tdir / VERBATIM), ref_verbatim),
+                "law_residual": law_signal(name, task, baseline, fits),
+                "min_k": min_k_from_artifacts(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS, baseline)})
+    apply_fdr([sig for _, sig in signals.values()])
+    confounded = {(task, k) for (name, task), (baseline, sig) in signals.items() if baseline
+                  for k, v in sig.items() if v and v.get("fires")}
+    rows = []
+    for (name, task), (baseline, sig) in signals.items():
+        if baseline:
+            fired = [k for k, v in sig.items() if v and v.get("fires")]
+            row = assess(name, task, sig)
+            row.update({"severity": "none",
+                        "evidence": "untrained baseline: a negative control that cannot be contaminated"
+                        + (f"; its firing test(s) ({', '.join(fired)}) are discounted for every model on this task"
+                           if fired else "" if row["measured"] else
+                           " (no evidence is collected for untrained models: with no knowledge of language their "
+                           "option orders and continuations are chance by construction)")})
+        else:
+            sig = {k: ({**v, "fires": False, "confounded": True,
+                        "reason": "also fires on the untrained baseline (negative control): not evidence on this task"}
+                       if (task, k) in confounded and v and v.get("fires") else v) for k, v in sig.items()}
+            row = assess(name, task, sig)
+        row["baseline"] = baseline
+        rows.append(row)
+    return rows
