@@ -24,7 +24,7 @@ from reporter.models.generation import fusable_generation, generate, generate_co
 
 from .conftest import tiny_lm, tiny_model
 
-ARCHS = ("llama", "gemma3", "gpt2", "gpt_neox")
+ARCHS = ("llama", "gemma3", "gpt2", "gpt_neox", "opt")
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17], [18, 19, 20, 21, 22, 23, 24, 25, 26], [27]]
 LETTERS = [[30], [31, 32], [33], [34]]
 

@@ -5,8 +5,8 @@ prompts (a chat template's system prompt and instruction, few-shot examples) onc
 of each prompt on its repeated KV cache. The reference is the same loop with the prefix run in
 every row (``share_prefix=False``, itself tested against ``generate`` and the teacher-forced
 pass in test_fused): in float64 the tokens, MUI's key neurons, the prompt's and response's
-log-probs and the option probabilities must be equal, on Llama, Qwen2, Gemma-3, GPT-2 and
-GPT-NeoX, with prompts of different lengths (the rest is left-padded after the prefix). The
+log-probs and the option probabilities must be equal, on Llama, Qwen2, Gemma-3, GPT-2,
+GPT-NeoX, OPT and Phi-3, with prompts of different lengths (the rest is left-padded after the prefix). The
 tests also check, by counting the tokens the embedding sees, that the prefix did run once, and
 that it does not where it must not.
 """
@@ -26,7 +26,7 @@ from .conftest import tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-ARCHS = ("llama", "qwen2", "gemma3", "gpt2", "gpt_neox")
+ARCHS = ("llama", "qwen2", "gemma3", "gpt2", "gpt_neox", "opt", "phi3")
 PREFIX = [3, 9, 4, 17, 5, 22, 6, 40, 7, 41, 8, 42]  # 12 tokens, like a template's system prompt
 TAILS = [[50, 51, 52, 53, 54, 55, 56, 57, 58], [60, 61], [62, 63, 64, 65], [66], [67, 68, 69, 70, 71, 72],
          [73, 74, 75], [76, 77, 78, 79, 80, 81, 82], [83, 84]]
@@ -178,3 +178,50 @@ def test_a_cache_that_cannot_be_repeated_falls_back_to_the_whole_prompts(monkeyp
     shared, seen = _decode(model, True, [], set(), max_new=4)
     assert shared == plain
     assert seen[:2] == [len(PREFIX), len(PROMPTS) * max(len(p) for p in PROMPTS)]
+
+
+def _scaled_rope_models():
+    """Phi-3 with ``longrope`` (original context 16) and Llama with ``dynamic`` NTK scaling (16): RoPE chosen
+    per forward call from its longest position, below the prompts' 21 tokens plus answers."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Phi3Config, Phi3ForCausalLM
+
+    hd = 16
+    torch.manual_seed(5)
+    phi = Phi3ForCausalLM(Phi3Config(
+        num_hidden_layers=2, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=97, pad_token_id=0, max_position_embeddings=64, original_max_position_embeddings=16,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0, "original_max_position_embeddings": 16,
+                         "short_factor": [1.0] * (hd // 2), "long_factor": [float(1 + i) for i in range(hd // 2)]}))
+    torch.manual_seed(5)
+    llama = LlamaForCausalLM(LlamaConfig(
+        num_hidden_layers=2, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=97, max_position_embeddings=16,
+        rope_parameters={"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0}))
+    return {"longrope": phi.eval().to(torch.float64), "dynamic": llama.eval().to(torch.float64)}
+
+
+@pytest.mark.parametrize("rope", ["longrope", "dynamic"])
+def test_no_sharing_where_rope_depends_on_the_call(rope, monkeypatch):
+    """A prefix run alone would be rotated as a short text: the prompts run whole, and the log-probs equal the
+    unshared loop's. Forced to share, the same model's log-probs move (the guard is what keeps them). Each run
+    gets a fresh model: ``dynamic`` keeps the frequencies of the longest call so far."""
+    from reporter.instrument import decode
+
+    runs = {}
+    for name, share in (("guarded", True), ("plain", False)):
+        model = _scaled_rope_models()[rope]
+        col = TokenLogProbCollector(SPANS)
+        out, seen = _decode(model, share, [col], set(), max_new=4)
+        col.finish([len(o) for o in out])
+        runs[name] = (seen, col.prompt_results())
+    assert runs["guarded"][0][0] == len(PROMPTS) * max(len(p) for p in PROMPTS)  # not shared
+    for a, b in zip(runs["guarded"][1], runs["plain"][1]):
+        np.testing.assert_array_equal(a, b)
+    monkeypatch.setattr(decode, "_sharing_limit", lambda model: None)
+    model = _scaled_rope_models()[rope]
+    col = TokenLogProbCollector(SPANS)
+    out, seen = _decode(model, True, [col], set(), max_new=4)
+    col.finish([len(o) for o in out])
+    assert seen[0] < len(PROMPTS) * max(len(p) for p in PROMPTS)  # shared
+    moved = float(np.nanmax(np.abs(np.concatenate(col.prompt_results()) - np.concatenate(runs["plain"][1]))))
+    assert moved > 1e-6

@@ -117,13 +117,32 @@ SHARED_PREFIX_MIN = 8
 SHARED_PREFIX_MIN_SAVED = 64
 
 
-def _distance_limit(model: torch.nn.Module) -> int | None:
-    """The shortest cache distance the model's attention cuts at (a sliding window, an attention chunk), or None."""
+#: RoPE variants whose frequencies depend on the largest position of each forward call (transformers'
+#: ``dynamic_rope_update``): a prefix run alone would be rotated as a short text
+_CALL_DEPENDENT_ROPE = ("dynamic", "longrope")
+
+
+def _sharing_limit(model: torch.nn.Module) -> int | None:
+    """The longest prompt plus answer for which a prefix run alone gives what the whole prompt gives (None: any).
+
+    Attention that cuts at a distance in the cache (a sliding window, an attention chunk) sees the pads
+    after the prefix as distance; RoPE scaled by the call's longest position (``dynamic``, ``longrope``)
+    rotates a prefix run alone as a short text. Either holds only while everything fits inside the
+    window or the original context.
+    """
     cfg = getattr(model, "config", None)
     if cfg is not None and hasattr(cfg, "get_text_config"):
         cfg = cfg.get_text_config()
     limits = [int(v) for k in ("sliding_window", "attention_chunk_size", "local_attention", "window_size")
               if isinstance(v := getattr(cfg, k, None), int) and not isinstance(v, bool) and v > 0]
+    rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None)
+    params = list(rope.values()) if isinstance(rope, dict) and all(isinstance(v, dict) for v in rope.values()) \
+        else [rope]
+    for r in params:
+        if isinstance(r, dict) and (r.get("rope_type") or r.get("type")) in _CALL_DEPENDENT_ROPE:
+            original = (r.get("original_max_position_embeddings") or getattr(cfg, "original_max_position_embeddings", None)
+                        or getattr(cfg, "max_position_embeddings", None))
+            limits.append(int(original) if isinstance(original, int) else 0)
     return min(limits) if limits else None
 
 
@@ -135,9 +154,9 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]], reads_from: Sequence[
     its last token and every position in ``reads_from`` (per row, the first prompt position a
     collector reads) for the batch's own pass. It is used only when it is at least
     :data:`SHARED_PREFIX_MIN` tokens long and saves :data:`SHARED_PREFIX_MIN_SAVED` positions
-    or more, and, for a model whose attention cuts at a cache distance (a sliding window),
-    when the prompts and answers fit inside that distance (the pads after the prefix lengthen
-    a short prompt's distances in the cache).
+    or more, and, for a model whose attention cuts at a cache distance (a sliding window) or
+    whose RoPE is scaled by each call's longest position (``dynamic``, ``longrope``), when the
+    prompts and answers fit inside that window or the original context.
 
     >>> shared_prefix_length([[1] * 20 + [5, 6], [1] * 20 + [7]] * 4)
     20
@@ -156,7 +175,7 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]], reads_from: Sequence[
     length = min(length, n_min - 1, *(int(r) for r in (reads_from or [])))
     if length < SHARED_PREFIX_MIN or (B - 1) * length < SHARED_PREFIX_MIN_SAVED:
         return 0
-    limit = _distance_limit(model) if model is not None else None
+    limit = _sharing_limit(model) if model is not None else None
     if limit is not None and max(len(p) for p in prompts) + max_new_tokens > limit:
         return 0
     return length
@@ -213,6 +232,8 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
         if share_prefix:
             reads = _reads_from(collectors, [len(p) for p in prompts], ids.shape[1])
             shared = shared_prefix_length(prompts, reads, model=model, max_new_tokens=max_new_tokens)
+        if keep_logits and ids.shape[1] - shared < keep_logits:
+            shared = 0  # a collector asks for logits at more positions than the rest has
         pre = _prefill_after_prefix(model, hooks, prompts, shared, pad_id, keep_logits) if shared else None
         if pre is not None:
             out, mask, pos = pre
@@ -259,6 +280,10 @@ def greedy_decode(model: torch.nn.Module, adapter: Any, prompts: Sequence[Sequen
     return out_tokens
 
 
+#: KV-cache layers that hold only keys and values per position, so that a prefix's can be repeated across rows
+_REPEATABLE_LAYERS = frozenset({"DynamicLayer", "DynamicSlidingWindowLayer"})
+
+
 class _Prefill(NamedTuple):
     out: Any
     mask: torch.Tensor
@@ -272,7 +297,8 @@ def _prefill_after_prefix(model: torch.nn.Module, hooks: HookSet, prompts: Seque
     The prefix runs at batch size 1, the hooks paused (the collectors read the batch's own pass
     only), its cache is repeated for every row, and the rest of each prompt runs on it, left-padded
     after the prefix; returns the rest's output with the whole batch's mask and position ids, or
-    None when the model's cache has no way to be repeated across rows (``batch_repeat_interleave``).
+    None when the model's cache is not one of plain key and value layers (:data:`_REPEATABLE_LAYERS`):
+    a recurrent state would carry the pads after the prefix, and other layers may not repeat.
     """
     device = input_device(model)
     prefix = torch.tensor([list(prompts[0][:shared])], device=device)
@@ -281,8 +307,10 @@ def _prefill_after_prefix(model: torch.nn.Module, hooks: HookSet, prompts: Seque
                       position_ids=torch.arange(shared, device=device)[None, :])
     kw = "cache" if "cache" in first else "past_key_values"
     cache = first[kw]
-    if not hasattr(cache, "batch_repeat_interleave"):
-        return None
+    layers = getattr(cache, "layers", None)
+    if not hasattr(cache, "batch_repeat_interleave") or not layers \
+            or any(type(layer).__name__ not in _REPEATABLE_LAYERS for layer in layers):
+        return None  # recurrent or quantised state: pads in the middle would flow through it, or it cannot be repeated
     cache.batch_repeat_interleave(len(prompts))
     rest, rest_mask = left_pad([list(p[shared:]) for p in prompts], pad_id, device)
     mask = torch.cat([rest_mask.new_ones(len(prompts), shared), rest_mask], dim=1)

@@ -99,14 +99,23 @@ class MUIStepCollector:
         self._m = min(2 * k + 16, F) if self.refine else min(k, F)
         self._row: dict[int, int] = {}  # token id -> its row of the projection cache
         self._proj = torch.empty(0, L, F, dtype=self._W0.dtype, device=self._dev)
+        self._shape: tuple[int, int] = (0, 0)
+        # [b, T] of each forward, for a family that flattens its MLP's input to [b * T, d_ff] (OPT)
+        hooks.on_input(adapter.layers[0], self._record_shape)
         for l in range(L):
             if self.definition == "paper" and adapter.gated:
                 hooks.on_output(adapter.act_module(l), self._keep(l))
             else:
                 hooks.on_input(adapter.down_proj(l), self._keep(l))
 
+    def _record_shape(self, h: Any) -> None:
+        if isinstance(h, torch.Tensor) and h.dim() == 3:
+            self._shape = (int(h.shape[0]), int(h.shape[1]))
+
     def _keep(self, layer: int) -> Callable[[torch.Tensor], None]:
         def hook(x: torch.Tensor) -> None:
+            if x.dim() == 2:  # OPT runs its MLP on [b * T, d_ff]
+                x = x.view(*self._shape, x.shape[-1])
             # the position predicting this step's token, copied: a view would keep the prefill's whole
             # [B, T, d_ff] activation of every layer alive until the step ends (0.4 GB for SmolLM2 at 8 x 300)
             self._acts[layer] = x[:, -1, :].clone()
