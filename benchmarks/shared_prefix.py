@@ -2,6 +2,7 @@
 
     python benchmarks/shared_prefix.py --items 40 --rounds 3
     python benchmarks/shared_prefix.py --model packaged:gemma-3-270m --items 40
+    python benchmarks/shared_prefix.py --device cuda --dtype bfloat16 --task gsm8k --shots 5 --items 64
 
 For each round (order alternated) the script runs reporter's task runner on ARC-Challenge (``--task``) with
 the default profile's collectors (MUI, the prompt's and response's log-probs, option
@@ -44,8 +45,12 @@ def _run(lm, profile, cfg, plan, where: Path, seed: int, share: bool) -> tuple[f
     handle = lm.model.get_input_embeddings().register_forward_hook(
         lambda m, i, o: seen.__setitem__(0, seen[0] + int(i[0].numel())))
     try:
+        if lm.device.type == "cuda":
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         run_task(lm, profile, cfg, plan, where, seed=seed, progress=False)
+        if lm.device.type == "cuda":
+            torch.cuda.synchronize()
         return time.perf_counter() - t0, seen[0]
     finally:
         handle.remove()
@@ -78,6 +83,8 @@ def _compare(a: Path, b: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="packaged:smollm2-135m-instruct")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--dtype", default="float32")
     ap.add_argument("--task", default="arc_challenge", help="a reporter task (e.g. gsm8k: few-shot examples)")
     ap.add_argument("--shots", type=int, default=None, help="the task's few-shot examples (default: its own)")
     ap.add_argument("--items", type=int, default=40)
@@ -86,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
-    lm = load_model(ModelSpec(name="bench", source=args.model, dtype="float32", max_batch_size=args.batch_size),
-                    run_device="cpu", run_dtype="float32", run_seed=args.seed)
+    lm = load_model(ModelSpec(name="bench", source=args.model, dtype=args.dtype, max_batch_size=args.batch_size),
+                    run_device=args.device, run_dtype=args.dtype, run_seed=args.seed)
     cfg = TaskConfig(name=args.task, limit=args.items, max_new_tokens=args.max_new_tokens, shots=args.shots)
     profile = Profile(name="bench", tasks=(cfg,), lpp=replace(LPPConfig(), enabled=False))
     plan = plan_task(lm, cfg, args.seed)
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {r + 1}: {p:6s} {dt:6.2f} s, {n} tokens embedded", file=sys.stderr)
         same = _compare(Path(tmp) / "shared-0", Path(tmp) / "whole-0")
     med = {p: statistics.median(v) for p, v in times.items()}
-    print(json.dumps({"model": args.model, "task": args.task, "shots": args.shots, "items": len(plan.items),
+    print(json.dumps({"model": args.model, "device": str(lm.device), "dtype": args.dtype, "task": args.task, "shots": args.shots, "items": len(plan.items),
                       "prompt_tokens": sum(len(x) for x in plan.prompt_ids), "batch_size": args.batch_size,
                       "max_new_tokens": args.max_new_tokens, "threads": torch.get_num_threads(),
                       "median_s": {p: round(v, 2) for p, v in med.items()},
