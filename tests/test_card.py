@@ -434,6 +434,37 @@ def test_pdf_core_sets_table_keeps_every_task_on_the_page(tmp_path_factory):
 
 
 @pytest.mark.browser
+def test_pdf_lpp_correlations_keep_every_task_on_the_page(tmp_path_factory):
+    """A run with many tasks and LPP on 3+ models: the table of LPP metrics against scores has a row per task and a
+    column per metric (3), so no task's correlations run off the PDF page (it had a column per task)."""
+    root = _copy("full", tmp_path_factory)
+    res = json.loads((root / "results.json").read_text())
+    tasks = [f"task_number_{i:02d}" for i in range(12)]
+    metrics = ("entropy_floor", "participation_ratio", "effective_rank")
+    res["lpp_correlations"] = [
+        {"metric": m, "task": t, "n": 5, "pearson_r": round(-0.9 + 0.01 * i + 0.3 * j, 2), "pearson_p": 0.04,
+         "spearman_r": 0.5, "spearman_p": 0.2, "reliable": True}
+        for j, m in enumerate(metrics) for i, t in enumerate(tasks)]
+    for key in ("law", "fairness", "contamination", "training", "diversity"):  # sections this test does not read
+        res["analysis"].pop(key, None)
+    res["comparisons"] = []
+    (root / "results.json").write_text(json.dumps(res))
+    out = render(root, formats=("pdf", "html"))
+    text = subprocess.run(["pdftotext", "-layout", str(out["pdf"]), "-"], check=True, capture_output=True,
+                          text=True).stdout
+    section = text[text.index("LPP metrics against benchmark scores"):]
+    section = section[:section.index("Pearson r and Spearman")]
+    assert [t for t in tasks if t not in section] == []
+    want = sorted(f"r {c['pearson_r']:.2f}" for c in res["lpp_correlations"])
+    got = sorted(re.findall(r"r [−-]?\d\.\d\d", section))
+    assert got == want
+    html = out["html"].read_text()
+    head = html[html.index("LPP metrics against benchmark scores"):]
+    head = head[:head.index("</thead>")]
+    assert all(m.replace("_", " ") in head for m in metrics) and not any(t in head for t in tasks)
+
+
+@pytest.mark.browser
 def test_pdf_tables_with_a_column_per_model_stay_on_the_page(full):
     """The per-task scores, the pairwise significance and the core sets have a column per model: with the fixture's 9 models the
     PDF showed five or six of them and cut the rest at the page's right edge. Every confidence interval the HTML
