@@ -256,6 +256,33 @@ def test_card_shows_feature_mui_and_top_features(sae_run):
     assert f"#{f}" in html
 
 
+@pytest.mark.browser
+def test_pdf_feature_mui_of_many_tasks_stays_on_the_page(sae_run, tmp_path):
+    """A run with many tasks: MUI over SAE features gets a row per task (a column per model), so no task's value
+    runs off the PDF page (it had a column per task)."""
+    import shutil
+    import subprocess
+
+    from reporter.card.render import render
+
+    root, res = sae_run
+    run = tmp_path / "run"
+    shutil.copytree(root / "run", run)
+    res = json.loads((run / "results.json").read_text())
+    base = res["models"]["M"]["tasks"]["arc_easy"]
+    tasks = [f"task_number_{i:02d}" for i in range(12)]
+    for i, t in enumerate(tasks):
+        res["models"]["M"]["tasks"][t] = {**base, "mui_sae": round(10.0 + i + 0.123, 3)}
+    (run / "results.json").write_text(json.dumps(res))
+    out = render(run, formats=("pdf",))
+    text = subprocess.run(["pdftotext", "-layout", str(out["pdf"]), "-"], check=True, capture_output=True,
+                          text=True).stdout
+    section = text[text.index("MUI over sparse-autoencoder"):]
+    section = section[:section.index("Utility Law on features")]
+    assert [t for t in tasks if t not in section] == []
+    assert all(f"{10.0 + i + 0.123:.3f}" in section for i in range(12))
+
+
 def test_sae_config_errors_are_one_line(tmp_path):
     (tmp_path / "p.yaml").write_text("tasks: [arc_easy]\nmui: {unit: sae, sae: {path: missing-dir, layers: [1]}}\n")
     (tmp_path / "m.yaml").write_text("profile: p.yaml\nmodels:\n  - {name: M, source: random:llama}\n")
