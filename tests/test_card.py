@@ -465,6 +465,28 @@ def test_pdf_lpp_correlations_keep_every_task_on_the_page(tmp_path_factory):
 
 
 @pytest.mark.browser
+def test_pdf_plugin_measurements_of_many_tasks_stay_on_the_page(tmp_path_factory):
+    """A plugin's per-task field over many tasks: the "Other measurements" table puts tasks in rows (the fewer of
+    models and tasks are its columns), so every task's value is on the PDF page (it had a column per task)."""
+    root = _copy("run2", tmp_path_factory)
+    res = json.loads((root / "results.json").read_text())
+    tasks = [f"task_number_{i:02d}" for i in range(12)]
+    for k, m in enumerate(res["models"].values()):
+        base = next(iter(m["tasks"].values()))
+        for i, t in enumerate(tasks):
+            m["tasks"][t] = {**base, "toy_norm": [1.0, 2.0 + i + 0.1 * k]}
+    (root / "results.json").write_text(json.dumps(res))
+    out = render(root, formats=("pdf", "html"))
+    text = subprocess.run(["pdftotext", "-layout", str(out["pdf"]), "-"], check=True, capture_output=True,
+                          text=True).stdout
+    section = re.sub(r"\s+", " ", text[text.index("Other measurements"):])
+    assert [t for t in tasks if t not in section] == []
+    for k in range(len(res["models"])):
+        for i in range(12):
+            assert f"mean {(3.0 + i + 0.1 * k) / 2:.3f} over 2 values" in section, (k, i)
+
+
+@pytest.mark.browser
 def test_pdf_tables_with_a_column_per_model_stay_on_the_page(full):
     """The per-task scores, the pairwise significance and the core sets have a column per model: with the fixture's 9 models the
     PDF showed five or six of them and cut the rest at the page's right edge. Every confidence interval the HTML
