@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -37,6 +38,22 @@ def tiny_model(family: str, vocab: int = 211, seed: int = 0, **size):
         cfg.head_dim = 16
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+
+
+def assert_same_results(got, want, kept):
+    """Two (MUI, token log-probs, calibration) collector triples hold the same results in float64: equal
+    key-neuron sets (some found), log-probs to float32 storage (NaN where NaN), option probabilities to 1e-12."""
+    (mui_s, lp_s, cal_s), (mui_t, lp_t, cal_t) = got, want
+    for a, b in zip(mui_s.results(), mui_t.results(), strict=True):
+        assert a.tolist() == b.tolist()
+    assert sum(len(s) for s in mui_s.results()) > 0
+    for a, b in zip(lp_s.prompt_results(), lp_t.prompt_results(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # float32 storage of float64 values
+    for a, b, k in zip(lp_s.response_results(), lp_t.response_results(), kept, strict=True):
+        assert len(a) == len(k)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    for a, b in zip(cal_s.probs, cal_t.probs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
 
 
 @pytest.fixture(scope="module")

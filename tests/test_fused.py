@@ -22,7 +22,7 @@ from reporter.instrument.hooked_pass import hooked_pass
 from reporter.models.adapters import get_adapter
 from reporter.models.generation import fusable_generation, generate, generate_collecting, hf_generate_batch
 
-from .conftest import tiny_lm, tiny_model
+from .conftest import assert_same_results, tiny_lm, tiny_model
 
 ARCHS = ("llama", "gemma3", "gpt2", "gpt_neox", "opt")
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17], [18, 19, 20, 21, 22, 23, 24, 25, 26], [27]]
@@ -90,16 +90,7 @@ def test_float64_equal_to_teacher_forced(arch, definition, mode):
     (mui_s, lp_s, cal_s), (mui_t, lp_t, cal_t), kept = _fused_and_reference(
         model, definition, mode, lengths_cut=[0, 2, 6, 1, 0])
     assert [len(k) for k in kept][2] == 0  # one sample keeps no response at all
-    for a, b in zip(mui_s.results(), mui_t.results()):
-        assert a.tolist() == b.tolist()
-    assert sum(len(s) for s in mui_s.results()) > 0
-    for a, b in zip(lp_s.prompt_results(), lp_t.prompt_results()):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)  # float32 storage of float64 values
-    for a, b, k in zip(lp_s.response_results(), lp_t.response_results(), kept):
-        assert len(a) == len(k)
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
-    for a, b in zip(cal_s.probs, cal_t.probs):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    assert_same_results((mui_s, lp_s, cal_s), (mui_t, lp_t, cal_t), kept)
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
