@@ -11,8 +11,9 @@ the severity rule are :mod:`reporter.analyse.contamination`.
 >>> from reporter.store.layout import RunDir
 >>> res = build_results(run_dir)
 >>> fits = law_and_fairness(res, per_item_scores(res, run_dir), seed=0, n_resamples=200).fits
->>> {r["severity"] for r in contamination_rows(res, RunDir(run_dir), fits)} <= {"none", "weak", "strong"}
-True
+>>> rows = contamination_rows(res, RunDir(run_dir), fits)  # the tiny run's models are untrained baselines
+>>> len(rows) > 0, {(r["baseline"], r["severity"]) for r in rows}
+(True, {(True, 'none')})
 """
 from __future__ import annotations
 

@@ -6,10 +6,11 @@ probes are never points. One fit never mixes MUI definitions. :func:`law_and_fai
 run's (or a board's) law section, its per-task fits (the contamination residual's input) and the
 law-adjusted fairness; :func:`training_section` the training-phase view of checkpoints.
 
->>> from reporter.analyse.results import build_results
->>> pts, baselines, left_out = law_points(build_results(run_dir))
->>> all(p["P"] >= 0 and set(p["settings"]) == set(MUI_SETTINGS) for ts in pts.values() for p in ts.values())
-True
+>>> res = {"models": {"a": {"tasks": {"arc_easy": {"score": 0.5, "mui": 1.2}, "spc": {"score": 0.3, "mui": 1.0}}},
+...                   "b": {"tasks": {"arc_easy": {"score": 0.4}}}}}
+>>> pts, baselines, left_out = law_points(res)  # spc is an LPP probe: never a point
+>>> pts["a"]["arc_easy"]["P"], pts["a"]["arc_easy"]["MUI"], list(pts), [r["reason"] for r in left_out]
+(50.0, 1.2, ['a'], ['no MUI measured (mui disabled?)'])
 """
 from __future__ import annotations
 
