@@ -159,14 +159,21 @@ def test_shared_prefix_length_rules():
     assert shared_prefix_length([PREFIX + [1]] * 5 + [PREFIX[:9] + [2]] * 5) == 9
 
 
-def test_a_cache_that_cannot_be_repeated_falls_back_to_the_whole_prompts(monkeypatch):
-    """A model whose KV cache has no ``batch_repeat_interleave`` runs the whole prompts after the prefix's
+@pytest.mark.parametrize("why", ["no batch_repeat_interleave", "a layer that is not plain keys and values"])
+def test_a_cache_that_cannot_be_repeated_falls_back_to_the_whole_prompts(monkeypatch, why):
+    """A model whose KV cache cannot be repeated across rows (no ``batch_repeat_interleave``, or a layer other than
+    plain keys and values: a recurrent state would carry the pads) runs the whole prompts after the prefix's
     forward, with the same tokens."""
     from transformers import cache_utils
 
+    from reporter.instrument import decode
+
     model = tiny_model("llama", vocab=97, seed=5).to(torch.float64)
     plain, _ = _decode(model, False, [], set(), max_new=4)
-    monkeypatch.delattr(cache_utils.Cache, "batch_repeat_interleave")
+    if why == "no batch_repeat_interleave":
+        monkeypatch.delattr(cache_utils.Cache, "batch_repeat_interleave")
+    else:  # Llama's DynamicLayer taken off the list, as a Mamba or a quantised layer is
+        monkeypatch.setattr(decode, "_REPEATABLE_LAYERS", frozenset({"DynamicSlidingWindowLayer"}))
     shared, seen = _decode(model, True, [], set(), max_new=4)
     assert shared == plain
     assert seen[:2] == [len(PREFIX), len(PROMPTS) * max(len(p) for p in PROMPTS)]
