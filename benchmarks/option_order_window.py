@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-from reporter.collect.collectors.logprobs import token_logprobs
 from reporter.collect.option_order import option_windows, order_variants
 from reporter.collect.plan import build_task
+from reporter.collect.text_scores import token_logprobs
 from reporter.config import ModelSpec, TaskConfig
 from reporter.metrics.rank_tests import order_fisher_pvalue, order_null_pvalue
 from reporter.models.loading import load_model

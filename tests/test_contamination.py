@@ -18,11 +18,7 @@ from reporter.analyse.contamination import (
     verbatim_signal,
 )
 from reporter.collect import reference, verbatim
-from reporter.collect.collectors.logprobs import (
-    TokenLogProbCollector,
-    question_span,
-    token_logprobs,
-)
+from reporter.collect.collectors.logprobs import TokenLogProbCollector, question_span
 from reporter.collect.option_order import (
     collect_option_order,
     option_order_evidence,
@@ -31,6 +27,7 @@ from reporter.collect.option_order import (
     order_is_convention,
 )
 from reporter.collect.reference import REFERENCE_MAX_TOKENS, REFERENCE_VERBATIM_TOKENS, collect_reference
+from reporter.collect.text_scores import token_logprobs
 from reporter.collect.verbatim import collect_verbatim, verbatim_completion
 from reporter.config import ContaminationConfig
 from reporter.instrument import gather

@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from reporter.collect.collectors.logprobs import prefix_logprobs, prefix_scores
+from reporter.collect.text_scores import prefix_logprobs, prefix_scores
 from reporter.instrument.prefix import logits_after_prefix, reduce_after_prefix
 from reporter.models.adapters import get_adapter
 from reporter.models.random_archs import random_config

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from reporter.analyse.contamination import option_order_signal
-from reporter.collect.collectors.logprobs import prefix_scores
 from reporter.collect.option_order import option_order_evidence
+from reporter.collect.text_scores import prefix_scores
 from reporter.instrument.tree import probe_errors, reduce_over_tree, tree_supported, tree_tokens
 from reporter.models.adapters import get_adapter
 from tests.test_prefix import FAMILIES, _model
@@ -202,7 +202,7 @@ def test_the_probe_accepts_a_model_with_the_packaged_vocabulary_and_the_run_take
     """A 49k-token vocabulary in float32: the probe compares probabilities (the log of a 1e-9 probability moves by
     1e-3 with float rounding, which made the first probe refuse the packaged SmolLM2 and every run fall back),
     and the option-order pass then goes through the tree."""
-    import reporter.collect.collectors.logprobs as logprobs
+    import reporter.collect.text_scores as text_scores
     from tests.conftest import tiny_lm
     from tests.test_contamination import toy_items
 
@@ -210,7 +210,7 @@ def test_the_probe_accepts_a_model_with_the_packaged_vocabulary_and_the_run_take
     assert lm.model.get_input_embeddings().weight.shape[0] > 40000
     assert tree_supported(lm.model)
     calls = []
-    monkeypatch.setattr(logprobs, "reduce_over_tree", lambda *a, **k: calls.append(1) or reduce_over_tree(*a, **k))
+    monkeypatch.setattr(text_scores, "reduce_over_tree", lambda *a, **k: calls.append(1) or reduce_over_tree(*a, **k))
     e = option_order_evidence(lm, toy_items(4), n_perms=3, window=6)
     assert e["n"] == 4 and calls
 

@@ -20,7 +20,7 @@ Any fixed function of the text keeps the published order's rank uniform without
 contamination, so either is an exact test; the window makes the LM head run on a few positions
 per option instead of every token of HellaSwag's long endings. The prefix every order of an
 item shares (its stem) is run once, and its KV cache reused for every order
-(:func:`~reporter.collect.collectors.logprobs.prefix_logprobs`). Tokens before the prefix all
+(:func:`~reporter.collect.text_scores.prefix_logprobs`). Tokens before the prefix all
 orders of the item share (``scored_from``) are never scored: they have the same log-probs in
 every order, so they would add the same constant to every variant and cannot change a rank.
 """
@@ -37,9 +37,9 @@ import numpy as np
 from ..config import ContaminationConfig
 from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
-from .collectors.logprobs import KV_CACHE, PREFIX_TREE, prefix_path, prefix_scores, token_logprobs
 from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 from .score_cache import CacheMode, cached_scores
+from .text_scores import KV_CACHE, PREFIX_TREE, prefix_path, prefix_scores, token_logprobs
 
 __all__ = ["option_stem", "permutations_for", "order_is_convention", "order_variants", "option_order_evidence",
            "collect_option_order", "option_token_starts", "option_windows", "OptionOrderPass"]
@@ -236,9 +236,9 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     check of that item needs no pass of its own.
 
     ``path`` (argument): ``"auto"`` (the tree where the model's probe takes it), ``"tree"`` or ``"cache"``, as in
-    :func:`~reporter.collect.collectors.logprobs.prefix_scores`. ``path`` (result): how the variants' scores
+    :func:`~reporter.collect.text_scores.prefix_scores`. ``path`` (result): how the variants' scores
     were computed, ``"prefix tree"`` or ``"KV cache"``
-    (:func:`~reporter.collect.collectors.logprobs.prefix_path`; ``"plain"`` when no two share a stem), kept
+    (:func:`~reporter.collect.text_scores.prefix_path`; ``"plain"`` when no two share a stem), kept
     with the scores in the cache, so that a record read back is the one computed; ``None`` for no item.
 
     ``cache``: whether the scores of the exact token sequences are kept across runs and read back
