@@ -48,13 +48,26 @@ def code_version(*extra: str) -> str:
     """sha256 over reporter's own Python source (and the files ``extra``, a plugin's module): any change of the
     code that measures makes a new key, so a cached result is always the current code's.
     """
-    root = Path(__file__).resolve().parent.parent
+    return source_digest(Path(__file__).resolve().parent.parent, extra)
+
+
+def source_digest(root: Path, extra: tuple[str, ...] = ()) -> str:
+    """sha256 over the ``*.py`` files under ``root`` (named relative to it, so two checkouts of the same code
+    give the same digest) and the files ``extra`` (named by their file name).
+
+    >>> import tempfile
+    >>> a, b = (Path(tempfile.mkdtemp()) for _ in range(2))
+    >>> for d in (a, b): _ = (d / "m.py").write_text("x = 1")
+    >>> source_digest(a) == source_digest(b), (b / "m.py").write_text("x = 2") and source_digest(a) == source_digest(b)
+    (True, False)
+    """
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")) + [Path(e) for e in extra]:
+    files = [(p, p.relative_to(root).as_posix()) for p in sorted(root.rglob("*.py"))]
+    for p, name in files + [(Path(e), Path(e).name) for e in extra]:
         try:
-            h.update(p.as_posix().encode() + b"\0" + p.read_bytes())
+            h.update(name.encode() + b"\0" + p.read_bytes())
         except OSError:
-            h.update(f"unreadable:{p}".encode())
+            h.update(f"unreadable:{name}".encode())
     return h.hexdigest()
 
 
