@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -99,3 +100,69 @@ def test_the_markdown_table_and_results_json_agree(control):
     rows = {(r["model"], r["task"]): r for r in res["analysis"]["contamination"]}
     assert rows[("contaminated", "arc_challenge")]["severity"] == "strong"
     assert rows[("clean", "arc_challenge")]["severity"] == "none" and rows[("clean", "arc_challenge")]["measured"]
+    # every measured option-order and other-split test carries the positive control's power at its own size
+    from reporter.analyse.control_power import power_at_size
+
+    seen = 0
+    for (_model, _task), row in rows.items():
+        for name in ("option_order", "split_min_k"):
+            s = row["signals"][name]
+            if not s.get("measured"):
+                continue
+            want = power_at_size(name, items=s["n"], n_tests=s["n_tests"], orders=s.get("orders"))
+            assert s.get("power_at_size") == want, (row["model"], row["task"], name)
+            seen += want is not None
+    assert seen >= 3
+
+
+def _trie_lines(orders):
+    """Option lines of a prefix tree, counted by building the trie node by node (reference for tree_lines)."""
+    root: dict = {}
+    n = 0
+    for order in orders:
+        node = root
+        for opt in order:
+            if opt not in node:
+                node[opt] = {}
+                n += 1
+            node = node[opt]
+    return n
+
+
+def test_evidence_power_subsets_go_through_the_runs_own_test(control):
+    """benchmarks/evidence_power.py (issue #35's power-for-cost table) on the control's run: the whole run as one
+    "subset" gives the run's own p-value; the contaminated task fires at full size and less often at a small one;
+    the clean model never fires; the tree's line count equals a trie's."""
+    ep = benchmark_script("evidence_power")
+    res = json.loads((control["run"] / "results.json").read_text())
+    sig = {(r["model"], r["task"]): r["signals"] for r in res["analysis"]["contamination"]}
+    rows = ep.study(control["run"], items=[N_ITEMS, 6], orders=[8, 2], pairs=[N_ITEMS, 6], tests=[3], draws=40, seed=1)
+    at = {(r["model"], r["task"], r["test"], r["n"], r.get("orders")): r for r in rows}
+    n_run = {}
+    for model, task in (("contaminated", "arc_challenge"), ("clean", "arc_challenge"), ("clean", "arc_easy")):
+        n_run[model, task] = n = json.loads((control["run"] / "models" / model / "tasks" / task
+                                             / "option_order.json").read_text())["n"]
+        full = at[(model, task, "option_order", n, 8)]
+        assert full["K=3"]["median_p"] == pytest.approx(sig[(model, task)]["option_order"]["p_value"], rel=1e-9)
+        assert full["run_p"] == pytest.approx(sig[(model, task)]["option_order"]["p_value"], rel=1e-9)
+    hot = at[("contaminated", "arc_challenge", "option_order", n_run["contaminated", "arc_challenge"], 8)]["K=3"]
+    small = at[("contaminated", "arc_challenge", "option_order", 6, 2)]["K=3"]
+    run_sig = sig[("contaminated", "arc_challenge")]["option_order"]
+    assert hot["fires"] == float(run_sig["p_value"] * 3 < 0.01 and run_sig["meets_effect"])  # one subset: the run
+    assert small["fires"] <= hot["fires"] and small["median_p"] > 10 * hot["median_p"]
+    split_full = at[("contaminated", "arc_challenge", "split_min_k", N_ITEMS, None)]["K=3"]
+    assert split_full["median_p"] == pytest.approx(sig[("contaminated", "arc_challenge")]["split_min_k"]["p_value"])
+    assert all(r["K=3"]["fires"] == 0.0 for r in rows if r["model"] == "clean")
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        orders = [tuple(rng.permutation(4)) for _ in range(int(rng.integers(1, 10)))]
+        assert ep.tree_lines(orders) == _trie_lines(orders)
+    rec = json.loads((control["run"] / "models" / "contaminated" / "tasks" / "arc_challenge" / "option_order.json")
+                     .read_text())
+    sub = ep.subsample_order(rec, 5, 3, np.random.default_rng(2))
+    by_id = {it["id"]: it for it in rec["per_item"]}
+    for it in sub["per_item"]:  # each kept order keeps its own log-likelihood
+        orig = by_id[it["id"]]
+        assert len(it["perm_ll"]) == 3 and it["ll"] == orig["ll"]
+        for p, ll in zip(it["perms"], it["perm_ll"], strict=True):
+            assert orig["perm_ll"][orig["perms"].index(p)] == ll

@@ -45,6 +45,7 @@ from .contamination import (
     split_signal,
     verbatim_signal,
 )
+from .control_power import POWER_TESTS, power_at_size
 from .law_points import law_signal
 
 __all__ = ["contamination_rows", "min_k_from_artifacts"]
@@ -93,6 +94,13 @@ def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[Contaminat
                 "law_residual": law_signal(name, task, baseline, fits),
                 "min_k": min_k_from_artifacts(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS, baseline)})
     apply_fdr([sig for _, sig in signals.values()])
+    for _, sig in signals.values():
+        for name in POWER_TESTS:
+            s = sig.get(name)
+            if s and s.get("measured") and s.get("test"):
+                at = power_at_size(name, items=int(s["n"]), n_tests=int(s["n_tests"]), orders=s.get("orders"))
+                if at is not None:
+                    s["power_at_size"] = at
     confounded = {(task, k) for (name, task), (baseline, sig) in signals.items() if baseline
                   for k, v in sig.items() if v and v.get("fires")}
     rows = []

@@ -448,6 +448,21 @@ class OrderNullDoc(TypedDict):
     calibration_sha256: NotRequired[str]  # content hash of reporter/data/option_order_null.json
 
 
+class PowerAtSize(TypedDict, total=False):
+    """A test's positive-control power at the run's size (``reporter/data/evidence_power.json``, cautious rounding)."""
+
+    power: Required[Fraction]  # share of the controls' subsets of this size that fire in a run of this many tests
+    items: Required[int]  # items (option order) or pairs (other split) the run's test scored
+    orders: int  # other orders per item (option order)
+    n_tests: Required[int]  # tests the run corrected together
+    table_items: Required[int]  # the table's size used: the largest at most ``items``
+    table_orders: int
+    table_tests: Required[int]  # the table's K used: the smallest at least ``n_tests``
+    draws: int
+    source: str
+    table_sha256: str
+
+
 class Signal(TypedDict, total=False):
     """One contamination test (or the descriptive Min-K%): measured or not, its statistic, p-values, effect, verdict."""
 
@@ -461,6 +476,8 @@ class Signal(TypedDict, total=False):
     null: OrderNullDoc
     p_adjusted: float
     n_tests: int
+    orders: int  # option order: the other orders scored per item (median)
+    power_at_size: PowerAtSize  # the positive control's power at this test's size and the run's n_tests
     effect: float
     effect_name: str
     meets_effect: bool

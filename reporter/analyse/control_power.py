@@ -1,0 +1,113 @@
+"""How much "no test fires" can say: a contamination test's positive-control power at a run's own size.
+
+The positive control (``benchmarks/contamination_control.py``) measures each test at the control's size
+(60 items, every one scored). A run scores fewer (``contamination.order_items``, ``split_items``) and
+corrects more tests together, and both cost power. ``benchmarks/evidence_power.py --ship`` draws random
+subsets of the controls' scored items at a grid of sizes, runs each through the run's own signal function,
+and writes ``reporter/data/evidence_power.json``: per test and size, the share of draws that fire in a run
+of K tests (Benjamini-Hochberg's adjusted p of a run's smallest p-value is at most p * K, so the share is
+a lower bound). :func:`power_at_size` reads it at a run's size, rounding every coordinate the cautious
+way: the largest tabled size at most the run's, and the smallest tabled K at least the run's.
+
+>>> p = power_at_size("option_order", items=40, orders=8, n_tests=4)
+>>> (p["table_items"], p["table_orders"], p["table_tests"]), 0.0 <= p["power"] <= 1.0
+((32, 8, 5), True)
+>>> power_at_size("option_order", items=5, orders=8, n_tests=4) is None  # below the table: not stated
+True
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+from functools import lru_cache
+from importlib.resources import files
+from typing import Any
+
+from ..schema import PowerAtSize
+
+__all__ = ["POWER_TESTS", "power_at_size", "power_summary", "power_table"]
+
+#: the tests the table holds (verbatim and the law residual have no subset structure to draw from)
+POWER_TESTS = ("option_order", "split_min_k")
+
+
+@lru_cache(maxsize=1)
+def power_table() -> dict[str, Any]:
+    """``reporter/data/evidence_power.json`` with its content hash (``sha256``)."""
+    raw = files("reporter.data").joinpath("evidence_power.json").read_bytes()
+    return {**json.loads(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+
+
+def power_at_size(test: str, *, items: int, n_tests: int, orders: int | None = None) -> PowerAtSize | None:
+    """The share of the positive control's subsets of this size that fire in a run of ``n_tests`` tests.
+
+    ``items``: the items (option order) or pairs (other split) the run's test scored; ``orders``: the other
+    orders per item (option order only). None where the table cannot say: a test it does not hold, fewer
+    items or orders than its smallest size, or more tests than its largest K.
+    """
+    if test not in POWER_TESTS:
+        return None
+    tab = power_table()
+    ks = list(tab["tests"])
+    j = bisect.bisect_left(ks, max(int(n_tests), 1))
+    if j == len(ks):
+        return None
+    cells = [c for c in tab[test] if c["items"] <= items and (orders is None or c.get("orders", 0) <= orders)]
+    if not cells:
+        return None
+    cell = max(cells, key=lambda c: (c["items"], c.get("orders", 0)))
+    out: PowerAtSize = {"power": float(cell["power"][j]), "items": int(items), "n_tests": int(n_tests),
+                        "table_items": int(cell["items"]), "table_tests": int(ks[j]), "draws": int(cell["draws"]),
+                        "source": str(tab["name"]), "table_sha256": str(tab["sha256"])}
+    if orders is not None:
+        out["orders"] = int(orders)
+        out["table_orders"] = int(cell["orders"])
+    return out
+
+
+def power_summary(rows: list[Any]) -> list[dict[str, Any]]:
+    """The power behind each "no test fires" of a run, grouped by size: one entry per test x size x K.
+
+    ``rows``: the analysis' contamination rows. Only rows of trained models with no warning count; each
+    entry has ``test``, ``items``, ``orders`` (option order), ``n_tests``, ``power`` (None below the table,
+    ``reason`` then says why) and the ``tasks`` it covers.
+
+    >>> sig = {"measured": True, "test": True, "n": 32, "orders": 8, "n_tests": 3}
+    >>> sig["power_at_size"] = power_at_size("option_order", items=32, orders=8, n_tests=3)
+    >>> rows = [{"model": "m", "task": "arc_challenge", "severity": "none", "measured": True, "baseline": False,
+    ...          "signals": {"option_order": sig}}]
+    >>> [(g["test"], g["items"], g["orders"], g["tasks"]) for g in power_summary(rows)]
+    [('option_order', 32, 8, ['arc_challenge'])]
+    """
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        if row.get("baseline") or row.get("severity") != "none" or row.get("measured") is False:
+            continue
+        for test in POWER_TESTS:
+            s = (row.get("signals") or {}).get(test)
+            if not isinstance(s, dict) or not s.get("measured") or not s.get("test"):
+                continue
+            at = s.get("power_at_size")
+            if at is None and (test == "option_order" and s.get("orders") is None or not s.get("n_tests")):
+                continue  # an analysis written before the table: nothing to say
+            key = (test, int(s.get("n") or 0), s.get("orders") if test == "option_order" else None,
+                   int(s.get("n_tests") or 0))
+            g = groups.setdefault(key, {
+                "test": test, "items": key[1], "orders": key[2], "n_tests": key[3],
+                "power": at["power"] if at else None, "table_items": at["table_items"] if at else None,
+                "table_orders": at.get("table_orders") if at else None, "table_tests": at["table_tests"] if at else None,
+                "reason": None if at else _why_not(test, key[1], key[2], key[3]), "tasks": []})
+            if row["task"] not in g["tasks"]:
+                g["tasks"].append(row["task"])
+    return sorted(groups.values(), key=lambda g: (POWER_TESTS.index(g["test"]), -g["items"], -(g["orders"] or 0)))
+
+
+def _why_not(test: str, items: int, orders: int | None, n_tests: int) -> str:
+    tab = power_table()
+    if n_tests > max(tab["tests"]):
+        return f"the run corrects more tests ({n_tests}) than the table holds ({max(tab['tests'])})"
+    low = min(c["items"] for c in tab[test])
+    if items < low:
+        return f"below the table's smallest size of {low} {'items' if test == 'option_order' else 'pairs'}"
+    return f"below the table's smallest {min(c['orders'] for c in tab[test])} other orders per item"

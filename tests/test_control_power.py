@@ -1,0 +1,125 @@
+"""The power behind "no test fires": the positive control's power at a run's own size (issue #35's power study).
+
+``reporter/data/evidence_power.json`` (``benchmarks/evidence_power.py --ship``) holds, per test and size, the
+share of the controls' random subsets that fire in a run of K tests. :func:`power_at_size` must read it the
+cautious way (the largest tabled size at most the run's, the smallest tabled K at least the run's), the
+analysis must attach it to every measured option-order and other-split signal, and the card must state it
+under "no test fires", or say why it cannot.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from reporter.analyse.control_power import power_at_size, power_summary, power_table
+from reporter.card.format import fmt_pct
+from reporter.card.render import render
+
+DATA = Path(__file__).parent / "data"
+
+
+def _reference(test, items, n_tests, orders=None):
+    """power_at_size by plain loops over the shipped file's cells."""
+    tab = json.loads((Path(__file__).resolve().parents[1] / "reporter" / "data" / "evidence_power.json").read_text())
+    k_index = None
+    for i, k in enumerate(tab["tests"]):
+        if k >= n_tests:
+            k_index = i
+            break
+    if k_index is None:
+        return None
+    best = None
+    for c in tab[test]:
+        if c["items"] > items or (orders is not None and c["orders"] > orders):
+            continue
+        if best is None or (c["items"], c.get("orders", 0)) > (best["items"], best.get("orders", 0)):
+            best = c
+    return None if best is None else (best["power"][k_index], best["items"], best.get("orders"), tab["tests"][k_index])
+
+
+def test_power_at_size_reads_the_table_cautiously():
+    rng = np.random.default_rng(0)
+    tab = power_table()
+    assert tab["tests"] == sorted(tab["tests"]) and {c["items"] for c in tab["option_order"]} >= {8, 32}
+    for _ in range(300):
+        items, orders, k = int(rng.integers(1, 80)), int(rng.integers(1, 12)), int(rng.integers(1, 1500))
+        for test, o in (("option_order", orders), ("split_min_k", None)):
+            got = power_at_size(test, items=items, n_tests=k, orders=o)
+            ref = _reference(test, items, k, o)
+            if ref is None:
+                assert got is None, (test, items, o, k)
+                continue
+            assert (got["power"], got["table_items"], got.get("table_orders"), got["table_tests"]) == ref
+            assert got["table_items"] <= items and got["table_tests"] >= k
+            assert got["table_sha256"] == tab["sha256"] and got["items"] == items and got["n_tests"] == k
+    assert power_at_size("verbatim", items=40, n_tests=3) is None  # no subset structure: not in the table
+
+
+def test_the_table_is_a_power_curve():
+    """Per cell, power can only fall as more tests are corrected together (it is the share with p * K < 0.01),
+    and every cell was drawn as often."""
+    tab = power_table()
+    for test in ("option_order", "split_min_k"):
+        for c in tab[test]:
+            assert len(c["power"]) == len(tab["tests"])
+            assert all(0.0 <= a <= 1.0 for a in c["power"])
+            assert all(a >= b for a, b in zip(c["power"], c["power"][1:])), c
+            assert c["draws"] == tab["draws_per_pair"] * len(tab["pairs"])
+
+
+def _full_with_sizes(tmp_path, items, orders):
+    root = tmp_path / "run"
+    shutil.copytree(DATA / "full", root)
+    res = json.loads((root / "results.json").read_text())
+    for row in res["analysis"]["contamination"]:
+        s = row["signals"].get("option_order")
+        if isinstance(s, dict) and s.get("measured"):
+            s.update({"n": items, "orders": orders})
+            at = power_at_size("option_order", items=items, orders=orders, n_tests=s["n_tests"])
+            s.pop("power_at_size", None)
+            if at is not None:
+                s["power_at_size"] = at
+    (root / "results.json").write_text(json.dumps(res))
+    return root, res
+
+
+def _power_paragraph(page: str) -> str:
+    m = re.search(r'<p class="note power-at-size">(.*?)</p>', page, re.S)
+    assert m, "no power paragraph under 'no test fires'"
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", m.group(1))))
+
+
+def test_the_card_states_the_power_behind_no_test_fires(tmp_path):
+    root, res = _full_with_sizes(tmp_path, 32, 8)
+    text = _power_paragraph(render(root, formats=("html",))["html"].read_text())
+    n_tests = next(r["signals"]["option_order"]["n_tests"] for r in res["analysis"]["contamination"]
+                   if r["signals"]["option_order"].get("measured"))
+    at = power_at_size("option_order", items=32, orders=8, n_tests=n_tests)
+    quiet = sorted({r["task"] for r in res["analysis"]["contamination"] if r["severity"] == "none"
+                    and not r["baseline"] and r["signals"]["option_order"].get("measured")})
+    assert f"with the run's {n_tests} tests corrected together" in text
+    assert f"option order at 32 items × 8 other orders ({', '.join(quiet)}): {fmt_pct(at['power'], 0)}%" in text
+    assert "no warning is not evidence of a clean model" in text
+    rows = [r for r in res["analysis"]["contamination"]]
+    assert [g["tasks"] for g in power_summary(rows)] == [quiet]  # the strong row's task counts only if quiet elsewhere
+
+
+def test_below_the_table_the_card_says_why_instead_of_a_number(tmp_path):
+    root, _ = _full_with_sizes(tmp_path, 6, 8)
+    text = _power_paragraph(render(root, formats=("html",))["html"].read_text())
+    assert "option order at 6 items × 8 other orders" in text
+    assert "not stated, below the table's smallest size of 8 items" in text
+    assert not re.search(r"\d%", text)
+
+
+def test_an_analysis_written_before_the_table_gets_no_paragraph(tmp_path):
+    """The fixture's stored analysis predates the table (no ``orders``, no ``power_at_size``): nothing is made up."""
+    root = tmp_path / "run"
+    shutil.copytree(DATA / "full", root)
+    page = render(root, formats=("html",))["html"].read_text()
+    assert "power-at-size" not in page
