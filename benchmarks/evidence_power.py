@@ -8,9 +8,10 @@ tokens, which is a question of power, not of speed. This script answers it with 
 
 It reads a contamination control's run (``benchmarks/contamination_control.py -o DIR``: SmolLM2
 fine-tuned on a seeded half of the items, a clean SmolLM2, tasks nobody trained on) and, for every
-model x task and every size, draws ``--draws`` random subsets of what the run scored: ``n`` of the
-items, and for each item ``m`` of its other orders (the orders are a seeded random draw, so a
-random subset of them is what a run with ``order_permutations: m`` would score). Each subset goes
+model x task and every size, draws ``--draws`` bootstrap samples of what the run scored: ``n`` of the
+items, drawn with replacement, and for each item ``m`` of its other orders, drawn without (the orders
+are a seeded random draw of distinct permutations, so a random subset of them is what a run with
+``order_permutations: m`` would score). Each subset goes
 through reporter's own signal functions (:func:`reporter.analyse.contamination.option_order_signal`
 with the task's null, :func:`~reporter.analyse.contamination.split_signal`), so the p-value, the
 effect and its floor are the run's. Per size it reports:
@@ -60,10 +61,16 @@ def tree_lines(orders: Iterable[Sequence[int]]) -> int:
     return len({tuple(o[:k]) for o in orders for k in range(1, len(o) + 1)})
 
 
-def subsample_order(rec: Mapping[str, Any], n_items: int, n_orders: int, rng: np.random.Generator) -> dict[str, Any]:
-    """``option_order.json`` as a run with ``n_items`` items and ``n_orders`` other orders would have scored it."""
+def subsample_order(rec: Mapping[str, Any], n_items: int, n_orders: int, rng: np.random.Generator, *,
+                    replace: bool = True) -> dict[str, Any]:
+    """``option_order.json`` as a run with ``n_items`` items and ``n_orders`` other orders would have scored it.
+
+    Items are drawn with replacement (a bootstrap sample of the control's items: drawn without it, a size near
+    the control's own would vary too little and overstate power); each item keeps ``n_orders`` of its orders,
+    drawn without replacement, as a run draws distinct orders. ``replace=False`` draws distinct items (at most all).
+    """
     items = list(rec["per_item"])
-    pick = rng.choice(len(items), size=min(n_items, len(items)), replace=False)
+    pick = rng.choice(len(items), size=n_items if replace else min(n_items, len(items)), replace=replace)
     out = []
     for i in sorted(pick):
         it = items[int(i)]
@@ -74,10 +81,11 @@ def subsample_order(rec: Mapping[str, Any], n_items: int, n_orders: int, rng: np
     return {**rec, "n": len(out), "per_item": out}
 
 
-def subsample_split(rec: Mapping[str, Any], n_pairs: int, rng: np.random.Generator) -> dict[str, Any]:
-    """``split_reference.json`` with ``n_pairs`` of its pairs."""
+def subsample_split(rec: Mapping[str, Any], n_pairs: int, rng: np.random.Generator, *,
+                    replace: bool = True) -> dict[str, Any]:
+    """``split_reference.json`` with ``n_pairs`` of its pairs, drawn with replacement (as :func:`subsample_order`)."""
     pairs = list(rec.get("pairs") or [])
-    pick = sorted(rng.choice(len(pairs), size=min(n_pairs, len(pairs)), replace=False).tolist())
+    pick = sorted(rng.choice(len(pairs), size=n_pairs if replace else min(n_pairs, len(pairs)), replace=replace).tolist())
     return {**rec, "n": len(pick), "pairs": [pairs[i] for i in pick]}
 
 
@@ -117,7 +125,7 @@ def power(signals: Sequence[Mapping[str, Any]], tests: int) -> dict[str, float]:
 
 
 def study(run: Path, *, items: Sequence[int], orders: Sequence[int], pairs: Sequence[int], tests: Sequence[int],
-          draws: int, seed: int) -> list[dict[str, Any]]:
+          draws: int, seed: int, replace: bool = True) -> list[dict[str, Any]]:
     """One row per model x task x test x size (see the module's docstring)."""
     rows: list[dict[str, Any]] = []
     for mdir in sorted((run / "models").iterdir()):
@@ -130,9 +138,11 @@ def study(run: Path, *, items: Sequence[int], orders: Sequence[int], pairs: Sequ
                 for n in items:
                     for m in orders:
                         rng = np.random.default_rng([seed, n, m])
-                        sigs = [option_order_signal(subsample_order(rec_o, n, m, rng), null) for _ in range(draws)]
-                        sub = subsample_order(rec_o, n, m, np.random.default_rng([seed, n, m, 1]))
-                        rows.append({"model": mdir.name, "task": tdir.name, "test": "option_order", "n": min(n, rec_o["n"]),
+                        sigs = [option_order_signal(subsample_order(rec_o, n, m, rng, replace=replace), null)
+                                for _ in range(draws)]
+                        sub = subsample_order(rec_o, n, m, np.random.default_rng([seed, n, m, 1]), replace=replace)
+                        rows.append({"model": mdir.name, "task": tdir.name, "test": "option_order",
+                                     "n": n if replace else min(n, rec_o["n"]),
                                      "orders": m, "lines_per_item": _cost_lines(sub), "run_lines_per_item": lines,
                                      "run_n": rec_o["n"], "run_p": full["p_value"], "null": null["name"],
                                      **{f"K={k}": power(sigs, k) for k in tests}})
@@ -141,9 +151,9 @@ def study(run: Path, *, items: Sequence[int], orders: Sequence[int], pairs: Sequ
                 full_s = split_signal(rec_s)
                 for n in pairs:
                     rng = np.random.default_rng([seed, n, 0])
-                    sigs = [split_signal(subsample_split(rec_s, n, rng)) for _ in range(draws)]
+                    sigs = [split_signal(subsample_split(rec_s, n, rng, replace=replace)) for _ in range(draws)]
                     rows.append({"model": mdir.name, "task": tdir.name, "test": "split_min_k",
-                                 "n": min(n, len(rec_s["pairs"])), "run_n": len(rec_s["pairs"]),
+                                 "n": n if replace else min(n, len(rec_s["pairs"])), "run_n": len(rec_s["pairs"]),
                                  "run_p": full_s.get("p_value"), **{f"K={k}": power(sigs, k) for k in tests}})
     return rows
 
@@ -169,56 +179,51 @@ def ship(controls: Sequence[Path], *, draws: int, seed: int) -> dict[str, Any]:
     """The shipped power table (``reporter/data/evidence_power.json``) from contamination controls.
 
     Per test and size, the share of draws that fire in a run of K tests, pooled over every contaminated
-    model x task pair of the controls (draws per pair), for each K of :data:`SHIP_TESTS`.
+    model x task pair of the controls (``draws`` per pair), for each K of :data:`SHIP_TESTS`; ``by_control``
+    gives each control's own share (they differ: how strongly a fine-tune shows varies from control to control).
     """
-    pairs: list[tuple[str, str, Path]] = []
+    pairs: list[tuple[str, str, str, Path]] = []
     meta = []
     for c in controls:
         ctl = json.loads((c / "control.json").read_text())
         m = ctl["meta"]
-        meta.append({k: m.get(k) for k in ("seed", "items", "tasks", "epochs", "lr")})
+        meta.append({"name": c.name, **{k: m.get(k) for k in ("seed", "items", "tasks", "epochs", "lr")}})
         for mdir in sorted((c / "run" / "models").iterdir()):
             if "contaminated" in mdir.name:
-                pairs += [(f"{c.name}/{mdir.name}", t, mdir / "tasks" / t) for t in m["tasks"]]
-    out: dict[str, Any] = {"option_order": [], "split_min_k": []}
-    for n in SHIP_ITEMS:
-        for m in SHIP_ORDERS:
-            ps, meets = [], []
-            for j, (_, task, tdir) in enumerate(pairs):
-                rec = _read(tdir / "option_order.json")
-                if not rec or not rec.get("per_item"):
-                    continue
-                rng = np.random.default_rng([seed, n, m, j])
-                for _ in range(draws):
-                    s = option_order_signal(subsample_order(rec, n, m, rng), order_null_for(task))
-                    ps.append(s["p_value"])
-                    meets.append(bool(s["meets_effect"]))
-            pa, ma = np.asarray(ps), np.asarray(meets)
-            out["option_order"].append({"items": n, "orders": m, "draws": len(ps),
-                                        "power": [round(_fire_share(pa, ma, k), 3) for k in SHIP_TESTS]})
-    for n in SHIP_ITEMS:
-        ps, meets = [], []
-        for j, (_, _task, tdir) in enumerate(pairs):
-            rec = _read(tdir / "split_reference.json")
-            if not rec or not rec.get("pairs"):
+                pairs += [(c.name, f"{c.name}/{mdir.name}", t, mdir / "tasks" / t) for t in m["tasks"]]
+
+    def cell(test: str, n: int, m: int | None) -> dict[str, Any]:
+        ps: dict[str, list[float]] = {}
+        meets: dict[str, list[bool]] = {}
+        for j, (ctl_name, _, task, tdir) in enumerate(pairs):
+            rec = _read(tdir / ("option_order.json" if test == "option_order" else "split_reference.json"))
+            if not rec or not (rec.get("per_item") if test == "option_order" else rec.get("pairs")):
                 continue
-            rng = np.random.default_rng([seed, n, 0, j])
+            rng = np.random.default_rng([seed, n, m or 0, j])
             for _ in range(draws):
-                s = split_signal(subsample_split(rec, n, rng))
-                ps.append(s["p_value"])
-                meets.append(bool(s["meets_effect"]))
-        pa, ma = np.asarray(ps), np.asarray(meets)
-        out["split_min_k"].append({"items": n, "draws": len(ps),
-                                   "power": [round(_fire_share(pa, ma, k), 3) for k in SHIP_TESTS]})
+                s = (option_order_signal(subsample_order(rec, n, m or 0, rng), order_null_for(task))
+                     if test == "option_order" else split_signal(subsample_split(rec, n, rng)))
+                ps.setdefault(ctl_name, []).append(s["p_value"])
+                meets.setdefault(ctl_name, []).append(bool(s["meets_effect"]))
+        every_p = np.concatenate([np.asarray(v) for v in ps.values()])
+        every_meets = np.concatenate([np.asarray(v) for v in meets.values()])
+        out: dict[str, Any] = {"items": n, **({"orders": m} if m is not None else {}), "draws": int(every_p.size),
+                               "power": [round(_fire_share(every_p, every_meets, k), 3) for k in SHIP_TESTS],
+                               "by_control": {name: [round(_fire_share(np.asarray(ps[name]), np.asarray(meets[name]), k), 3)
+                                                     for k in SHIP_TESTS] for name in ps}}
+        return out
+
+    table = {"option_order": [cell("option_order", n, m) for n in SHIP_ITEMS for m in SHIP_ORDERS],
+             "split_min_k": [cell("split_min_k", n, None) for n in SHIP_ITEMS]}
     seeds = ", ".join(str(m["seed"]) for m in meta)
     return {"name": (f"positive-control power by size (benchmarks/evidence_power.py over contamination controls with "
                      f"seeds {seeds}: SmolLM2-135M-Instruct fine-tuned {meta[0]['epochs']} epochs on a seeded half of "
                      f"{meta[0]['items']} {', '.join(meta[0]['tasks'])} items, raw-text and chat formats; "
-                     f"{draws} random subsets per contaminated pair)"),
+                     f"{draws} bootstrap samples of the scored items per contaminated pair)"),
             "short": (f"SmolLM2-135M-Instruct fine-tuned {meta[0]['epochs']} epochs on half of {meta[0]['items']} "
                       f"{', '.join(meta[0]['tasks'])} items; {len(controls)} controls, 2 formats"),
-            "controls": meta, "pairs": [p for p, _, _ in pairs], "draws_per_pair": draws, "seed": seed,
-            "fdr_q": FDR_Q, "tests": list(SHIP_TESTS), **out}
+            "controls": meta, "pairs": [p for _, p, _, _ in pairs], "draws_per_pair": draws, "seed": seed,
+            "fdr_q": FDR_Q, "tests": list(SHIP_TESTS), **table}
 
 
 def compact_json(doc: Any) -> str:
@@ -261,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--ship", action="store_true", help="write reporter/data/evidence_power.json from the controls")
+    ap.add_argument("--without-replacement", action="store_true",
+                    help="draw distinct items (at most the control's own): the run itself at its own size")
     a = ap.parse_args(argv)
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     for c in a.control:
@@ -276,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = a.control[0] / "run" if (a.control[0] / "run" / "models").is_dir() else a.control[0]
     tests = ints(a.tests)
     rows = study(run, items=ints(a.items), orders=ints(a.orders), pairs=ints(a.pairs), tests=tests,
-                 draws=a.draws, seed=a.seed)
+                 draws=a.draws, seed=a.seed, replace=not a.without_replacement)
     rng = np.random.default_rng(a.seed)
     cost = {m: expected_tree_lines(4, m, rng) for m in ints(a.orders)}
     if a.json:

@@ -101,7 +101,7 @@ def test_the_markdown_table_and_results_json_agree(control):
     assert rows[("contaminated", "arc_challenge")]["severity"] == "strong"
     assert rows[("clean", "arc_challenge")]["severity"] == "none" and rows[("clean", "arc_challenge")]["measured"]
     # every measured option-order and other-split test carries the positive control's power at its own size
-    from reporter.analyse.control_power import power_at_size
+    from reporter.analyse.control_power import power_at_size, why_not
 
     seen = 0
     for (_model, _task), row in rows.items():
@@ -109,8 +109,10 @@ def test_the_markdown_table_and_results_json_agree(control):
             s = row["signals"][name]
             if not s.get("measured"):
                 continue
-            want = power_at_size(name, items=s["n"], n_tests=s["n_tests"], orders=s.get("orders"))
+            size = dict(items=s["n"], n_tests=s["n_tests"], orders=s.get("orders"))
+            want = power_at_size(name, **size)
             assert s.get("power_at_size") == want, (row["model"], row["task"], name)
+            assert s.get("power_reason") == (why_not(name, **size) if want is None else None)
             seen += want is not None
     assert seen >= 3
 
@@ -136,7 +138,8 @@ def test_evidence_power_subsets_go_through_the_runs_own_test(control):
     ep = benchmark_script("evidence_power")
     res = json.loads((control["run"] / "results.json").read_text())
     sig = {(r["model"], r["task"]): r["signals"] for r in res["analysis"]["contamination"]}
-    rows = ep.study(control["run"], items=[N_ITEMS, 6], orders=[8, 2], pairs=[N_ITEMS, 6], tests=[3], draws=40, seed=1)
+    rows = ep.study(control["run"], items=[N_ITEMS, 6], orders=[8, 2], pairs=[N_ITEMS, 6], tests=[3], draws=40, seed=1,
+                    replace=False)
     at = {(r["model"], r["task"], r["test"], r["n"], r.get("orders")): r for r in rows}
     n_run = {}
     for model, task in (("contaminated", "arc_challenge"), ("clean", "arc_challenge"), ("clean", "arc_easy")):
@@ -166,3 +169,26 @@ def test_evidence_power_subsets_go_through_the_runs_own_test(control):
         assert len(it["perm_ll"]) == 3 and it["ll"] == orig["ll"]
         for p, ll in zip(it["perms"], it["perm_ll"], strict=True):
             assert orig["perm_ll"][orig["perms"].index(p)] == ll
+    boot = ep.subsample_order(rec, 2 * rec["n"], 8, np.random.default_rng(3))  # a bootstrap sample: any size
+    assert boot["n"] == 2 * rec["n"] and {it["id"] for it in boot["per_item"]} <= set(by_id)
+
+
+def test_the_shipped_table_is_built_from_the_controls_own_signals(control, tmp_path):
+    """``evidence_power.py --ship`` on the suite's tiny control: one contaminated pair, every cell drawn as often,
+    each control's own share beside the pooled one, and a share that falls as more tests are corrected."""
+    ep = benchmark_script("evidence_power")
+    ctl = tmp_path / "tiny"
+    ctl.mkdir()
+    (ctl / "run").symlink_to(control["run"])
+    (ctl / "control.json").write_text(json.dumps({"meta": {"seed": 0, "items": N_ITEMS, "tasks": ["arc_challenge"],
+                                                           "epochs": 30, "lr": 1e-2}}))
+    doc = ep.ship([ctl], draws=6, seed=0)
+    assert doc["pairs"] == ["tiny/contaminated"] and doc["tests"] == list(ep.SHIP_TESTS)
+    assert len(doc["option_order"]) == len(ep.SHIP_ITEMS) * len(ep.SHIP_ORDERS) and len(doc["split_min_k"]) == len(ep.SHIP_ITEMS)
+    for c in doc["option_order"] + doc["split_min_k"]:
+        assert c["draws"] == 6 and c["by_control"] == {"tiny": c["power"]}  # one control: its share is the pool's
+        assert all(a >= b for a, b in zip(c["power"], c["power"][1:]))
+    big = next(c for c in doc["option_order"] if c["items"] == 48 and c["orders"] == 8)
+    small = next(c for c in doc["option_order"] if c["items"] == 8 and c["orders"] == 2)
+    assert big["power"][0] >= small["power"][0]
+    assert json.loads(ep.compact_json(doc)) == doc

@@ -15,8 +15,9 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from reporter.analyse.control_power import power_at_size, power_summary, power_table
+from reporter.analyse.control_power import power_at_size, power_summary, power_table, why_not
 from reporter.card.format import fmt_pct
 from reporter.card.render import render
 
@@ -26,6 +27,10 @@ DATA = Path(__file__).parent / "data"
 def _reference(test, items, n_tests, orders=None):
     """power_at_size by plain loops over the shipped file's cells."""
     tab = json.loads((Path(__file__).resolve().parents[1] / "reporter" / "data" / "evidence_power.json").read_text())
+    if test == "option_order" and orders is None:
+        return None  # without the fewest orders an item had, no cell is known to be at most the run's
+    if test == "split_min_k":
+        orders = None
     k_index = None
     for i, k in enumerate(tab["tests"]):
         if k >= n_tests:
@@ -48,7 +53,8 @@ def test_power_at_size_reads_the_table_cautiously():
     assert tab["tests"] == sorted(tab["tests"]) and {c["items"] for c in tab["option_order"]} >= {8, 32}
     for _ in range(300):
         items, orders, k = int(rng.integers(1, 80)), int(rng.integers(1, 12)), int(rng.integers(1, 1500))
-        for test, o in (("option_order", orders), ("split_min_k", None)):
+        for test, o in (("option_order", orders), ("option_order", None), ("split_min_k", None),
+                        ("split_min_k", orders)):
             got = power_at_size(test, items=items, n_tests=k, orders=o)
             ref = _reference(test, items, k, o)
             if ref is None:
@@ -57,6 +63,8 @@ def test_power_at_size_reads_the_table_cautiously():
             assert (got["power"], got["table_items"], got.get("table_orders"), got["table_tests"]) == ref
             assert got["table_items"] <= items and got["table_tests"] >= k
             assert got["table_sha256"] == tab["sha256"] and got["items"] == items and got["n_tests"] == k
+            lo, hi = got["power_range"]
+            assert lo - 1e-3 <= got["power"] <= hi + 1e-3  # the pool is the controls' mean (each rounded to 1e-3)
     assert power_at_size("verbatim", items=40, n_tests=3) is None  # no subset structure: not in the table
 
 
@@ -82,8 +90,11 @@ def _full_with_sizes(tmp_path, items, orders):
             s.update({"n": items, "orders": orders})
             at = power_at_size("option_order", items=items, orders=orders, n_tests=s["n_tests"])
             s.pop("power_at_size", None)
+            s.pop("power_reason", None)
             if at is not None:
                 s["power_at_size"] = at
+            else:
+                s["power_reason"] = why_not("option_order", items=items, orders=orders, n_tests=s["n_tests"])
     (root / "results.json").write_text(json.dumps(res))
     return root, res
 
@@ -94,17 +105,23 @@ def _power_paragraph(page: str) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", m.group(1))))
 
 
-def test_the_card_states_the_power_behind_no_test_fires(tmp_path):
-    root, res = _full_with_sizes(tmp_path, 32, 8)
+@pytest.mark.parametrize("items", [32, 40])
+def test_the_card_states_the_power_behind_no_test_fires(tmp_path, items):
+    """The share, the controls' range, and where the run's size or K falls between the table's rows, the row read."""
+    root, res = _full_with_sizes(tmp_path, items, 8)
     text = _power_paragraph(render(root, formats=("html",))["html"].read_text())
     n_tests = next(r["signals"]["option_order"]["n_tests"] for r in res["analysis"]["contamination"]
                    if r["signals"]["option_order"].get("measured"))
-    at = power_at_size("option_order", items=32, orders=8, n_tests=n_tests)
+    at = power_at_size("option_order", items=items, orders=8, n_tests=n_tests)
     quiet = sorted({r["task"] for r in res["analysis"]["contamination"] if r["severity"] == "none"
                     and not r["baseline"] and r["signals"]["option_order"].get("measured")})
-    assert f"with the run's {n_tests} tests corrected together" in text
-    assert f"option order at 32 items × 8 other orders ({', '.join(quiet)}): {fmt_pct(at['power'], 0)}%" in text
-    assert "no warning is not evidence of a clean model" in text
+    assert f"with the run's {n_tests} tests corrected together (a lower bound" in text
+    lo, hi = at["power_range"]
+    assert (f"option order at {items} items × 8 other orders ({', '.join(quiet)}): {fmt_pct(at['power'], 0)}% "
+            f"({fmt_pct(lo, 0)}–{fmt_pct(hi, 0)}% across the controls), read at the table's 32 × 8 and "
+            f"{at['table_tests']} tests.") in text  # 76 tests: read at the table's K = 100
+    assert at["table_tests"] > n_tests
+    assert ("no warning is not evidence of a clean model" in text) == (at["power"] < 0.9)
     rows = [r for r in res["analysis"]["contamination"]]
     assert [g["tasks"] for g in power_summary(rows)] == [quiet]  # the strong row's task counts only if quiet elsewhere
 
@@ -118,8 +135,16 @@ def test_below_the_table_the_card_says_why_instead_of_a_number(tmp_path):
 
 
 def test_an_analysis_written_before_the_table_gets_no_paragraph(tmp_path):
-    """The fixture's stored analysis predates the table (no ``orders``, no ``power_at_size``): nothing is made up."""
+    """The fixture's stored analysis predates the table (no ``power_at_size``, no ``power_reason``), here with a
+    measured other-split test of the default 32 pairs as well: nothing is made up, and nothing breaks."""
     root = tmp_path / "run"
     shutil.copytree(DATA / "full", root)
+    res = json.loads((root / "results.json").read_text())
+    row = next(r for r in res["analysis"]["contamination"] if r["severity"] == "none" and not r["baseline"]
+               and r["signals"]["option_order"].get("measured"))
+    row["signals"]["split_min_k"] = {"measured": True, "test": True, "fires": False, "n": 32, "n_tests": 76,
+                                     "p_value": 0.4, "p_adjusted": 1.0, "effect": 0.0, "statistic": 200,
+                                     "statistic_name": "Wilcoxon signed-rank W+"}
+    (root / "results.json").write_text(json.dumps(res))
     page = render(root, formats=("html",))["html"].read_text()
     assert "power-at-size" not in page

@@ -307,7 +307,7 @@ def option_order_signal(order: Mapping[str, Any] | None, null: OrderNull | None 
             "p_value_rank_sum": order_null_pvalue(r.tolist(), m.tolist()), "p_value_exchangeable": p_exchangeable,
             "null": null.copy(), "p_value": p, "effect": top - chance, "effect_name": "share of items whose published order is the most "
                                                                   "likely, minus chance",
-            "meets_effect": bool(top - chance >= ORDER_MIN_EXCESS), "n": len(items), "orders": int(np.median(m)),
+            "meets_effect": bool(top - chance >= ORDER_MIN_EXCESS), "n": len(items), "orders": int(np.min(m)),
             "top_share": top,
             "chance_share": chance, "item_ids": [str(it["id"]) for it in items], "item_values": bench,
             "reference_values": ref, "drivers": drivers,

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..schema import PowerAtSize
 
-__all__ = ["POWER_TESTS", "power_at_size", "power_summary", "power_table"]
+__all__ = ["POWER_TESTS", "power_at_size", "power_summary", "power_table", "why_not"]
 
 #: the tests the table holds (verbatim and the law residual have no subset structure to draw from)
 POWER_TESTS = ("option_order", "split_min_k")
@@ -40,30 +40,53 @@ def power_table() -> dict[str, Any]:
 
 
 def power_at_size(test: str, *, items: int, n_tests: int, orders: int | None = None) -> PowerAtSize | None:
-    """The share of the positive control's subsets of this size that fire in a run of ``n_tests`` tests.
+    """The share of the positive control's samples of this size that fire in a run of ``n_tests`` tests.
 
-    ``items``: the items (option order) or pairs (other split) the run's test scored; ``orders``: the other
-    orders per item (option order only). None where the table cannot say: a test it does not hold, fewer
-    items or orders than its smallest size, or more tests than its largest K.
+    ``items``: the items (option order) or pairs (other split) the run's test scored; ``orders``: the fewest
+    other orders any of its items was scored in (option order only; ignored for the other split). None where
+    the table cannot say (:func:`why_not` says why): a test it does not hold, an option-order test without
+    ``orders``, fewer items or orders than its smallest size, or more tests than its largest K.
     """
-    if test not in POWER_TESTS:
+    if why_not(test, items=items, n_tests=n_tests, orders=orders) is not None:
         return None
     tab = power_table()
     ks = list(tab["tests"])
     j = bisect.bisect_left(ks, max(int(n_tests), 1))
-    if j == len(ks):
-        return None
-    cells = [c for c in tab[test] if c["items"] <= items and (orders is None or c.get("orders", 0) <= orders)]
-    if not cells:
-        return None
+    by_orders = test == "option_order"
+    cells = [c for c in tab[test] if c["items"] <= items and (not by_orders or c["orders"] <= int(orders or 0))]
     cell = max(cells, key=lambda c: (c["items"], c.get("orders", 0)))
     out: PowerAtSize = {"power": float(cell["power"][j]), "items": int(items), "n_tests": int(n_tests),
                         "table_items": int(cell["items"]), "table_tests": int(ks[j]), "draws": int(cell["draws"]),
+                        "power_range": [float(min(v[j] for v in cell["by_control"].values())),
+                                        float(max(v[j] for v in cell["by_control"].values()))],
                         "source": str(tab["name"]), "table_sha256": str(tab["sha256"])}
-    if orders is not None:
-        out["orders"] = int(orders)
+    if by_orders:
+        out["orders"] = int(orders or 0)
         out["table_orders"] = int(cell["orders"])
     return out
+
+
+def why_not(test: str, *, items: int, n_tests: int, orders: int | None = None) -> str | None:
+    """Why :func:`power_at_size` cannot state a power at this size, or None when it can.
+
+    >>> why_not("option_order", items=6, n_tests=3, orders=8)
+    "below the table's smallest size of 8 items"
+    """
+    if test not in POWER_TESTS:
+        return f"the table holds no {test} test"
+    tab = power_table()
+    if n_tests > max(tab["tests"]):
+        return f"the run corrects more tests ({n_tests}) than the table holds ({max(tab['tests'])})"
+    low = min(c["items"] for c in tab[test])
+    if items < low:
+        return f"below the table's smallest size of {low} {'items' if test == 'option_order' else 'pairs'}"
+    if test == "option_order":
+        fewest = min(c["orders"] for c in tab[test])
+        if orders is None:
+            return "the test did not record how many orders its items were scored in"
+        if orders < fewest:
+            return f"an item was scored in {orders} other order(s), below the table's smallest {fewest}"
+    return None
 
 
 def power_summary(rows: list[Any]) -> list[dict[str, Any]]:
@@ -88,26 +111,17 @@ def power_summary(rows: list[Any]) -> list[dict[str, Any]]:
             s = (row.get("signals") or {}).get(test)
             if not isinstance(s, dict) or not s.get("measured") or not s.get("test"):
                 continue
-            at = s.get("power_at_size")
-            if at is None and (test == "option_order" and s.get("orders") is None or not s.get("n_tests")):
+            at, reason = s.get("power_at_size"), s.get("power_reason")
+            if at is None and reason is None:
                 continue  # an analysis written before the table: nothing to say
             key = (test, int(s.get("n") or 0), s.get("orders") if test == "option_order" else None,
                    int(s.get("n_tests") or 0))
             g = groups.setdefault(key, {
                 "test": test, "items": key[1], "orders": key[2], "n_tests": key[3],
-                "power": at["power"] if at else None, "table_items": at["table_items"] if at else None,
+                "power": at["power"] if at else None, "power_range": at.get("power_range") if at else None,
+                "table_items": at["table_items"] if at else None,
                 "table_orders": at.get("table_orders") if at else None, "table_tests": at["table_tests"] if at else None,
-                "reason": None if at else _why_not(test, key[1], key[2], key[3]), "tasks": []})
+                "reason": reason, "tasks": []})
             if row["task"] not in g["tasks"]:
                 g["tasks"].append(row["task"])
     return sorted(groups.values(), key=lambda g: (POWER_TESTS.index(g["test"]), -g["items"], -(g["orders"] or 0)))
-
-
-def _why_not(test: str, items: int, orders: int | None, n_tests: int) -> str:
-    tab = power_table()
-    if n_tests > max(tab["tests"]):
-        return f"the run corrects more tests ({n_tests}) than the table holds ({max(tab['tests'])})"
-    low = min(c["items"] for c in tab[test])
-    if items < low:
-        return f"below the table's smallest size of {low} {'items' if test == 'option_order' else 'pairs'}"
-    return f"below the table's smallest {min(c['orders'] for c in tab[test])} other orders per item"

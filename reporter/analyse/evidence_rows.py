@@ -45,7 +45,7 @@ from .contamination import (
     split_signal,
     verbatim_signal,
 )
-from .control_power import POWER_TESTS, power_at_size
+from .control_power import POWER_TESTS, power_at_size, why_not
 from .law_points import law_signal
 
 __all__ = ["contamination_rows", "min_k_from_artifacts"]
@@ -98,9 +98,12 @@ def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[Contaminat
         for name in POWER_TESTS:
             s = sig.get(name)
             if s and s.get("measured") and s.get("test"):
-                at = power_at_size(name, items=int(s["n"]), n_tests=int(s["n_tests"]), orders=s.get("orders"))
+                items, n_tests, orders = int(s["n"]), int(s["n_tests"]), s.get("orders")
+                at = power_at_size(name, items=items, n_tests=n_tests, orders=orders)
                 if at is not None:
                     s["power_at_size"] = at
+                else:
+                    s["power_reason"] = str(why_not(name, items=items, n_tests=n_tests, orders=orders))
     confounded = {(task, k) for (name, task), (baseline, sig) in signals.items() if baseline
                   for k, v in sig.items() if v and v.get("fires")}
     rows = []

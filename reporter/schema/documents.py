@@ -459,6 +459,7 @@ class PowerAtSize(TypedDict, total=False):
     table_orders: int
     table_tests: Required[int]  # the table's K used: the smallest at least ``n_tests``
     draws: int
+    power_range: list[float]  # the lowest and highest control's own share at this size and K
     source: str
     table_sha256: str
 
@@ -476,8 +477,9 @@ class Signal(TypedDict, total=False):
     null: OrderNullDoc
     p_adjusted: float
     n_tests: int
-    orders: int  # option order: the other orders scored per item (median)
+    orders: int  # option order: the fewest other orders any of its items was scored in
     power_at_size: PowerAtSize  # the positive control's power at this test's size and the run's n_tests
+    power_reason: str  # why power_at_size is missing (the table cannot say at this size)
     effect: float
     effect_name: str
     meets_effect: bool
