@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,44 @@ def test_every_help_has_a_worked_example(command):
     assert r.exit_code == 0
     example = r.stdout.split("Example")[1]  # "Example:" or "Examples:", then an indented command line
     assert re.search(r"^\s+reporter \w+ ", example, re.M), r.stdout
+
+
+def _with_verdict(src: Path, dst: Path, severity: str, signal: dict) -> Path:
+    """A copy of run ``src`` whose stored analysis gives (Release, mine) this verdict and option-order signal."""
+    shutil.copytree(src, dst)
+    res = json.loads((dst / "results.json").read_text())
+    rows = res["analysis"]["contamination"]
+    row = next(r for r in rows if r["model"] == "Release" and r["task"] == "mine")
+    row.update({"severity": severity, "measured": True})
+    row["signals"]["option_order"] = signal
+    (dst / "results.json").write_text(json.dumps(res))
+    return dst
+
+
+@pytest.mark.slow
+def test_a_cleared_warning_says_what_each_run_could_see(runs, tmp_path):
+    """A warning that clears in a new run scored with a far smaller test is not news about the model: the release
+    notes put each firing test's size and positive-control power in both runs side by side."""
+    from reporter.analyse.control_power import power_at_size
+
+    def sig(n, orders, fires, k=3):
+        return {"measured": True, "test": True, "fires": fires, "n": n, "orders": orders, "n_tests": k,
+                "p_value": 1e-4 if fires else 0.6, "p_adjusted": 3e-4 if fires else 1.0, "effect": 0.3,
+                "meets_effect": True, "power_at_size": power_at_size("option_order", items=n, orders=orders, n_tests=k)}
+
+    base = _with_verdict(runs["base"], tmp_path / "base", "weak", sig(32, 8, True))
+    new = _with_verdict(runs["base"], tmp_path / "new", "none", sig(8, 3, False))
+    row = _row(compare_runs(base, new), "mine")
+    p_base = power_at_size("option_order", items=32, orders=8, n_tests=3)["power"]
+    p_new = power_at_size("option_order", items=8, orders=3, n_tests=3)["power"]
+    assert row["contamination"]["change"] == "cleared"
+    note = (f"option order fired in the base run at 32 items × 8 other orders, power {100 * p_base:.0f}% against the "
+            f"positive control; the new run tested 8 items × 3 other orders, power {100 * p_new:.0f}% against the "
+            "positive control")
+    assert row["contamination"]["note"] == note
+    r = CliRunner().invoke(main, ["compare", str(base), str(new), "-o", str(tmp_path / "c")])
+    assert r.exit_code == 0, r.output
+    assert f"- cleared: mine (weak → none): {note}" in r.stdout
+    assert "cleared: mine (weak → none: option order fired" in (tmp_path / "c" / "compare.html").read_text()
+    unchanged = _row(compare_runs(base, base), "mine")["contamination"]
+    assert unchanged["change"] == "unchanged" and "note" not in unchanged

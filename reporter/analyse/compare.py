@@ -38,7 +38,8 @@ from ..schema import CompareDocument, ComparisonRow, LPPDelta, MetricDelta, RunS
 from ..store.gate import open_run
 from ..store.layout import SAMPLES, RunDir, slugify
 from ..store.samples import read_samples
-from .contamination import Severity
+from .contamination import SIGNAL_NAMES, Severity
+from .control_power import POWER_TESTS
 from .numbers import tested_p
 
 __all__ = ["COMPARE_VERSION", "LPP_KEYS", "compare_runs", "parse_pairs", "CompareDocument", "ComparisonRow", "LPPDelta"]
@@ -152,11 +153,55 @@ def _describe(s: dict[str, Any], keys: Iterable[str]) -> str:
     return ", ".join(f"{k} {s.get(k)}" for k in keys)
 
 
-def _severity(run: _Run, model: str, task: str) -> Severity | None:
+def _verdict(run: _Run, model: str, task: str) -> dict[str, Any]:
     for row in run["results"]["analysis"].get("contamination") or []:
         if row.get("model") == model and row.get("task") == task:
-            return cast(Severity, row.get("severity")) if row.get("measured", True) else None
-    return None
+            return dict(row)
+    return {}
+
+
+def _severity(run: _Run, model: str, task: str) -> Severity | None:
+    row = _verdict(run, model, task)
+    return cast(Severity, row.get("severity")) if row and row.get("measured", True) else None
+
+
+def _power_text(test: str, s: dict[str, Any]) -> str:
+    """A test's size in a run, and its positive-control power there where the table holds the test."""
+    n = s.get("n")
+    size = {"option_order": f"{n} items" + (f" × {s['orders']} other orders" if "orders" in s else ""),
+            "split_min_k": f"{n} pairs", "verbatim": f"{n} questions"}.get(test, f"n = {n}")
+    if test not in POWER_TESTS:
+        return size
+    at = s.get("power_at_size")
+    if at:
+        return f"{size}, power {100 * float(at['power']):.0f}% against the positive control"
+    return f"{size}, power not stated ({s.get('power_reason') or 'an analysis written before the power table'})"
+
+
+def cleared_note(base_row: dict[str, Any], new_row: dict[str, Any]) -> str:
+    """What a cleared warning rests on: each test that fired in the base run, at its size and power in both runs.
+
+    A warning can clear because the model changed, or because the new run's test scored fewer items and could
+    not see what the base run's did. The note puts the two side by side.
+
+    >>> fired = {"measured": True, "test": True, "fires": True, "n": 32, "orders": 8,
+    ...          "power_at_size": {"power": 0.72}}
+    >>> quiet = {"measured": True, "test": True, "fires": False, "n": 8, "orders": 3, "power_at_size": {"power": 0.08}}
+    >>> print(cleared_note({"signals": {"option_order": fired}}, {"signals": {"option_order": quiet}}))
+    option order fired in the base run at 32 items × 8 other orders, power 72% against the positive control;
+    the new run tested 8 items × 3 other orders, power 8% against the positive control
+    """
+    parts = []
+    for k, s in (base_row.get("signals") or {}).items():
+        if not isinstance(s, dict) or not s.get("fires"):
+            continue
+        t = (new_row.get("signals") or {}).get(k) or {}
+        now = (f"the new run tested {_power_text(k, t)}" if t.get("measured") and "n" in t
+               else f"the new run did not measure it ({t.get('reason') or 'no record'})" if not t.get("measured")
+               else "the new run tested it")
+        was = f" at {_power_text(k, s)}" if "n" in s else ""
+        parts.append(f"{SIGNAL_NAMES.get(k, k)} fired in the base run{was}; {now}")
+    return "; ".join(parts)
 
 
 def _contamination_change(before: Severity | None, after: Severity | None) -> SeverityMove:
@@ -276,6 +321,8 @@ def _row(base: _Run, new: _Run, w: _Work, seed: int, mui_compared: bool) -> tupl
                        "test": c.test, "p_value": tested_p(c.p_value), "n_regressed": c.n01, "n_improved": c.n10,
                        "reference": is_untrained(base["results"]["models"][old]), "mui": None,
                        "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}})
+    if row["contamination"]["change"] == "cleared":
+        row["contamination"]["note"] = cleared_note(_verdict(base, old, task), _verdict(new, nw, task))
     if mui_compared and ms[0] and ms[1]:
         row["mui"] = {"base": w.b_entry["mui"], "new": w.n_entry["mui"], "delta": w.n_entry["mui"] - w.b_entry["mui"],
                       "definition": ms[1]["definition"], "n_samples": ms[1].get("n_samples")}

@@ -778,6 +778,7 @@ class SeverityChange(TypedDict, total=False):
     base: Literal["strong", "weak", "none"] | None
     new: Literal["strong", "weak", "none"] | None
     change: Required[Literal["new", "cleared", "changed", "unchanged", "not measured"]]
+    note: str  # cleared: each test that fired in the base run, at its size and power in both runs
 
 
 class ComparisonRow(TypedDict, total=False):
