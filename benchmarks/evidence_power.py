@@ -11,14 +11,14 @@ fine-tuned on a seeded half of the items, a clean SmolLM2, tasks nobody trained 
 model x task and every size, draws ``--draws`` bootstrap samples of what the run scored: ``n`` of the
 items, drawn with replacement, and for each item ``m`` of its other orders, drawn without (the orders
 are a seeded random draw of distinct permutations, so a random subset of them is what a run with
-``order_permutations: m`` would score). Each subset goes
+``order_permutations: m`` would score). Each sample goes
 through reporter's own signal functions (:func:`reporter.analyse.contamination.option_order_signal`
 with the task's null, :func:`~reporter.analyse.contamination.split_signal`), so the p-value, the
 effect and its floor are the run's. Per size it reports:
 
 - the median p-value;
-- ``fires``: the share of draws that would fire in a run of ``K`` tests (``p * K < 0.01`` and the
-  effect floor met; ``p * K`` bounds the Benjamini-Hochberg adjusted p of a run's smallest p-value
+- ``fires``: the share of samples that would fire in a run of ``K`` tests (``p * K < 0.01`` and the
+  effect floor met; ``p * K`` bounds the Benjamini-Hochberg adjusted p of any of a run's p-values
   from above, so this is a lower bound on firing);
 - ``strong``: the share of draws that fire with ``p * K <= 1e-6``, the level at which one test
   alone makes a warning strong;
@@ -27,7 +27,7 @@ effect and its floor are the run's. Per size it reports:
 
 ``--ship`` pools the contaminated pairs of every control given (the models named ``*contaminated*`` on
 the control's contaminated tasks) and writes ``reporter/data/evidence_power.json``: per test and size,
-the share of draws that fire in a run of K tests, for a grid of K. The card states that power at each
+the share of samples that fire in a run of K tests, for a grid of K, pooled and per control. The card states that power at each
 run's own sizes and K (:mod:`reporter.analyse.control_power`), so that "no test fires" says how much
 it could have seen.
 

@@ -1,7 +1,7 @@
 """The power behind "no test fires": the positive control's power at a run's own size (issue #35's power study).
 
 ``reporter/data/evidence_power.json`` (``benchmarks/evidence_power.py --ship``) holds, per test and size, the
-share of the controls' random subsets that fire in a run of K tests. :func:`power_at_size` must read it the
+share of the controls' bootstrap samples that fire in a run of K tests. :func:`power_at_size` must read it the
 cautious way (the largest tabled size at most the run's, the smallest tabled K at least the run's), the
 analysis must attach it to every measured option-order and other-split signal, and the card must state it
 under "no test fires", or say why it cannot.

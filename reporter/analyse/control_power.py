@@ -1,13 +1,14 @@
 """How much "no test fires" can say: a contamination test's positive-control power at a run's own size.
 
 The positive control (``benchmarks/contamination_control.py``) measures each test at the control's size
-(60 items, every one scored). A run scores fewer (``contamination.order_items``, ``split_items``) and
-corrects more tests together, and both cost power. ``benchmarks/evidence_power.py --ship`` draws random
-subsets of the controls' scored items at a grid of sizes, runs each through the run's own signal function,
-and writes ``reporter/data/evidence_power.json``: per test and size, the share of draws that fire in a run
-of K tests (Benjamini-Hochberg's adjusted p of a run's smallest p-value is at most p * K, so the share is
-a lower bound). :func:`power_at_size` reads it at a run's size, rounding every coordinate the cautious
-way: the largest tabled size at most the run's, and the smallest tabled K at least the run's.
+(60 items, every usable one scored). A run scores fewer (``contamination.order_items``, ``split_items``) and
+corrects more tests together, and both cost power. ``benchmarks/evidence_power.py --ship`` draws bootstrap
+samples of the controls' scored items at a grid of sizes, runs each through the run's own signal function,
+and writes ``reporter/data/evidence_power.json``: per test and size, the share of samples that fire in a run
+of K tests, pooled and per control (Benjamini-Hochberg's adjusted p of any of a run's p-values is at most
+p * K, so the share is a lower bound). :func:`power_at_size` reads it at a run's size, rounding every
+coordinate the cautious way: the largest tabled size at most the run's, the fewest other orders any item
+had, and the smallest tabled K at least the run's.
 
 >>> p = power_at_size("option_order", items=40, orders=8, n_tests=4)
 >>> (p["table_items"], p["table_orders"], p["table_tests"]), 0.0 <= p["power"] <= 1.0
