@@ -253,6 +253,36 @@ def test_a_cleared_warning_says_what_each_run_could_see(runs, tmp_path):
     r = CliRunner().invoke(main, ["compare", str(base), str(new), "-o", str(tmp_path / "c")])
     assert r.exit_code == 0, r.output
     assert f"- cleared: mine (weak → none): {note}" in r.stdout
-    assert "cleared: mine (weak → none: option order fired" in (tmp_path / "c" / "compare.html").read_text()
+    assert "cleared: mine (weak → none): option order fired" in (tmp_path / "c" / "compare.html").read_text()
     unchanged = _row(compare_runs(base, base), "mine")["contamination"]
     assert unchanged["change"] == "unchanged" and "note" not in unchanged
+
+
+def test_a_cleared_notes_every_way_the_new_run_can_differ():
+    """The note's other branches: a test the new run could not measure, one it discounted (it fired on the untrained
+    baseline too), one its analysis has no record of, a law residual (its size is the law's models), a size between
+    the table's rows (a lower bound, and the row read), and a base run analysed with another table (both runs are
+    read against the current one)."""
+    from reporter.analyse.compare import cleared_note
+    from reporter.analyse.control_power import power_at_size
+
+    fired = {"measured": True, "test": True, "fires": True, "n": 40, "orders": 8, "n_tests": 3,
+             "power_at_size": {"power": 0.98}}  # a stale table's number: not used
+    at = power_at_size("option_order", items=40, orders=8, n_tests=3)
+    base = {"signals": {"option_order": fired,
+                        "law_residual": {"measured": True, "test": True, "fires": True, "n_points": 6},
+                        "verbatim": {"measured": True, "test": True, "fires": False, "n": 16}}}
+    new = {"signals": {"option_order": {"measured": False, "reason": "contamination.order_items is 0"},
+                       "law_residual": {"measured": True, "test": True, "fires": False, "n_points": 4}}}
+    note = cleared_note(base, new)
+    assert note == (f"option order fired in the base run at 40 items × 8 other orders, power ≥ {100 * at['power']:.0f}% "
+                    "against the positive control, read at the table's 32 items × 8 orders; the new run did not measure it "
+                    "(contamination.order_items is 0); law residual fired in the base run at a law of 6 trained models; "
+                    "the new run tested a law of 4 trained models")
+    discounted = {"signals": {"option_order": {**fired, "fires": False, "confounded": True,
+                                               "reason": "also fires on the untrained baseline"}}}
+    assert cleared_note({"signals": {"option_order": fired}}, discounted).endswith(
+        "; it fired in the new run too but was discounted (also fires on the untrained baseline)")
+    assert cleared_note({"signals": {"option_order": fired}}, {"signals": {}}).endswith(
+        "; the new run's analysis has no record of this test")
+    assert cleared_note({"signals": {"verbatim": base["signals"]["verbatim"]}}, new) == ""  # nothing fired: no note

@@ -118,7 +118,7 @@ def test_the_card_states_the_power_behind_no_test_fires(tmp_path, items):
     assert f"with the run's {n_tests} tests corrected together (a lower bound" in text
     lo, hi = at["power_range"]
     assert (f"option order at {items} items × 8 other orders ({', '.join(quiet)}): {fmt_pct(at['power'], 0)}% "
-            f"({fmt_pct(lo, 0)}–{fmt_pct(hi, 0)}% across the controls), read at the table's 32 × 8 and "
+            f"({fmt_pct(lo, 0)}–{fmt_pct(hi, 0)}% across the controls), read at the table's 32 items × 8 orders and "
             f"{at['table_tests']} tests.") in text  # 76 tests: read at the table's K = 100
     assert at["table_tests"] > n_tests
     assert ("no warning is not evidence of a clean model" in text) == (at["power"] < 0.9)
@@ -148,3 +148,20 @@ def test_an_analysis_written_before_the_table_gets_no_paragraph(tmp_path):
     (root / "results.json").write_text(json.dumps(res))
     page = render(root, formats=("html",))["html"].read_text()
     assert "power-at-size" not in page
+
+
+@pytest.mark.parametrize("low_control", [0.92, 0.85])
+def test_the_card_says_a_warning_was_likely_only_when_both_controls_say_so(tmp_path, low_control):
+    """"Would very likely get a warning" needs the weaker control at 0.9 or more; otherwise the card says that no
+    warning is not evidence of a clean model (a pooled 0.95 over a control at 0.85 is not enough)."""
+    root, res = _full_with_sizes(tmp_path, 32, 8)
+    for row in res["analysis"]["contamination"]:
+        s = row["signals"].get("option_order")
+        if isinstance(s, dict) and s.get("power_at_size"):
+            s["power_at_size"].update({"power": 0.95, "power_range": [low_control, 0.98]})
+    (root / "results.json").write_text(json.dumps(res))
+    text = _power_paragraph(render(root, formats=("html",))["html"].read_text())
+    assert "95% (" in text
+    likely = "would very likely get a warning" in text
+    assert likely == (low_control >= 0.9)
+    assert ("no warning is not evidence of a clean model" in text) == (not likely)

@@ -39,7 +39,7 @@ from ..store.gate import open_run
 from ..store.layout import SAMPLES, RunDir, slugify
 from ..store.samples import read_samples
 from .contamination import SIGNAL_NAMES, Severity
-from .control_power import POWER_TESTS
+from .control_power import POWER_TESTS, power_at_size, why_not
 from .numbers import tested_p
 
 __all__ = ["COMPARE_VERSION", "LPP_KEYS", "compare_runs", "parse_pairs", "CompareDocument", "ComparisonRow", "LPPDelta"]
@@ -166,40 +166,59 @@ def _severity(run: _Run, model: str, task: str) -> Severity | None:
 
 
 def _power_text(test: str, s: dict[str, Any]) -> str:
-    """A test's size in a run, and its positive-control power there where the table holds the test."""
+    """A test's size in a run, and its positive-control power there (from the current table) where it holds the test.
+
+    Both runs are read against the same, current table, so a difference in the note is a difference in size.
+    """
     n = s.get("n")
-    size = {"option_order": f"{n} items" + (f" × {s['orders']} other orders" if "orders" in s else ""),
-            "split_min_k": f"{n} pairs", "verbatim": f"{n} questions"}.get(test, f"n = {n}")
-    if test not in POWER_TESTS:
+    orders = s.get("orders")
+    size = {"option_order": f"{n} items" + (f" × {orders} other orders" if orders is not None else ""),
+            "split_min_k": f"{n} pairs", "verbatim": f"{n} questions",
+            "law_residual": f"a law of {s.get('n_points')} trained models"}.get(test, f"n = {n}")
+    if test not in POWER_TESTS or n is None:
         return size
-    at = s.get("power_at_size")
-    if at:
-        return f"{size}, power {100 * float(at['power']):.0f}% against the positive control"
-    return f"{size}, power not stated ({s.get('power_reason') or 'an analysis written before the power table'})"
+    k = int(s.get("n_tests") or 0)
+    at = power_at_size(test, items=int(n), n_tests=k, orders=orders) if k else None
+    if at is None:
+        why = why_not(test, items=int(n), n_tests=k, orders=orders) if k else "no run-wide test count recorded"
+        return f"{size}, power not stated ({why})"
+    read = at["table_items"] != at["items"] or at.get("table_orders") != at.get("orders")
+    where = (f", read at the table's {at['table_items']}"
+             + (f" items × {at['table_orders']} orders" if "table_orders" in at else " pairs") if read else "")
+    return (f"{size}, power {'≥ ' if read else ''}{100 * float(at['power']):.0f}% against the positive control"
+            f"{where}")
 
 
 def cleared_note(base_row: dict[str, Any], new_row: dict[str, Any]) -> str:
     """What a cleared warning rests on: each test that fired in the base run, at its size and power in both runs.
 
     A warning can clear because the model changed, or because the new run's test scored fewer items and could
-    not see what the base run's did. The note puts the two side by side.
+    not see what the base run's did. The note puts the two side by side; the power of both comes from the
+    current table (:func:`reporter.analyse.control_power.power_at_size`), whatever table each run was
+    analysed with.
 
-    >>> fired = {"measured": True, "test": True, "fires": True, "n": 32, "orders": 8,
-    ...          "power_at_size": {"power": 0.72}}
-    >>> quiet = {"measured": True, "test": True, "fires": False, "n": 8, "orders": 3, "power_at_size": {"power": 0.08}}
-    >>> print(cleared_note({"signals": {"option_order": fired}}, {"signals": {"option_order": quiet}}))
-    option order fired in the base run at 32 items × 8 other orders, power 72% against the positive control;
-    the new run tested 8 items × 3 other orders, power 8% against the positive control
+    >>> fired = {"measured": True, "test": True, "fires": True, "n": 32, "orders": 8, "n_tests": 3}
+    >>> quiet = {"measured": True, "test": True, "fires": False, "n": 8, "orders": 3, "n_tests": 3}
+    >>> note = cleared_note({"signals": {"option_order": fired}}, {"signals": {"option_order": quiet}})
+    >>> note.startswith("option order fired in the base run at 32 items × 8 other orders, power ")
+    True
+    >>> note.split("; ")[1].startswith("the new run tested 8 items × 3 other orders, power ")
+    True
     """
     parts = []
     for k, s in (base_row.get("signals") or {}).items():
         if not isinstance(s, dict) or not s.get("fires"):
             continue
-        t = (new_row.get("signals") or {}).get(k) or {}
-        now = (f"the new run tested {_power_text(k, t)}" if t.get("measured") and "n" in t
-               else f"the new run did not measure it ({t.get('reason') or 'no record'})" if not t.get("measured")
-               else "the new run tested it")
-        was = f" at {_power_text(k, s)}" if "n" in s else ""
+        t = (new_row.get("signals") or {}).get(k)
+        if not isinstance(t, dict):
+            now = "the new run's analysis has no record of this test"
+        elif not t.get("measured"):
+            now = f"the new run did not measure it ({t.get('reason') or 'no reason recorded'})"
+        elif t.get("confounded"):
+            now = f"it fired in the new run too but was discounted ({t.get('reason') or 'negative control'})"
+        else:
+            now = f"the new run tested {_power_text(k, t)}"
+        was = f" at {_power_text(k, s)}" if "n" in s or "n_points" in s else ""
         parts.append(f"{SIGNAL_NAMES.get(k, k)} fired in the base run{was}; {now}")
     return "; ".join(parts)
 
@@ -321,8 +340,9 @@ def _row(base: _Run, new: _Run, w: _Work, seed: int, mui_compared: bool) -> tupl
                        "test": c.test, "p_value": tested_p(c.p_value), "n_regressed": c.n01, "n_improved": c.n10,
                        "reference": is_untrained(base["results"]["models"][old]), "mui": None,
                        "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}})
-    if row["contamination"]["change"] == "cleared":
-        row["contamination"]["note"] = cleared_note(_verdict(base, old, task), _verdict(new, nw, task))
+    if row["contamination"]["change"] == "cleared" and (note := cleared_note(_verdict(base, old, task),
+                                                                             _verdict(new, nw, task))):
+        row["contamination"]["note"] = note
     if mui_compared and ms[0] and ms[1]:
         row["mui"] = {"base": w.b_entry["mui"], "new": w.n_entry["mui"], "delta": w.n_entry["mui"] - w.b_entry["mui"],
                       "definition": ms[1]["definition"], "n_samples": ms[1].get("n_samples")}

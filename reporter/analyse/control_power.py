@@ -31,6 +31,8 @@ __all__ = ["POWER_TESTS", "power_at_size", "power_summary", "power_table", "why_
 
 #: the tests the table holds (verbatim and the law residual have no subset structure to draw from)
 POWER_TESTS = ("option_order", "split_min_k")
+#: the power, in the weaker control, from which the card says such a model "would very likely get a warning"
+SURE = 0.9
 
 
 @lru_cache(maxsize=1)
@@ -95,7 +97,8 @@ def power_summary(rows: list[Any]) -> list[dict[str, Any]]:
 
     ``rows``: the analysis' contamination rows. Only rows of trained models with no warning count; each
     entry has ``test``, ``items``, ``orders`` (option order), ``n_tests``, ``power`` (None below the table,
-    ``reason`` then says why) and the ``tasks`` it covers.
+    ``reason`` then says why), ``low`` (under :data:`SURE` in the weaker control, or not stated) and the
+    ``tasks`` it covers.
 
     >>> sig = {"measured": True, "test": True, "n": 32, "orders": 8, "n_tests": 3}
     >>> sig["power_at_size"] = power_at_size("option_order", items=32, orders=8, n_tests=3)
@@ -123,6 +126,8 @@ def power_summary(rows: list[Any]) -> list[dict[str, Any]]:
                 "table_items": at["table_items"] if at else None,
                 "table_orders": at.get("table_orders") if at else None, "table_tests": at["table_tests"] if at else None,
                 "reason": reason, "tasks": []})
+            # "low": under SURE in the weaker control (or not stated), so no warning does not clear the model
+            g["low"] = g["power"] is None or min(g["power_range"] or [g["power"]]) < SURE
             if row["task"] not in g["tasks"]:
                 g["tasks"].append(row["task"])
     return sorted(groups.values(), key=lambda g: (POWER_TESTS.index(g["test"]), -g["items"], -(g["orders"] or 0)))
