@@ -398,6 +398,7 @@ class Law(TypedDict, total=False):
     per_model_average: LawFitOrReason
     excluded: list[Union[str, Excluded]]
     notes: list[str]
+    left_out: list[Excluded]  # law_sae: model × task rows with no SAE MUI (task null: the whole model), and why
 
 
 class FairRow(TypedDict, total=False):
