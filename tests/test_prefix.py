@@ -107,8 +107,10 @@ def test_prefix_logprobs_equal_float64_log_softmax_of_each_text():
             ref = np.array([float(lp[j - 1, s[j]]) for j in js])
             assert a.dtype == np.float32 and a.shape == ref.shape
             np.testing.assert_allclose(a, ref, atol=1e-6, rtol=0)
+        with pytest.raises(ValueError, match="must lie in"):  # the KV cache's prefix runs apart: nothing inside it
+            prefix_scores(lm, seqs[:1], [6], [[5]], path="cache")
         with pytest.raises(ValueError, match="must lie in"):
-            prefix_logprobs(lm, seqs[:1], [6], [[5]])
+            prefix_logprobs(lm, seqs[:1], [6], [[0]])
         with pytest.raises(ValueError, match="at least 2 tokens"):
             prefix_logprobs(lm, seqs[:1], [1], [[5]])
 

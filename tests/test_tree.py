@@ -333,3 +333,27 @@ def test_a_model_whose_attention_ignores_the_tree_mask_is_refused_and_keeps_the_
     assert e["control"] < 5 * e["tree"], e
     assert not tree_supported(model)
     _auto_path_equals_each_text_alone(model)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_prefix_scores_on_the_tree_score_positions_inside_the_shared_prefix(family):
+    """On the tree every token of a text runs in the pass, so log-probs and argmaxes inside the shared prefix
+    (what the other split's Min-K% needs of a published-order text) equal each text run alone, in float64,
+    in the same call as positions after it; the KV-cache path, whose prefix runs apart, refuses them."""
+    model = _model(family, **FAMILIES[family])
+    lm = types.SimpleNamespace(model=model, tokenizer=types.SimpleNamespace(pad_token_id=0),
+                               adapter=get_adapter(model), device=torch.device("cpu"))
+    g = torch.Generator().manual_seed(8)
+    texts, _ = _forest(g)
+    shared = [min(5, len(t) - 1) for t in texts]
+    positions = [list(range(1, len(t))) if i % 2 == 0 else [len(t) - 1] for i, t in enumerate(texts)]
+    greedy = [[1, len(t) - 1] for t in texts]
+    lps, best = prefix_scores(lm, texts, shared, positions, greedy, batch_size=2, path="tree")
+    with torch.no_grad():
+        for t, js, gs, a, b in zip(texts, positions, greedy, lps, best):
+            lp = torch.log_softmax(model(torch.tensor([t]), use_cache=False).logits[0].double(), -1)
+            # the scores are kept in float32
+            np.testing.assert_allclose(a, [float(lp[j - 1, t[j]]) for j in js], atol=1e-6, rtol=0)
+            assert b == [int(lp[j - 1].argmax()) for j in gs]
+    with pytest.raises(ValueError, match=r"must lie in \[5,"):
+        prefix_scores(lm, texts, shared, positions, greedy, batch_size=2, path="cache")

@@ -141,7 +141,9 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
     ``greedy[i]``: token indices >= ``shared[i]``, like ``positions[i]``; the pass that gives
     the log-probs gives these argmaxes too (the LM head on both sets of positions). ``path``:
     ``"tree"``, ``"cache"`` (the KV-cache path), or ``"auto"``: the tree where
-    :func:`~reporter.instrument.tree.tree_supported`.
+    :func:`~reporter.instrument.tree.tree_supported`. On the tree, where every token of a sequence
+    runs in the pass, positions and argmaxes may also lie inside the shared prefix (any index >= 1);
+    on the KV-cache path, whose prefix runs apart, they may not.
 
     >>> lps, best = prefix_scores(lm, [[1, 2, 3, 4], [1, 2, 5, 6]], [2, 2], [[3], [3]], [[2, 3], []])
     >>> [a.shape for a in lps], [len(b) for b in best]
@@ -150,6 +152,7 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
     greedy = greedy if greedy is not None else [[] for _ in id_lists]
     if len(shared) != len(id_lists) or len(positions) != len(id_lists) or len(greedy) != len(id_lists):
         raise ValueError("prefix_scores needs one shared length and one list of positions per sequence")
+    tree = prefix_path(lm, path) == PREFIX_TREE
     keys: dict[tuple[int, ...], int] = {}
     owners: list[int] = []
     rows: list[int] = []
@@ -158,8 +161,9 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
         if not 2 <= n < len(s):
             raise ValueError(f"prefix_scores: sequence {i} must share at least 2 tokens and go on (shared {n}, "
                              f"length {len(s)})")
-        if any(int(j) < n or int(j) >= len(s) for j in [*positions[i], *greedy[i]]):
-            raise ValueError(f"token positions of sequence {i} must lie in [{n}, {len(s)}), "
+        low = 1 if tree else n  # the tree runs the shared tokens in the pass; the KV cache's prefix runs apart
+        if any(int(j) < low or int(j) >= len(s) for j in [*positions[i], *greedy[i]]):
+            raise ValueError(f"token positions of sequence {i} must lie in [{low}, {len(s)}), "
                              f"got {list(positions[i])} and {list(greedy[i])}")
         owners.append(keys.setdefault(tuple(s[:n - 1]), len(keys)))
     for which in (positions, greedy):  # the log-prob rows first, then the argmax rows
@@ -171,7 +175,9 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
         return [np.zeros(0, np.float32) for _ in id_lists], [[] for _ in id_lists]
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
     tails = [list(s[n - 1:]) for s, n in zip(id_lists, shared)]
-    targets = torch.tensor([tails[r][c + 1] for r, c in zip(rows[:n_lp], cols[:n_lp])], dtype=torch.long)
+    # token j = c + shared: read from the whole sequence (c < 0 for a position inside the prefix, on the tree)
+    targets = torch.tensor([int(id_lists[r][c + shared[r]]) for r, c in zip(rows[:n_lp], cols[:n_lp])],
+                           dtype=torch.long)
     vals_t = torch.zeros(n_lp, dtype=torch.float32)
     best_t = torch.zeros(len(rows) - n_lp, dtype=torch.long)
 
@@ -182,7 +188,7 @@ def prefix_scores(lm: Any, id_lists: Sequence[Sequence[int]], shared: Sequence[i
         if not bool(lp.all()):
             best_t[sel[~lp] - n_lp] = x[(~lp).to(x.device)].argmax(-1).cpu()
 
-    if prefix_path(lm, path) == PREFIX_TREE:
+    if tree:
         # every token the sequences share runs once, not only their first shared[i] - 1
         full = [c + n - 1 for r, c in zip(rows, cols) for n in (shared[r],)]
         head = lm.model.get_output_embeddings() if hasattr(lm.model, "get_output_embeddings") else None
