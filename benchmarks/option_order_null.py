@@ -163,7 +163,7 @@ def study_items(bench: str, tokenizer: Any, *, n_items: int, n_perms: int, seed:
     from reporter.collect.option_order import order_variants
 
     pool = benchmark_items(bench)
-    plan, _, _, _ = order_variants(tokenizer, pool, n_perms=n_perms, max_items=n_items, seed=seed)
+    plan, _, _, _ = order_variants(tokenizer, pool, n_perms=n_perms, max_items=n_items, seed=seed, sample="seeded")
     ids = {p["id"] for p in plan}
     return [it for it in pool if str(it.id) in ids]
 
@@ -214,7 +214,7 @@ def score_model(lm: Any, items: Sequence[Any], *, n_items: int, n_perms: int, se
 
     t0 = time.perf_counter()
     ev = option_order_evidence(lm, items, n_perms=n_perms, max_items=n_items, seed=seed, batch_size=batch_size,
-                               window=window or None)
+                               window=window or None, sample="seeded")  # the study's sample, as it was recorded
     return {**score_record(ev, items), "seed": seed, "window": window, "seconds": time.perf_counter() - t0}
 
 

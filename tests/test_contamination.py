@@ -509,3 +509,24 @@ def test_option_orders_that_are_conventions_are_not_tested(trained_and_untouched
     e = option_order_evidence(lm, yes_no)
     assert e["n"] == 0 and e["skipped"] == {"every item has the same option list (a fixed label set)": 6}
     assert "fixed label set" in option_order_signal(e)["reason"]
+
+
+def test_the_option_order_sample_is_the_first_usable_items_in_the_run_order():
+    """A run's items come in its seeded shuffle, so its first usable items are a random sample, and the other split's
+    test takes the same first items: their published-order texts run once for both tests. ``seeded`` keeps the
+    draw the option-order null study recorded."""
+    from reporter.collect.option_order import order_variants
+    from reporter.tasks import get_task, select_items
+
+    tok = tiny_lm("llama").tokenizer
+    items, _ = select_items(get_task("arc_challenge"), 30, seed=0, shots=0)
+    everything, _, _, skipped = order_variants(tok, items, n_perms=2, max_items=None)
+    usable = [p["id"] for p in everything]
+    assert len(usable) + sum(skipped.values()) == 30
+    first, _, _, _ = order_variants(tok, items, n_perms=2, max_items=12)
+    assert [p["id"] for p in first] == usable[:12]
+    seeded, _, _, _ = order_variants(tok, items, n_perms=2, max_items=12, seed=4, sample="seeded")
+    pick = np.sort(np.random.default_rng(4).choice(len(usable), size=12, replace=False))
+    assert [p["id"] for p in seeded] == [usable[i] for i in pick]
+    with pytest.raises(ValueError, match="sample must be"):
+        order_variants(tok, items, max_items=12, sample="random")

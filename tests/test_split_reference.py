@@ -417,3 +417,98 @@ def test_a_jsonl_task_reads_its_other_split_with_its_own_fields(tmp_path):
 def test_a_task_without_a_usable_other_split_refuses_a_file(tmp_path):
     with pytest.raises(UserError, match="takes no other split"):
         get_task("hellaswag").use_other_split_file(str(tmp_path / "x.jsonl"))
+
+
+# ---------------------------------------------------------------- the evaluated half from the option-order pass
+
+def _float64_logprobs(model, ids):
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].double()
+    return [float(torch.log_softmax(logits[j - 1], -1)[ids[j]]) for j in range(1, len(ids))]
+
+
+def _task_passes(lm, task, items, directory, cfg):
+    """The task's contamination passes as ``reporter run`` drives them: every prepare, then every run, in order."""
+    from reporter.collect.evidence import EvidenceContext, evidence_passes
+    from reporter.collect.plan import TaskPlan
+    from reporter.config import ModelSpec, Profile, TaskConfig
+
+    profile = Profile(name="t", tasks=(TaskConfig(name=task.name),), contamination=cfg)
+    plan = TaskPlan(task=task, items=list(items), prompts=[], prompt_ids=[], shots=0, stop=())
+    ctx = EvidenceContext(lm=lm, profile=profile, seed=0, directory=directory, plan=plan)
+    spec = ModelSpec(name="tiny", source="hub:tiny")
+    passes = [p for p in evidence_passes(profile, spec, "task", TaskConfig(name=task.name))
+              if p.name in ("option_order", "split_reference")]
+    for p in passes:
+        p.prepare(ctx)
+    for p in passes:
+        p.run(ctx)
+    return ctx
+
+
+@pytest.mark.parametrize("path", ["tree", "cache"])
+def test_the_evaluated_texts_come_from_the_option_order_pass_and_equal_a_per_text_float64_pass(tmp_path, monkeypatch,
+                                                                                                 path):
+    """The option-order pass runs every evaluated item's published-order text: it gives the other split's test their
+    log-probs (the tree in the same pass; the KV-cache path in one plain pass of those texts), and the split pass
+    runs only the other split's texts. Every log-prob equals a per-text float64 pass, the option-order record is the
+    one computed without the request, and both tests take the same first items."""
+    import reporter.collect.option_order as oo
+    import reporter.collect.text_scores as ts
+
+    lm = tiny_lm("llama")
+    lm.model.double()
+    if path == "cache":  # a model whose attention takes no tree mask
+        monkeypatch.setattr(ts, "tree_supported", lambda model: False)
+    assert ts.prefix_path(lm) == {"tree": ts.PREFIX_TREE, "cache": ts.KV_CACHE}[path]
+    task = get_task("arc_easy")
+    items, _ = select_items(task, 12, seed=0, shots=0)
+    cfg = ContaminationConfig(order_items=8, order_permutations=3, split_items=8)
+    ran: list[list[int]] = []
+    real = sr.logprobs_and_greedy
+    monkeypatch.setattr(sr, "logprobs_and_greedy", lambda lm_, ids, **k: ran.extend(ids) or real(lm_, ids, **k))
+    ctx = _task_passes(lm, task, items, tmp_path / "a", cfg)
+    rec = json.loads((tmp_path / "a" / "split_reference.json").read_text())
+    order = json.loads((tmp_path / "a" / "option_order.json").read_text())
+    assert rec["n"] == 8 and rec["n_shared_pass"] == 8
+    assert [p["benchmark_id"] for p in rec["pairs"]] == [p["id"] for p in order["per_item"]]  # the same first items
+    assert [p["id"] for p in order["per_item"]] == [str(it.id) for it in items[:8]]
+    by_id = {str(o.id): o for o in task.other_split()} | {str(i.id): i for i in items}
+    others = [sr.split_text_ids(lm.tokenizer, by_id[p["reference_id"]]) for p in rec["pairs"]]
+    assert ran == others  # the split pass ran the other split's texts, and nothing else
+    for p in rec["pairs"]:
+        for side in ("benchmark", "reference"):
+            ids = sr.split_text_ids(lm.tokenizer, by_id[p[f"{side}_id"]])
+            assert p[f"{side}_logprobs"] == pytest.approx(_float64_logprobs(lm.model, ids), abs=2e-5)
+    assert "split_logprobs" in ctx.shared
+    # the option-order record does not depend on the request
+    alone = oo.collect_option_order(lm, items, tmp_path / "b", cfg)
+    for x, y in zip(order["per_item"], alone["per_item"]):
+        assert x["ll"] == pytest.approx(y["ll"], abs=1e-9) and x["perm_ll"] == pytest.approx(y["perm_ll"], abs=1e-9)
+    # without the option-order pass (resumed after it, or off) the split pass runs both halves, to the same numbers
+    ran.clear()
+    cold = collect_split_reference(lm, task, items, tmp_path / "c", cfg, seed=0)
+    assert cold["n_shared_pass"] == 0 and len(ran) == 16
+    for x, y in zip(rec["pairs"], cold["pairs"]):
+        assert x["benchmark_logprobs"] == pytest.approx(y["benchmark_logprobs"], abs=2e-5)
+        assert x["reference_logprobs"] == y["reference_logprobs"]
+
+
+def test_an_evaluated_text_the_option_order_pass_does_not_run_is_scored_by_the_split_pass(tmp_path, monkeypatch):
+    """Items the option-order test skips (a fixed label set) or leaves out (beyond order_items) still get their
+    evaluated text scored, by the split pass itself."""
+    lm = tiny_lm("llama")
+    task = get_task("arc_easy")
+    items, _ = select_items(task, 12, seed=0, shots=0)
+    cfg = ContaminationConfig(order_items=5, order_permutations=2, split_items=8)
+    _task_passes(lm, task, items, tmp_path, cfg)
+    rec = json.loads((tmp_path / "split_reference.json").read_text())
+    assert rec["n"] == 8 and rec["n_shared_pass"] == 5
+    by_id = {str(o.id): o for o in task.other_split()} | {str(i.id): i for i in items}
+    model = lm.model.double()
+    try:
+        for p in rec["pairs"]:
+            ids = sr.split_text_ids(lm.tokenizer, by_id[p["benchmark_id"]])
+            assert p["benchmark_logprobs"] == pytest.approx(_float64_logprobs(model, ids), abs=1e-4)
+    finally:
+        model.float()

