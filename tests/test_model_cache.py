@@ -65,7 +65,9 @@ def runs(tmp_path_factory):
         mp.setenv("XDG_CACHE_HOME", str(root / "cache"))
         out = {"first": _run(root, "first"), "again": _run(root, "again")}
         out["forced"] = _run(root, "forced", force=True)
-        out["settings"] = _run(root, "settings", profile=PROFILE.replace("smoke_texts: 2", "smoke_texts: 1"))
+        # another smoke size, and other task-scope evidence sizes, which the held-out reference does not read
+        out["settings"] = _run(root, "settings", profile=PROFILE.replace("smoke_texts: 2", "smoke_texts: 1").replace(
+            "reference_texts: 3,", "reference_texts: 3, order_items: 5, order_permutations: 2, split_items: 6,"))
         out["seed"] = _run(root, "seed", extra=", seed: 11")
         mine = (out["forced"] / "models" / "tiny" / "reference_verbatim.json").read_bytes()  # stored last
         victim = next(p / "files" / "reference_verbatim.json" for p in
@@ -91,7 +93,7 @@ def test_the_second_run_takes_the_evidence_scores_of_the_same_tokens_from_the_ca
     assert _task_work(runs["forced"]) == {"arc_easy/option_order": "computed"}  # --force never reads it
     assert _task_work(runs["seed"]) == {"arc_easy/option_order": "computed"}  # another model
     first = _evidence(runs["first"], "option_order.json")
-    assert first["n"] == 2 and len(first["per_item"][0]["perm_ll"]) == 8 and first["path"] == "prefix tree"
+    assert first["n"] == 2 and len(first["per_item"][0]["perm_ll"]) == 3 and first["path"] == "prefix tree"
     assert _evidence(runs["again"], "option_order.json") == first  # read back: the same numbers, the same record
     assert _evidence(runs["seed"], "option_order.json") != first
     assert _evidence(runs["again"], "verbatim.json") == _evidence(runs["first"], "verbatim.json")

@@ -224,10 +224,18 @@ class ReferencePass(EvidencePass):
         return json_ok(directory / REFERENCE_VERBATIM) and ragged_ok(directory / REFERENCE_LOGPROBS)
 
     def model_cache_key(self, profile: Profile, seed: int) -> Any:
-        """The contamination settings and the seed: the passages and their cut depend on nothing else."""
-        import dataclasses
+        """The settings the passages, their cut and the verbatim check read, and the seed: nothing else decides the
+        result, so that changing a task-scope size (``order_items``, ``split_items``) does not recompute it.
 
-        return {"contamination": dataclasses.asdict(profile.contamination), "seed": seed, "version": 1}
+        >>> from reporter.config import ContaminationConfig, Profile
+        >>> a = ReferencePass().model_cache_key(Profile(name="a", contamination=ContaminationConfig(order_items=9)), 0)
+        >>> a == ReferencePass().model_cache_key(Profile(name="b"), 0)
+        True
+        """
+        c = profile.contamination
+        return {"reference_texts": c.reference_texts, "verbatim_tokens": c.verbatim_tokens,
+                "verbatim_min_target": c.verbatim_min_target, "max_tokens": REFERENCE_MAX_TOKENS,
+                "verbatim_max_tokens": REFERENCE_VERBATIM_TOKENS, "seed": seed, "version": 2}
 
     def run(self, ctx: EvidenceContext) -> None:
         """One pass over the packaged LAMBADA passages."""
