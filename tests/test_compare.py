@@ -266,17 +266,17 @@ def test_a_cleared_notes_every_way_the_new_run_can_differ():
     from reporter.analyse.compare import cleared_note
     from reporter.analyse.control_power import power_at_size
 
-    fired = {"measured": True, "test": True, "fires": True, "n": 40, "orders": 8, "n_tests": 3,
+    fired = {"measured": True, "test": True, "fires": True, "n": 44, "orders": 8, "n_tests": 3,
              "power_at_size": {"power": 0.98}}  # a stale table's number: not used
-    at = power_at_size("option_order", items=40, orders=8, n_tests=3)
+    at = power_at_size("option_order", items=44, orders=8, n_tests=3)
     base = {"signals": {"option_order": fired,
                         "law_residual": {"measured": True, "test": True, "fires": True, "n_points": 6},
                         "verbatim": {"measured": True, "test": True, "fires": False, "n": 16}}}
     new = {"signals": {"option_order": {"measured": False, "reason": "contamination.order_items is 0"},
                        "law_residual": {"measured": True, "test": True, "fires": False, "n_points": 4}}}
     note = cleared_note(base, new)
-    assert note == (f"option order fired in the base run at 40 items × 8 other orders, power ≥ {100 * at['power']:.0f}% "
-                    "against the positive control, read at the table's 32 items × 8 orders; the new run did not measure it "
+    assert note == (f"option order fired in the base run at 44 items × 8 other orders, power ≥ {100 * at['power']:.0f}% "
+                    "against the positive control, read at the table's 40 items × 8 orders; the new run did not measure it "
                     "(contamination.order_items is 0); law residual fired in the base run at a law of 6 trained models; "
                     "the new run tested a law of 4 trained models")
     discounted = {"signals": {"option_order": {**fired, "fires": False, "confounded": True,

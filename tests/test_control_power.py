@@ -105,7 +105,7 @@ def _power_paragraph(page: str) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", m.group(1))))
 
 
-@pytest.mark.parametrize("items", [32, 40])
+@pytest.mark.parametrize("items", [32, 44])
 def test_the_card_states_the_power_behind_no_test_fires(tmp_path, items):
     """The share, the controls' range, and where the run's size or K falls between the table's rows, the row read."""
     root, res = _full_with_sizes(tmp_path, items, 8)
@@ -118,9 +118,9 @@ def test_the_card_states_the_power_behind_no_test_fires(tmp_path, items):
     assert f"with the run's {n_tests} tests corrected together (a lower bound" in text
     lo, hi = at["power_range"]
     assert (f"option order at {items} items × 8 other orders ({', '.join(quiet)}): {fmt_pct(at['power'], 0)}% "
-            f"({fmt_pct(lo, 0)}–{fmt_pct(hi, 0)}% across the controls), read at the table's 32 items × 8 orders and "
-            f"{at['table_tests']} tests.") in text  # 76 tests: read at the table's K = 100
-    assert at["table_tests"] > n_tests
+            f"({fmt_pct(lo, 0)}–{fmt_pct(hi, 0)}% across the controls), read at the table's {at['table_items']} items × 8 orders "
+            f"and {at['table_tests']} tests.") in text  # 76 tests: read at the table's K = 100
+    assert at["table_tests"] > n_tests and at["table_items"] == {32: 32, 44: 40}[items]
     assert ("no warning is not evidence of a clean model" in text) == (at["power"] < 0.9)
     rows = [r for r in res["analysis"]["contamination"]]
     assert [g["tasks"] for g in power_summary(rows)] == [quiet]  # the strong row's task counts only if quiet elsewhere

@@ -10,9 +10,9 @@ p * K, so the share is a lower bound). :func:`power_at_size` reads it at a run's
 coordinate the cautious way: the largest tabled size at most the run's, the fewest other orders any item
 had, and the smallest tabled K at least the run's.
 
->>> p = power_at_size("option_order", items=40, orders=8, n_tests=4)
+>>> p = power_at_size("option_order", items=44, orders=8, n_tests=4)
 >>> (p["table_items"], p["table_orders"], p["table_tests"]), 0.0 <= p["power"] <= 1.0
-((32, 8, 5), True)
+((40, 8, 5), True)
 >>> power_at_size("option_order", items=5, orders=8, n_tests=4) is None  # below the table: not stated
 True
 """

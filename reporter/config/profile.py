@@ -124,10 +124,12 @@ class ContaminationConfig:
     verbatim_tokens: int = 32  # tokens to continue from the first half of a question
     verbatim_min_target: int = 8  # a question needs at least this many target tokens to be tried
     reference_texts: int = 64  # held-out texts: the Min-K% reference and the verbatim chance rate
-    order_items: int = 32  # multiple-choice items scored in permuted option orders, per task (0: off)
-    order_permutations: int = 8  # other option orders scored per item (all of them when there are fewer)
+    # 48 items x 3 orders and 48 pairs: more power than 32 x 8 and 32 pairs on the positive controls, for fewer
+    # tokens, since the published-order texts serve both tests (benchmarks/RESULTS.md, "Items before orders")
+    order_items: int = 48  # multiple-choice items scored in permuted option orders, per task (0: off)
+    order_permutations: int = 3  # other option orders scored per item (all of them when there are fewer)
     order_window: int = 6  # tokens scored from the start of each option line (0: the whole option block)
-    split_items: int = 32  # items compared with as many of the task's other split (Min-K%), per task (0: off)
+    split_items: int = 48  # items compared with as many of the task's other split (Min-K%), per task (0: off)
     untrained: bool = False  # also collect it for untrained (random:) baselines: chance by construction
 
 
