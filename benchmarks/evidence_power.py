@@ -48,7 +48,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from reporter.analyse.contamination import FDR_Q, STRONG_P, option_order_signal, split_signal
+from reporter.analyse.contamination import FDR_Q, STRONG_P, _ranks, option_order_signal, split_signal
 from reporter.analyse.order_null import order_null_for
 
 
@@ -155,6 +155,51 @@ def study(run: Path, *, items: Sequence[int], orders: Sequence[int], pairs: Sequ
                     rows.append({"model": mdir.name, "task": tdir.name, "test": "split_min_k",
                                  "n": n if replace else min(n, len(rec_s["pairs"])), "run_n": len(rec_s["pairs"]),
                                  "run_p": full_s.get("p_value"), **{f"K={k}": power(sigs, k) for k in tests}})
+    return rows
+
+
+def null_study_record(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """A null study's record of one model x benchmark (``option_order_null.py``: per item every scored order and its
+    log-likelihood, the published order first) as the ``option_order.json`` that a run with those orders writes.
+
+    >>> r = null_study_record({"n": 1, "per_item": [{"id": "q", "orders": [[0, 1], [1, 0]], "ll": [-1.0, -2.0]}]})
+    >>> r["per_item"][0]["perms"], r["per_item"][0]["perm_ll"]
+    ([[1, 0]], [-2.0])
+    """
+    return {"n": len(rec["per_item"]), "per_item": [
+        {"id": it["id"], "ll": it["ll"][0], "perm_ll": list(it["ll"][1:]), "perms": [list(o) for o in it["orders"][1:]]}
+        for it in rec["per_item"]]}
+
+
+def null_rows(study_dir: Path, *, items: Sequence[int], orders: Sequence[int], tests: Sequence[int], draws: int,
+              seed: int) -> list[dict[str, Any]]:
+    """The negative control of the option-order test at a run's sizes: clean models' scores from a null study
+    (``option_order_null.py -o DIR --perms 23``: every order of every item), sampled like :func:`study` and run
+    through the test with each benchmark's null. Per size: the median p, the share that fires in a run of K tests,
+    and the published order's top share among ``m + 1`` orders against the null's chance share ``w + (1 - w)/(m + 1)``
+    (a preference graded over the orders, not all-or-nothing as the calibrated null has it, would show here first:
+    the fewer the orders, the more a graded preference puts the published order on top).
+    """
+    rows: list[dict[str, Any]] = []
+    for f in sorted(Path(study_dir).glob("*/*.json")):
+        raw = json.loads(f.read_text())
+        if "per_item" not in raw or "benchmark" not in raw:
+            continue
+        rec = null_study_record(raw)
+        null = order_null_for(raw["benchmark"])
+        w = float(null["preference"])
+        for m in orders:
+            rng = np.random.default_rng([seed, m, 2])
+            # the test's own ranks (ties count against the published order)
+            tops = [float(np.mean(_ranks(subsample_order(rec, len(rec["per_item"]), m, rng, replace=False)["per_item"])[0]
+                                  == 0)) for _ in range(max(1, draws // 10))]
+            for n in items:
+                rng = np.random.default_rng([seed, n, m])
+                sigs = [option_order_signal(subsample_order(rec, n, m, rng), null) for _ in range(draws)]
+                rows.append({"model": raw["model"], "task": raw["benchmark"], "test": "option_order", "n": n,
+                             "orders": m, "null": null["name"], "preference": w, "run_n": rec["n"],
+                             "top_share": float(np.mean(tops)), "null_chance": w + (1 - w) / (m + 1),
+                             **{f"K={k}": power(sigs, k) for k in tests}})
     return rows
 
 
@@ -266,10 +311,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--ship", action="store_true", help="write reporter/data/evidence_power.json from the controls")
+    ap.add_argument("--null-study", action="store_true",
+                    help="the directories are null studies (option_order_null.py -o DIR --perms 23): the option-order "
+                         "test on clean models at each size, against the null's chance share")
     ap.add_argument("--without-replacement", action="store_true",
                     help="draw distinct items (at most the control's own): the run itself at its own size")
     a = ap.parse_args(argv)
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    if a.null_study:
+        tests = ints(a.tests)
+        rows = [r for c in a.control for r in null_rows(c, items=ints(a.items), orders=ints(a.orders), tests=tests,
+                                                         draws=a.draws, seed=a.seed)]
+        if a.json:
+            print(json.dumps(rows, indent=1))
+            return 0
+        print("| model | task | items | orders | top share (all items) | null's chance share | median p | "
+              + " | ".join(f"fires, {k} tests" for k in tests) + " |")
+        print("|---|---|---|---|---|---|---|" + "---|" * len(tests))
+        for r in rows:
+            print(f"| {r['model']} | {r['task']} | {r['n']} | {r['orders']} | {r['top_share']:.3f} | "
+                  f"{r['null_chance']:.3f} | {r[f'K={tests[0]}']['median_p']:.2g} | "
+                  + " | ".join(f"{r[f'K={k}']['fires']:.3f}" for k in tests) + " |")
+        return 0
     for c in a.control:
         if not (c / "run" / "models").is_dir() and not (c / "models").is_dir():
             print(f"evidence_power: {c}: no run/models directory (a contamination control's -o DIR)", file=sys.stderr)

@@ -192,3 +192,29 @@ def test_the_shipped_table_is_built_from_the_controls_own_signals(control, tmp_p
     small = next(c for c in doc["option_order"] if c["items"] == 8 and c["orders"] == 2)
     assert big["power"][0] >= small["power"][0]
     assert json.loads(ep.compact_json(doc)) == doc
+
+
+def test_the_null_study_mode_counts_the_published_orders_on_top_as_the_test_does(tmp_path):
+    """``evidence_power.py --null-study``: a null study's record (every order of every item) sampled at a run's sizes.
+    With every order kept, the top share is the plain count of items whose published order is strictly the most
+    likely; the null's chance share is the calibrated mixture's; every draw goes through the run's own test."""
+    from reporter.analyse.order_null import order_null_for
+    from reporter.collect.option_order import option_order_evidence
+    from tests.test_contamination import toy_items
+
+    ep = benchmark_script("evidence_power")
+    lm = tiny_lm("llama")
+    items = toy_items(12)
+    ev = option_order_evidence(lm, items, n_perms=23, max_items=None, window=6)
+    rec = {"model": "tiny", "benchmark": "arc_challenge", "n": ev["n"], "per_item": [
+        {"id": r["id"], "orders": [[0, 1, 2, 3], *r["perms"]], "ll": [r["ll"], *r["perm_ll"]]} for r in ev["per_item"]]}
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "arc_challenge.json").write_text(json.dumps(rec))
+    rows = ep.null_rows(tmp_path, items=[8], orders=[23, 3], tests=[1, 3], draws=20, seed=0)
+    assert [(r["orders"], r["n"]) for r in rows] == [(23, 8), (3, 8)]
+    loop = sum(all(r["ll"] > v for v in r["perm_ll"]) for r in ev["per_item"]) / ev["n"]
+    w = order_null_for("arc_challenge")["preference"]
+    assert rows[0]["top_share"] == pytest.approx(loop) and rows[0]["null_chance"] == pytest.approx(w + (1 - w) / 24)
+    assert rows[1]["null_chance"] == pytest.approx(w + (1 - w) / 4) and 0 <= rows[1]["top_share"] <= 1
+    for r in rows:
+        assert 0 <= r["K=3"]["fires"] <= r["K=1"]["fires"] <= 1 and 0 < r["K=1"]["median_p"] <= 1
