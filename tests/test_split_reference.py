@@ -512,3 +512,25 @@ def test_an_evaluated_text_the_option_order_pass_does_not_run_is_scored_by_the_s
             assert p["benchmark_logprobs"] == pytest.approx(_float64_logprobs(model, ids), abs=1e-4)
     finally:
         model.float()
+
+
+def test_evidence_cost_counts_the_other_splits_evaluated_half_once(tmp_path):
+    """``benchmarks/evidence_cost.py``: shared, the evaluated texts the option-order test runs cost the split pass
+    nothing and the option-order pass their LM head only; separate, the split pass runs every text of every pair."""
+    from .conftest import benchmark_script
+
+    ec = benchmark_script("evidence_cost")
+    tok = tiny_lm("llama").tokenizer
+    task = get_task("arc_easy")
+    items, _ = select_items(task, 12, seed=0, shots=0)
+    alone = ec.cost(tok, task, items, 8, 3, 8, shared=False)
+    both = ec.cost(tok, task, items, 8, 3, 8)
+    pairs, _ = split_pairs(task, items, task.other_split(), 8, 0)
+    ev = [sr.split_text_ids(tok, a) for a, _, _ in pairs]
+    ref = [sr.split_text_ids(tok, b) for _, b, _ in pairs]
+    assert alone["evaluated_from_order_pass"] == 0 and both["evaluated_from_order_pass"] == 8
+    assert alone["split"]["body_tokens"] == sum(map(len, ev)) + sum(map(len, ref))
+    assert both["split"]["body_tokens"] == sum(map(len, ref))
+    assert both["order"]["head_positions"] - alone["order"]["head_positions"] == sum(len(t) - 1 for t in ev)
+    assert both["order"]["body_tokens"] >= alone["order"]["body_tokens"]  # at most the tokens up to the 64th
+    assert both["units"] < alone["units"]
