@@ -35,10 +35,12 @@ def cost(tokenizer: Any, task: Any, items: Sequence[Any], n_items: int, n_orders
     ``shared``: the other split's evaluated texts come from the option-order pass where it runs them (today's
     code); ``False`` counts them as a pass of their own (the code before).
     """
+    from reporter.collect.evidence import evidence_order
     from reporter.collect.option_order import _scored_positions, order_variants
     from reporter.collect.split_reference import split_pairs, split_text_ids
     from reporter.instrument.tree import tree_tokens
 
+    items = evidence_order(items, seed)  # as a run orders them for both tests
     plan, texts, starts, _ = order_variants(tokenizer, items, n_perms=n_orders, max_items=n_items, seed=seed)
     where = _scored_positions(plan, texts, starts, window)
     pubs = {p["id"]: texts[p["first"]] for p in plan}

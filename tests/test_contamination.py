@@ -511,10 +511,10 @@ def test_option_orders_that_are_conventions_are_not_tested(trained_and_untouched
     assert "fixed label set" in option_order_signal(e)["reason"]
 
 
-def test_the_option_order_sample_is_the_first_usable_items_in_the_run_order():
-    """A run's items come in its seeded shuffle, so its first usable items are a random sample, and the other split's
-    test takes the same first items: their published-order texts run once for both tests. ``seeded`` keeps the
-    draw the option-order null study recorded."""
+def test_the_option_order_sample_is_the_first_usable_items_in_the_order_given():
+    """A run gives the items in ``evidence_order`` (a seeded random order), and the other split's test takes the same
+    first items: their published-order texts run once for both tests. ``seeded`` keeps the draw the option-order
+    null study recorded."""
     from reporter.collect.option_order import order_variants
     from reporter.tasks import get_task, select_items
 

@@ -26,6 +26,7 @@ from reporter.analyse.contamination import (
     split_signal,
 )
 from reporter.collect import split_reference as sr
+from reporter.collect.evidence import evidence_order
 from reporter.collect.split_reference import SPLIT_MAX_TOKENS, collect_split_reference, split_pairs
 from reporter.config import ContaminationConfig
 from reporter.errors import UserError
@@ -168,7 +169,7 @@ def test_collector_logprobs_equal_a_per_text_float64_pass(tmp_path, monkeypatch)
     items, _ = select_items(task, 6, seed=0, shots=0)
     rec = collect_split_reference(lm, task, items, tmp_path, ContaminationConfig(split_items=5), seed=0)
     assert rec["n"] == 5 and json.loads((tmp_path / "split_reference.json").read_text()) == rec
-    assert [p["benchmark_id"] for p in rec["pairs"]] == [str(it.id) for it in items[:5]]
+    assert [p["benchmark_id"] for p in rec["pairs"]] == [str(it.id) for it in evidence_order(items, 0)[:5]]
     by_id = {str(o.id): o for o in task.other_split()} | {str(i.id): i for i in items}
     model = lm.model.double()
     try:
@@ -429,6 +430,7 @@ def _float64_logprobs(model, ids):
 
 def _task_passes(lm, task, items, directory, cfg):
     """The task's contamination passes as ``reporter run`` drives them: every prepare, then every run, in order."""
+    import reporter.collect.job  # noqa: F401  (registers every built-in evidence pass, as a run does)
     from reporter.collect.evidence import EvidenceContext, evidence_passes
     from reporter.collect.plan import TaskPlan
     from reporter.config import ModelSpec, Profile, TaskConfig
@@ -439,6 +441,7 @@ def _task_passes(lm, task, items, directory, cfg):
     spec = ModelSpec(name="tiny", source="hub:tiny")
     passes = [p for p in evidence_passes(profile, spec, "task", TaskConfig(name=task.name))
               if p.name in ("option_order", "split_reference")]
+    assert [p.name for p in passes] == ["option_order", "split_reference"]
     for p in passes:
         p.prepare(ctx)
     for p in passes:
@@ -472,7 +475,7 @@ def test_the_evaluated_texts_come_from_the_option_order_pass_and_equal_a_per_tex
     order = json.loads((tmp_path / "a" / "option_order.json").read_text())
     assert rec["n"] == 8 and rec["n_shared_pass"] == 8
     assert [p["benchmark_id"] for p in rec["pairs"]] == [p["id"] for p in order["per_item"]]  # the same first items
-    assert [p["id"] for p in order["per_item"]] == [str(it.id) for it in items[:8]]
+    assert [p["id"] for p in order["per_item"]] == [str(it.id) for it in evidence_order(items, 0)[:8]]
     by_id = {str(o.id): o for o in task.other_split()} | {str(i.id): i for i in items}
     others = [sr.split_text_ids(lm.tokenizer, by_id[p["reference_id"]]) for p in rec["pairs"]]
     assert ran == others  # the split pass ran the other split's texts, and nothing else
@@ -525,7 +528,7 @@ def test_evidence_cost_counts_the_other_splits_evaluated_half_once(tmp_path):
     items, _ = select_items(task, 12, seed=0, shots=0)
     alone = ec.cost(tok, task, items, 8, 3, 8, shared=False)
     both = ec.cost(tok, task, items, 8, 3, 8)
-    pairs, _ = split_pairs(task, items, task.other_split(), 8, 0)
+    pairs, _ = split_pairs(task, evidence_order(items, 0), task.other_split(), 8, 0)
     ev = [sr.split_text_ids(tok, a) for a, _, _ in pairs]
     ref = [sr.split_text_ids(tok, b) for _, b, _ in pairs]
     assert alone["evaluated_from_order_pass"] == 0 and both["evaluated_from_order_pass"] == 8
@@ -534,3 +537,64 @@ def test_evidence_cost_counts_the_other_splits_evaluated_half_once(tmp_path):
     assert both["order"]["head_positions"] - alone["order"]["head_positions"] == sum(len(t) - 1 for t in ev)
     assert both["order"]["body_tokens"] >= alone["order"]["body_tokens"]  # at most the tokens up to the 64th
     assert both["units"] < alone["units"]
+
+
+def test_both_tests_take_a_seeded_sample_of_items_listed_by_id_and_score_what_the_option_order_pass_cannot(
+        tmp_path):
+    """Items listed by id (an lm-eval task's documents) still give both tests the same seeded random sample, not
+    the first ids. An item the option-order test skips (numbers in sorted order) and one whose question is not a
+    stem plus option lines get their evaluated text from the split pass itself, equal to a per-text float64 pass."""
+    from reporter.tasks.base import Item
+
+    lm = tiny_lm("llama")
+    task = get_task("arc_easy")
+    items, _ = select_items(task, 10, seed=0, shots=0)
+    items = [Item("zz-sorted", mc_question("How many legs has a spider?", ["2", "4", "6", "8"]), "D",
+                  ["2", "4", "6", "8"]),
+             Item("zz-free", "Which is heavier, a kilo of iron or a kilo of feathers? (iron / feathers / equal)",
+                  "C", ["iron", "feathers", "equal"]), *items]
+    by_id = sorted(items, key=lambda it: it.id)  # as lm-eval lists its documents
+    cfg = ContaminationConfig(order_items=12, order_permutations=2, split_items=12)
+    _task_passes(lm, task, by_id, tmp_path, cfg)
+    rec = json.loads((tmp_path / "split_reference.json").read_text())
+    order = json.loads((tmp_path / "option_order.json").read_text())
+    want = [str(it.id) for it in evidence_order(items, 0)]
+    assert [p["benchmark_id"] for p in rec["pairs"]] == want != [str(it.id) for it in by_id]
+    assert [p["id"] for p in order["per_item"]] == [i for i in want if not i.startswith("zz-")]
+    assert rec["n"] == 12 and rec["n_shared_pass"] == 10
+    model = lm.model.double()
+    try:
+        for p in rec["pairs"]:
+            if p["benchmark_id"].startswith("zz-"):
+                it = next(i for i in items if i.id == p["benchmark_id"])
+                got = _float64_logprobs(model, sr.split_text_ids(lm.tokenizer, it))
+                assert p["benchmark_logprobs"] == pytest.approx(got, abs=1e-4)
+    finally:
+        model.float()
+
+
+def test_a_half_precision_model_scores_both_halves_of_a_pair_in_the_split_pass(tmp_path):
+    """In bfloat16 the tree pass and a plain pass differ by more than rounding noise: the pairs' two halves are
+    computed alike, by the split pass."""
+    lm = tiny_lm("llama")
+    lm.model.to(torch.bfloat16)
+    task = get_task("arc_easy")
+    items, _ = select_items(task, 10, seed=0, shots=0)
+    ctx = _task_passes(lm, task, items, tmp_path, ContaminationConfig(order_items=8, order_permutations=2,
+                                                                      split_items=8))
+    assert "split_tokens" not in ctx.shared
+    assert json.loads((tmp_path / "split_reference.json").read_text())["n_shared_pass"] == 0
+
+
+def test_a_pairing_that_fails_fails_in_the_split_pass_after_the_passes_before_it(tmp_path, monkeypatch):
+    """An error reading the other split is raised by the split pass's run, as before the passes shared work: the
+    option-order pass, which runs first, still writes its record."""
+    lm = tiny_lm("llama")
+    task = get_task("arc_easy")
+    items, _ = select_items(task, 10, seed=0, shots=0)
+    monkeypatch.setattr(sr, "split_pairs", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("disk on fire")))
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        _task_passes(lm, task, items, tmp_path, ContaminationConfig(order_items=8, order_permutations=2,
+                                                                    split_items=8))
+    assert json.loads((tmp_path / "option_order.json").read_text())["n"] == 8
+    assert not (tmp_path / "split_reference.json").exists()

@@ -43,8 +43,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..tasks import Item, Task
     from .plan import TaskPlan
 
-__all__ = ["EVIDENCE", "EvidenceContext", "EvidencePass", "batch_size_for", "evidence_passes", "measured",
-           "register_evidence", "wants_evidence"]
+__all__ = ["EVIDENCE", "EvidenceContext", "EvidencePass", "batch_size_for", "evidence_order", "evidence_passes",
+           "measured", "register_evidence", "wants_evidence"]
 
 #: batches of this many sequences when neither the caller nor the model's spec says
 DEFAULT_BATCH_SIZE = 8
@@ -57,6 +57,25 @@ def batch_size_for(lm: Any, batch_size: int | None = None) -> int:
     (8, 3)
     """
     return batch_size or getattr(getattr(lm, "spec", None), "max_batch_size", None) or DEFAULT_BATCH_SIZE
+
+
+def evidence_order(items: Sequence[Any], seed: int) -> list[Any]:
+    """The items in the order the per-item contamination tests take them: sorted by a seeded hash of each item's id.
+
+    The option-order test and the other split's test take the first usable items of this order, so they test the
+    same items (the option-order pass then gives the other split's test its evaluated texts), and those items are a
+    random sample of the run's whatever order the run lists them in (a built-in task's seeded shuffle, or an
+    lm-eval task's documents by id). An item keeps its place when the run has more items, so runs of one task and
+    seed at different sizes test nested samples.
+
+    >>> from types import SimpleNamespace as I
+    >>> [i.id for i in evidence_order([I(id=k) for k in "abcdef"], 0)] == [i.id for i in evidence_order(
+    ...     [I(id=k) for k in "fedcba"], 0)]
+    True
+    """
+    import hashlib
+
+    return sorted(items, key=lambda it: hashlib.sha256(f"evidence:{seed}:{it.id}".encode()).digest())
 
 
 def measured(path: Path, compute: Callable[[int], dict[str, Any]], lm: Any, *, batch_size: int | None = None,

@@ -37,7 +37,7 @@ import numpy as np
 from ..config import ContaminationConfig
 from ..store.layout import OPTION_ORDER
 from ..tasks.base import mc_question
-from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
+from .evidence import EvidenceContext, EvidencePass, evidence_order, measured, register_evidence
 from .score_cache import CacheMode, cached_scores
 from .text_scores import KV_CACHE, PREFIX_TREE, prefix_path, prefix_scores, token_logprobs
 
@@ -166,9 +166,9 @@ def order_variants(tokenizer: Any, items: Sequence[Any], *, n_perms: int = 8, ma
     :func:`option_token_starts`); the tokenised question blocks; per text the index of its first scored token
     (the variants' shared prefix); the reasons items were skipped, counted (see
     :func:`option_order_evidence`). ``sample``: which ``max_items`` of the usable items, ``"first"`` (in the order
-    given: a run's items come in its seeded shuffle, so they are a random sample of the task, and the other
-    split's test takes the same first items) or ``"seeded"`` (a sample drawn with ``seed``, the choice before
-    2026-12-05, which the option-order null study keeps).
+    given: a run gives them in :func:`~reporter.collect.evidence.evidence_order`, a seeded random order that the
+    other split's test takes too) or ``"seeded"`` (a sample drawn with ``seed``, the choice before 2026-12-05,
+    which the option-order null study keeps).
 
     >>> from reporter.tasks import Item
     >>> it = Item("q1", mc_question("Sky?", ["blue", "green", "red"]), "A", ["blue", "green", "red"])
@@ -392,8 +392,9 @@ def _score_variants(lm: Any, cut: Sequence[Sequence[int]], shared: Sequence[int]
                              positions=[[*where[i], *extra[i]] for i in rest])
         for i, a in zip(rest, got):
             lps[i], more[i] = a[:len(where[i])], a[len(where[i]):]
-    if alone:
-        got = token_logprobs(lm, [cut[i] for i in alone], batch_size=batch_size, positions=[extra[i] for i in alone])
+    if alone:  # the other split's texts alone, up to their last token
+        got = token_logprobs(lm, [cut[i][:max(extra[i]) + 1] for i in alone], batch_size=batch_size,
+                             positions=[extra[i] for i in alone])
         for i, a in zip(alone, got):
             more[i] = a
     return lps, best, more
@@ -488,7 +489,8 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
                          greedy_for: Mapping[str, tuple[Sequence[int], int]] | None = None,
                          logprobs_for: Mapping[str, Sequence[int]] | None = None,
                          cache: CacheMode = "off") -> dict[str, Any]:
-    """Run :func:`option_order_evidence` on a task's items and write ``task_dir/option_order.json``.
+    """Run :func:`option_order_evidence` on a task's items, in :func:`~reporter.collect.evidence.evidence_order`, and
+    write ``task_dir/option_order.json``.
 
     Skips the work when the file exists (resume). Returns the stored dict (``n`` = 0 for a task
     without options or with ``contamination.order_items: 0``), plus, when the pass ran with
@@ -500,7 +502,8 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
         if settings.order_items <= 0:
             return {"n": 0, "n_skipped": len(items), "n_perms": settings.order_permutations, "max_items": 0,
                     "seed": seed, "per_item": [], "disabled": True}
-        return option_order_evidence(lm, items, n_perms=settings.order_permutations, max_items=settings.order_items,
+        return option_order_evidence(lm, evidence_order(items, seed), n_perms=settings.order_permutations,
+                                     max_items=settings.order_items,
                                      seed=seed, batch_size=bs, window=settings.order_window or None,
                                      greedy_for=greedy_for, logprobs_for=logprobs_for, cache=cache)
 

