@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import torch
 
 from ..config import ContaminationConfig
 from ..errors import UserError
+from ..instrument.tree import float_dtype
 from ..metrics.rank_tests import MIN_ITEMS
 from ..store.layout import SPLIT_REFERENCE
 from ..tasks.base import Item, Task
@@ -172,15 +174,6 @@ def split_tokens(tokenizer: Any, plan: SplitPlan) -> dict[str, list[int]]:
     return {str(a.id): split_text_ids(tokenizer, a) for a, _, _ in plan.pairs}
 
 
-def _full_precision(lm: Any) -> bool:
-    """Whether the model computes in float32 or float64 (its parameters' floating dtype)."""
-    import torch
-
-    model = getattr(lm, "model", None)
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None) if model is not None else None
-    return dtype in (torch.float32, torch.float64)
-
-
 def _split_record(lm: Any, plan: SplitPlan, seed: int, batch_size: int, cache: CacheMode = "off",
                   known: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """The ``split_reference.json`` record: the scored pairs, or ``n = 0`` and the reason."""
@@ -230,7 +223,7 @@ class SplitReferencePass(EvidencePass):
             ctx.shared["split_plan_error"] = e
             return
         ctx.shared["split_plan"] = plan
-        if plan.pairs and _full_precision(ctx.lm):
+        if plan.pairs and float_dtype(ctx.lm.model) in (torch.float32, torch.float64):
             ctx.shared["split_tokens"] = split_tokens(ctx.lm.tokenizer, plan)
 
     def run(self, ctx: EvidenceContext) -> None:

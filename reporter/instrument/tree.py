@@ -42,7 +42,7 @@ from .gather import GatherHead
 from .hooked_pass import eval_mode, input_device
 from .hooks import HookSet
 
-__all__ = ["probe_errors", "reduce_over_tree", "tree_supported", "tree_tokens"]
+__all__ = ["float_dtype", "probe_errors", "reduce_over_tree", "tree_supported", "tree_tokens"]
 
 
 @dataclass
@@ -164,7 +164,7 @@ def _mask(allowed: list[dict[str, np.ndarray]], dtype: torch.dtype, device: Any)
     return next(iter(out.values())) if len(out) == 1 else out
 
 
-def _float_dtype(model: torch.nn.Module) -> torch.dtype:
+def float_dtype(model: torch.nn.Module) -> torch.dtype:
     """The dtype of the hidden states (transformers builds its masks in ``inputs_embeds.dtype``)."""
     emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     w = getattr(emb, "weight", None)
@@ -238,7 +238,7 @@ def reduce_over_tree(model: torch.nn.Module, adapter: Any, texts: Sequence[Seque
         else:
             passes.append([g])
             n_head = len(chosen[g])
-    device, dtype = input_device(model), _float_dtype(model)
+    device, dtype = input_device(model), float_dtype(model)
     head = model.get_output_embeddings()
     if hidden and not isinstance(head, torch.nn.Module):
         raise ValueError("reduce_over_tree(hidden=True) needs a model with an output-embedding module")
@@ -326,7 +326,7 @@ def tree_supported(model: torch.nn.Module) -> bool:
     >>> tree_supported(GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50)))
     True
     """
-    key = (getattr(getattr(model, "config", None), "_attn_implementation", None), _float_dtype(model))
+    key = (getattr(getattr(model, "config", None), "_attn_implementation", None), float_dtype(model))
     if model in _SUPPORTED and _SUPPORTED[model][0] == key:
         return _SUPPORTED[model][1]
     ok = False
@@ -334,7 +334,7 @@ def tree_supported(model: torch.nn.Module) -> bool:
     if _windows(model) is not None and hasattr(model, "get_output_embeddings") and vocab > 16:
         try:
             e = probe_errors(model)
-            floor = 1e-5 if _float_dtype(model) in (torch.float32, torch.float64) else 2e-2
+            floor = 1e-5 if float_dtype(model) in (torch.float32, torch.float64) else 2e-2
             ok = e["tree"] <= max(floor, 4 * e["kv_cache"]) and e["control"] >= 5 * max(e["tree"], floor / 100)
         except Exception:  # noqa: BLE001 - any failure: keep the KV-cache path
             ok = False
