@@ -218,3 +218,60 @@ def test_the_null_study_mode_counts_the_published_orders_on_top_as_the_test_does
     assert rows[1]["null_chance"] == pytest.approx(w + (1 - w) / 4) and 0 <= rows[1]["top_share"] <= 1
     for r in rows:
         assert 0 <= r["K=3"]["fires"] <= r["K=1"]["fires"] <= 1 and 0 < r["K=1"]["median_p"] <= 1
+
+
+def _loop_spearman(x, y):
+    """Spearman's rho by plain loops: average ranks (ties share theirs), then Pearson's r in float64."""
+    def ranks(v):
+        out = []
+        for a in v:
+            below = sum(1 for b in v if b < a)
+            equal = sum(1 for b in v if b == a)
+            out.append(below + (equal + 1) / 2.0)
+        return out
+    rx, ry = ranks(list(x)), ranks(list(y))
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    return cov / (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+
+
+def test_the_joint_mode_measures_whether_the_two_per_item_tests_lean_together(control):
+    """``evidence_power.py --joint``: both per-item tests take the same items, so a run's two fires count as two pieces
+    of evidence only if the tests do not lean together on clean items. On the suite's control the item statistics equal
+    plain loops (the published order's rank share, the pair's Min-K% difference), Spearman's rho equals a loop's, and
+    the model trained on half of the items shows the dependence contamination makes: its trained items are the ones
+    both tests single out (rho < 0), more than on the clean model."""
+    ep = benchmark_script("evidence_power")
+    run = control["run"]
+    rows = ep.joint_rows(run, {("contaminated", "arc_challenge")}, n=12, orders=3, tests=[1, 3], draws=30, seed=0)
+    at = {(r["model"], r["task"]): r for r in rows}
+    assert {("contaminated", "arc_challenge"), ("clean", "arc_challenge")} <= set(at)
+    for (model, task), r in at.items():
+        tdir = run / "models" / model / "tasks" / task
+        rec_o = json.loads((tdir / "option_order.json").read_text())
+        rec_s = json.loads((tdir / "split_reference.json").read_text())
+        by_id = {str(it["id"]): it for it in rec_o["per_item"]}
+        u, d = [], []
+        for pr in rec_s["pairs"]:
+            it = by_id.get(str(pr["benchmark_id"]))
+            if it is None or min(len(pr["benchmark_logprobs"]), len(pr["reference_logprobs"])) < 4:
+                continue
+            rank = sum(1 for v in it["perm_ll"] if v >= it["ll"] - 1e-6 * max(1.0, abs(it["ll"])))
+            u.append((rank + 0.5) / (len(it["perm_ll"]) + 1))
+
+            def min_k(lp):
+                low = sorted(lp)[:max(1, int(0.2 * len(lp) + 1e-9))]
+                return sum(low) / len(low)
+            d.append(min_k(pr["benchmark_logprobs"]) - min_k(pr["reference_logprobs"]))
+        su, sd = ep.item_statistics(ep.shared_items(rec_o, rec_s))
+        assert r["n_shared"] == len(u) and su.tolist() == pytest.approx(u) and sd.tolist() == pytest.approx(d, abs=1e-9)
+        assert r["rho_items"] == pytest.approx(_loop_spearman(u, d), abs=1e-9)
+        assert r["contaminated"] == ((model, task) == ("contaminated", "arc_challenge"))
+        for k in ("K=1", "K=3"):
+            f = r[k]
+            assert 0 <= f["both"] <= min(f["option_order"], f["split_min_k"]) <= 1
+            assert f["product"] == pytest.approx(f["option_order"] * f["split_min_k"])
+    hot, cold = at[("contaminated", "arc_challenge")], at[("clean", "arc_challenge")]
+    assert hot["rho_items"] < -0.3 and hot["rho_items"] < cold["rho_items"]
+    pooled = ep.pooled_rho([cold])
+    assert pooled["rho"] == pytest.approx(cold["rho_items"]) and pooled["low"] < cold["rho_items"] < pooled["high"]
