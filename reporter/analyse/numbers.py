@@ -48,3 +48,6 @@ def tested_p(p: float | None) -> float:
     if p is None:
         raise ValueError("a paired comparison without a p-value cannot be adjusted")
     return p
+
+
+tested_p.__test__ = False  # type: ignore[attr-defined]  # not a test: pytest given a module path would collect it
