@@ -360,6 +360,38 @@ def test_verbatim_answers_from_the_option_order_pass_equal_its_own_pass(trained_
     assert sum(p["exact"] for p in shared["per_item"]) > 0  # the trained model recites: answers that matter
 
 
+@pytest.mark.slow
+def test_the_verbatim_check_takes_the_first_items_the_option_order_test_takes(trained_and_untouched, tmp_path):
+    """The task-level verbatim check takes the first usable items of the seeded evidence order, as the option-order
+    test does, so the option-order pass answers it for every item both test; listing the items in another order
+    changes nothing, and ``sample="seeded"`` still draws the old sample."""
+    from reporter.collect.evidence import evidence_order
+
+    lm, items = trained_and_untouched["lm"], trained_and_untouched["items"]
+    cfg = ContaminationConfig(verbatim_items=4, verbatim_tokens=32, order_items=6, order_permutations=3)
+    expect = []  # a plain loop: the first four items in the evidence order whose plan keeps them
+    for it in evidence_order(items, 0):
+        ids, _, _, _ = verbatim.verbatim_plan(lm.tokenizer, [(it.id, it.question)], 32, None)
+        expect += ids
+        if len(expect) == 4:
+            break
+    want = verbatim.verbatim_tokens(lm, items, cfg)
+    assert list(want) == expect
+    order = collect_option_order(lm, items, tmp_path / "a", cfg, greedy_for=want)
+    got = collect_verbatim(lm, items, tmp_path / "a", cfg, known=order["greedy"])
+    both = set(expect) & {r["id"] for r in order["per_item"]}
+    assert [p["id"] for p in got["per_item"]] == expect and len(both) >= 3 and got["n_shared_pass"] == len(both)
+    shuffled = collect_verbatim(lm, list(reversed(items)), tmp_path / "b", cfg)
+    assert [p["id"] for p in shuffled["per_item"]] == expect and shuffled["n_shared_pass"] == 0
+    drop = ("seconds", "n_shared_pass")
+    assert {k: v for k, v in got.items() if k not in drop} == {k: v for k, v in shuffled.items() if k not in drop}
+    old = verbatim_completion(lm, [(it.id, it.question) for it in items], max_items=4, seed=0, sample="seeded")
+    pick = np.sort(np.random.default_rng(0).choice(len(items), size=4, replace=False))
+    assert [p["id"] for p in old["per_item"]] == [items[i].id for i in pick]
+    with pytest.raises(ValueError, match="sample"):
+        verbatim.verbatim_plan(lm.tokenizer, ["a b c"], sample="random")
+
+
 def test_answers_known_from_another_pass_are_not_used_for_an_id_that_occurs_twice():
     """Answers are keyed by item id: two texts with one id get their own pass, whatever ``known`` says."""
     lm = tiny_lm("llama")

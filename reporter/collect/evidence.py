@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..tasks import Item, Task
     from .plan import TaskPlan
 
-__all__ = ["EVIDENCE", "EvidenceContext", "EvidencePass", "batch_size_for", "evidence_order", "evidence_passes",
+__all__ = ["EVIDENCE", "EvidenceContext", "EvidencePass", "batch_size_for", "evidence_key", "evidence_order", "evidence_passes",
            "measured", "register_evidence", "wants_evidence"]
 
 #: batches of this many sequences when neither the caller nor the model's spec says
@@ -62,8 +62,9 @@ def batch_size_for(lm: Any, batch_size: int | None = None) -> int:
 def evidence_order(items: Sequence[Any], seed: int) -> list[Any]:
     """The items in the order the per-item contamination tests take them: sorted by a seeded hash of each item's id.
 
-    The option-order test and the other split's test take the first usable items of this order, so they test the
-    same items (the option-order pass then gives the other split's test its evaluated texts), and those items are a
+    The option-order test, the other split's test and the verbatim check take the first usable items of this order,
+    so they test the same items (the option-order pass then gives the other split's test its evaluated texts and the
+    verbatim check its answers), and those items are a
     random sample of the run's whatever order the run lists them in (a built-in task's seeded shuffle, or an
     lm-eval task's documents by id). An item keeps its place when the run has more items, so runs of one task and
     seed at different sizes test nested samples.
@@ -73,9 +74,18 @@ def evidence_order(items: Sequence[Any], seed: int) -> list[Any]:
     ...     [I(id=k) for k in "fedcba"], 0)]
     True
     """
+    return sorted(items, key=lambda it: evidence_key(seed, it.id))
+
+
+def evidence_key(seed: int, item_id: Any) -> bytes:
+    """The sort key of :func:`evidence_order`: a seeded hash of the item's id (for records that are not Items).
+
+    >>> evidence_key(0, "a") == evidence_key(0, "a") != evidence_key(1, "a")
+    True
+    """
     import hashlib
 
-    return sorted(items, key=lambda it: hashlib.sha256(f"evidence:{seed}:{it.id}".encode()).digest())
+    return hashlib.sha256(f"evidence:{seed}:{item_id}".encode()).digest()
 
 
 def measured(path: Path, compute: Callable[[int], dict[str, Any]], lm: Any, *, batch_size: int | None = None,

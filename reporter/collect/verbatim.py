@@ -22,7 +22,7 @@ from ..config import ContaminationConfig
 from ..instrument.batch import padded_batches
 from ..instrument.hooked_pass import hooked_pass
 from ..store.layout import VERBATIM
-from .evidence import EvidenceContext, EvidencePass, measured, register_evidence
+from .evidence import EvidenceContext, EvidencePass, evidence_key, measured, register_evidence
 
 VERBATIM_N_TOKENS = ContaminationConfig.verbatim_tokens
 VERBATIM_MIN_TARGET = ContaminationConfig.verbatim_min_target
@@ -41,14 +41,15 @@ def _item_text(it: Any) -> tuple[str, str]:
 def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_N_TOKENS, max_items: int | None = 50,
                         *, seed: int = 0, min_target_tokens: int = VERBATIM_MIN_TARGET,
                         batch_size: int = 8, max_text_tokens: int | None = None,
-                        known: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
+                        known: Mapping[str, Sequence[int]] | None = None, sample: str = "first") -> dict[str, Any]:
     """Exact-match rate of greedy continuations of the first half of each question.
 
     ``texts``: strings, ``(id, text)`` pairs, dicts with "id"/"question", or task Items. Each
     text is tokenised plainly (no chat template; the tokenizer's own special prefix kept);
     the prompt is the first half of its tokens, the target the next ``min(n_tokens, rest)``
     tokens; texts with fewer than ``min_target_tokens`` target tokens are skipped. At most
-    ``max_items`` texts (a seeded sample) are tried. ``exact``: greedy decoding reproduces the
+    ``max_items`` texts are tried: the first usable ones in the order given, or with ``sample="seeded"`` a
+    sample drawn with ``seed`` (:func:`verbatim_plan`). ``exact``: greedy decoding reproduces the
     whole target; ``token_match`` = the share of the target greedy decoding reproduces before it
     first diverges (1.0 when exact). ``max_text_tokens`` cuts each text first (held-out reference
     text is cut to question length). Each per-item record keeps the real ``target`` text next to
@@ -65,7 +66,7 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
     tok = lm.tokenizer
     kept, prompts, targets, skipped = verbatim_plan(tok, texts, n_tokens, max_items, seed=seed,
                                                     min_target_tokens=min_target_tokens,
-                                                    max_text_tokens=max_text_tokens)
+                                                    max_text_tokens=max_text_tokens, sample=sample)
     once = {i for i, c in Counter(kept).items() if c == 1}  # answers are keyed by id: an id used twice runs here
     have = {i: list(known[i]) for i, t in zip(kept, targets)
             if known and i in once and len(known.get(i, ())) == len(t)}
@@ -83,20 +84,30 @@ def verbatim_completion(lm: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_
 
 def verbatim_plan(tok: Any, texts: Sequence[Any], n_tokens: int = VERBATIM_N_TOKENS, max_items: int | None = 50, *,
                   seed: int = 0, min_target_tokens: int = VERBATIM_MIN_TARGET,
-                  max_text_tokens: int | None = None) -> tuple[list[str], list[list[int]], list[list[int]], int]:
+                  max_text_tokens: int | None = None,
+                  sample: str = "first") -> tuple[list[str], list[list[int]], list[list[int]], int]:
     """What :func:`verbatim_completion` tries: ``(ids, prompts, targets, n_skipped)`` (token lists).
+
+    ``sample``: which ``max_items`` texts, ``"first"`` (the first usable ones in the order given; the task-level
+    check gives them in :func:`~reporter.collect.evidence.evidence_order`, as the other per-item tests take theirs)
+    or ``"seeded"`` (``max_items`` drawn with ``seed``, then the unusable ones skipped: the choice before
+    2026-12-05). ``n_skipped`` counts the texts looked at and passed over.
 
     >>> ids, prompts, targets, skipped = verbatim_plan(lm.tokenizer, ["one two three four five six seven eight"],
     ...                                                min_target_tokens=2)
     >>> ids, len(targets[0]) >= 2, skipped
     (['0'], True, 0)
     """
+    if sample not in ("first", "seeded"):
+        raise ValueError(f"verbatim_plan: sample must be 'first' or 'seeded', not {sample!r}")
     items = [(str(j), t) if isinstance(t, str) else _item_text(t) for j, t in enumerate(texts)]
-    if max_items is not None and len(items) > max_items:
+    if sample == "seeded" and max_items is not None and len(items) > max_items:
         pick = np.sort(np.random.default_rng(seed).choice(len(items), size=max_items, replace=False))
         items = [items[i] for i in pick]
     prompts, targets, kept, skipped = [], [], [], 0
     for iid, text in items:
+        if sample == "first" and max_items is not None and len(kept) >= max_items:
+            break
         q = list(tok(text, add_special_tokens=False)["input_ids"])
         full = list(tok(text)["input_ids"])
         prefix = full[:len(full) - len(q)] if len(full) >= len(q) and full[len(full) - len(q):] == q else []
@@ -196,11 +207,18 @@ def verbatim_tokens(lm: Any, items: Sequence[Any], settings: ContaminationConfig
     >>> list(t), t["q"][1] < len(t["q"][0])
     (['q'], True)
     """
-    ids, prompts, targets, _ = verbatim_plan(lm.tokenizer, [_item_text(it) for it in items], settings.verbatim_tokens,
+    ids, prompts, targets, _ = verbatim_plan(lm.tokenizer, _in_evidence_order(items, seed), settings.verbatim_tokens,
                                              settings.verbatim_items, seed=seed,
                                              min_target_tokens=settings.verbatim_min_target)
     once = {i for i, c in Counter(ids).items() if c == 1}  # answers go back by id: not for an id used twice
     return {i: (list(p) + list(t), len(p)) for i, p, t in zip(ids, prompts, targets) if i in once}
+
+
+def _in_evidence_order(items: Sequence[Any], seed: int) -> list[tuple[str, str]]:
+    """A task's ``(id, question)`` texts in :func:`~reporter.collect.evidence.evidence_order`: the check takes the first
+    usable ones, so its items are among the first the option-order test takes, whose pass then gives its answers.
+    """
+    return sorted((_item_text(it) for it in items), key=lambda t: evidence_key(seed, t[0]))
 
 
 def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: ContaminationConfig, *, seed: int = 0,
@@ -212,7 +230,7 @@ def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: Co
     :func:`verbatim_completion`). Returns the stored dict.
     """
     def compute(bs: int) -> dict[str, Any]:
-        return verbatim_completion(lm, [_item_text(it) for it in items], n_tokens=settings.verbatim_tokens,
+        return verbatim_completion(lm, _in_evidence_order(items, seed), n_tokens=settings.verbatim_tokens,
                                    max_items=settings.verbatim_items, seed=seed,
                                    min_target_tokens=settings.verbatim_min_target, batch_size=bs, known=known)
 
