@@ -111,6 +111,27 @@ def test_run_refuses_an_unknown_card_format_before_anything_runs(tiny_yaml, tmp_
     assert not (tmp_path / "run").exists()
 
 
+def test_a_run_made_by_other_reporter_code_is_not_resumed(finished_run, tmp_path):
+    """Resuming mixes the run's artifacts with this code's: a run directory made by other reporter code (the
+    manifest's ``code_version``, or none recorded) is refused with one line, and the same code resumes it."""
+    from reporter.collect.model_cache import code_version
+
+    out = copy_run(finished_run, tmp_path / "run")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["code_version"] == code_version()
+    args = ["run", str(finished_run.parent / "models.yaml"), "-o", str(out), "--no-progress", "--no-render"]
+    for old, says in (("0" * 64, "(code 000000000000, this is "), (None, "before runs recorded their code version")):
+        (out / "manifest.json").write_text(json.dumps({**manifest, "code_version": old} if old else
+                                                      {k: v for k, v in manifest.items() if k != "code_version"}))
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+        assert "holds a run made by another version of reporter's code" in r.output and says in r.output
+        assert "choose another -o/--output or pass --force" in r.output
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0 and "already complete" in r.output, r.output
+
+
 def test_changed_config_in_the_same_directory_is_refused(finished_run, tmp_path):
     out = copy_run(finished_run, tmp_path / "run")  # the suite's shared run, made by finished_run.parent/models.yaml
     made_by = (finished_run.parent / "models.yaml").read_text()

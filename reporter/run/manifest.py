@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
 from ..store.atomic import read_json
 from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir
@@ -147,7 +148,9 @@ def file_sha256(path: str | Path) -> str | None:
 
 
 def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:
-    """The manifest of a run: versions, machine, seed, resolved configuration and its hash."""
+    """The manifest of a run: versions, machine, seed, resolved configuration and its hash, and the digest of
+    reporter's own source (``code_version``: a run directory resumes only with the code that made it).
+    """
     import torch
     import transformers
 
@@ -170,6 +173,7 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
         "config_file": cfg.path,
         "resolved": resolved,
         "config_hash": config_hash(resolved),
+        "code_version": code_version(),
     }
 
 

@@ -43,8 +43,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
     ``executor`` ``local`` (default) runs the models one after another here; ``ray`` makes
     each model a Ray task (see :mod:`reporter.run.executors`); ``jobs`` is an executor of the caller's own
     (lm-eval's command line runs its one, already loaded model here). Then the analyse stage runs on
-    the artifacts. A run directory holding a run of another configuration is refused unless
-    ``force``.
+    the artifacts. A run directory holding a run of another configuration, or one made by other reporter code
+    (the manifest's ``code_version``), is refused unless ``force``: its artifacts would mix with this run's.
     """
     profile = profile or Profile(name=None)
     rd = RunDir(output or cfg.output or default_output(cfg))
@@ -61,6 +61,12 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
             raise UserError(f"{rd.root}: holds a run with a different configuration (config hash "
                             f"{old.get('config_hash')} vs {manifest['config_hash']}); choose another -o/--output or "
                             "pass --force")
+        if old and old.get("code_version") != manifest["code_version"] and not force:
+            made = (f"code {str(old['code_version'])[:12]}, this is {manifest['code_version'][:12]}"
+                    if old.get("code_version") else "before runs recorded their code version")
+            raise UserError(f"{rd.root}: holds a run made by another version of reporter's code ({made}); resuming "
+                            "would mix its results with this version's: choose another -o/--output or pass --force "
+                            "to recompute")
         write_json(rd.manifest, manifest)
         failures = run_jobs(cfg, str(rd.root.resolve()), profile, force=force, progress=progress)
         write_json(rd.manifest, {**manifest, "collection": collection_record(rd), "model_work": model_work_record(rd)})
