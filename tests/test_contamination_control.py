@@ -235,13 +235,13 @@ def _loop_spearman(x, y):
     return cov / (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
 
 
-def test_the_joint_mode_measures_whether_the_two_per_item_tests_lean_together(control):
-    """``evidence_power.py --joint``: both per-item tests take the same items, so a run's two fires count as two pieces
+def test_the_joint_study_measures_whether_the_two_per_item_tests_lean_together(control):
+    """``benchmarks/evidence_joint.py``: both per-item tests take the same items, so a run's two fires count as two pieces
     of evidence only if the tests do not lean together on clean items. On the suite's control the item statistics equal
     plain loops (the published order's rank share, the pair's Min-K% difference), Spearman's rho equals a loop's, and
     the model trained on half of the items shows the dependence contamination makes: its trained items are the ones
     both tests single out (rho < 0), more than on the clean model."""
-    ep = benchmark_script("evidence_power")
+    ep = benchmark_script("evidence_joint")
     run = control["run"]
     rows = ep.joint_rows(run, {("contaminated", "arc_challenge")}, n=12, orders=3, tests=[1, 3], draws=30, seed=0)
     at = {(r["model"], r["task"]): r for r in rows}
@@ -275,3 +275,7 @@ def test_the_joint_mode_measures_whether_the_two_per_item_tests_lean_together(co
     assert hot["rho_items"] < -0.3 and hot["rho_items"] < cold["rho_items"]
     pooled = ep.pooled_rho([cold])
     assert pooled["rho"] == pytest.approx(cold["rho_items"]) and pooled["low"] < cold["rho_items"] < pooled["high"]
+    two = ep.pooled_rho([{"rho_items": 0.5, "n_shared": 103}, {"rho_items": -0.5, "n_shared": 103}])
+    half = 1.96 / np.sqrt(200.0)  # Fisher's z: the mean of arctanh(0.5) and arctanh(-0.5) is 0, its se 1/sqrt(100 + 100)
+    assert two["rho"] == pytest.approx(0.0, abs=1e-12) and two["high"] == pytest.approx(np.tanh(half))
+    assert two["low"] == pytest.approx(-np.tanh(half)) and two["items"] == 206
