@@ -64,9 +64,8 @@ def evidence_order(items: Sequence[Any], seed: int) -> list[Any]:
 
     The option-order test, the other split's test and the verbatim check take the first usable items of this order,
     so they test the same items (the option-order pass then gives the other split's test its evaluated texts and the
-    verbatim check its answers), and those items are a
-    random sample of the run's whatever order the run lists them in (a built-in task's seeded shuffle, or an
-    lm-eval task's documents by id). An item keeps its place when the run has more items, so runs of one task and
+    verbatim check its answers). Those items are a random sample of the run's, whatever order the run lists them in
+    (a built-in task's seeded shuffle, or an lm-eval task's documents by id). An item keeps its place when the run has more items, so runs of one task and
     seed at different sizes test nested samples.
 
     >>> from types import SimpleNamespace as I
