@@ -31,7 +31,7 @@ from ..errors import UserError, environment_error
 from ..models.heap import return_free_memory
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
-from ..store.layout import ERROR, MODEL_META, MODEL_WORK, SMOKE, RunDir
+from ..store.layout import ERROR, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, RunDir
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
@@ -176,9 +176,17 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     failures: list[str] = []
     write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta})
     work = dict(read_json(mdir / MODEL_WORK) or {})  # model-only work: computed here or taken from the cache
+    ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=mdir)
+    collectors = [(p, p.label, p.model_cache_key(profile), partial(p.model_done, profile, mdir),
+                   partial(p.run_model, lm, profile, mdir))
+                  for p in enabled_collectors(profile)]  # model-scope collectors (LPP)
+    evidence = [(ev, ev.label, ev.model_cache_key(profile, cfg.seed), partial(ev.done, mdir), partial(ev.run, ctx))
+                for ev in evidence_passes(profile, spec, "model")]  # the held-out reference text
+    # The reference pass first: the smoke perplexity is read from its log-probs of the same passages (one pass less).
+    failures += _model_steps(lm, spec, mdir, work, evidence, force)
     if not json_ok(mdir / SMOKE):
         work["smoke"] = run_cached(
-            lm, ModelStep("smoke", {"texts": profile.smoke_texts, "version": 2}), mdir,
+            lm, ModelStep("smoke", {"texts": profile.smoke_texts, "version": 3}), mdir,
             partial(_write_smoke, lm, profile, mdir, progress), partial(json_ok, mdir / SMOKE), use_cache=not force)
         write_json(mdir / MODEL_WORK, work)
     if not math.isfinite(read_json(mdir / SMOKE)["perplexity"]):
@@ -188,25 +196,7 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
         write_json(mdir / ERROR, {"error": line})
         log(f"{spec.name}: FAILED (the reason is listed at the end)")
         return [line]
-    ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=mdir)
-    steps = [(p, p.label, p.model_cache_key(profile), partial(p.model_done, profile, mdir),
-              partial(p.run_model, lm, profile, mdir))
-             for p in enabled_collectors(profile)]  # model-scope collectors (LPP), then evidence (reference text)
-    steps += [(ev, ev.label, ev.model_cache_key(profile, cfg.seed), partial(ev.done, mdir), partial(ev.run, ctx))
-              for ev in evidence_passes(profile, spec, "model")]
-    for owner, label, settings, done, run in steps:
-        if done():
-            continue
-        try:
-            if settings is None:  # not cacheable: computed every run
-                run()
-            else:
-                work[owner.name] = run_cached(lm, ModelStep(owner.name, settings), mdir, run, done,
-                                              use_cache=not force, owner=owner)
-                write_json(mdir / MODEL_WORK, work)
-        except UserError as e:
-            failures.extend(f"model '{spec.name}', {label}: {line}" for line in e.lines)
-            log(f"{spec.name} / {label}: FAILED (the reason is listed at the end)")
+    failures += _model_steps(lm, spec, mdir, work, collectors, force)
     entries: list[tuple[str, str]] = []  # lm-eval entries run together: a group's leaves are scored as one
     for task in profile.tasks:
         if task.lm_eval is None:
@@ -223,8 +213,30 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     return failures
 
 
+def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], steps: list[Any],
+                 force: bool) -> list[str]:
+    """Run each model-only step that is not done, through the model cache where it has a key; the failures' lines."""
+    failures: list[str] = []
+    for owner, label, settings, done, run in steps:
+        if done():
+            continue
+        try:
+            if settings is None:  # not cacheable: computed every run
+                run()
+            else:
+                work[owner.name] = run_cached(lm, ModelStep(owner.name, settings), mdir, run, done,
+                                              use_cache=not force, owner=owner)
+                write_json(mdir / MODEL_WORK, work)
+        except UserError as e:
+            failures.extend(f"model '{spec.name}', {label}: {line}" for line in e.lines)
+            log(f"{spec.name} / {label}: FAILED (the reason is listed at the end)")
+    return failures
+
+
 def _write_smoke(lm: Any, profile: Profile, mdir: Path, progress: bool) -> None:
-    write_json(mdir / SMOKE, smoke(lm, n_texts=profile.smoke_texts, progress=progress))
+    """``smoke.json``, from the held-out reference pass's log-probs where this model has them."""
+    write_json(mdir / SMOKE, smoke(lm, n_texts=profile.smoke_texts, progress=progress,
+                                   reference=mdir / REFERENCE_LOGPROBS))
 
 
 def _out_of_memory(e: BaseException) -> bool:

@@ -159,7 +159,8 @@ def collect_reference(lm: Any, model_dir: Path, settings: ContaminationConfig, *
         if wrote_lp:
             model_dir.mkdir(parents=True, exist_ok=True)
             save_logprobs(lp_path, [f"ref-{j:04d}" for j in range(len(body))], lps,
-                          meta={"kind": "reference", "corpus": "lambada", "max_tokens": REFERENCE_MAX_TOKENS,
+                          meta={"kind": "reference", "corpus": "lambada" if passages is None else "given",
+                                "max_tokens": REFERENCE_MAX_TOKENS,
                                 "model": getattr(getattr(lm, "spec", None), "name", None), "seconds": seconds})
         if not verbatim:
             return {}

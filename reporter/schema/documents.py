@@ -278,7 +278,12 @@ class Smoke(TypedDict, total=False):
     mean_nll: float
     n_texts: int
     n_tokens: int
+    #: each passage's first ``max_tokens`` tokens (the held-out reference pass's cut)
+    max_tokens: int
     corpus: str
+    #: ``reference_logprobs.npz`` (read from the held-out reference pass) or ``own pass``
+    source: str
+    seconds: float
 
 
 class LMEvalGroup(TypedDict, total=False):
