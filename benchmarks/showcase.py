@@ -308,10 +308,11 @@ def check_same(run_a: Path, run_b: Path, rel_tol: float = 0.0) -> list[str]:
     return differences(*docs, rel_tol=rel_tol)
 
 
-def _reporter(*args: str) -> None:
+def _reporter(*args: str) -> int:
+    """Run reporter's command line; its exit status (reporter prints its own one-line reason when it is not 0)."""
     cmd = [str(Path(sys.executable).with_name("reporter")), *args]
     log("$ " + " ".join(cmd))
-    subprocess.run(cmd, check=True)
+    return subprocess.run(cmd).returncode
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -320,6 +321,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--build-only", action="store_true", help="build (or find) the models and stop")
     ap.add_argument("--list", action="store_true", help="list the cache entries and their recipes")
     ap.add_argument("--progress", action="store_true", help="show reporter's progress bars")
+    ap.add_argument("--force", action="store_true",
+                    help="recompute the run (reporter run --force): e.g. when OUTPUT/run was made by other code")
     ap.add_argument("--check-same", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"),
                     help="compare two run directories' results.json apart from timings and exit (1: they differ)")
     ap.add_argument("--rel-tol", type=float, default=0.0, help="relative tolerance of floats for --check-same")
@@ -352,12 +355,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(timing))
         return 0
     t1 = time.perf_counter()
-    _reporter("run", str(out / "models.yaml"), "-o", str(out / "run"), *([] if args.progress else ["--no-progress"]))
+    code = _reporter("run", str(out / "models.yaml"), "-o", str(out / "run"),
+                     *([] if args.progress else ["--no-progress"]), *(["--force"] if args.force else []))
+    if code != 0:  # reporter said why; no compare of a run that did not finish
+        return code
     timing["run_s"] = time.perf_counter() - t1
     # the release candidate (its last checkpoint) against its base, both in this run: release notes
     t2 = time.perf_counter()
-    _reporter("compare", str(out / "run"), str(out / "run"), "--pair",
-              f"SmolLM2-135M-Instruct=SmolLM2-RC step {max(rc)}", "-o", str(out / "compare"))
+    code = _reporter("compare", str(out / "run"), str(out / "run"), "--pair",
+                     f"SmolLM2-135M-Instruct=SmolLM2-RC step {max(rc)}", "-o", str(out / "compare"))
+    if code != 0:
+        return code
     timing["compare_s"] = time.perf_counter() - t2
     (out / "timing.json").write_text(json.dumps(timing, indent=1))
     log(f"models {timing['build_s']:.0f} s, run and card {timing['run_s']:.0f} s, compare {timing['compare_s']:.0f} s")
