@@ -91,7 +91,8 @@ def _recorded_seconds(p: Path) -> float | None:
 
 
 def where_time_went(run: Path, model: str) -> dict[str, Any]:
-    """The seconds a reporter run's artifacts record (load, smoke, each evidence pass) and the evidence's sum.
+    """The seconds a reporter run's artifacts record (load, smoke, each task's generation with its collectors,
+    each evidence pass) and the sums of the tasks (``tasks_s``) and of the evidence (``evidence_s``).
 
     Artifacts of a model-only step the run read back from the cache count 0 (``cached``).
     """
@@ -102,9 +103,15 @@ def where_time_went(run: Path, model: str) -> dict[str, Any]:
     except (OSError, ValueError):
         work = {}
     cached = {f for step, files in _STEP_FILES.items() if work.get(step) == "cached" for f in files}
-    ev = 0.0
+    ev = tasks = 0.0
     for p in sorted([*mdir.rglob("*.json"), *mdir.rglob("*.npz")]):
-        if p.name in ("model.json", "summary.json", "model_work.json", "error.json"):
+        if p.name in ("model.json", "model_work.json", "error.json"):
+            continue
+        if p.name == "summary.json":  # the task itself: generation, its collectors, scoring
+            sec = _recorded_seconds(p)
+            if sec is not None:
+                out[str(p.relative_to(mdir))] = round(sec, 2)
+                tasks += sec
             continue
         sec = _recorded_seconds(p)
         if sec is None:
@@ -116,6 +123,7 @@ def where_time_went(run: Path, model: str) -> dict[str, Any]:
         out[name] = round(sec, 2)
         if p.name != "smoke.json":
             ev += sec
+    out["tasks_s"] = round(tasks, 2)
     out["evidence_s"] = round(ev, 2)
     out["model_work"] = work
     return out

@@ -40,6 +40,20 @@ def tiny_model(family: str, vocab: int = 211, seed: int = 0, **size):
     return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
 
 
+#: keys that hold wall times: they differ between two runs of the same work
+TIMING_KEYS = frozenset({"seconds", "load_seconds"})
+
+
+def without_timings(x):
+    """``x`` (JSON data) without its wall times (:data:`TIMING_KEYS`, at any depth): what two runs of the same
+    work must hold equal."""
+    if isinstance(x, dict):
+        return {k: without_timings(v) for k, v in x.items() if k not in TIMING_KEYS}
+    if isinstance(x, list):
+        return [without_timings(v) for v in x]
+    return x
+
+
 def assert_same_results(got, want, kept):
     """Two (MUI, token log-probs, calibration) collector triples hold the same results in float64: equal
     key-neuron sets (some found), log-probs to float32 storage (NaN where NaN), option probabilities to 1e-12."""

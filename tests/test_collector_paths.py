@@ -33,8 +33,8 @@ from .conftest import tiny_lm
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-#: summary keys that name the path itself
-PATH_KEYS = {"collection", "collection_fallback"}
+#: summary keys that name the path itself, and the task's wall time
+PATH_KEYS = {"collection", "collection_fallback", "seconds"}
 
 
 def _two_path_plugins(profile: Profile) -> list[CollectorPlugin]:

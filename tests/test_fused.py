@@ -175,6 +175,7 @@ def test_task_run_fused_equals_teacher_forced(tmp_path):
     stop string; each summary records its path."""
     import dataclasses
     import json
+    import time
 
     from reporter.collect.plan import plan_task
     from reporter.collect.task_run import collection_path, run_task
@@ -198,8 +199,13 @@ def test_task_run_fused_equals_teacher_forced(tmp_path):
         assert collection_path(lm, profile) == path
         for cfg in tasks:
             d = tmp_path / path / cfg.name
+            t0 = time.perf_counter()
             summary = run_task(lm, profile, cfg, plan_task(lm, cfg, seed=0), d, seed=0, progress=False)
+            wall = time.perf_counter() - t0
             assert summary["collection"] == path
+            # the task's own wall time, inside the call's; a finished task is read back as it was written
+            assert 0 < summary["seconds"] <= wall
+            assert run_task(lm, profile, cfg, plan_task(lm, cfg, seed=0), d, seed=0, progress=False) == summary
             out[path, cfg.name] = (summary, read_samples(d / "samples.jsonl"), load_neuron_sets(d / "neurons.npz"),
                                    load_logprobs(d / "logprobs.npz")[0])
     for cfg in tasks:

@@ -14,7 +14,7 @@ from reporter.cli import main
 from reporter.collect.model_cache import CACHE_DIR
 from reporter.models.identity import directory_sha256, model_identity
 
-from .conftest import small_random, tiny_lm
+from .conftest import small_random, tiny_lm, without_timings
 
 PROFILE = ("lpp: {n_texts: 3, context: 40, min_tokens: 40}\nsmoke_texts: 2\n"
            "contamination: {verbatim_items: 2, reference_texts: 3, untrained: true}\n"
@@ -53,8 +53,8 @@ def _evidence(run: Path, name: str) -> dict:
 
 def _models(run: Path) -> dict:
     res = json.loads((run / "results.json").read_text())["models"]
-    res["tiny"]["meta"].pop("load_seconds")
-    return res
+    assert "load_seconds" in res["tiny"]["meta"]
+    return without_timings(res)
 
 
 @pytest.fixture(scope="module")

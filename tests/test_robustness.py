@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from reporter.cli import main
 from reporter.store.lock import run_lock
 
-from .conftest import rename_model, small_random, tiny_lm
+from .conftest import rename_model, small_random, tiny_lm, without_timings
 
 DATA = Path(__file__).parent / "data"
 TINY = "{layers: 2, hidden: 64, intermediate: 96, heads: 4}"
@@ -46,10 +46,7 @@ def _one_error(r) -> str:
 
 
 def _models_section(path: Path) -> dict:
-    res = json.loads(path.read_text())
-    for m in res["models"].values():
-        (m.get("meta") or {}).pop("load_seconds", None)
-    return res["models"]
+    return without_timings(json.loads(path.read_text())["models"])
 
 
 @pytest.fixture(scope="module")

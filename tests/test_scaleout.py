@@ -12,7 +12,7 @@ from reporter.config import ModelSpec, parse_config
 from reporter.errors import UserError
 from reporter.models.loading import load_model
 
-from .conftest import small_random, tiny_lm
+from .conftest import small_random, tiny_lm, without_timings
 
 YAML = """
 profile: {profile}
@@ -28,9 +28,7 @@ PROFILE = ("lpp: {n_texts: 3, context: 40, min_tokens: 40}\n"
 
 def _strip(res):
     res.pop("run")
-    for m in res["models"].values():
-        m["meta"].pop("load_seconds", None)
-    return res
+    return without_timings(res)
 
 
 def _assert_same(x, y, path="results"):

@@ -20,6 +20,7 @@ task done.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
     generation and scoring alone, the benchmark's "collectors off"); with explicit plugins a
     finished ``summary.json`` is not reused (it says nothing about which plugins wrote it).
     """
+    t0 = time.perf_counter()
     task_dir.mkdir(parents=True, exist_ok=True)
     summary_path = task_dir / SUMMARY
     if plugins is None and task_complete(profile, task_dir):
@@ -111,7 +113,7 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
         append_samples(samples_path, [r for r in batch.records if r["id"] not in done])
         bar.update(len(idx))
     bar.close()
-    return finish_task(ctx, plugins, fused, fallback)
+    return finish_task(ctx, plugins, fused, fallback, started=t0)
 
 
 def collection_path(lm: Any, profile: Profile, plugins: list[CollectorPlugin] | None = None) -> str:
@@ -180,8 +182,12 @@ def _collect(lm: Any, batch: BatchContext, plugins: list[CollectorPlugin]) -> No
 
 
 def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
-                fallback: str | None = None) -> dict[str, Any]:
-    """Score with a CI, let every plugin merge its batches into summary fields, write ``summary.json``."""
+                fallback: str | None = None, started: float | None = None) -> dict[str, Any]:
+    """Score with a CI, let every plugin merge its batches into summary fields, write ``summary.json``.
+
+    ``started``: a :func:`time.perf_counter` reading at the task's start; the summary then records ``seconds``,
+    the wall time from it to the summary (generation, the collectors, scoring, the collectors' merge).
+    """
     plan = ctx.plan
     samples = read_samples(ctx.task_dir / SAMPLES)
     recs = [samples[it.id] for it in plan.items]
@@ -198,6 +204,8 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
         summary.update(p.finish_task(ctx, samples))
     if plan.task.summarize is not None:
         summary.update(plan.task.summarize([r["response"] for r in recs], plan.items))
+    if started is not None:
+        summary["seconds"] = round(time.perf_counter() - started, 3)
     write_json(ctx.task_dir / SUMMARY, summary)
     shutil.rmtree(ctx.parts_dir, ignore_errors=True)
     return summary

@@ -188,6 +188,9 @@ class TaskSummary(TypedDict, total=False):
     overconfidence: Fraction
     #: an lm-evaluation-harness task: its lm-eval name, version, n-shot, metrics and data
     lm_eval: LMEvalInfo
+    #: wall time from the task's start to this summary in the process that finished it (after a resume: the
+    #: batches that process ran): generation, the collectors, scoring. The evidence is timed in its own files
+    seconds: float
 
 
 # --- per model: lpp.json -------------------------------------------------------------------------
