@@ -59,6 +59,7 @@ def test_a_group_runs_end_to_end_with_lm_evals_aggregation(lm_eval_run, tmp_path
         entry = model["tasks"][leaf]
         assert entry["n"] == 2 and entry["lm_eval"]["group"] == "mmlu_mini" and entry["lm_eval"]["n_shot"] == 0
         assert entry["chance"] == 0.25 and "mui" in entry
+        assert entry["seconds"] > 0  # the leaf's own requests and summary, timed
     groups = json.loads((run / "models" / "Llama-chat" / "lm_eval_groups.json").read_text())
     spec = ModelSpec(name="Llama chat", source="random:llama",  # as the shared run's models.yaml (small_random)
                      random={"layers": 2, "hidden": 64, "intermediate": 96, "heads": 4,

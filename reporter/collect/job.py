@@ -17,6 +17,7 @@ import math
 import re
 import shutil
 import sys
+import time
 import weakref
 from dataclasses import dataclass
 from functools import partial
@@ -350,11 +351,14 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
         plans = [run.plan_leaf(rlm, resolved, t, cfg.seed) for t in members]
         done = {t.name: run.leaf_complete(profile, dirs[t.name]) for t in members}
         if not all(done.values()) or (group is not None and group not in (read_json(groups_path) or {})):
+            spent: dict[str, float] = {}  # each leaf's own requests; lm-eval's scoring of the entry is shared
             for lp in plans:
                 if done[lp.config.name]:
                     rlm.store.update(read_json(dirs[lp.config.name] / run.RESPONSES))
                 else:
+                    t0 = time.perf_counter()
                     run.execute_leaf(lm, rlm, profile, lp, dirs[lp.config.name], seed=cfg.seed, progress=progress)
+                    spent[lp.config.name] = time.perf_counter() - t0
             result = run.score_entry(rlm, resolved, plans)
             if rlm.misses:
                 log(f"{name} / {label}: {rlm.misses} lm-eval requests were not among the answers reporter collected")
@@ -364,7 +368,8 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
                 if not done[lp.config.name]:
                     collection, fallback = run.leaf_collection(lm, profile, lp)
                     summary = run.finish_leaf(lm, profile, lp, dirs[lp.config.name], result, seed=cfg.seed,
-                                              collection=collection, fallback=fallback)
+                                              collection=collection, fallback=fallback,
+                                              spent=spent.get(lp.config.name))
                     _log_score(name, lp.config.name, summary)
     except UserError as e:
         log(f"{name} / {label}: FAILED (the reason is listed at the end)")

@@ -31,6 +31,7 @@ group results.
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -456,8 +457,13 @@ def primary_metric(lp: LeafPlan, samples: Sequence[dict[str, Any]]) -> str:
 
 def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result: dict[str, Any], *, seed: int,
                 collection: str, plugins: list[CollectorPlugin] | None = None,
-                fallback: str | None = None) -> dict[str, Any]:
-    """Write one leaf's samples (lm-eval's per-item metrics) and summary; merge the collectors' batches."""
+                fallback: str | None = None, spent: float | None = None) -> dict[str, Any]:
+    """Write one leaf's samples (lm-eval's per-item metrics) and summary; merge the collectors' batches.
+
+    ``spent``: the seconds :func:`execute_leaf` took on this leaf; the summary's ``seconds`` is that plus this
+    call's own time (lm-eval's scoring of the whole entry, shared by its leaves, is in neither).
+    """
+    t0 = time.perf_counter()
     leaf = lp.config.lm_eval
     assert leaf is not None
     ctx = TaskContext(lm=lm, profile=profile, config=lp.config, plan=lp.plan, task_dir=task_dir, seed=seed)
@@ -511,6 +517,8 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
         summary["chance"] = chance
     for p in plugins:
         summary.update(p.finish_task(ctx, samples))
+    if spent is not None:
+        summary["seconds"] = round(spent + time.perf_counter() - t0, 3)
     write_json(task_dir / SUMMARY, summary)
     shutil.rmtree(ctx.parts_dir, ignore_errors=True)
     return summary

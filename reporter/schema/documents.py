@@ -189,7 +189,8 @@ class TaskSummary(TypedDict, total=False):
     #: an lm-evaluation-harness task: its lm-eval name, version, n-shot, metrics and data
     lm_eval: LMEvalInfo
     #: wall time from the task's start to this summary in the process that finished it (after a resume: the
-    #: batches that process ran): generation, the collectors, scoring. The evidence is timed in its own files
+    #: batches that process ran): generation, the collectors, scoring. The evidence is timed in its own files; an
+    #: lm-eval task counts its own requests and its summary, not lm-eval's scoring, which its group's tasks share
     seconds: float
 
 
