@@ -158,6 +158,11 @@ def test_cli_overrides_for_seed_and_device(tiny_yaml, tmp_path):
     assert man["seed"] == 3 and man["resolved"]["config"]["device"] == "cpu"
     res = json.loads((out / "results.json").read_text())
     assert {m["meta"]["device"] for m in res["models"].values()} == {"cpu"}
+    for model, m in res["models"].items():  # each task's progress line says how long the task took
+        assert m["tasks"]
+        for task, t in m["tasks"].items():
+            line = next(x for x in r.output.splitlines() if x.startswith(f"{model} / {task}: "))
+            assert line.endswith(f"({t['seconds']:.1f} s)"), line
     assert {m["meta"]["random_seed"] for m in res["models"].values()} == {3}
 
 

@@ -300,7 +300,8 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
 def _log_score(model: str, task: str, summary: dict[str, Any]) -> None:
     log(f"{model} / {task}: {100 * summary['score']:.1f}% "
         f"[{100 * summary['ci_low']:.1f}, {100 * summary['ci_high']:.1f}] n={summary['n']}"
-        + (f", MUI {summary['mui']:.2f}%" if "mui" in summary else ""))
+        + (f", MUI {summary['mui']:.2f}%" if "mui" in summary else "")
+        + (f" ({summary['seconds']:.1f} s)" if isinstance(summary.get("seconds"), (int, float)) else ""))
 
 
 def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_dir: Path, plan: Any,
