@@ -59,6 +59,7 @@ def finished(tmp_path_factory):
     _write(root, models=f"models:\n  - {{name: tiny, source: {root / 'local'}, kind: base}}\n")  # copies share it
     r = _run("run", str(root / "models.yaml"), "-o", str(root / "run"), "--no-render")
     assert r.exit_code == 0, r.output
+    assert "Loading weights" not in r.output, r.output  # --no-progress hides transformers' own bars too
     return root
 
 
