@@ -263,16 +263,24 @@ def preference_bound(ranks: Sequence[int], m: Sequence[int], level: float = 0.95
             "top_share": float(np.mean(r == 0)), "chance": c, "n": int(n)}
 
 
-DETECT_P = 0.05  # a benchmark is calibrated when the clean models' preference is detected at this level
+DETECT_P = 0.05  # the clean models' preference counts as detected at this level (recorded; the share is the bound)
 
 
 def calibration(rows: Sequence[dict[str, Any]], clean: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Per benchmark, the calibrated null's preference share and why.
 
-    The clean models' exchangeable p-values are combined (Fisher's method, :func:`scipy.stats.combine_pvalues`;
-    the models' ranks correlate, so this errs towards calibrating, the conservative side). Where the combined
-    p < :data:`DETECT_P` the share is the largest :func:`preference_bound` over the clean models; elsewhere it
-    is 0 (the orders stay exchangeable). Each model's bound is kept for the record.
+    The share is the largest :func:`preference_bound` over the clean models, on every benchmark the study
+    measured. The clean models' exchangeable p-values are combined (Fisher's method,
+    :func:`scipy.stats.combine_pvalues`) and recorded as ``detected`` (combined p < :data:`DETECT_P`), which the
+    reason states; it no longer decides the share. Until 2026-12-05 an undetected preference left the orders
+    exchangeable, and HellaSwag's clean models then fired a run's one test on 2.5-3.6 % of draws against the
+    nominal 1 % (a graded lean that the top-share detection misses; ``evidence_power.py --null-study`` on a second
+    200-item sample). Each model's bound is kept for the record.
+
+    >>> rows = [{"model": "a", "benchmark": "b", "ranks": [0, 1, 2, 3] * 10, "m": [3] * 40,
+    ...          "published": {"p_fisher": 0.6}}]
+    >>> d = calibration(rows, ["a"])["b"]; d["detected"], d["preference"] == d["bound"] > 0
+    (False, True)
     """
     from scipy.stats import combine_pvalues
 
@@ -288,14 +296,16 @@ def calibration(rows: Sequence[dict[str, Any]], clean: Sequence[str]) -> dict[st
         ps = [m["p_fisher"] for m in d["models"].values()]
         d["p_combined"] = float(combine_pvalues(ps, method="fisher").pvalue) if len(ps) > 1 else float(ps[0])
         d["detected"] = bool(d["p_combined"] < DETECT_P)
-        d["preference"] = d["bound"] if d["detected"] else 0.0
+        d["preference"] = d["bound"]
         seen = "; ".join(f"{name} {m['top_share']:.0%} of {m['n']} (p {m['p_fisher']:.2g})"
                          for name, m in d["models"].items())
         chance = max(m["chance"] for m in d["models"].values())
         d["why"] = (f"clean models put the published order first for {seen}, chance {chance:.0%}; "
                     + (f"the share {d['preference']:.0%} is the largest upper 95% bound of that preference"
                        if d["detected"] else
-                       f"no preference detected (combined p {d['p_combined']:.2g}), so the orders stay exchangeable"))
+                       f"no top-share preference detected (combined p {d['p_combined']:.2g}), but a graded lean "
+                       f"that this misses made clean models fire above the nominal rate under exchangeability, so the "
+                       f"share {d['preference']:.0%} is the largest upper 95% bound all the same"))
     return out
 
 
@@ -315,7 +325,7 @@ def verdicts(rows: Sequence[dict[str, Any]], recs: dict[tuple[str, str], dict[st
                                              for it in rec["per_item"]]}
         bench = cal.get(r["benchmark"], {"models": {}})
         others = [b["w"] for mname, b in bench["models"].items() if not (leave_out and mname == r["model"])]
-        w = max(others, default=0.0) if bench.get("detected", True) else 0.0
+        w = max(others, default=0.0)
         null = {"name": "calibrated", "preference": w, "source": "study"} if w > 0 else EXCHANGEABLE
         e, c = option_order_signal(order), option_order_signal(order, null)  # type: ignore[arg-type]
         sig_e.append({"option_order": e})
@@ -364,9 +374,9 @@ def report(out: Path, seed: int, clean: Sequence[str] = CLEAN) -> str:
                      f"{pv(p['p_fisher'])} | {pct(s['top_share'])} | {pct(s['chance'])} | {pv(s['p_fisher'])} | "
                      f"{num(ln['mean_rho'])} | {pv(ln['p'])} | {num(al['mean_rho'])} | {pv(al['p'])} | "
                      f"{num(ln['published_tau'])} | {num(al['published_tau'])} |")
-    lines += ["", "Calibrated null per benchmark (calibrated where the clean models' combined p < "
-              f"{DETECT_P:g}; share = the largest upper 95 % bound over the clean models):", "",
-              "| benchmark | combined p | calibrated | preference share | "
+    lines += ["", "Calibrated null per benchmark (share = the largest upper 95 % bound over the clean models, "
+              f"whether or not their combined p < {DETECT_P:g} detects a preference):", "",
+              "| benchmark | combined p | detected | preference share | "
               + " | ".join(f"{m}: top share, bound" for m in clean) + " |",
               "|---|---|---|---|" + "---|" * len(clean)]
     for b, d in sorted(cal.items()):

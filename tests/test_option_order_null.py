@@ -168,12 +168,31 @@ def test_the_study_report_and_calibration_file(models, tmp_path):
 
 def test_the_shipped_calibration_names_its_benchmarks():
     """The run uses the calibrated null on the benchmarks the study measured, and says so; elsewhere it is exchangeable."""
-    for task in ("mmlu", "mmlu_anatomy", "arc_challenge", "arc_easy"):
+    for task in ("mmlu", "mmlu_anatomy", "arc_challenge", "arc_easy", "hellaswag"):
         null = order_null_for(task)
         assert null["name"] == "calibrated" and 0 < null["preference"] < 0.5 and "study" in null["source"]
-    # measured, no preference found: exchangeable, and the card can say the study checked it
-    assert order_null_for("hellaswag")["name"] == "exchangeable" and "no preference" in order_null_for("hellaswag")["source"]
+    # measured, no top-share preference detected: the bound all the same (a graded lean fired clean models above
+    # the nominal rate under exchangeability), and the source says so
+    hs = order_null_for("hellaswag")
+    assert "no top-share preference detected" in hs["source"] and "largest upper 95% bound" in hs["source"]
     assert order_null_for("my-own-data") == EXCHANGEABLE
+
+
+def test_an_undetected_preference_still_takes_its_bound():
+    """The study's calibration: a benchmark where the clean models' top share shows nothing still gets the largest
+    upper bound of their preference (the graded lean that HellaSwag's clean models showed); the reason says so."""
+    study = benchmark_script("option_order_null")
+    rows = []
+    for name, seed in (("a", 5), ("b", 6)):
+        # ranks a little high but first no more often than chance: a graded lean among 4 orders
+        ranks = np.random.default_rng(seed).choice(4, size=200, p=[0.25, 0.33, 0.23, 0.19]).tolist()
+        rows.append({"model": name, "benchmark": "graded", "ranks": ranks, "m": [3] * 200,
+                     "published": {"p_fisher": order_fisher_pvalue(ranks, [3] * 200)}})
+    d = study.calibration(rows, ["a", "b"])["graded"]
+    assert not d["detected"] and d["p_combined"] > 0.05
+    bounds = [study.preference_bound(r["ranks"], r["m"])["w"] for r in rows]
+    assert d["preference"] == pytest.approx(max(bounds)) and d["preference"] > 0
+    assert "no top-share preference detected" in d["why"] and f"{d['preference']:.0%}" in d["why"]
 
 
 def test_the_card_names_the_null_of_each_option_order_test(models):

@@ -115,10 +115,11 @@ CONTAMINATION_RULE = (
     "other options, numbers or ordinals in sorted order, fixed grids such as 'True, True / False, False', a task's "
     "shared label set) are left out; effect = share of items whose published order is the most "
     f"likely minus the chance share 1/(m+1) (at least {ORDER_MIN_EXCESS:g}; at least {MIN_ITEMS} items). On "
-    f"{', '.join(calibrated_benchmarks())} the published order is not exchangeable even for clean models: the null "
-    "study (benchmarks/option_order_null.py) found clean models of two families putting it first more often than "
-    "chance, the untrained baseline not, and no simple listing convention explaining it (human-authored orders read "
-    "more naturally; HellaSwag, whose orders were randomised by its authors, shows none). There the test uses a "
+    f"{', '.join(calibrated_benchmarks())} the null study (benchmarks/option_order_null.py) measured clean models of "
+    "two families: on ARC and MMLU they put the published order first more often than chance, the untrained baseline "
+    "not, and no simple listing convention explains it (human-authored orders read more naturally); on HellaSwag, "
+    "whose orders its authors randomised, no top-share excess was detected, but a graded lean made clean models fire "
+    "the exchangeable test above its nominal rate. On these benchmarks the test uses a "
     "calibrated null: with the benchmark's measured share w (the "
     "largest upper 95% bound over the clean models) an item's published order is first whatever the model saw, "
     "otherwise its rank is uniform; the exact Fisher p-value and the chance share w + (1 - w)/(m + 1) are "
@@ -314,8 +315,8 @@ def option_order_signal(order: Mapping[str, Any] | None, null: OrderNull | None 
             "evidence": f"the published option order is the most likely of {int(np.median(m)) + 1} orders for "
                         f"{int(np.sum(r == 0))} of {len(items)} items ("
                         + (f"chance {chance:.0%}" if w == 0 else
-                           f"{chance:.0%} expected under the calibrated null, in which clean models put the "
-                           f"published order first for {w:.0%} of the items")
+                           f"{chance:.0%} expected under the calibrated null, in which {w:.0%} of the items have "
+                           f"their published order first whatever the model saw, the most that clean models showed")
                         + f"); Fisher's -2 sum ln p {fisher:.1f} vs {fisher_null:.1f} expected"}
 
 

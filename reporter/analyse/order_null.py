@@ -2,7 +2,8 @@
 
 ``benchmarks/option_order_null.py`` scores clean models on the shipped benchmarks and writes
 ``reporter/data/option_order_null.json`` (``--ship``): per benchmark, the share ``w`` of items whose published
-order clean models put first by themselves (0 where no preference was detected). The test then uses
+order clean models may put first by themselves (the largest upper 95% bound over them, on every benchmark it
+measured, whether or not a preference was detected). The test then uses
 :func:`reporter.metrics.rank_tests.order_fisher_pvalue`'s mixture null with that share.
 
 >>> order_null_for("mmlu")["name"], order_null_for("my-own-data") == EXCHANGEABLE
@@ -47,12 +48,12 @@ def _is_mmlu_subtask(task: str) -> bool:
 
 
 def order_null_for(task: str) -> OrderNull:
-    """The option-order test's null for ``task``: the calibrated one where the null study found clean models
-    preferring its benchmark's published order (``benchmarks/option_order_null.py``; lm-eval's ``mmlu_<subject>``
-    tasks take MMLU's), else exchangeability (with the study's finding as its source where it measured the task).
+    """The option-order test's null for ``task``: the calibrated one on the benchmarks the null study measured on
+    clean models (``benchmarks/option_order_null.py``; lm-eval's ``mmlu_<subject>`` tasks take MMLU's), else
+    exchangeability.
 
     >>> [order_null_for(t)["name"] for t in ("my-own-data", "mmlu", "mmlu_anatomy", "mmlu_pro", "hellaswag")]
-    ['exchangeable', 'calibrated', 'calibrated', 'exchangeable', 'exchangeable']
+    ['exchangeable', 'calibrated', 'calibrated', 'exchangeable', 'calibrated']
     """
     cal = _calibration()
     bench = task if task in cal["benchmarks"] else "mmlu" if _is_mmlu_subtask(task) else None
@@ -67,7 +68,7 @@ def order_null_for(task: str) -> OrderNull:
 def calibrated_benchmarks() -> list[str]:
     """The benchmarks whose option-order test uses the calibrated null (for the rule's text).
 
-    >>> "mmlu" in calibrated_benchmarks() and "hellaswag" not in calibrated_benchmarks()
-    True
+    >>> calibrated_benchmarks()
+    ['arc_challenge', 'arc_easy', 'hellaswag', 'mmlu']
     """
     return sorted(b for b, v in _calibration()["benchmarks"].items() if float(v["preference"]) > 0)
