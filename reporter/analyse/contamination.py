@@ -316,7 +316,7 @@ def option_order_signal(order: Mapping[str, Any] | None, null: OrderNull | None 
                         f"{int(np.sum(r == 0))} of {len(items)} items ("
                         + (f"chance {chance:.0%}" if w == 0 else
                            f"{chance:.0%} expected under the calibrated null, in which {w:.0%} of the items have "
-                           f"their published order first whatever the model saw, the most that clean models showed")
+                           f"their published order first whatever the model saw, the most that clean models' ranks allow")
                         + f"); Fisher's -2 sum ln p {fisher:.1f} vs {fisher_null:.1f} expected"}
 
 
