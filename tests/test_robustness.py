@@ -142,6 +142,9 @@ def test_nan_weights_fail_the_model_with_a_clear_message(tmp_path):
     assert res["models"]["broken"]["status"] == "failed" and res["models"]["fine"]["status"] == "complete"
     assert "broken failed to evaluate: model &#39;broken&#39;: the model gives NaN" in (tmp_path / "run" / "card.html"
                                                                                          ).read_text()
+    # failed by a short pass before the model's longer ones: no held-out reference pass was spent on it
+    broken = tmp_path / "run" / "models" / "broken"
+    assert (broken / "error.json").is_file() and not (broken / "reference_logprobs.npz").exists()
 
 
 def test_a_model_too_large_to_allocate_fails_alone_in_one_line(tmp_path):

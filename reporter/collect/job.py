@@ -2,9 +2,10 @@
 
 Self-contained so that an executor can run it anywhere that sees the run directory. Each
 finished piece of work is written as soon as it exists, so a failed or interrupted job loses
-nothing and a rerun picks up where it stopped. Steps: load, ``model.json``, the smoke
-perplexity, every enabled model-scope collector (e.g. LPP), every model-scope evidence pass
-(the held-out reference text), then per task the task run and every task-scope evidence pass
+nothing and a rerun picks up where it stopped. Steps: load, ``model.json``, a 16-token check
+that the model gives finite log-probabilities, every model-scope evidence pass (the held-out
+reference text), the smoke perplexity (read from that pass), every enabled model-scope
+collector (e.g. LPP), then per task the task run and every task-scope evidence pass
 (option order, verbatim completion, the other split, the ablation check). Collectors and
 evidence passes are plugins (:mod:`reporter.collect.collectors`, :mod:`reporter.collect.evidence`):
 this module knows none of them by name, and asks each of them whether it is done.
@@ -38,7 +39,7 @@ from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
 from .model_cache import ModelStep, run_cached
 from .plan import plan_task
-from .smoke import smoke
+from .smoke import runs_finite, smoke
 from .task_run import run_task, task_complete
 
 __all__ = ["collect_model", "log", "model_done", "task_done", "wants_evidence"]
@@ -201,6 +202,9 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
                   for p in enabled_collectors(profile)]  # model-scope collectors (LPP)
     evidence = [(ev, ev.label, ev.model_cache_key(profile, cfg.seed), partial(ev.done, mdir), partial(ev.run, ctx))
                 for ev in evidence_passes(profile, spec, "model")]  # the held-out reference text
+    # A moment's check before the longer passes: damaged weights fail here, not after the reference pass.
+    if not json_ok(mdir / SMOKE) and not runs_finite(lm):
+        return [_not_finite(spec, mdir)]
     # The reference pass first: the smoke perplexity is read from its log-probs of the same passages (one pass less).
     failures += _model_steps(lm, spec, mdir, work, evidence, force)
     if not json_ok(mdir / SMOKE):
@@ -210,11 +214,7 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
         write_json(mdir / MODEL_WORK, work)
     if not math.isfinite(read_json(mdir / SMOKE)["perplexity"]):
         (mdir / SMOKE).unlink()
-        line = (f"model '{spec.name}': the model gives NaN or infinite log-probabilities on plain text; its weights "
-                "are damaged or it does not run in this dtype (try dtype: float32)")
-        write_json(mdir / ERROR, {"error": line})
-        log(f"{spec.name}: FAILED (the reason is listed at the end)")
-        return [line]
+        return [_not_finite(spec, mdir)]
     failures += _model_steps(lm, spec, mdir, work, collectors, force)
     entries: list[tuple[str, str]] = []  # lm-eval entries run together: a group's leaves are scored as one
     for task in profile.tasks:
@@ -230,6 +230,15 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
                    and (("group", t.lm_eval_group) if t.lm_eval_group else ("task", t.name)) == entry]
         failures += _collect_lm_eval(lm, cfg, profile, members, rd, progress, _Scores("refresh" if force else "use", work, mdir))
     return failures
+
+
+def _not_finite(spec: ModelSpec, mdir: Path) -> str:
+    """The failure line of a model that gives NaN or infinite log-probabilities, written to its ``error.json``."""
+    line = (f"model '{spec.name}': the model gives NaN or infinite log-probabilities on plain text; its weights "
+            "are damaged or it does not run in this dtype (try dtype: float32)")
+    write_json(mdir / ERROR, {"error": line})
+    log(f"{spec.name}: FAILED (the reason is listed at the end)")
+    return line
 
 
 def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], steps: list[Any],

