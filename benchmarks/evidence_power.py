@@ -29,13 +29,15 @@ effect and its floor are the run's. Per size it reports:
 the control's contaminated tasks) and writes ``reporter/data/evidence_power.json``: per test and size,
 the share of samples that fire in a run of K tests, for a grid of K, pooled and per control. The card states that power at each
 run's own sizes and K (:mod:`reporter.analyse.control_power`), so that "no test fires" says how much
-it could have seen.
+it could have seen. ``--ship-task TASK`` writes controls fine-tuned on another benchmark as that task's own
+table (``by_task``), which the card reads that task's tests against.
 
 Usage::
 
     python benchmarks/contamination_control.py -o /tmp/ctl --tasks arc_challenge --untouched arc_easy:30
     python benchmarks/evidence_power.py /tmp/ctl --items 8,16,24,32 --orders 2,4,8 --tests 3,48
     python benchmarks/evidence_power.py /tmp/ctl-1234 /tmp/ctl-2027 --ship
+    python benchmarks/evidence_power.py /tmp/ctlhs-1234 /tmp/ctlhs-2027 --ship-task hellaswag
 """
 from __future__ import annotations
 
@@ -239,7 +241,7 @@ def ship(controls: Sequence[Path], *, draws: int, seed: int) -> dict[str, Any]:
             if "contaminated" in mdir.name:
                 pairs += [(c.name, f"{c.name}/{mdir.name}", t, mdir / "tasks" / t) for t in m["tasks"]]
 
-    def cell(test: str, n: int, m: int | None) -> dict[str, Any]:
+    def cell(test: str, n: int, m: int | None) -> dict[str, Any] | None:
         ps: dict[str, list[float]] = {}
         meets: dict[str, list[bool]] = {}
         for j, (ctl_name, _, task, tdir) in enumerate(pairs):
@@ -252,6 +254,8 @@ def ship(controls: Sequence[Path], *, draws: int, seed: int) -> dict[str, Any]:
                      if test == "option_order" else split_signal(subsample_split(rec, n, rng)))
                 ps.setdefault(ctl_name, []).append(s["p_value"])
                 meets.setdefault(ctl_name, []).append(bool(s["meets_effect"]))
+        if not ps:  # no pair measured this test (HellaSwag has no other split)
+            return None
         every_p = np.concatenate([np.asarray(v) for v in ps.values()])
         every_meets = np.concatenate([np.asarray(v) for v in meets.values()])
         out: dict[str, Any] = {"items": n, **({"orders": m} if m is not None else {}), "draws": int(every_p.size),
@@ -260,8 +264,8 @@ def ship(controls: Sequence[Path], *, draws: int, seed: int) -> dict[str, Any]:
                                                      for k in SHIP_TESTS] for name in ps}}
         return out
 
-    table = {"option_order": [cell("option_order", n, m) for n in SHIP_ITEMS for m in SHIP_ORDERS],
-             "split_min_k": [cell("split_min_k", n, None) for n in SHIP_ITEMS]}
+    table = {"option_order": [c for n in SHIP_ITEMS for m in SHIP_ORDERS if (c := cell("option_order", n, m))],
+             "split_min_k": [c for n in SHIP_ITEMS if (c := cell("split_min_k", n, None))]}
     seeds = ", ".join(str(m["seed"]) for m in meta)
     return {"name": (f"positive-control power by size (benchmarks/evidence_power.py over contamination controls with "
                      f"seeds {seeds}: SmolLM2-135M-Instruct fine-tuned {meta[0]['epochs']} epochs on a seeded half of "
@@ -271,6 +275,21 @@ def ship(controls: Sequence[Path], *, draws: int, seed: int) -> dict[str, Any]:
                       f"{', '.join(meta[0]['tasks'])} items; {len(controls)} controls, 2 formats"),
             "controls": meta, "pairs": [p for _, p, _, _ in pairs], "draws_per_pair": draws, "seed": seed,
             "fdr_q": FDR_Q, "tests": list(SHIP_TESTS), **table}
+
+
+def ship_into(current: Mapping[str, Any], controls: Sequence[Path], *, task: str | None, draws: int,
+              seed: int) -> dict[str, Any]:
+    """The shipped file with the controls' table in it: the main table (``task`` None; ``by_task`` kept), or
+    ``by_task[task]``, the table that ``task``'s tests are read against (the rest kept). Every control of a task's
+    table must be fine-tuned on that task alone (``ValueError`` otherwise).
+    """
+    if task is None:
+        return {**ship(controls, draws=draws, seed=seed), **({"by_task": current["by_task"]} if "by_task" in current else {})}
+    for c in controls:
+        tasks = json.loads((c / "control.json").read_text())["meta"]["tasks"]
+        if list(tasks) != [task]:
+            raise ValueError(f"{c}: a control fine-tuned on {', '.join(tasks)}, not on {task} alone")
+    return {**current, "by_task": {**(current.get("by_task") or {}), task: ship(controls, draws=draws, seed=seed)}}
 
 
 def compact_json(doc: Any) -> str:
@@ -313,6 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--ship", action="store_true", help="write reporter/data/evidence_power.json from the controls")
+    ap.add_argument("--ship-task", metavar="TASK",
+                    help="write the controls' table into reporter/data/evidence_power.json as TASK's own (by_task), "
+                         "keeping the rest; every control must be fine-tuned on TASK alone")
     ap.add_argument("--null-study", action="store_true",
                     help="the directories are null studies (option_order_null.py -o DIR --perms 23): the option-order "
                          "test on clean models at each size, against the null's chance share")
@@ -339,9 +361,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (c / "run" / "models").is_dir() and not (c / "models").is_dir():
             print(f"evidence_power: {c}: no run/models directory (a contamination control's -o DIR)", file=sys.stderr)
             return 2
-    if a.ship:
-        doc = ship(a.control, draws=a.draws, seed=a.seed)
+    if a.ship or a.ship_task:
         dest = Path(__file__).resolve().parents[1] / "reporter" / "data" / "evidence_power.json"
+        try:
+            doc = ship_into(json.loads(dest.read_text()), a.control, task=a.ship_task, draws=a.draws, seed=a.seed)
+        except ValueError as e:
+            print(f"evidence_power: {e}", file=sys.stderr)
+            return 2
         dest.write_text(compact_json(doc) + "\n")
         print(f"wrote {dest}")
         return 0

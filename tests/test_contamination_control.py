@@ -192,6 +192,14 @@ def test_the_shipped_table_is_built_from_the_controls_own_signals(control, tmp_p
     small = next(c for c in doc["option_order"] if c["items"] == 8 and c["orders"] == 2)
     assert big["power"][0] >= small["power"][0]
     assert json.loads(ep.compact_json(doc)) == doc
+    # --ship-task: the controls' table goes in as that task's own, the rest of the file as it was
+    current = {"name": "main", "option_order": [], "by_task": {"other": {"name": "kept"}}}
+    with_task = ep.ship_into(current, [ctl], task="arc_challenge", draws=6, seed=0)
+    assert with_task["name"] == "main" and with_task["by_task"]["other"] == {"name": "kept"}
+    assert with_task["by_task"]["arc_challenge"] == doc
+    with pytest.raises(ValueError, match="fine-tuned on arc_challenge, not on hellaswag alone"):
+        ep.ship_into(current, [ctl], task="hellaswag", draws=6, seed=0)
+    assert ep.ship_into(current, [ctl], task=None, draws=6, seed=0) == {**doc, "by_task": current["by_task"]}
 
 
 def test_the_null_study_mode_counts_the_published_orders_on_top_as_the_test_does(tmp_path):

@@ -24,9 +24,12 @@ from reporter.card.render import render
 DATA = Path(__file__).parent / "data"
 
 
-def _reference(test, items, n_tests, orders=None):
-    """power_at_size by plain loops over the shipped file's cells."""
+def _reference(test, items, n_tests, orders=None, task=None):
+    """power_at_size by plain loops over the shipped file's cells (the task's own table where it has that test)."""
     tab = json.loads((Path(__file__).resolve().parents[1] / "reporter" / "data" / "evidence_power.json").read_text())
+    for name, own in tab.get("by_task", {}).items():
+        if name == task and own[test]:
+            tab = own
     if test == "option_order" and orders is None:
         return None  # without the fewest orders an item had, no cell is known to be at most the run's
     if test == "split_min_k":
@@ -53,10 +56,11 @@ def test_power_at_size_reads_the_table_cautiously():
     assert tab["tests"] == sorted(tab["tests"]) and {c["items"] for c in tab["option_order"]} >= {8, 32}
     for _ in range(300):
         items, orders, k = int(rng.integers(1, 80)), int(rng.integers(1, 12)), int(rng.integers(1, 1500))
+        task = [None, "arc_challenge", "hellaswag", "my-own-data"][int(rng.integers(4))]
         for test, o in (("option_order", orders), ("option_order", None), ("split_min_k", None),
                         ("split_min_k", orders)):
-            got = power_at_size(test, items=items, n_tests=k, orders=o)
-            ref = _reference(test, items, k, o)
+            got = power_at_size(test, items=items, n_tests=k, orders=o, task=task)
+            ref = _reference(test, items, k, o, task)
             if ref is None:
                 assert got is None, (test, items, o, k)
                 continue
@@ -70,14 +74,49 @@ def test_power_at_size_reads_the_table_cautiously():
 
 def test_the_table_is_a_power_curve():
     """Per cell, power can only fall as more tests are corrected together (it is the share with p * K < 0.01),
-    and every cell was drawn as often."""
+    and every cell was drawn as often; in the main table and in every task's own."""
+    for tab in (power_table(), *power_table()["by_task"].values()):
+        for test in ("option_order", "split_min_k"):
+            for c in tab[test]:
+                assert len(c["power"]) == len(tab["tests"])
+                assert all(0.0 <= a <= 1.0 for a in c["power"])
+                assert all(a >= b for a, b in zip(c["power"], c["power"][1:])), c
+                assert c["draws"] == tab["draws_per_pair"] * len(tab["pairs"])
+
+
+def test_a_task_with_its_own_control_is_read_against_it(tmp_path):
+    """HellaSwag's option-order test is read against the controls fine-tuned on HellaSwag items (``by_task``), every
+    other task against the ARC-Challenge controls, and the card names the control of each line."""
     tab = power_table()
-    for test in ("option_order", "split_min_k"):
-        for c in tab[test]:
-            assert len(c["power"]) == len(tab["tests"])
-            assert all(0.0 <= a <= 1.0 for a in c["power"])
-            assert all(a >= b for a, b in zip(c["power"], c["power"][1:])), c
-            assert c["draws"] == tab["draws_per_pair"] * len(tab["pairs"])
+    own, main = tab["by_task"]["hellaswag"], tab
+    assert all(c["tasks"] == ["hellaswag"] for c in own["controls"]) and "hellaswag" in own["short"]
+    hs = power_at_size("option_order", items=48, orders=3, n_tests=3, task="hellaswag")
+    arc = power_at_size("option_order", items=48, orders=3, n_tests=3, task="arc_challenge")
+    assert hs["control"] == own["short"] and arc["control"] == main["short"] and hs["power"] != arc["power"]
+    assert (hs["power"], hs["table_items"], hs["table_orders"], hs["table_tests"]) == _reference(
+        "option_order", 48, 3, 3, "hellaswag")
+    # HellaSwag's controls have no other split: a task's own table without a test leaves it to the main one
+    assert not own["split_min_k"]
+    assert power_at_size("split_min_k", items=32, n_tests=3, task="hellaswag")["control"] == main["short"]
+
+    root = tmp_path / "run"
+    shutil.copytree(DATA / "full", root)
+    res = json.loads((root / "results.json").read_text())
+    quiet = [r for r in res["analysis"]["contamination"] if r["severity"] == "none" and not r["baseline"]
+             and r["signals"]["option_order"].get("measured")]
+    assert len({r["task"] for r in quiet}) >= 2
+    renamed = quiet[0]["task"]
+    for r in quiet:
+        if r["task"] == renamed:
+            r["task"] = "hellaswag"
+        s = r["signals"]["option_order"]
+        s.update({"n": 48, "orders": 3})
+        s["power_at_size"] = power_at_size("option_order", items=48, orders=3, n_tests=s["n_tests"], task=r["task"])
+    (root / "results.json").write_text(json.dumps(res))
+    text = _power_paragraph(render(root, formats=("html",))["html"].read_text())
+    assert "How often each test caught a positive control (each line names its own)" in text
+    assert f"(hellaswag; control: {own['short']}): " in text
+    assert f"; control: {main['short']}): " in text
 
 
 def _full_with_sizes(tmp_path, items, orders):

@@ -165,7 +165,7 @@ def _severity(run: _Run, model: str, task: str) -> Severity | None:
     return cast(Severity, row.get("severity")) if row and row.get("measured", True) else None
 
 
-def _power_text(test: str, s: dict[str, Any]) -> str:
+def _power_text(test: str, s: dict[str, Any], task: str | None = None) -> str:
     """A test's size in a run, and its positive-control power there (from the current table) where it holds the test.
 
     Both runs are read against the same, current table, so a difference in the note is a difference in size.
@@ -178,9 +178,9 @@ def _power_text(test: str, s: dict[str, Any]) -> str:
     if test not in POWER_TESTS or n is None:
         return size
     k = int(s.get("n_tests") or 0)
-    at = power_at_size(test, items=int(n), n_tests=k, orders=orders) if k else None
+    at = power_at_size(test, items=int(n), n_tests=k, orders=orders, task=task) if k else None
     if at is None:
-        why = why_not(test, items=int(n), n_tests=k, orders=orders) if k else "no run-wide test count recorded"
+        why = why_not(test, items=int(n), n_tests=k, orders=orders, task=task) if k else "no run-wide test count recorded"
         return f"{size}, power not stated ({why})"
     read = at["table_items"] != at["items"] or at.get("table_orders") != at.get("orders")
     where = (f", read at the table's {at['table_items']}"
@@ -217,8 +217,8 @@ def cleared_note(base_row: dict[str, Any], new_row: dict[str, Any]) -> str:
         elif t.get("confounded"):
             now = f"it fired in the new run too but was discounted ({t.get('reason') or 'negative control'})"
         else:
-            now = f"the new run tested {_power_text(k, t)}"
-        was = f" at {_power_text(k, s)}" if "n" in s or "n_points" in s else ""
+            now = f"the new run tested {_power_text(k, t, base_row.get('task'))}"
+        was = f" at {_power_text(k, s, base_row.get('task'))}" if "n" in s or "n_points" in s else ""
         parts.append(f"{SIGNAL_NAMES.get(k, k)} fired in the base run{was}; {now}")
     return "; ".join(parts)
 

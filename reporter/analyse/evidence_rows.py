@@ -94,16 +94,16 @@ def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[Contaminat
                 "law_residual": law_signal(name, task, baseline, fits),
                 "min_k": min_k_from_artifacts(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS, baseline)})
     apply_fdr([sig for _, sig in signals.values()])
-    for _, sig in signals.values():
+    for (_, task), (_, sig) in signals.items():
         for name in POWER_TESTS:
             s = sig.get(name)
             if s and s.get("measured") and s.get("test"):
                 items, n_tests, orders = int(s["n"]), int(s["n_tests"]), s.get("orders")
-                at = power_at_size(name, items=items, n_tests=n_tests, orders=orders)
+                at = power_at_size(name, items=items, n_tests=n_tests, orders=orders, task=task)
                 if at is not None:
                     s["power_at_size"] = at
                 else:
-                    s["power_reason"] = str(why_not(name, items=items, n_tests=n_tests, orders=orders))
+                    s["power_reason"] = str(why_not(name, items=items, n_tests=n_tests, orders=orders, task=task))
     confounded = {(task, k) for (name, task), (baseline, sig) in signals.items() if baseline
                   for k, v in sig.items() if v and v.get("fires")}
     rows = []

@@ -471,6 +471,7 @@ class PowerAtSize(TypedDict, total=False):
     draws: int
     power_range: list[float]  # the lowest and highest control's own share at this size and K
     source: str
+    control: str  # the positive control it was measured on (the table's short description; the task's own where shipped)
     table_sha256: str
 
 
