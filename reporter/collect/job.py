@@ -23,7 +23,7 @@ import weakref
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -125,23 +125,6 @@ def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[st
     return [line]
 
 
-@contextlib.contextmanager
-def _progress_bars(shown: bool) -> Iterator[None]:
-    """transformers' own progress bars (loading weights, writing shards) hidden inside, where ``shown`` is False
-    (``--no-progress``); the setting before is restored after.
-    """
-    from transformers.utils import logging as tf_logging
-
-    was = tf_logging.is_progress_bar_enabled()
-    if not shown:
-        tf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was and not shown:
-            tf_logging.enable_progress_bar()
-
-
 def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool,
                    progress: bool, loaded: Any) -> list[str]:
     rd = RunDir(root)
@@ -154,9 +137,8 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
         return []
     (mdir / ERROR).unlink(missing_ok=True)
     try:
-        with _progress_bars(progress):
-            lm = loaded if loaded is not None else load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype,
-                                                              run_seed=cfg.seed)
+        lm = loaded if loaded is not None else load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype,
+                                                          run_seed=cfg.seed, progress=progress)
         for plugin in enabled_collectors(profile):  # e.g. an SAE that does not fit this model: fail before any work
             plugin.check_model(lm, profile)
     except UserError as e:

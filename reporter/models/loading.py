@@ -8,9 +8,10 @@
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -159,8 +160,32 @@ SOURCES.add("random", ModelSource("random", _load_random))
 
 
 def load_model(spec: ModelSpec, *, run_device: str = "auto", run_dtype: str = "auto",
-               run_seed: int = 0) -> LoadedModel:
-    """Load one model entry; packaged models are converted once and then read from the cache."""
+               run_seed: int = 0, progress: bool = True) -> LoadedModel:
+    """Load one model entry; packaged models are converted once and then read from the cache.
+
+    ``progress=False`` (``reporter run --no-progress``) hides transformers' own bars while it loads ("Loading
+    weights", "Writing model shards"); the library's setting before is restored after.
+    """
+    with _transformers_bars(progress):
+        return _load(spec, run_device, run_dtype, run_seed)
+
+
+@contextlib.contextmanager
+def _transformers_bars(shown: bool) -> Iterator[None]:
+    """transformers' progress bars hidden inside where ``shown`` is False; the setting before restored after."""
+    from transformers.utils import logging as tf_logging
+
+    was = tf_logging.is_progress_bar_enabled()
+    if not shown:
+        tf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was and not shown:
+            tf_logging.enable_progress_bar()
+
+
+def _load(spec: ModelSpec, run_device: str, run_dtype: str, run_seed: int) -> LoadedModel:
     t0 = time.perf_counter()
     device = resolve_device(spec.device, run_device)
     dtype = resolve_dtype(spec.dtype, run_dtype, device)
