@@ -40,12 +40,14 @@ from click.testing import CliRunner
 
 from reporter.cli import main
 
+from .conftest import TIMING_KEYS
+
 GOLDEN = Path(__file__).parent / "data" / "golden"
 #: correlations over the golden run's three near-equal tiny models: ill-conditioned (see the module docstring)
 CORRELATION_ABS_TOL = 1e-4
 REGENERATE = os.environ.get("REPORTER_REGENERATE_GOLDEN") == "1"
-#: keys whose values change from run to run or machine to machine
-VOLATILE = {"created", "load_seconds", "config_hash", "seconds"}
+#: keys whose values change from run to run or machine to machine: the wall times (the suite's one list) and these
+VOLATILE = TIMING_KEYS | {"created", "config_hash"}
 #: manifest fields that differ between machines and invocations, fixed before the card is compared
 FIXED_MANIFEST = {"git_commit": "0" * 40, "command": ["reporter", "run", "models.yaml"], "python": "3.11",
                   "platform": "Linux", "processor": "x86_64", "torch": "2", "transformers": "5",
