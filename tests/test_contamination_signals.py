@@ -3,6 +3,9 @@ against brute-force enumeration, validity under exchangeability, the run-wide Be
 correction and the strong / weak / none rule."""
 from __future__ import annotations
 
+import itertools
+from math import comb
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -18,6 +21,7 @@ from reporter.analyse.contamination import (
     law_residual_signal,
     min_k_signal,
     option_order_signal,
+    split_signal,
     verbatim_signal,
 )
 from reporter.metrics.min_k import min_k_percent_prob
@@ -232,3 +236,113 @@ def test_law_and_verbatim_signals():
     assert not verbatim_signal({"n": 20, "rate": 0.3, "token_match": 0.5}, None)["measured"]
     assert not verbatim_signal({"n": 0, "rate": None, "token_match": None}, ref)["measured"]
 
+
+
+# ---------------------------------------------------------------- tests that cannot fire (Tarone's screen)
+
+def _hypergeom_tail(k: int, n: int, nr: int, total: int) -> float:
+    """P(X >= k) for X the exact continuations among the n questions, given ``total`` over all n + nr texts:
+    Fisher's one-sided test, by plain integer counting."""
+    den = comb(n + nr, n)
+    return sum(comb(total, x) * comb(n + nr - total, n - x) for x in range(k, min(n, total) + 1)) / den
+
+
+@pytest.mark.parametrize("n,nr", [(16, 64), (16, 16), (5, 7)])
+def test_verbatim_smallest_attainable_p_is_the_most_extreme_table_with_its_margins(n, nr):
+    for k in range(0, n + 1, max(1, n // 5)):
+        for kr in range(0, min(nr, 5) + 1):
+            s = verbatim_signal({"n": n, "rate": k / n, "token_match": 0.0}, {"n": nr, "rate": kr / nr})
+            assert s["p_value"] == pytest.approx(_hypergeom_tail(k, n, nr, k + kr), rel=1e-9)
+            total = k + kr  # every outcome with the same margins: its p-values, by counting
+            attainable = [_hypergeom_tail(x, n, nr, total) for x in range(max(0, total - nr), min(n, total) + 1)]
+            assert s["p_min"] == pytest.approx(min(attainable), rel=1e-9)
+    # no exact continuation on either side: nothing can be concluded, whatever q
+    assert verbatim_signal({"n": 16, "rate": 0.0, "token_match": 0.0}, {"n": 64, "rate": 0.0})["p_min"] == 1.0
+
+
+def test_option_order_smallest_attainable_p_enumerates_every_rank_vector():
+    m = [3, 3, 2, 3, 1]
+    for w in (0.0, 0.12):
+        items = [{"id": str(i), "ll": -1.0, "perm_ll": [-2.0] * mi} for i, mi in enumerate(m)]
+        s = option_order_signal({"n": len(m), "per_item": items}, {"name": "x", "preference": w} if w else None)
+        every = [order_fisher_pvalue(list(r), m, w) for r in itertools.product(*[range(mi + 1) for mi in m])]
+        assert s["p_min"] == pytest.approx(min(every), rel=1e-12)
+        assert s["p_min"] == pytest.approx(float(np.prod([w + (1 - w) / (mi + 1) for mi in m])), rel=1e-12)
+
+
+@pytest.mark.parametrize("d", [[0.5, -0.2, 0.9, 0.1, -0.7, 0.3],  # distinct: the exact test, 2^-6
+                               [0.5, -0.5, 0.9, 0.0, -0.7, 0.3, 0.3, 1.1]])  # a zero and ties: scipy's other method
+def test_split_smallest_attainable_p_enumerates_every_sign_pattern(d):
+    d = np.asarray(d)
+    pairs = [{"benchmark_id": str(i), "reference_id": f"r{i}", "benchmark_logprobs": [-1.0 + x] * 10,
+              "reference_logprobs": [-1.0] * 10} for i, x in enumerate(d)]
+    s = split_signal({"n": len(d), "pairs": pairs})
+    nz = np.abs(d)
+    every = [stats.wilcoxon(nz * np.asarray(sg), alternative="greater", zero_method="wilcox").pvalue
+             for sg in itertools.product((1, -1), repeat=len(d))]
+    assert s["p_min"] == pytest.approx(min(every), rel=1e-9)
+    if len(set(nz)) == len(nz) and 0 not in nz:
+        assert s["p_min"] == pytest.approx(2.0 ** -len(d))  # 6 pairs can never reach q = 0.01
+
+
+def _bh(ps: list[float]) -> list[float]:
+    """Benjamini–Hochberg adjusted p-values by the definition: min over j >= i of p_(j) m / j, in float64 loops."""
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: ps[i])
+    adj = [0.0] * m
+    for rank in range(1, m + 1):
+        adj[order[rank - 1]] = min(1.0, min(ps[order[j - 1]] * m / j for j in range(rank, m + 1)))
+    return adj
+
+
+def test_a_test_that_cannot_fire_is_left_out_of_the_correction():
+    # one option-order test at p = 0.002 beside 18 verbatim checks with no exact continuation anywhere (p = 1,
+    # p_min = 1): counted, they would hold it at 0.002 x 19 = 0.038; left out, it fires at 0.002
+    order = {"measured": True, "test": True, "p_value": 0.002, "p_min": 1e-6, "meets_effect": True}
+    clean = {"n": 16, "rate": 0.0, "token_match": 0.0}, {"n": 64, "rate": 0.0}
+    rows = [{"option_order": order}] + [{"verbatim": verbatim_signal(*clean)} for _ in range(18)]
+    assert apply_fdr(rows) == 1
+    assert order["in_correction"] and order["p_adjusted"] == pytest.approx(_bh([0.002])[0]) and order["fires"]
+    for r in rows[1:]:
+        v = r["verbatim"]
+        assert not v["in_correction"] and not v["fires"] and "p_adjusted" not in v and v["n_tests"] == 1
+        assert "cannot fire" in v["reason"]
+    assert _bh([0.002] + [1.0] * 18)[0] > FDR_Q  # what counting them would have done
+    row = assess("m", "gsm8k", {"verbatim": rows[1]["verbatim"]})
+    assert row["measured"] is False and row["severity"] == "none" and "could fire" in row["evidence"]
+    row = assess("m", "arc", {"option_order": order, "verbatim": rows[1]["verbatim"]})
+    assert row["severity"] == "weak" and "Too small to fire: verbatim completion." in row["evidence"]
+    # the tests that can fire get the plain BH of their own p-values
+    ps = [0.001, 0.004, 0.03, 0.2]
+    mixed = [{"split_min_k": {"measured": True, "test": True, "p_value": p, "p_min": 1e-4, "meets_effect": True}}
+             for p in ps] + [{"split_min_k": {"measured": True, "test": True, "p_value": 0.016, "p_min": 0.0156,
+                                              "meets_effect": True}}]
+    assert apply_fdr(mixed) == 4
+    for r, a in zip(mixed, _bh(ps)):
+        assert r["split_min_k"]["p_adjusted"] == pytest.approx(a)
+
+
+def test_leaving_out_the_tests_that_cannot_fire_keeps_the_false_alarm_rate():
+    """Without contamination (every test's null true), how often a run of small verbatim checks and option-order-like
+    tests raises any warning: at most q with the screen on the smallest attainable p (Tarone; Gilbert 2005). A screen
+    on the observed p instead (leaving out the tests whose p is not below q, which cannot fire either) raises it
+    far above q: the simulation tells the two apart."""
+    rng = np.random.default_rng(7)
+    runs, n, nr, rate = 3000, 16, 64, 0.05
+    alarms = {"p_min": 0, "p": 0}
+    for _ in range(runs):
+        ks, krs = rng.binomial(n, rate, 12), rng.binomial(nr, rate, 12)
+        sig = [verbatim_signal({"n": n, "rate": k / n, "token_match": 0.0}, {"n": nr, "rate": kr / nr})
+               for k, kr in zip(ks, krs)]
+        for s in sig:
+            s["meets_effect"] = True  # the floors aside: the p-values' own behaviour
+        cont = [{"measured": True, "test": True, "p_value": float(p), "p_min": 0.0, "meets_effect": True}
+                for p in rng.uniform(size=3)]
+        rows = [{"verbatim": s} for s in sig] + [{"option_order": c} for c in cont]
+        apply_fdr(rows)
+        alarms["p_min"] += any(s.get("fires") for r in rows for s in r.values())
+        kept = [s["p_value"] for s in sig + cont if s["p_value"] < FDR_Q]
+        alarms["p"] += any(a < FDR_Q for a in _bh(kept)) if kept else 0
+    se = (FDR_Q * (1 - FDR_Q) / runs) ** 0.5
+    assert alarms["p_min"] / runs <= FDR_Q + 3 * se
+    assert alarms["p"] / runs > FDR_Q + 6 * se

@@ -164,7 +164,7 @@ def test_fairness_block():
 def test_fairness_needs_three_models_and_negative_slope():
     two = fairness([{"label": "a", "P": 10, "MUI": 9}, {"label": "b", "P": 50, "MUI": 5}])
     assert not two["available"] and two["per_model"] == [] and two["sentence"] is None
-    assert "no fair adjustment is possible" in two["reason"] and "2 models" in two["reason"]
+    assert "no fair adjustment is possible" in two["reason"] and "2 trained models" in two["reason"]
     up = fairness([{"label": "a", "P": 10, "MUI": 3}, {"label": "b", "P": 30, "MUI": 5},
                    {"label": "c", "P": 60, "MUI": 8}])
     assert not up["available"] and "not negative" in up["reason"]

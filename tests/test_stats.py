@@ -284,3 +284,19 @@ def test_all_pairs_order_and_content():
             c.model_a, per_model[c.model_a][c.task], c.model_b,
             per_model[c.model_b][c.task], task=c.task, seed=5)
     assert all_pairs({"only": {"t": {"q": 1}}}, seed=0) == []
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 40])
+@pytest.mark.parametrize("value", [0, 1])
+def test_a_task_whose_items_all_scored_the_same_gets_the_exact_binomial_interval(n, value):
+    """0 of n right cannot be a zero-width "95% CI": no resample of the items varies the mean, so the interval is
+    Clopper–Pearson's, whose bound for 0 (or n) of n right solves (1 - p)^n = 0.025 in closed form."""
+    r = score_ci([value] * n, seed=0, exact_binary=True)
+    bound = 0.025 ** (1.0 / n)
+    assert r.method == "exact-binomial" and r.score == value and r.n == n
+    if value == 0:
+        assert r.ci_low == 0.0 and r.ci_high == pytest.approx(1.0 - bound, rel=1e-9)
+    else:
+        assert r.ci_high == 1.0 and r.ci_low == pytest.approx(bound, rel=1e-9)
+    assert score_ci([value] * n, seed=0).method == "degenerate"  # a difference of scores keeps its zero width
+    assert score_ci([0.5] * n, seed=0, exact_binary=True).method == "degenerate"  # equal scores strictly between

@@ -40,7 +40,9 @@ shown, but it is **descriptive, never a test**: that reference is not format-mat
 questions are more predictable than fiction whether or not a model has seen them).
 
 All p-values of a run (every model x task x test, untrained baselines included) are corrected
-together with Benjamini-Hochberg (``scipy.stats.false_discovery_control``); a signal *fires*
+together with Benjamini-Hochberg (``scipy.stats.false_discovery_control``), but for tests that cannot fire:
+a test whose smallest attainable p-value ``p_min`` is not below ``FDR_Q`` is left out (:func:`can_fire`;
+Tarone 1990, Gilbert 2005). A signal *fires*
 when its adjusted p is below ``FDR_Q`` and its effect clears the signal's floor. Severity
 (``CONTAMINATION_RULE``): strong = two or more signals fire, or one fires with an adjusted p
 at most ``STRONG_P`` and a positive-control power of at least ``STRONG_POWER``
@@ -70,7 +72,7 @@ from .order_null import EXCHANGEABLE, OrderNull, calibrated_benchmarks, order_nu
 
 __all__ = ["CONTAMINATION_RULE", "CONTROL_POWER", "SIGNAL_NAMES", "FDR_Q", "STRONG_P", "STRONG_POWER", "TESTS", "MINK_K",
            "law_residual_signal", "min_k_signal", "order_null_for", "EXCHANGEABLE", "OrderNull", "split_signal", "verbatim_signal", "option_order_signal",
-           "apply_fdr", "combine", "assess", "MEANING", "SignalResult", "ContaminationVerdict", "Severity"]
+           "apply_fdr", "can_fire", "combine", "assess", "MEANING", "SignalResult", "ContaminationVerdict", "Severity"]
 
 #: the signals that are hypothesis tests (Min-K% is descriptive)
 TESTS = ("option_order", "split_min_k", "verbatim", "law_residual")
@@ -135,7 +137,11 @@ CONTAMINATION_RULE = (
     f"rate difference (at least {VERBATIM_MIN_EXCESS:g}, and at least {VERBATIM_MIN_EXACT} exact items). (4) Law "
     "residual: the point lies above the task's Utility Law (one-sided p of the leave-one-out studentised residual, t "
     f"with n-3 df) while its score is above the task's median; needs at least {LAW_MIN_POINTS} trained models on the "
-    "task. All p-values of the run are adjusted together (Benjamini-Hochberg); a signal fires when its adjusted p < "
+    "task. A test whose smallest attainable p-value (given what it conditions on: its items, orders or pairs; for "
+    f"verbatim completion, the exact continuations on both sides) is not below {FDR_Q:g} cannot fire, and is left "
+    "out of the correction, where it would only raise every other test's adjusted p (Tarone 1990; Gilbert 2005); the "
+    "card marks it too small to fire. All other p-values of the run are adjusted together (Benjamini-Hochberg); a "
+    "signal fires when its adjusted p < "
     f"{FDR_Q:g} and its effect clears its floor. Severity: strong = at least two signals fire, or one fires with "
     f"adjusted p <= {STRONG_P:g} and a positive-control power >= {STRONG_POWER:g} (measured by "
     "benchmarks/contamination_control.py on a model fine-tuned on test items); weak = one signal fires; none = no "
@@ -231,7 +237,7 @@ def law_residual_signal(z: float | None, P: float, median_P: float, *, n_points:
     p = 0.0 if math.isinf(z) and z > 0 else float(stats.t.sf(z, df=n_points - 3))
     zs = "+inf" if math.isinf(z) else f"{z:+.2f}"
     return {"measured": True, "test": True, "fires": False, "statistic": _f(z), "statistic_name": "z",
-            "p_value": p, "effect": P - median_P, "effect_name": "score minus task median (points)",
+            "p_value": p, "p_min": 0.0, "effect": P - median_P, "effect_name": "score minus task median (points)",
             "meets_effect": bool(P > median_P), "z": _f(z), "P": P, "median_P": median_P, "n_points": n_points,
             "evidence": f"MUI residual above the law z = {zs} (t, {n_points - 3} df); score {P:.1f}% vs task median "
                         f"{median_P:.1f}%"}
@@ -287,6 +293,7 @@ def option_order_signal(order: Mapping[str, Any] | None, null: OrderNull | None 
     r, m = _ranks(items)
     p_exchangeable = order_fisher_pvalue(r.tolist(), m.tolist())
     p = order_fisher_pvalue(r.tolist(), m.tolist(), w) if w > 0 else p_exchangeable
+    p_min = order_fisher_pvalue([0] * len(m), m.tolist(), w)  # every item's published order first
     fisher = float(2.0 * np.sum(np.log((m + 1.0) / (r + 1.0))))
     fisher_null = float(sum(2.0 * (w * np.log(mi + 1.0) + (1 - w) * np.mean(np.log((mi + 1.0) / np.arange(1, mi + 2))))
                             for mi in m))
@@ -306,7 +313,7 @@ def option_order_signal(order: Mapping[str, Any] | None, null: OrderNull | None 
             "statistic_name": "Fisher's -2 sum ln p", "expected_statistic": fisher_null,
             "ranks_sum": int(r.sum()), "expected_ranks_sum": float(np.sum(m) / 2),
             "p_value_rank_sum": order_null_pvalue(r.tolist(), m.tolist()), "p_value_exchangeable": p_exchangeable,
-            "null": null.copy(), "p_value": p, "effect": top - chance, "effect_name": "share of items whose published order is the most "
+            "null": null.copy(), "p_value": p, "p_min": p_min, "effect": top - chance, "effect_name": "share of items whose published order is the most "
                                                                   "likely, minus chance",
             "meets_effect": bool(top - chance >= ORDER_MIN_EXCESS), "n": len(items), "orders": int(np.min(m)),
             "top_share": top,
@@ -340,11 +347,13 @@ def verbatim_signal(v: Mapping[str, Any] | None, reference: Mapping[str, Any] | 
     nr, rr = int(reference["n"]), float(reference["rate"])
     kr = int(round(rr * nr))
     p = float(stats.fisher_exact([[k, n - k], [kr, nr - kr]], alternative="greater").pvalue)
+    top = min(n, k + kr)  # the same margins, every exact continuation among the benchmark's questions
+    p_min = float(stats.fisher_exact([[top, n - top], [k + kr - top, nr - (k + kr - top)]], alternative="greater").pvalue)
     per = list(v.get("per_item") or [])
     drivers = [{"id": str(x["id"]), "target": x.get("target"), "generated": x.get("generated"),
                 "token_match": x.get("token_match")} for x in per if x.get("exact")][:N_DRIVERS]
     return {"measured": True, "test": True, "fires": False, "statistic": k, "statistic_name": "exact continuations",
-            "p_value": p, "effect": r - rr, "effect_name": "exact rate minus held-out rate",
+            "p_value": p, "p_min": p_min, "effect": r - rr, "effect_name": "exact rate minus held-out rate",
             "meets_effect": bool(k >= VERBATIM_MIN_EXACT and r - rr >= VERBATIM_MIN_EXCESS),
             "n": n, "rate": r, "n_exact": k, "token_match": float(v.get("token_match") or 0.0),
             "reference_n": nr, "reference_rate": rr,
@@ -435,9 +444,11 @@ def split_signal(record: Mapping[str, Any] | None, *, k: float = MINK_K) -> Sign
     bv, rv = np.asarray(b), np.asarray(r)
     d = bv - rv
     if np.all(d == 0):
-        p = 1.0
+        p = p_min = 1.0
     else:
         p = float(stats.wilcoxon(d, alternative="greater", zero_method="wilcox").pvalue)
+        # the same |differences| (their zeros and ties), every one in the benchmark item's favour
+        p_min = float(stats.wilcoxon(np.abs(d), alternative="greater", zero_method="wilcox").pvalue)
     w = float(stats.rankdata(np.abs(d[d != 0]))[d[d != 0] > 0].sum())
     w_plus: float | int = int(w) if w.is_integer() else w  # a sum of ranks: half-integers only with ties
     share = float(np.mean(d > 0))
@@ -448,7 +459,7 @@ def split_signal(record: Mapping[str, Any] | None, *, k: float = MINK_K) -> Sign
     source = str(record.get("source") or "the task's other split")
     return {"measured": True, "test": True, "fires": False, "statistic": w_plus,
             "statistic_name": "Wilcoxon signed-rank W+", "expected_statistic": len(d[d != 0]) * (len(d[d != 0]) + 1) / 4,
-            "p_value": p, "effect": share - 0.5,
+            "p_value": p, "p_min": p_min, "effect": share - 0.5,
             "effect_name": "share of pairs whose evaluated item has the higher Min-K% Prob, minus 1/2",
             "meets_effect": bool(share - 0.5 >= SPLIT_MIN_EXCESS), "n": len(d), "k": k, "share": share,
             "median_difference": float(np.median(d)), "benchmark_median": float(np.median(bv)),
@@ -462,24 +473,49 @@ def split_signal(record: Mapping[str, Any] | None, *, k: float = MINK_K) -> Sign
 
 # ----------------------------------------------------------------------------- correction and severity
 
+def can_fire(s: SignalResult | None, q: float = FDR_Q) -> bool:
+    """Whether a measured test could fire at all: its smallest attainable p-value (``p_min``, given what the test
+    conditions on: its items, orders, pairs, or the exact continuations of both sides) is below ``q``.
+
+    A test that cannot reach ``q`` is never counted in the run's correction (Tarone 1990; Gilbert 2005 for the
+    false discovery rate): it could not fire, and counting it would only raise every other test's adjusted p.
+    A record without ``p_min`` (written before 2026-12-05, or by a plugin) is taken as able to fire.
+
+    >>> can_fire({"measured": True, "test": True, "p_min": 1.0}), can_fire({"measured": True, "test": True})
+    (False, True)
+    """
+    return bool(s and s.get("measured") and s.get("test") and float(s.get("p_min", 0.0)) < q)
+
+
 def apply_fdr(rows: Sequence[Mapping[str, SignalResult]], q: float = FDR_Q) -> int:
-    """Benjamini-Hochberg over every measured test in ``rows`` (one signals dict per model x task).
+    """Benjamini-Hochberg over every measured test in ``rows`` (one signals dict per model x task) that can fire.
 
     Sets ``p_adjusted`` and ``fires`` (adjusted p < ``q`` and the effect floor met) in place;
-    returns the number of tests corrected.
+    returns the number of tests corrected. A measured test that cannot fire (:func:`can_fire`) is left out of the
+    correction: ``in_correction`` False, no ``p_adjusted``, and ``reason`` says why. ``n_tests`` on every measured
+    test is the number corrected.
 
-    >>> rows = [{"verbatim": {"measured": True, "test": True, "p_value": 0.001, "meets_effect": True}},
-    ...         {"verbatim": {"measured": True, "test": True, "p_value": 0.5, "meets_effect": True}}]
-    >>> apply_fdr(rows), rows[0]["verbatim"]["p_adjusted"], rows[0]["verbatim"]["fires"]
-    (2, 0.002, True)
+    >>> rows = [{"verbatim": {"measured": True, "test": True, "p_value": 0.001, "p_min": 1e-4, "meets_effect": True}},
+    ...         {"verbatim": {"measured": True, "test": True, "p_value": 0.5, "p_min": 1e-4, "meets_effect": True}},
+    ...         {"verbatim": {"measured": True, "test": True, "p_value": 1.0, "p_min": 1.0, "meets_effect": False}}]
+    >>> apply_fdr(rows), rows[0]["verbatim"]["p_adjusted"], rows[0]["verbatim"]["fires"], rows[2]["verbatim"]["in_correction"]
+    (2, 0.002, True, False)
     """
-    tests = [s for sig in rows for s in sig.values() if s and s.get("measured") and s.get("test")]
+    measured = [s for sig in rows for s in sig.values() if s and s.get("measured") and s.get("test")]
+    tests = [s for s in measured if can_fire(s, q)]
+    for s in measured:
+        s["n_tests"] = len(tests)
+        s["in_correction"] = can_fire(s, q)
+        if not s["in_correction"]:
+            s["fires"] = False
+            s.pop("p_adjusted", None)
+            s["reason"] = (f"cannot fire at this size: its smallest attainable p-value {float(s['p_min']):.2g} is not "
+                           f"below q = {q:g}, so it is left out of the correction")
     if not tests:
         return 0
     adj = stats.false_discovery_control(np.asarray([t["p_value"] for t in tests], np.float64), method="bh")
     for t, a in zip(tests, adj):
         t["p_adjusted"] = float(a)
-        t["n_tests"] = len(tests)
         t["fires"] = bool(a < q and t.get("meets_effect"))
     return len(tests)
 
@@ -503,9 +539,15 @@ def combine(signals: Mapping[str, SignalResult | None]) -> tuple[Severity, str]:
     """
     sig = {k: (v if v is not None else _not_measured("not measured")) for k, v in signals.items()}
     tests = {k: v for k, v in sig.items() if v.get("test", k in TESTS)}
-    measured = [k for k, v in tests.items() if v.get("measured", True)]
+    measured = [k for k, v in tests.items() if v.get("measured", True) and v.get("in_correction", True)]
+    small = [SIGNAL_NAMES.get(k, k) for k, v in tests.items()
+             if v.get("measured", True) and not v.get("in_correction", True)]
     fired = [k for k in measured if tests[k].get("fires")]
+    too_small = f" Too small to fire: {', '.join(small)}." if small else ""
     if not measured:
+        if small:
+            return "none", ("No contamination test could fire in this run: " + ", ".join(small)
+                            + f" could not reach the correction's level q = {FDR_Q:g} (each test's reason says why).")
         return "none", "No contamination test could be run (no option orders, other split, verbatim check or law residual)."
     severity: Severity
     if len(fired) >= 2:
@@ -519,23 +561,24 @@ def combine(signals: Mapping[str, SignalResult | None]) -> tuple[Severity, str]:
         severity, head = "none", "no test fires"
     parts = [f"{SIGNAL_NAMES.get(k, k)}: {tests[k].get('evidence', '')} (adjusted p = {tests[k].get('p_adjusted', float('nan')):.2g})"
              for k in fired]
-    missing = [SIGNAL_NAMES.get(k, k) for k in tests if k not in measured]
+    missing = [SIGNAL_NAMES.get(k, k) for k, v in tests.items() if not v.get("measured", True)]
     text = head + (": " + "; ".join(parts) if parts else "") + "."
     if missing:
         text += f" Not measured: {', '.join(missing)}."
-    return severity, text
+    return severity, text + too_small
 
 
 def assess(model: str, task: str, signals: Mapping[str, SignalResult]) -> ContaminationVerdict:
     """One contamination row ``{model, task, severity, measured, signals, evidence}`` from corrected signals.
 
-    ``measured`` is False when no test could be run (severity is then "none" = unknown).
+    ``measured`` is False when no test could be run, or none that was could fire (:func:`can_fire`; severity is
+    then "none" = unknown).
 
     >>> row = assess("m", "t", {}); row["severity"], row["measured"]
     ('none', False)
     """
     sig = {k: (signals.get(k) or _not_measured("not measured")).copy() for k in (*TESTS, "min_k")}
     severity, evidence = combine(sig)
-    measured = any(v.get("measured", False) for k, v in sig.items() if k in TESTS)
+    measured = any(v.get("measured", False) and v.get("in_correction", True) for k, v in sig.items() if k in TESTS)
     return {"model": model, "task": task, "severity": severity, "measured": measured, "signals": sig,
             "evidence": evidence}

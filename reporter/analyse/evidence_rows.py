@@ -35,6 +35,7 @@ from ..store.logprobs import load_logprobs
 from ..store.ragged import ragged_ok
 from ..tasks import is_probe
 from .contamination import (
+    TESTS,
     ContaminationVerdict,
     SignalResult,
     apply_fdr,
@@ -97,7 +98,9 @@ def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[Contaminat
     for (_, task), (_, sig) in signals.items():
         for name in POWER_TESTS:
             s = sig.get(name)
-            if s and s.get("measured") and s.get("test"):
+            if s and s.get("measured") and s.get("test") and not s.get("in_correction", True):
+                s["power_reason"] = "it cannot fire at this size (left out of the correction)"
+            elif s and s.get("measured") and s.get("test"):
                 items, n_tests, orders = int(s["n"]), int(s["n_tests"]), s.get("orders")
                 at = power_at_size(name, items=items, n_tests=n_tests, orders=orders, task=task)
                 if at is not None:
@@ -114,7 +117,7 @@ def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[Contaminat
             row.update({"severity": "none",
                         "evidence": "untrained baseline: a negative control that cannot be contaminated"
                         + (f"; its firing test(s) ({', '.join(fired)}) are discounted for every model on this task"
-                           if fired else "" if row["measured"] else
+                           if fired else "" if any(v and v.get("measured") for k, v in sig.items() if k in TESTS) else
                            " (no evidence is collected for untrained models: with no knowledge of language their "
                            "option orders and continuations are chance by construction)")})
         else:

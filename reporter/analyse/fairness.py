@@ -285,13 +285,13 @@ def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, 
 
     >>> out = fairness([{"label": "a", "P": 10, "MUI": 9}, {"label": "b", "P": 50, "MUI": 5}])
     >>> out["available"], out["reason"]
-    (False, 'no fair adjustment is possible: 2 models were compared; the law needs at least 3')
+    (False, 'no fair adjustment is possible: 2 trained models were compared; the law needs at least 3')
     """
     out: FairnessResult = {"definition": FAIRNESS_DEFINITION, "reference_rows": list(reference_rows)}
     if len(model_points) < MIN_POINTS:
         n = len(model_points)
         out.update({"available": False, "per_model": [], "sentence": None, "per_task": {},
-                    "reason": f"no fair adjustment is possible: {n} model{' was' if n == 1 else 's were'} compared; "
+                    "reason": f"no fair adjustment is possible: {n} trained model{' was' if n == 1 else 's were'} compared; "
                               f"the law needs at least {MIN_POINTS}"})
     else:
         fit, reason = fit_points(model_points, seed=seed, n_resamples=n_resamples)

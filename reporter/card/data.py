@@ -300,11 +300,11 @@ def _power_sentence(a: dict[str, Any]) -> str | None:
         return None
     h = pw["headline"]
     x, y = pw["models"]
-    more = len(pw["underpowered"]) - 1
+    more = [t for t in pw["underpowered"] if t != h["task"]]
     return (f"Underpowered: to detect a {100 * pw['planned_difference']:.0f}-point difference between the top two "
             f"models ({x} and {y}) on {h['task']} with {100 * pw['power']:.0f}% power, about {fmt_about(h['n_needed'])} "
             f"items are needed; this run used {h['n']}."
-            + (f" {more} other task{'s are' if more != 1 else ' is'} underpowered too (see Methods)." if more > 0 else ""))
+            + (f" Also underpowered: {', '.join(more)}." if more else ""))
 
 
 def _limitations(card: dict[str, Any]) -> list[str]:
@@ -427,7 +427,8 @@ def empty_elements(card: dict[str, Any]) -> dict[str, str]:
         elif all(c.get("measured") is False for c in tested):
             why = list(dict.fromkeys(str(s["reason"]) for c in tested for s in (c.get("signals") or {}).values()
                                      if isinstance(s, dict) and s.get("reason")))
-            out["contamination"] = ("Contamination: no test could be run on any model × task pair"
+            out["contamination"] = ("Contamination: no test could be run, or none that ran could fire, on any model × "
+                                    "task pair"
                                     + (f" ({'; '.join(why)})" if why else "") + ".")
     if not (a.get("training") or {}).get("model_series"):
         ck = [m["name"] for m in trained if finite(m["meta"].get("checkpoint"))]

@@ -500,7 +500,7 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
     append_samples(task_dir / SAMPLES, records)
     write_json(task_dir / RESPONSES, store)
     samples = read_samples(task_dir / SAMPLES)
-    ci = score_ci([r["score"] for r in records], seed=seed)
+    ci = score_ci([r["score"] for r in records], seed=seed, exact_binary=True)
     chance = None
     if lp.output_type == "multiple_choice" and name in ("acc", "acc_norm"):
         chance = float(np.mean([1.0 / len(it.choices or [1]) for it in lp.plan.items]))

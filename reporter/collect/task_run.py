@@ -191,7 +191,7 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
     plan = ctx.plan
     samples = read_samples(ctx.task_dir / SAMPLES)
     recs = [samples[it.id] for it in plan.items]
-    ci = score_ci([r["score"] for r in recs], seed=ctx.seed)
+    ci = score_ci([r["score"] for r in recs], seed=ctx.seed, exact_binary=True)
     summary: dict[str, Any] = {
         "task": plan.task.name, "scorer": plan.task.scorer, "shots": plan.shots, "limit": len(plan.items),
         **ci.to_dict(), "chance": chance_level(plan.task.scorer, [it.scorer_item() for it in plan.items]),

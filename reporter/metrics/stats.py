@@ -37,7 +37,7 @@ class ScoreCI:
     ci_high: float
     n: int
     seed: int
-    method: str  # "bootstrap-bca", "bootstrap-percentile" or "degenerate"
+    method: str  # "bootstrap-bca", "bootstrap-percentile", "exact-binomial" or "degenerate"
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict, e.g. ``{"score": 0.5, "ci_low": ..., "n": 4, ...}``."""
@@ -79,18 +79,26 @@ def _as_scores(scores: Sequence[float], what: str) -> np.ndarray:
 
 
 def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
-             n_resamples: int = 2000, method: BootMethod = "bca") -> ScoreCI:
+             n_resamples: int = 2000, method: BootMethod = "bca", exact_binary: bool = False) -> ScoreCI:
     """Bootstrap confidence interval of the mean score (``scipy.stats.bootstrap``).
 
     ``method`` is ``"bca"`` (default) or ``"percentile"``. One item, or all scores
     equal, gives the zero-width interval ``(score, score)`` with method
-    ``"degenerate"``. Raises ``ValueError`` for no items or non-finite scores.
+    ``"degenerate"``, except with ``exact_binary`` where every item scored 0 (or every item 1): every
+    resample is then the same, so the bootstrap says nothing, and the interval is the exact binomial one
+    (Clopper–Pearson, ``scipy.stats.binomtest``; method ``"exact-binomial"``). It is exact for right/wrong
+    scores and conservative for any score in [0, 1] (partial credit): a score X in [0, 1] with mean m has
+    P(X = 0) <= 1 - m, so n zeros have probability at most (1 - m)^n, the Bernoulli case. A task's score sets
+    it; a difference of two models' scores does not (not a score in [0, 1]). Raises ``ValueError`` for no
+    items or non-finite scores.
 
     >>> r = score_ci([1, 0, 1, 1], seed=0)
     >>> r.score, r.method
     (0.75, 'bootstrap-bca')
     >>> score_ci([1, 1, 1], seed=0).to_dict()["ci_low"]
     1.0
+    >>> r = score_ci([0, 0, 0, 0, 0], seed=0, exact_binary=True); r.method, r.ci_low, round(r.ci_high, 4)
+    ('exact-binomial', 0.0, 0.5218)
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
@@ -101,6 +109,9 @@ def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
     x = _as_scores(scores, "scores")
     score = float(np.mean(x))
     if x.size == 1 or np.all(x == x[0]):
+        if exact_binary and x[0] in (0.0, 1.0):
+            ci = stats.binomtest(int(x.sum()), int(x.size)).proportion_ci(confidence, method="exact")
+            return ScoreCI(score, float(ci.low), float(ci.high), int(x.size), seed, "exact-binomial")
         return ScoreCI(score, score, score, int(x.size), seed, "degenerate")
 
     def boot(m: str, previous=None):

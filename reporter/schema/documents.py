@@ -486,8 +486,13 @@ class Signal(TypedDict, total=False):
     p_value: float  # under the null used (``null``)
     p_value_exchangeable: float  # option order: the plain exchangeable test's, whatever null is used
     null: OrderNullDoc
+    #: the smallest p-value the test could reach given what it conditions on (its items, orders or pairs; the
+    #: exact continuations on both sides): a test whose ``p_min`` is not below the correction's q cannot fire
+    p_min: float
+    #: False: it cannot fire at this size and is left out of the run's correction (no ``p_adjusted``)
+    in_correction: bool
     p_adjusted: float
-    n_tests: int
+    n_tests: int  # tests the run corrected together (those that could fire)
     orders: int  # option order: the fewest other orders any of its items was scored in
     power_at_size: PowerAtSize  # the positive control's power at this test's size and the run's n_tests
     power_reason: str  # why power_at_size is missing (the table cannot say at this size)
