@@ -157,7 +157,7 @@ def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
     # a fixed width, not a step: the reference layer has no xOffset, and two layers must not disagree on the step
     width = step * len(tasks) * max(1, len(bar_models)) / 0.8
     chart = alt.layer(*layers).resolve_scale(color="independent").properties(width=width, height=240)
-    return _finish(chart, "Score per task", "bars: trained models, black lines: 95% bootstrap CI; "
+    return _finish(chart, "Score per task", "bars: trained models, black lines: 95% CI; "
                                             "ticks: theoretical chance (red) and untrained reference models")
 
 
