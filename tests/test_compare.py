@@ -285,4 +285,10 @@ def test_a_cleared_notes_every_way_the_new_run_can_differ():
         "; it fired in the new run too but was discounted (also fires on the untrained baseline)")
     assert cleared_note({"signals": {"option_order": fired}}, {"signals": {}}).endswith(
         "; the new run's analysis has no record of this test")
+    small = {"measured": True, "test": True, "fires": False, "n": 4, "orders": 8, "n_tests": 3, "p_min": 0.02,
+             "in_correction": False, "reason": "cannot fire at this size: its smallest attainable p-value 0.02 is not "
+                                               "below q = 0.01, so it is left out of the correction"}
+    assert cleared_note({"signals": {"option_order": fired}}, {"signals": {"option_order": small}}).endswith(
+        "; in the new run it cannot fire at this size: its smallest attainable p-value 0.02 is not below q = 0.01, "
+        "so it is left out of the correction")  # not "tested ..., power ...": it could not have fired
     assert cleared_note({"signals": {"verbatim": base["signals"]["verbatim"]}}, new) == ""  # nothing fired: no note

@@ -214,6 +214,8 @@ def cleared_note(base_row: dict[str, Any], new_row: dict[str, Any]) -> str:
             now = "the new run's analysis has no record of this test"
         elif not t.get("measured"):
             now = f"the new run did not measure it ({t.get('reason') or 'no reason recorded'})"
+        elif t.get("in_correction") is False:
+            now = f"in the new run it {t.get('reason') or 'could not fire at its size'}"
         elif t.get("confounded"):
             now = f"it fired in the new run too but was discounted ({t.get('reason') or 'negative control'})"
         else:
