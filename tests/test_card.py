@@ -698,3 +698,27 @@ def test_a_chart_registered_again_keeps_no_built_in_print_version():
     finally:
         charts.CHARTS.remove("contamination_items")
         charts.CHARTS.add("contamination_items", builtin)
+
+
+def test_the_cards_own_chance_marks_are_not_shown_as_a_plugins_measurement():
+    """The chance test's p-value is the card's (analysis.above_chance), not a collector plugin's: it stays out of
+    "Other measurements", while a field no section shows goes in."""
+    from reporter.card.data import extra_measurements
+    card = {"models": [{"name": "m", "tasks": {"t": {"score": 0.5, "at_chance": False, "chance_p": 0.0,
+                                                     "layer_norm": 2.0}}}]}
+    assert [e["field"] for e in extra_measurements(card)] == ["layer_norm"]
+
+
+def test_law_points_without_a_fit_are_benchmark_points_marked_no_fit():
+    """With a fit that failed (no slope, no points) the chart's points are the trained models' benchmark tasks (never
+    a probe, never a reference), each 'no fit'; with a fit, P > 0 is in it and P = 0 is not."""
+    from reporter.card.charts import _law_points
+    card = {"benchmarks": ["arc"], "models": [
+        {"name": "a", "reference": False, "tasks": {"arc": {"score": 0.4, "mui": 3.0}, "spc": {"score": 0.9, "mui": 2.0}}},
+        {"name": "b", "reference": False, "tasks": {"arc": {"score": 0.0, "mui": 4.0}}},
+        {"name": "u", "reference": True, "tasks": {"arc": {"score": 0.3, "mui": 1.0}}}]}
+    failed = {"reason": "the points come from 2 models with P > 0; the law compares models and needs at least 3"}
+    got = _law_points(card, failed)
+    assert [(p["model"], p["task"], p["note"]) for p in got] == [("a", "arc", "no fit"), ("b", "arc", "no fit")]
+    fitted = _law_points(card, {"slope": -1.0, "intercept": 5.0})
+    assert [p["note"] for p in fitted] == ["in the fit", "P = 0: not in the fit"]

@@ -154,7 +154,7 @@ def _too_little_evidence(f: _Facts) -> list[str]:
     if f.few:
         withheld.append(f"fewer than {MIN_ADVICE_ITEMS} items, so no advice on: "
                         + ", ".join(f"{t} ({f.sizes[t]})" for t in f.few)
-                        + " (on few items a small subset covers most key neurons by construction)")
+                        + " (too few to tell a union of key neurons that has saturated from one still growing)")
     if f.empty:
         withheld.append("no key neurons at all (empty responses?), so no advice on: " + ", ".join(f.empty))
     return withheld

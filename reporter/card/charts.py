@@ -38,6 +38,9 @@ PRINT_POINTS = 1000
 
 # Okabe & Ito (2008), with grey in place of yellow (unreadable as a line on white).
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999"]
+#: tasks can outnumber models: Okabe & Ito's 8, then 7 of Paul Tol's "muted" scheme (also colour-blind safe), so
+#: that up to 15 tasks (`make demo` has 11) never share a colour
+TASK_PALETTE = PALETTE + ["#882255", "#117733", "#332288", "#999933", "#AA4499", "#44AA99", "#DDCC77"]
 SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "triangle-right", "triangle-left"]
 FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
 WIDTH = 560
@@ -76,7 +79,7 @@ def _model_scale(card: dict[str, Any], names: list[str] | None = None, marks: li
 
 
 def _task_scale(tasks: list[str]) -> alt.Scale:
-    return alt.Scale(domain=tasks, range=[PALETTE[i % len(PALETTE)] for i in range(len(tasks))])
+    return alt.Scale(domain=tasks, range=[TASK_PALETTE[i % len(TASK_PALETTE)] for i in range(len(tasks))])
 
 
 # --- the charts ---------------------------------------------------------------------------------
@@ -163,15 +166,18 @@ def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
 
 def _law_points(card: dict[str, Any], fit: dict[str, Any] | None = None, task: str | None = None) -> list[dict[str, Any]]:
     """(P %, MUI %) points: the ones ``fit`` was made from when it lists them, else every trained
-    model × task with a score and MUI (untrained references are never law points).
+    model × benchmark task with a score and MUI (untrained references and the LPP probes are never law points;
+    "no fit" where no fit was made, a failed one included).
     """
     if fit and fit.get("points"):
         return [{"model": p["model"] or "", "task": p["task"] or task or "", "P": _n(p["P"]), "MUI": _n(p["MUI"]),
                  "kind": "point", "note": p["excluded"] or "in the fit"} for p in fit["points"]]
+    fitted = bool(fit and "slope" in fit)
+    bench = set(card.get("benchmarks") or [])
     return [{"model": m["name"], "task": t, "P": _pct(r["score"]), "MUI": _n(r["mui"]), "kind": "point",
-             "note": "in the fit" if fit and r["score"] > 0 else "no fit" if not fit else "P = 0: not in the fit"}
+             "note": ("in the fit" if r["score"] > 0 else "P = 0: not in the fit") if fitted else "no fit"}
             for m in card["models"] if not m["reference"] for t, r in m["tasks"].items()
-            if (task is None or t == task) and _finite(r["mui"])]
+            if (not bench or t in bench) and (task is None or t == task) and _finite(r["mui"])]
 
 
 def _curve(fit: dict[str, Any] | None, pmin: float, pmax: float, **extra: Any) -> list[dict[str, Any]]:

@@ -20,7 +20,8 @@ from .lm_eval import lm_eval_view, task_rows
 _LEVELS = ("high", "medium", "low")
 _SEVERITIES = ("strong", "weak", "none")
 #: the task summary keys the built-in sections show; any other key is a plugin's measurement
-_CORE_TASK_KEYS = frozenset(TaskSummary.__annotations__)
+#: a task summary's own fields, and those the card adds to it (the chance marks of :func:`_ranks`), which no plugin measured
+_CORE_TASK_KEYS = frozenset(TaskSummary.__annotations__) | {"at_chance", "chance_p"}
 #: AR probe metrics the tables read at the top level of a task (older runs nest them under "ar" only)
 _AR_FIELDS = ("flag_accuracy", "answer_accuracy", "format_validity", "overconfidence")
 
