@@ -722,3 +722,26 @@ def test_law_points_without_a_fit_are_benchmark_points_marked_no_fit():
     assert [(p["model"], p["task"], p["note"]) for p in got] == [("a", "arc", "no fit"), ("b", "arc", "no fit")]
     fitted = _law_points(card, {"slope": -1.0, "intercept": 5.0})
     assert [p["note"] for p in fitted] == ["in the fit", "P = 0: not in the fit"]
+
+
+def test_a_model_named_like_the_null_studys_own_clean_models_is_told_so(tmp_path):
+    """The calibrated option-order null was measured on clean models; a model of the run with one of their names
+    may be that very model, whose own preference is then part of its null: the card says so, and only then."""
+    from reporter.analyse.order_null import order_null_for
+    null = order_null_for("arc_challenge")
+    assert null["name"] == "calibrated" and "Gemma-3-270M" in null["clean_models"]
+    root = tmp_path / "run"
+    shutil.copytree(DATA / "full", root)
+    res = json.loads((root / "results.json").read_text())
+    for row in res["analysis"]["contamination"]:
+        o = row["signals"].get("option_order")
+        if row["task"] == "arc_challenge" and isinstance(o, dict) and o.get("measured"):
+            o["null"] = null
+    (root / "results.json").write_text(json.dumps(res))
+    text = " ".join(" ".join(render(root, formats=("html",))["html"].read_text().split()).split())
+    assert ("The null study's clean models were SmolLM2-135M-Instruct and Gemma-3-270M; Gemma-3-270M and "
+            "SmolLM2-135M-Instruct in this run carry those names") in text.replace("<b>", "").replace("</b>", "")
+    for row in res["analysis"]["contamination"]:  # renamed: nothing to say
+        row["model"] = {"Gemma-3-270M": "G", "SmolLM2-135M-Instruct": "S"}.get(row["model"], row["model"])
+    (root / "results.json").write_text(json.dumps(res))
+    assert "carry those names" not in render(root, formats=("html",))["html"].read_text()

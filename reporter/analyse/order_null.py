@@ -62,7 +62,8 @@ def order_null_for(task: str) -> OrderNull:
     b = cal["benchmarks"][bench]
     w = float(b["preference"])
     return {"name": "calibrated" if w > 0 else "exchangeable", "preference": w,
-            "source": f"{cal['name']}: {b['why']}", "calibration_sha256": cal["sha256"]}
+            "source": f"{cal['name']}: {b['why']}", "calibration_sha256": cal["sha256"],
+            "clean_models": [str(m) for m in cal.get("clean_models") or []]}
 
 
 def calibrated_benchmarks() -> list[str]:

@@ -456,6 +456,7 @@ class OrderNullDoc(TypedDict):
     preference: float
     source: str
     calibration_sha256: NotRequired[str]  # content hash of reporter/data/option_order_null.json
+    clean_models: NotRequired[list[str]]  # the null study's clean models, by name
 
 
 class PowerAtSize(TypedDict, total=False):
