@@ -181,6 +181,10 @@ def test_pairs_by_explicit_names_and_refuses_unknown_ones(runs):
         compare_runs(runs["base"], runs["new"], pairs=[("Release", "Nope")])
     doc = compare_runs(runs["base"], runs["new"], pairs=[("Release", "Release")])
     assert doc["pairs"] == [{"base": "Release", "new": "Release"}]
+    assert not any("same run" in n for n in doc["notes"])
+    same = compare_runs(runs["base"], runs["base"])  # one run against itself: it says so
+    assert same["notes"][0] == "Base and new are the same run: this compares models within it, not one run with another."
+    assert not any("only in the" in n for n in same["notes"])
     r = CliRunner().invoke(main, ["compare", str(runs["base"]), str(runs["new"]), "--pair", "Release"])
     assert r.exit_code == 2 and "expected OLD=NEW" in r.stderr
 

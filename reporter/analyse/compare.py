@@ -389,11 +389,23 @@ def _unpaired(base: _Run, new: _Run, paired: Sequence[tuple[str, str]]) -> Unpai
             "new": [m for m in new["results"]["models"] if m not in paired_names[1]]}
 
 
-def _left_out_notes(tasks_only: dict[str, set[str]], unpaired: Unpaired) -> list[str]:
-    """Tasks, then models, that are in one run only: named in a note each, not compared."""
+def _left_out_notes(tasks_only: dict[str, set[str]], unpaired: Unpaired,
+                    models: tuple[Sequence[str], Sequence[str]] = ((), ())) -> list[str]:
+    """Tasks, then models, that are in one run only, then models that are in both runs but in no pair (``--pair``
+    chose others): named in a note each, not compared.
+
+    >>> _left_out_notes({}, {"base": ["a", "b"], "new": ["b", "c"]}, (["a", "b", "x"], ["b", "c", "y"]))
+    ['Models only in the base run, not compared: a.', 'Models only in the new run, not compared: c.', 'In both runs but in no pair, not compared: b.']
+    """
     notes = [f"Only in the {role} run, not compared: {', '.join(sorted(ts))}." for role, ts in tasks_only.items() if ts]
-    notes += [f"Models only in the {role} run, not compared: {', '.join(names)}."
-              for role, names in (("base", unpaired.get("base") or []), ("new", unpaired.get("new") or [])) if names]
+    in_base, in_new = set(models[0]), set(models[1])
+    both = [m for m in unpaired.get("base") or [] if m in in_new and m in (unpaired.get("new") or [])]
+    notes += [f"Models only in the {role} run, not compared: {', '.join(only)}."
+              for role, names, other in (("base", unpaired.get("base") or [], in_new),
+                                         ("new", unpaired.get("new") or [], in_base))
+              if (only := [m for m in names if m not in other])]
+    if both:
+        notes.append(f"In both runs but in no pair, not compared: {', '.join(both)}.")
     return notes
 
 
@@ -414,7 +426,10 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
                         + (f" ({'; '.join(failures)})" if failures else ""))
     _holm_status(rows, [d for _, d in rows_diffs])
     unpaired = _unpaired(base, new, paired)
-    notes += _mui_notes(mui, mui_compared, rows) + _left_out_notes(tasks_only, unpaired)
+    notes += _mui_notes(mui, mui_compared, rows) + _left_out_notes(
+        tasks_only, unpaired, (list(base["results"]["models"]), list(new["results"]["models"])))
+    if Path(base_dir).resolve() == Path(new_dir).resolve():
+        notes.insert(0, "Base and new are the same run: this compares models within it, not one run with another.")
     return {
         "version": COMPARE_VERSION,
         "alpha": ALPHA,

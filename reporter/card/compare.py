@@ -86,9 +86,12 @@ def _context(doc: dict[str, Any], escape: bool) -> dict[str, Any]:
             n = sum(r["mui"]["new"] for r in mine) / len(mine)
             s = sum(r["delta"] for r in mine) / len(mine)
             effort = "more" if n > b else "less" if n < b else "the same"
+            sig = sum(r["status"] in ("regression", "improvement") for r in mine)
             mui_lines.append(f"{_pair_label(mine[0])}: mean MUI over {len(mine)} tasks {b:.3f}% → {n:.3f}% "
-                             f"({100 * (n - b) / b:+.0f}% relative, {effort} effort) for a mean score change of "
-                             f"{fmt_signed(s)} pp" if b else f"{_pair_label(mine[0])}: MUI {b:.3f}% → {n:.3f}%")
+                             f"({fmt_signed((n - b) / b, 0)}% relative, {effort} effort; MUI has no test here), while "
+                             f"the task scores moved by {fmt_signed(s)} pp on average (the unweighted mean of the "
+                             f"{len(mine)} task changes, {sig or 'none'} of them significant)"
+                             if b else f"{_pair_label(mine[0])}: MUI {b:.3f}% → {n:.3f}%")
     return {"doc": doc, "model": model, "who": who, "lpp_names": LPP_KEYS,
             "pair_name": lambda lp: esc(lp["new_model"] if lp["base_model"] == lp["new_model"]
                                         else f"{lp['base_model']} → {lp['new_model']}"),
