@@ -275,3 +275,16 @@ def test_joint_rank_intervals_match_a_plain_loop_over_items_and_models():
                                                got[int(math.ceil(0.975 * (n_neg - 1)))]], r["label"]
         assert r["p_first"] == pytest.approx(got.count(1) / n_neg)
     assert joint_rank_intervals(rows, {m: items[m] for m in labels[:3]}, ["t1"], seed=0) is None  # a model without items
+
+
+def test_equal_scores_share_their_raw_rank_whatever_their_float_noise():
+    """Two models with the same mean score (one computed as 32.708333333333336, the other as 32.70833333333333)
+    are tied on the leaderboard; the law-adjusted table gives them one raw rank too, and the next model the rank
+    after both (competition ranking)."""
+    from reporter.analyse.fairness import adjusted_scores
+    from reporter.analyse.law import fit_utility_law
+    fit = fit_utility_law([20, 40, 80], [8, 6, 4])
+    pts = [{"label": "a", "P": 32.708333333333336, "MUI": 5.0}, {"label": "b", "P": 32.70833333333333, "MUI": 5.5},
+           {"label": "c", "P": 60.0, "MUI": 5.0}, {"label": "d", "P": 10.0, "MUI": 7.0}]
+    ranks = {r["label"]: r["rank_raw"] for r in adjusted_scores(fit, pts)}
+    assert ranks == {"c": 1, "a": 2, "b": 2, "d": 4}

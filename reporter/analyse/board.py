@@ -192,7 +192,8 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
     for name in sorted({entry["name"] for entry in rows.values()}):
         same = [entry for entry in rows.values() if entry["name"] == name]
         if len(same) > 1:
-            notes.append(f"{name}: evaluated in {len(same)} runs with different results: one row per run "
+            notes.append(f"{name}: evaluated in {len(same)} runs that do not give one identical set of results (other "
+                         "tasks, items or outcomes): one row per run "
                          f"({', '.join(entry['model'] for entry in same)})")
     benchmarks = sorted({t for row in rows.values() for t in row["tasks"] if not is_probe(t)})
     rank_tasks = ranking_tasks([set(row["tasks"]) for row in rows.values() if not row["untrained"]], benchmarks)

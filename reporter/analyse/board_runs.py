@@ -25,7 +25,7 @@ from ..store.samples import read_samples
 
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "expand_runs", "load_runs"]
 
-BOARD_VERSION = 1
+BOARD_VERSION = 2
 #: the LPP numbers a history page follows over versions
 LPP_KEYS = ("entropy_floor", "participation_ratio", "effective_rank")
 #: what identifies MUI settings: a MUI value compares only with one measured the same way on as many items
@@ -158,7 +158,9 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
     labels = _labels(view.manifest)
     verdicts: dict[tuple[str, str], str] = {}
     for v in (results.get("analysis") or {}).get("contamination") or []:
-        verdicts[(str(v.get("model")), str(v.get("task")))] = str(v.get("severity"))
+        # a pair with no test that ran, or none that could fire, is "not measured", never "none" (= no test fires)
+        verdicts[(str(v.get("model")), str(v.get("task")))] = (str(v.get("severity")) if v.get("measured", True)
+                                                               else "not measured")
     models: dict[str, dict[str, Any]] = {}
     for name, e in (results.get("models") or {}).items():
         slug = e.get("slug", name)

@@ -94,7 +94,7 @@ def adjusted_scores(fit: LawFit, points: Sequence[dict[str, Any]]) -> list[Adjus
     ``effort_ratio`` = MUI / MUI_law (below 1: less effort than expected); ``P_law`` inverts the law. ``P``, ``P_law``, ``MUI`` are in %;
     ``score`` = P / 100 and ``p_law`` = P_law / 100 are fractions (like task scores), ``mui`` = MUI.
 
-    Ranks: 1 = best; ties broken by label. ``shift`` = raw rank - adjusted rank (positive = moves up).
+    Ranks: 1 = best; equal scores (to 9 decimals) share their raw rank, other ties are broken by label. ``shift`` = raw rank - adjusted rank (positive = moves up).
 
     >>> from reporter.analyse.law import fit_utility_law
     >>> f = fit_utility_law([20, 40, 80], [8, 6, 4])
@@ -114,10 +114,13 @@ def adjusted_scores(fit: LawFit, points: Sequence[dict[str, Any]]) -> list[Adjus
                      # the same in the card's units: scores as fractions, MUI in %
                      "model": p.get("model", p["label"]), "score": P / 100.0, "mui": M,
                                         "p_law": _f(p_law / 100.0)}))
-    raw = sorted(rows, key=lambda r: (-float(r["P"]), str(r["label"])))
+    # equal scores share a raw rank (the leaderboard's), whatever float noise their means carry (32.708333333333336
+    # and 32.70833333333333 are one score)
+    raw = sorted(rows, key=lambda r: (-round(float(r["P"]), 9), str(r["label"])))
     adj_order = sorted(rows, key=lambda r: (-(r["adjusted"] if r["adjusted"] is not None else -np.inf), str(r["label"])))
     for k, r in enumerate(raw, 1):
-        r["rank_raw"] = k
+        same = [q for q in raw[:k - 1] if round(float(q["P"]), 9) == round(float(r["P"]), 9)]
+        r["rank_raw"] = same[0]["rank_raw"] if same else k
     for k, r in enumerate(adj_order, 1):
         r["rank_adjusted"] = k
         r["shift"] = r["rank_raw"] - k

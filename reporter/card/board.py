@@ -109,7 +109,7 @@ def _law_chart(doc: dict[str, Any]) -> markupsafe.Markup | None:
         grid = [lo * (hi / lo) ** (k / 40) for k in range(41)]
         line = [{"P": x, "MUI": avg["intercept"] + avg["slope"] * math.log(x)} for x in grid]
         layers.insert(0, alt.Chart(alt.Data(values=line)).mark_line(color="#D55E00").encode(x="P:Q", y="MUI:Q"))
-    return _svg(alt.layer(*layers).properties(width=_WIDTH, height=300, title="Utility Law over every trained model"))
+    return _svg(alt.layer(*layers).properties(width=_WIDTH, height=300, title="Utility Law over the ranked trained models"))
 
 
 def _history_charts(h: dict[str, Any], tasks: list[str]) -> list[dict[str, Any]]:
