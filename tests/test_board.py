@@ -124,6 +124,8 @@ def test_merges_the_runs_with_rank_intervals_over_all_models(runs, site):
     refs = doc["leaderboard"]["references"]
     assert any(r["model"] == "Untrained" and r["kind"] == "chance" for r in refs)
     assert any(r["kind"] == "theoretical" and r["score"] == pytest.approx(0.25) for r in refs)
+    theory = next(r for r in refs if r["kind"] == "theoretical")  # it names the tasks it averages
+    assert theory["reason"].endswith(f"averaged over the tasks of the mean score ({', '.join(doc['ranking_tasks'])})")
 
 
 @pytest.mark.slow

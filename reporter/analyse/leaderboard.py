@@ -155,7 +155,8 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     if benchmarks and len(known) == len(theoretical):
         out["references"].append({"model": None, "score": float(np.mean(known)), "kind": "theoretical",
                                   "reason": "theoretical chance: 1/#options for multiple choice, 1/2 for yes/no, "
-                                            "0 for generative tasks, averaged over the benchmark tasks"})
+                                            "0 for generative tasks, averaged over the tasks of the mean score ("
+                                            + ", ".join(benchmarks) + ")"})
     for name in ranked + references:
         for t in benchmarks:
             if t in (models[name].get("tasks") or {}) and per_item.get(name, {}).get(t):
