@@ -415,7 +415,7 @@ def validate(file):
 
     \b
     Example:
-      reporter validate models.yaml     # models.yaml: OK (3 models, profile quick, 4 tasks)
+      reporter validate models.yaml     # models.yaml: OK (3 models, profile quick, 11 tasks)
     """
     from .config import check_sae, load_config, load_profile
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
