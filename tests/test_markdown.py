@@ -143,6 +143,10 @@ def test_hf_readme_parses_with_huggingface_hub_and_gives_the_scores(tmp_path):
     assert got[("allenai/ai2_arc", "ARC-Challenge", "accuracy")] == pytest.approx(100 * tasks["arc_challenge"]["score"])
     assert got[("openai/gsm8k", "main", "exact_match")] == pytest.approx(100 * tasks["gsm8k"]["score"])
     assert card.text.lstrip().startswith("# Qwen2.5-1.5B-Instruct")
+    shots = {e.dataset_type: (e.dataset_args or {}).get("num_few_shot") for e in evals}  # as the run ran them
+    assert shots["allenai/ai2_arc"] == tasks["arc_challenge"]["shots"] and shots["openai/gsm8k"] == tasks["gsm8k"]["shots"]
+    source = json.loads((tmp_path / "run" / "results.json").read_text())["models"][name]["source"]
+    assert f"The weights evaluated: `{source}`" in card.text
     assert f"{100 * tasks['mmlu']['score']:.1f} [" in card.text
     bad = CliRunner().invoke(main, ["render", str(tmp_path / "run"), "--format", "hf"])
     assert bad.exit_code == 2 and "--model NAME" in bad.stderr
@@ -184,7 +188,9 @@ def test_hf_warnings_name_the_model_not_a_longer_name():
     from reporter.card.markdown import hf_readme
 
     card = load_card(DATA / "full")
-    card["warnings"] = [("high", "gpt2-large failed to load"), ("medium", "gpt2 is quantised")]
-    card["models"][0]["name"] = "gpt2"
+    card["warnings"] = [("high", "gpt2-large failed to load"), ("medium", "gpt2 is quantised"),
+                        ("medium", "Small samples: tasks have 2–8 items")]
+    card["models"][0]["name"], card["models"][1]["name"] = "gpt2", "gpt2-large"
     text = hf_readme(card, "gpt2")
     assert "gpt2 is quantised" in text and "gpt2-large failed" not in text
+    assert "Small samples: tasks have 2–8 items" in text  # a run-wide warning names no model: every README has it

@@ -101,8 +101,13 @@ def hf_readme(card: dict[str, Any], model: str) -> str:
     if doc is None:
         raise UserError(f"model '{m['name']}' has no benchmark result in this run; there is nothing to publish")
     front = yaml.safe_dump({"tags": ["reporter", "evaluation"], **doc}, sort_keys=False, allow_unicode=True)
-    mine = re.compile(rf"(?<![\w.-]){re.escape(m['name'])}(?![\w.-])")  # gpt2 is not gpt2-large
-    warnings = [(level, text) for level, text in card["warnings"] if mine.search(text)]
+    def named(name: str) -> re.Pattern[str]:
+        return re.compile(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])")  # gpt2 is not gpt2-large
+
+    mine, others = named(m["name"]), [named(x["name"]) for x in card["models"] if x is not m]
+    # the warnings that name this model, and the run-wide ones that name no model (small samples, too few models)
+    warnings = [(level, text) for level, text in card["warnings"]
+                if mine.search(text) or not any(o.search(text) for o in others)]
     notes = [text for _, text in m["badges"] if not text.startswith("contamination")]
     body = _template("hf_readme.md.j2").render(card=card, m=m, warnings=warnings, notes=notes)
     return f"---\n{front}---\n\n" + re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"

@@ -81,7 +81,9 @@ def model_index(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 metrics.append({"type": "mui", "value": round(r["mui"], 4),
                                 "name": "Model Utilization Index (% of FFN neurons)"})
             results.append({"task": {"type": "text-generation", "name": "Text Generation"},
-                            "dataset": _dataset(t, r["source"]), "metrics": metrics})
+                            "dataset": {**_dataset(t, r["source"]),
+                                        **({"args": {"num_few_shot": int(r["shots"])}} if r.get("shots") is not None else {})},
+                            "metrics": metrics})
         if results:
             out[m["slug"]] = {"model-index": [{"name": m["name"], "results": results}]}
     return out
