@@ -118,9 +118,11 @@ def adjusted_scores(fit: LawFit, points: Sequence[dict[str, Any]]) -> list[Adjus
     # and 32.70833333333333 are one score)
     raw = sorted(rows, key=lambda r: (-round(float(r["P"]), 9), str(r["label"])))
     adj_order = sorted(rows, key=lambda r: (-(r["adjusted"] if r["adjusted"] is not None else -np.inf), str(r["label"])))
+    before: tuple[float | None, int] = (None, 0)  # the previous row's score and raw rank
     for k, r in enumerate(raw, 1):
-        same = [q for q in raw[:k - 1] if round(float(q["P"]), 9) == round(float(r["P"]), 9)]
-        r["rank_raw"] = same[0]["rank_raw"] if same else k
+        score = round(float(r["P"]), 9)
+        r["rank_raw"] = before[1] if score == before[0] else k
+        before = (score, r["rank_raw"])
     for k, r in enumerate(adj_order, 1):
         r["rank_adjusted"] = k
         r["shift"] = r["rank_raw"] - k
