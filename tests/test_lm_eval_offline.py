@@ -197,3 +197,29 @@ def test_cache_root_is_reporters(tmp_path, monkeypatch):
     for value in (str(tmp_path), ""):
         monkeypatch.setenv("XDG_CACHE_HOME", value)
         assert lo._cache_root() == cache_root()
+
+
+@pytest.mark.parametrize("name", ["boolq", "arc_challenge", "mmlu_astronomy"])  # HellaSwag: 10,042 documents, 15 s
+def test_the_best_constant_option_is_what_lm_evals_own_acc_gives_it(loaded, name):
+    """Always choosing the option at one position, scored by lm-eval's ``process_results`` (log-likelihoods that
+    make that option the argmax), over the whole split: the share and the position ``majority_option`` names."""
+    from reporter.collect.lm_eval_run import majority_option
+
+    task = loaded[0][name]
+    docs = list(task.eval_docs)
+    width = max(len(task.doc_to_choice(d)) for d in docs)
+    shares = []
+    for j in range(width):
+        acc = 0.0
+        for doc in docs:
+            k = len(task.doc_to_choice(doc))
+            lls = [(0.0 if i == j else -1.0, i == j) for i in range(k)]
+            acc += task.process_results(doc, lls)["acc"] if j < k else 0.0
+        shares.append(acc / len(docs))
+    best = majority_option(task)
+    assert best["over"] == len(docs) and best["share"] == pytest.approx(max(shares), abs=1e-12)
+    j = shares.index(max(shares))
+    static = task.config.doc_to_choice
+    assert best["answer"] == (str(static[j]) if isinstance(static, list) else f"option {j + 1}")
+    if name == "boolq":  # the majority baseline of Clark et al. (2019): about 62 % "yes"
+        assert best["answer"] == "yes" and 0.55 < best["share"] < 0.7

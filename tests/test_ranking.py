@@ -248,3 +248,41 @@ def test_leaderboard_never_ranks_the_untrained_reference_and_marks_chance():
     assert chance[("weak", "mc")]["above"] is False  # 10 of 40 on four options is chance
     assert lb["ties"]["models"] == ["strong", "weak"] and lb["ties"]["tied"] == []
     assert lb["power"]["per_task"][0]["n"] == 40
+
+
+def test_a_constant_answer_on_a_skewed_task_is_not_above_chance():
+    """BoolQ-like: 62 % of 400 items are "yes". A model that always answers "yes" (scored by the real scorer)
+    beats 1/2 by far, but not the task's most common answer; a model right on 75 % beats both."""
+    from reporter.card.data import _majority_levels
+    from reporter.scoring import get_scorer, majority_answer
+
+    rng = np.random.default_rng(0)
+    items = [{"answer": bool(i < 248)} for i in range(400)]  # 248 / 400 = 62 %
+    answer, share = majority_answer("bool", items)
+    assert (answer, share) == ("yes", 0.62)
+    constant = {f"q{i}": get_scorer("bool")("Yes.", it)[1] for i, it in enumerate(items)}
+    good = {f"q{i}": float(rng.uniform() < 0.75) for i in range(400)}
+    summary = {"chance": 0.5, "majority": {"answer": answer, "share": share, "over": 400}}
+    results = {"models": {n: {"source": f"./{n}", "status": "complete", "tasks": {"bq": {**summary,
+                                                                                         "score": float(np.mean(list(s.values())))}}}
+                          for n, s in (("constant", constant), ("good", good))}}
+    per_item = {"constant": {"bq": constant}, "good": {"bq": good}}
+    rows = {c["model"]: c for c in leaderboard(results, per_item, seed=0, n_resamples=100)["above_chance"]}
+    # by hand: P(X >= k), X ~ Binomial(400, 0.62)
+    for name, s in per_item.items():
+        k = int(sum(s["bq"].values()))
+        p = sum(math.comb(400, j) * 0.62 ** j * 0.38 ** (400 - j) for j in range(k, 401))
+        assert rows[name]["p"] == pytest.approx(p, rel=1e-9)
+        assert rows[name]["baseline"] == 0.62 and rows[name]["baseline_kind"] == "majority"
+        assert rows[name]["majority_answer"] == "yes"
+    assert rows["constant"]["above"] is False and rows["good"]["above"] is True
+    assert above_chance(list(constant.values()), 0.5)["above"] is True  # what 1/2 alone would have claimed
+    # results.json from before the most common answer was recorded: tested against chance, as then
+    for e in results["models"].values():
+        del e["tasks"]["bq"]["majority"]
+    old = {c["model"]: c for c in leaderboard(results, per_item, seed=0, n_resamples=100)["above_chance"]}
+    assert old["constant"]["baseline_kind"] == "chance" and old["constant"]["above"] is True
+    # the card names the level it tested
+    card = {"analysis": {"above_chance": list(rows.values())}}
+    assert _majority_levels(card) == (" Where always giving a task's most common answer beats guessing, that is the "
+                                      'level tested: bq 62 % ("yes").')

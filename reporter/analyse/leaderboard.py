@@ -6,7 +6,8 @@
   on the items every ranked model answered.
 * References: untrained models, shown below the ranked models as "reference: chance" rows with
   their score, never with a rank.
-* Chance: each (model, benchmark task) is tested against the task's chance level
+* Chance: each (model, benchmark task) is tested against the task's chance level, or the share
+  its most common answer gets where that is higher (BoolQ's "yes")
   (:func:`reporter.metrics.stats.above_chance`, one-sided, α = 0.05, not adjusted).
 * Ties: for the top two ranked models, on how many benchmark tasks their paired difference is
   not significant after the Holm adjustment of results.json's comparisons.
@@ -115,15 +116,23 @@ def _chance(summary: dict[str, Any]) -> float | None:
     return FALLBACK_CHANCE.get(str(summary.get("scorer")))
 
 
+def _majority(summary: dict[str, Any]) -> float | None:
+    """The share of a task's most common answer (results.json from before it was recorded: none)."""
+    m = summary.get("majority")
+    return float(m["share"]) if isinstance(m, dict) and isinstance(m.get("share"), (int, float)) else None
+
+
 def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resamples: int = 2000) -> Leaderboard:
     """The ``ranking``, ``references``, ``not_ranked``, ``above_chance``, ``ties`` and ``power`` of a run."""
     models = results.get("models") or {}
     usable = {n: e for n, e in models.items() if e.get("status") != "failed"}
     benchmarks = sorted({t for e in usable.values() for t in (e.get("tasks") or {}) if not is_probe(t)})
-    chance = {}
+    chance, majority = {}, {}
     for t in benchmarks:
         levels = {_chance(e["tasks"][t]) for e in usable.values() if t in (e.get("tasks") or {})}
         chance[t] = levels.pop() if len(levels) == 1 else None
+        shares = {_majority(e["tasks"][t]) for e in usable.values() if t in (e.get("tasks") or {})}
+        majority[t] = shares.pop() if len(shares) == 1 else None  # models that disagree on it: none
     ranked: list[str] = []
     not_ranked: list[NotRanked] = []
     references: list[str] = []
@@ -160,7 +169,9 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     for name in ranked + references:
         for t in benchmarks:
             if t in (models[name].get("tasks") or {}) and per_item.get(name, {}).get(t):
-                row = above_chance(list(per_item[name][t].values()), chance[t])
+                row = above_chance(list(per_item[name][t].values()), chance[t], majority=majority[t])
+                if row.get("baseline_kind") == "majority":
+                    row["majority_answer"] = models[name]["tasks"][t]["majority"]["answer"]
                 out["above_chance"].append({"model": name, "task": t, "reference": name in references, **row})
     if len(ranked) >= 2 and out["ranking"]:
         a, b = (r["model"] for r in out["ranking"]["models"][:2])

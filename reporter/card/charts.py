@@ -113,10 +113,15 @@ def print_specs(card: dict[str, Any], names: Iterable[str]) -> dict[str, dict[st
     return out
 
 
+#: the task-score chart's tick for the score of always giving a task's most common answer
+MOST_COMMON = "always the most common answer"
+
+
 @CHARTS.register("task_scores")
 def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
     """Grouped bars of each trained model's score per task with 95% CI error bars; the task's theoretical
-    chance level and each untrained reference model's score as tick marks across the task's group.
+    chance level, the score of always giving its most common answer where that is higher, and each untrained
+    reference model's score as tick marks across the task's group.
     """
     tasks = card["benchmarks"] + card["probes"]
     trained = [m for m in card["models"] if not m["reference"]]
@@ -125,12 +130,12 @@ def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
             for m in trained for t in tasks if (r := m["tasks"].get(t))]
     refs = [{"reference": f"untrained: {m['name']}", "task": t, "score": _pct(r["score"]), "n": r["n"]}
             for m in card["models"] if m["reference"] for t in tasks if (r := m["tasks"].get(t))]
-    chance: dict[str, float] = {}
-    for m in card["models"]:
-        for t in card["benchmarks"]:
-            if (r := m["tasks"].get(t)) and r.get("chance") is not None:
-                chance.setdefault(t, r["chance"])
-    refs += [{"reference": "theoretical chance", "task": t, "score": _pct(c), "n": None} for t, c in chance.items()]
+    levels = {t: card["levels"][t] for t in card["benchmarks"] if t in card["levels"]}
+    refs += [{"reference": "theoretical chance", "task": t, "score": _pct(v["chance"]), "n": None}
+             for t, v in levels.items() if v["chance"] is not None]
+    # where always giving the most common answer scores more than chance
+    common = {t: v["common"]["share"] for t, v in levels.items() if v["common"] is not None}
+    refs += [{"reference": MOST_COMMON, "task": t, "score": _pct(c), "n": None} for t, c in common.items()]
     if not rows and not refs:
         return None
     x = alt.X("task:N", sort=tasks, title="Task", axis=alt.Axis(labelAngle=-30 if len(tasks) > 6 else 0, labelLimit=120))
@@ -149,9 +154,10 @@ def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
                                                                    title="Model"), tooltip=tip))
         layers.append(base.mark_rule(color="#222", strokeWidth=1.2).encode(y="lo:Q", y2="hi:Q", tooltip=tip))
     if refs:
-        kinds = sorted({r["reference"] for r in refs}, key=lambda k: (k != "theoretical chance", k))
-        colours = ["#d62728" if k == "theoretical chance" else ["#111111", "#7f7f7f", "#8c564b"][i % 3]
-                   for i, k in enumerate(kinds)]
+        fixed = {"theoretical chance": "#d62728", MOST_COMMON: "#ff7f0e"}
+        kinds = sorted({r["reference"] for r in refs}, key=lambda k: (k not in fixed, list(fixed).index(k)
+                                                                      if k in fixed else 0, k))
+        colours = [fixed.get(k) or ["#111111", "#7f7f7f", "#8c564b"][i % 3] for i, k in enumerate(kinds)]
         layers.append(alt.Chart(_data(refs)).mark_tick(thickness=2.5, size=max(8, step * max(1, len(bar_models)) - 4))
                       .encode(x=x, y=y, color=alt.Color("reference:N", scale=alt.Scale(domain=kinds, range=colours),
                                                         title="Reference"),
@@ -160,8 +166,9 @@ def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
     # a fixed width, not a step: the reference layer has no xOffset, and two layers must not disagree on the step
     width = step * len(tasks) * max(1, len(bar_models)) / 0.8
     chart = alt.layer(*layers).resolve_scale(color="independent").properties(width=width, height=240)
-    return _finish(chart, "Score per task", "bars: trained models, black lines: 95% CI; "
-                                            "ticks: theoretical chance (red) and untrained reference models")
+    return _finish(chart, "Score per task", "bars: trained models, black lines: 95% CI; ticks: theoretical chance "
+                                            "(red), " + ("always the most common answer (orange), " if common else "")
+                   + "untrained reference models")
 
 
 def _law_points(card: dict[str, Any], fit: dict[str, Any] | None = None, task: str | None = None) -> list[dict[str, Any]]:

@@ -67,6 +67,7 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     for c in card["comparisons"]:
         if c.get("significant") is None:  # results.json from before the Holm adjustment: the bootstrap CI
             c["significant"] = c["ci_low"] > 0 or c["ci_high"] < 0
+    card["levels"] = task_levels(card)
     card["lm_eval"] = lm_eval_view(card)
     card["task_rows"] = task_rows(card)
     for key, fn in (("neighbours", _neighbours), ("warnings", _warnings), ("summary", _summary),
@@ -279,12 +280,48 @@ def _tier_sentence(ranked: list[dict[str, Any]], a: dict[str, Any]) -> str | Non
     return text
 
 
+def _majority_levels(card: dict[str, Any]) -> str:
+    """The sentence naming the tasks tested against their most common answer, with its share (empty where none
+    was): " Where always giving … beats guessing, that is the level tested: boolq 62 % ("yes").".
+    """
+    levels: dict[str, tuple[str, float]] = {}
+    for c in (card["analysis"] or {}).get("above_chance") or []:
+        if c.get("baseline_kind") == "majority" and c.get("majority_answer") is not None:
+            levels.setdefault(c["task"], (str(c["majority_answer"]), float(c["baseline"])))
+    if not levels:
+        return ""
+    return (" Where always giving a task's most common answer beats guessing, that is the level tested: "
+            + ", ".join(f"{t} {100 * x:.0f} % (\"{a}\")" for t, (a, x) in sorted(levels.items())) + ".")
+
+
+def task_levels(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each task's chance level and, where always giving its most common answer scores more, that answer and its
+    share: ``{task: {"chance", "common"}}`` (from the first model that recorded each; task names may contain dots).
+
+    >>> card = {"models": [{"tasks": {"boolq": {"chance": 0.5, "majority": {"answer": "yes", "share": 0.62}}}}]}
+    >>> task_levels(card)
+    {'boolq': {'chance': 0.5, 'common': {'answer': 'yes', 'share': 0.62}}}
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for m in card["models"]:
+        for t, r in m["tasks"].items():
+            row = out.setdefault(t, {"chance": None, "common": None})
+            if row["chance"] is None and isinstance(r.get("chance"), (int, float)):
+                row["chance"] = float(r["chance"])
+            if row["common"] is None and isinstance(mj := r.get("majority"), dict):
+                row["common"] = mj
+    for row in out.values():
+        if row["common"] is not None and (row["chance"] is None or row["common"]["share"] <= row["chance"]):
+            row["common"] = None
+    return out
+
+
 def _chance_sentence(card: dict[str, Any]) -> str | None:
     bench = card["benchmarks"]
     rows = [(m["name"], m["at_chance_tasks"]) for m in _trained(card) if m["at_chance_tasks"]]
     if not rows:
         tested = any(c.get("above") is not None for c in (card["analysis"] or {}).get("above_chance") or [])
-        return "Every trained model beats chance on every benchmark task." if tested else None
+        return "Every trained model beats chance on every benchmark task." + _majority_levels(card) if tested else None
 
     def tasks(ts: list[str]) -> str:
         if len(ts) > len(bench) / 2:
@@ -292,7 +329,7 @@ def _chance_sentence(card: dict[str, Any]) -> str | None:
             return f"{len(ts)} of {len(bench)} tasks" + (f" (all but {', '.join(rest)})" if rest else " (all)")
         return ", ".join(ts)
     return "Not significantly above chance (one-sided exact binomial test, α = 0.05): " + "; ".join(
-        f"{name} on {tasks(ts)}" for name, ts in rows) + "."
+        f"{name} on {tasks(ts)}" for name, ts in rows) + "." + _majority_levels(card)
 
 
 def _power_sentence(a: dict[str, Any]) -> str | None:

@@ -37,8 +37,8 @@ __all__ = ["MD_SECTIONS", "CHARTS_DIR", "md_escape", "markdown_card", "hf_readme
 #: the blocks of card.md, in order (``--section`` names one)
 MD_SECTIONS = ("title", "summary", "leaderboard", "tasks", "warnings", "law", "methods")
 #: the charts card.md shows, with their alt text
-MD_CHARTS = {"task_scores": "Score per task and model with 95% confidence intervals; ticks: chance and the "
-                            "untrained reference"}
+MD_CHARTS = {"task_scores": "Score per task and model with 95% confidence intervals; ticks: chance, the most "
+                            "common answer where it scores more, and the untrained reference"}
 
 
 def _template(name: str) -> jinja2.Template:
@@ -49,7 +49,7 @@ def markdown_card(card: dict[str, Any], charts: Sequence[tuple[str, str, str]] =
                   section: str | None = None) -> str:
     """card.md's text (or one of its :data:`MD_SECTIONS`); ``charts`` = [(name, relative path, alt text)]."""
     tmpl = _template("card.md.j2")
-    context = {"card": card, "charts": list(charts), "chance": _chance(card)}
+    context = {"card": card, "charts": list(charts)}
     if section is None:
         text = tmpl.render(**context)
     elif section not in MD_SECTIONS:
@@ -57,16 +57,6 @@ def markdown_card(card: dict[str, Any], charts: Sequence[tuple[str, str, str]] =
     else:
         text = "".join(tmpl.blocks[section](tmpl.new_context(context)))
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
-
-
-def _chance(card: dict[str, Any]) -> dict[str, float]:
-    """Each task's chance level (the first model that recorded one); task names may contain dots."""
-    out: dict[str, float] = {}
-    for m in card["models"]:
-        for t, r in m["tasks"].items():
-            if isinstance(r.get("chance"), (int, float)) and t not in out:
-                out[t] = float(r["chance"])
-    return out
 
 
 def write_markdown_charts(card: dict[str, Any], root: Path) -> list[tuple[str, str, str]]:

@@ -515,6 +515,8 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
         summary["collection_fallback"] = fallback
     if chance is not None:
         summary["chance"] = chance
+        if lp.output_type == "multiple_choice" and (best := majority_option(lp.task)) is not None:
+            summary["majority"] = best
     for p in plugins:
         summary.update(p.finish_task(ctx, samples))
     if spent is not None:
@@ -522,6 +524,39 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
     write_json(task_dir / SUMMARY, summary)
     shutil.rmtree(ctx.parts_dir, ignore_errors=True)
     return summary
+
+
+def majority_option(task: Any) -> dict[str, Any] | None:
+    """The best constant answer of an lm-eval multiple-choice task over its whole evaluation split: always
+    choosing the option at one position, scored as lm-eval's ``acc`` scores it (the gold is the target, or
+    the text for a ``multiple_input`` task; a text gold is its option's index; a list of golds accepts any).
+
+    ``{"answer", "share", "over"}``: the position's option text when every document has the same options
+    (BoolQ's "no"/"yes"), else "option k"; the share of documents it gets right; the number of documents.
+    None without documents or golds. Kept on the task object: its models share it.
+    """
+    if hasattr(task, "_reporter_majority"):
+        return task._reporter_majority  # type: ignore[no-any-return]
+    static = getattr(task.config, "doc_to_choice", None)
+    static = [str(c) for c in static] if isinstance(static, list) else None
+    counts: dict[int, int] = {}
+    docs = task.eval_docs
+    for doc in docs:
+        gold = task.doc_to_text(doc) if task.multiple_input else task.doc_to_target(doc)
+        if isinstance(gold, str):
+            choices = [str(c) for c in task.doc_to_choice(doc)]
+            gold = choices.index(gold) if gold in choices else -1
+        for g in set(gold) if isinstance(gold, list) else {gold}:
+            if not isinstance(g, int) or isinstance(g, bool) or g < 0:
+                continue
+            counts[g] = counts.get(g, 0) + 1
+    best = None
+    if counts and len(docs):
+        j = min(counts, key=lambda k: (-counts[k], k))
+        label = static[j] if static is not None and j < len(static) else f"option {j + 1}"
+        best = {"answer": label, "share": counts[j] / len(docs), "over": len(docs)}
+    task._reporter_majority = best
+    return best
 
 
 def lm_eval_info(lp: LeafPlan, result: dict[str, Any], metric: str) -> dict[str, Any]:

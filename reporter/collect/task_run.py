@@ -34,7 +34,7 @@ from ..instrument.batch import teacher_forced_batch
 from ..instrument.hooked_pass import hooked_pass
 from ..metrics.stats import score_ci
 from ..models.generation import fusable_generation, generate, generate_collecting
-from ..scoring import chance_level, get_scorer
+from ..scoring import chance_level, get_scorer, majority_answer
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
@@ -198,6 +198,9 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
         "source": plan.task.source, "description": plan.task.description,
         "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0,
         "collection": "fused" if fused else "teacher-forced"}
+    population = plan.task.items()
+    if (best := majority_answer(plan.task.scorer, [it.scorer_item() for it in population])) is not None:
+        summary["majority"] = {"answer": best[0], "share": best[1], "over": len(population)}
     if fallback:
         summary["collection_fallback"] = fallback
     for p in plugins:

@@ -243,19 +243,25 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return [float(x) for x in multipletests(np.asarray(p_values, dtype=np.float64), method="holm")[1]]
 
 
-def above_chance(scores: Sequence[float], chance: float | None, *, alpha: float = ALPHA) -> dict:
+def above_chance(scores: Sequence[float], chance: float | None, *, alpha: float = ALPHA,
+                 majority: float | None = None) -> dict:
     """Whether a model beats a task's chance level significantly (one-sided).
 
-    For 0/1 scores: the exact binomial test of ``k`` correct of ``n`` against ``chance``
-    (``alternative="greater"``). With a varying number of options the mean chance level is used;
-    the binomial is then conservative (a sum of unequal Bernoullis varies less). For other
-    scores: whether the BCa bootstrap 95% CI lies above ``chance``. ``chance`` None: not tested.
+    The level tested against (``baseline``) is the higher of ``chance`` (random guessing) and
+    ``majority`` (the share the task's most common answer gets, always given: BoolQ's "yes" is 62 %);
+    ``baseline_kind`` says which. For 0/1 scores: the exact binomial test of ``k`` correct of ``n``
+    against it (``alternative="greater"``). With a varying number of options the mean chance level is
+    used; the binomial is then conservative (a sum of unequal Bernoullis varies less). For other
+    scores: whether the BCa bootstrap 95% CI lies above it. ``chance`` None: not tested.
 
     >>> r = above_chance([1, 0, 0, 1, 0, 0, 0, 0], 0.25)
     >>> r["above"], round(r["p"], 3)
     (False, 0.633)
     >>> above_chance([1] * 8, 0.25)["above"]
     True
+    >>> r = above_chance([1] * 130 + [0] * 70, 0.5, majority=0.62)  # 65 % on a task 62 % "yes"
+    >>> r["baseline_kind"], r["above"], above_chance([1] * 130 + [0] * 70, 0.5)["above"]
+    ('majority', False, True)
     """
     x = _as_scores(scores, "scores")
     out: dict = {"chance": chance, "n": int(x.size), "score": float(x.mean()), "p": None, "test": None,
@@ -263,6 +269,23 @@ def above_chance(scores: Sequence[float], chance: float | None, *, alpha: float 
     if chance is None:
         out["test"] = "none: the task has no chance level"
         return out
+    baseline, kind = float(chance), "chance"
+    if majority is not None:
+        out["majority"] = float(majority)
+        if majority > baseline:
+            baseline, kind = float(majority), "majority"
+    out.update(baseline=baseline, baseline_kind=kind)
+    if np.all((x == 0) | (x == 1)):
+        k = int(x.sum())
+        if baseline <= 0:
+            p = 0.0 if k > 0 else 1.0
+        else:
+            p = float(stats.binomtest(k, int(x.size), min(baseline, 1.0), alternative="greater").pvalue)
+        out.update(p=p, test="binomial-exact-one-sided", above=p < alpha)
+    else:
+        ci = score_ci(x.tolist(), seed=0)
+        out.update(test="bootstrap-ci", above=ci.ci_low > baseline)
+    return out
     if np.all((x == 0) | (x == 1)):
         k = int(x.sum())
         if chance <= 0:

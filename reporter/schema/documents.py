@@ -150,6 +150,14 @@ class LMEvalInfo(TypedDict, total=False):
     doc_ids: list[int]
 
 
+class Majority(TypedDict):
+    """A task's best constant answer (``summary.json``'s ``majority``)."""
+
+    answer: str
+    share: Fraction
+    over: int
+
+
 class TaskSummary(TypedDict, total=False):
     """``models/<slug>/tasks/<task>/summary.json``: one task of one model (collectors add their own keys)."""
 
@@ -164,6 +172,9 @@ class TaskSummary(TypedDict, total=False):
     seed: int
     method: str
     chance: Fraction
+    #: the best constant answer over the task's whole evaluation split: the answer most items accept (an lm-eval
+    #: multiple-choice task: always the option at one position), the share it gets right, the items counted
+    majority: Majority
     source: str
     description: str
     mean_response_tokens: float
@@ -641,12 +652,21 @@ class NotRanked(TypedDict, total=False):
 
 
 class ChanceTest(TypedDict, total=False):
-    """Whether a model beats a task's chance level (one-sided, α = 0.05)."""
+    """Whether a model beats a task's chance level, or its most common answer where that scores higher
+    (one-sided, α = 0.05).
+    """
 
     model: Required[str]
     task: Required[str]
     reference: bool
     chance: Fraction
+    #: the share of the task's items its most common answer gets (where the task records one)
+    majority: Fraction
+    #: that answer (present where it is the level tested)
+    majority_answer: str
+    #: the level tested: the higher of chance and majority
+    baseline: Fraction
+    baseline_kind: Literal["chance", "majority"]
     n: int
     score: Fraction
     p: float

@@ -58,6 +58,73 @@ def chance_level(scorer: str, items: Sequence[dict[str, Any]]) -> float | None:
     return float(rule(items))
 
 
+def _choice_keys(item: dict[str, Any]) -> set[str]:
+    gold, labels = item.get("answer"), item.get("labels") or string.ascii_uppercase
+    if isinstance(gold, int) and not isinstance(gold, bool):
+        return {str(labels[gold]).upper()} if 0 <= gold < len(labels) else set()
+    return {k} if (k := str(gold).strip().strip("()").upper()) else set()
+
+
+def _bool_keys(item: dict[str, Any]) -> set[str]:
+    g = item.get("answer")
+    gold = ("yes" if g else "no") if isinstance(g, bool) else str(g).strip().lower()
+    gold = {"true": "yes", "false": "no"}.get(gold, gold)
+    return {gold} if gold in ("yes", "no") else set()
+
+
+def _number_key(x: Any) -> str | None:
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return str(int(f)) if f.is_integer() and abs(f) < 1e15 else repr(f)
+
+
+def _numeric_keys(item: dict[str, Any]) -> set[str]:
+    gold = item.get("answer")
+    k = _number_key(extract_number(gold) if isinstance(gold, str) else gold)
+    return {k} if k is not None else set()
+
+
+#: a scorer's answer keys of one item: the constant responses that the item scores 1, as strings that are
+#: equal exactly when one constant response scores on both items (each key is itself such a response). A
+#: scorer not listed has no constant-answer baseline here: partial credit (f1), generated code, MATH (whose
+#: equivalent forms are not one string)
+ANSWER_KEYS: dict[str, Callable[[dict[str, Any]], set[str]]] = {
+    "choice": _choice_keys, "bool": _bool_keys, "numeric": _numeric_keys,
+    "exact": lambda item: {k for g in _golds(item) if (k := _norm_exact(g))},
+}
+
+
+def majority_answer(scorer: str, items: Sequence[dict[str, Any]]) -> tuple[str, float] | None:
+    """The best constant answer of a task and its expected score: the answer most items accept (for
+    multiple choice, the most common correct option label), and the share of ``items`` it gets right.
+
+    The score any fixed response reaches, whatever the question; with a skewed gold distribution
+    (BoolQ: 62 % "yes") it lies above the random-guessing chance level. Ties go to the first answer in
+    sorted order. None for a scorer without answer keys (:data:`ANSWER_KEYS`) or no items.
+
+    >>> majority_answer("bool", [{"answer": True}, {"answer": "yes"}, {"answer": False}])
+    ('yes', 0.6666666666666666)
+    >>> majority_answer("choice", [{"answer": "B"}, {"answer": 1}, {"answer": "(A)"}])
+    ('B', 0.6666666666666666)
+    >>> majority_answer("exact", [{"answer": ["Paris", "paris."]}, {"answer": "Rome"}])
+    ('paris', 0.5)
+    >>> majority_answer("code", [{}]) is None
+    True
+    """
+    keys = ANSWER_KEYS.get(scorer)
+    if keys is None or not items:
+        return None
+    counts: collections.Counter[str] = collections.Counter()
+    for it in items:
+        counts.update(keys(it))
+    if not counts:
+        return None
+    best = min(counts, key=lambda k: (-counts[k], k))
+    return best, counts[best] / len(items)
+
+
 def get_scorer(name: str) -> Scorer:
     """The scorer registered as ``name``; a did-you-mean error otherwise.
 
