@@ -442,7 +442,12 @@ def calibration_file(cal: dict[str, dict[str, Any]], seed: int, clean: Sequence[
     orders = sorted({int(x) + 1 for r in rows for x in set(r["m"])})
     return {"name": f"option-order null study (benchmarks/option_order_null.py, seed {seed}, "
                     f"{'/'.join(map(str, n))} items, {'/'.join(map(str, orders))} orders per item)",
-            "seed": seed, "clean_models": list(clean), "detect_p": DETECT_P,
+            "seed": seed, "clean_models": list(clean),
+            # the clean models by content: a run's model with the same weights is the null's own (the card says so)
+            **({"clean_identities": ids} if len(ids := {r["model"]: r["identity"] for r in rows
+                                                        if r["model"] in clean and r.get("identity")}) == len(clean)
+               else {}),
+            "detect_p": DETECT_P,
             "benchmarks": {b: {"preference": round(d["preference"], 4), "why": d["why"], "detected": d["detected"],
                                "p_combined": d["p_combined"], "models": d["models"]} for b, d in sorted(cal.items())}}
 
@@ -517,6 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if not args.report:
         from reporter.config import ModelSpec
+        from reporter.models.identity import model_identity
         from reporter.models.loading import load_model
 
         entries = [m for m in args.models.split(",") if m]
@@ -539,7 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rec = score_model(lm, benchmark_items(bench), n_items=args.items, n_perms=args.perms, seed=args.seed,
                                   window=args.window, batch_size=args.batch_size)
                 f.parent.mkdir(parents=True, exist_ok=True)
-                f.write_text(json.dumps({"model": name, "source": source, "benchmark": bench, **rec}))
+                f.write_text(json.dumps({"model": name, "source": source, "identity": model_identity(lm),
+                                         "benchmark": bench, **rec}))
                 print(f"{name} {bench}: {rec['n']} items in {rec['seconds']:.0f} s", file=sys.stderr, flush=True)
             del lm
     md = report(out, args.seed)

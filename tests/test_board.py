@@ -157,6 +157,7 @@ def test_version_history_marks_the_regression(runs, site):
     assert h["release"] == "Release" and h["order"] == "by version"
     assert [v["model"] for v in h["versions"]] == ["Release (1.0)", "Release (1.1)"]
     (step,) = h["steps"]
+    assert step["same_weights"] is False  # v1 and the damaged v2 differ by content
     (row,) = step["rows"]
     assert row["task"] == "mine" and row["status"] == "regression" and row["significant"]
     base, new = _scores(runs["r1"], "Release"), _scores(runs["r2"], "Release")
@@ -166,6 +167,32 @@ def test_version_history_marks_the_regression(runs, site):
     page = (site["dir"] / "history" / "Release.html").read_text()
     assert re.search(r'<tr class="sig"><td>mine</td>.*?<td class="status">regression</td>', page, re.S)
     assert 'data-chart="scores"' in page and 'data-chart="mui"' in page
+
+
+def test_the_same_weights_evaluated_otherwise_are_not_called_a_new_version(runs, tmp_path):
+    """Release 1.0's weights again, under another instruction: other outcomes on the same items, so another row of
+    the release; its step is the evaluation's change, and the board says so."""
+    src, root = runs["root"], tmp_path  # not beside the fixture's runs: other tests read that directory
+    (root / "r4.profile.yaml").write_text(PROFILE.format(limit=N_ITEMS).replace(
+        "max_new_tokens: 2,", "max_new_tokens: 2, instruction: 'Pick the colour. Reply with the letter only.',")
+        .replace("path: mine.jsonl", f"path: {src / 'mine.jsonl'}"))
+    (root / "r4.yaml").write_text("profile: r4.profile.yaml\nseed: 5\nmodels:\n"
+                                  f"  - {{name: Release, source: {src / 'v1'}, version: '1.0-reworded'}}\n")
+    r = CliRunner().invoke(main, ["run", str(root / "r4.yaml"), "-o", str(root / "r4"), "--no-progress",
+                                  "--no-render"])
+    assert r.exit_code == 0, r.output
+    assert _scores(root / "r4", "Release") != _scores(runs["r1"], "Release")  # the outcomes differ
+    ids = {json.loads((d / "models/Release/model.json").read_text())["identity"] for d in (runs["r1"], root / "r4")}
+    assert len(ids) == 1 and ids.pop().startswith("local:")
+    r = CliRunner().invoke(main, ["board", str(runs["r1"]), str(root / "r4"), "-o", str(tmp_path / "site"),
+                                  "--resamples", "200"])
+    assert r.exit_code == 0, r.output
+    (h,) = json.loads((tmp_path / "site" / "board.json").read_text())["history"]
+    assert [v["model"] for v in h["versions"]] == ["Release (1.0)", "Release (1.0-reworded)"]
+    (step,) = h["steps"]
+    assert step["same_weights"] is True
+    page = " ".join((tmp_path / "site" / "history" / "Release.html").read_text().split())
+    assert "Not a new version of the model: both rows evaluated the same weights" in page
 
 
 @pytest.mark.slow

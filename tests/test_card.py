@@ -23,6 +23,7 @@ from reporter.card.data import build_card
 from reporter.card.render import render
 from reporter.errors import SchemaError as CardDataError
 from reporter.errors import UserError
+from reporter.models.packaged import PACKAGED, expected_sha256
 
 DATA = Path(__file__).parent / "data"
 FULL_CHARTS = {"task_scores", "law_pooled", "law_per_task", "mui_layers", "lpp_entropy", "lpp_pr_er", "overlap",
@@ -741,7 +742,21 @@ def test_a_model_named_like_the_null_studys_own_clean_models_is_told_so(tmp_path
     text = " ".join(" ".join(render(root, formats=("html",))["html"].read_text().split()).split())
     assert ("The null study's clean models were SmolLM2-135M-Instruct and Gemma-3-270M; Gemma-3-270M and "
             "SmolLM2-135M-Instruct in this run carry those names") in text.replace("<b>", "").replace("</b>", "")
-    for row in res["analysis"]["contamination"]:  # renamed: nothing to say
+    # by content where the run recorded its models' identities: the packaged Gemma is the null's own model whatever
+    # its name; a model named like SmolLM2 whose weights differ is not mentioned at all
+    assert null["clean_identities"] == [f"packaged:{n}:{expected_sha256(PACKAGED[n])}"
+                                        for n in ("smollm2-135m-instruct", "gemma-3-270m")]
+    res["models"]["Gemma-3-270M"]["meta"]["identity"] = null["clean_identities"][1]
+    res["models"]["SmolLM2-135M-Instruct"]["meta"]["identity"] = "local:" + "0" * 64
+    (root / "results.json").write_text(json.dumps(res))
+    text = " ".join(render(root, formats=("html",))["html"].read_text().split()).replace("<b>", "").replace("</b>", "")
+    assert ("The null study's clean models were SmolLM2-135M-Instruct and Gemma-3-270M; Gemma-3-270M in this run has "
+            "the same weights (by content hash): its own preference is part of the null") in text
+    assert "carr" not in text.split("The null study's clean models")[1].split("</p>")[0]
+    for m in res["models"].values():
+        (m.get("meta") or {}).pop("identity", None)
+    for row in res["analysis"]["contamination"]:  # renamed and no identity: nothing to say
         row["model"] = {"Gemma-3-270M": "G", "SmolLM2-135M-Instruct": "S"}.get(row["model"], row["model"])
     (root / "results.json").write_text(json.dumps(res))
-    assert "carry those names" not in render(root, formats=("html",))["html"].read_text()
+    html = render(root, formats=("html",))["html"].read_text()
+    assert "carry those names" not in html and "null study's clean models were" not in html

@@ -179,6 +179,7 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
                          "runs": [r.label], "run": r.label, "run_dir": r.dir, "created": r.created,
                          "slug": slugify(row), "model_slug": e["slug"], "untrained": e["untrained"],
                          "source": e.get("source"), "n_params": e["meta"].get("n_params"), "lpp": e.get("lpp"),
+                         "identity": e["meta"].get("identity"),
                          "files": e["files"], "tasks": tasks}
     slugs: set[str] = set()
     for entry in rows.values():

@@ -55,7 +55,9 @@ def histories(rows: dict[str, dict[str, Any]], runs: list[BoardRun], cache: Boar
             if got is None:
                 got = _compare(compare_runs, a, b)
                 cache.put("compare", key, got)
-            steps.append({"from": a["model"], "to": b["model"], **got})
+            # the same weights by content in both: what changed is the evaluation (settings, items), not the model
+            same = bool(a.get("identity")) and a.get("identity") == b.get("identity")
+            steps.append({"from": a["model"], "to": b["model"], "same_weights": same, **got})
         out.append({"release": release, "slug": slugify(release), "order": order,
                     "versions": [{"model": m["model"], "version": m.get("version") or m["run"], "run": m["run"],
                                   "created": m["created"],

@@ -25,7 +25,7 @@ from ..store.samples import read_samples
 
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "expand_runs", "load_runs"]
 
-BOARD_VERSION = 2
+BOARD_VERSION = 3
 #: the LPP numbers a history page follows over versions
 LPP_KEYS = ("entropy_floor", "participation_ratio", "effective_rank")
 #: what identifies MUI settings: a MUI value compares only with one measured the same way on as many items
@@ -183,7 +183,8 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
         models[name] = {"status": e.get("status"), "source": e.get("source"), "slug": slug,
                         "untrained": is_untrained(e), "lpp": {k: (e.get("lpp") or {}).get(k) for k in LPP_KEYS}
                         if isinstance(e.get("lpp"), dict) else None,
-                        "meta": {k: meta.get(k) for k in ("n_params", "model_type", "kind", "dtype", "source_type")},
+                        "meta": {k: meta.get(k) for k in ("n_params", "model_type", "kind", "dtype", "source_type",
+                                                          "identity")},
                         **labels.get(name, {"release": None, "version": None}),
                         "files": _files(rd, slug), "tasks": tasks}
     out = BoardRun(dir=str(path), label=label, digest=digest, created=str(run.get("created") or ""),

@@ -409,6 +409,20 @@ def _left_out_notes(tasks_only: dict[str, set[str]], unpaired: Unpaired,
     return notes
 
 
+def _same_weights_notes(base: _Run, new: _Run, paired: Sequence[tuple[str, str]]) -> list[str]:
+    """A note for each pair whose two models are the same weights by content (``meta.identity``): what changed
+    between them is how they were evaluated, not the model.
+    """
+    def identity(run: _Run, name: str) -> str | None:
+        return ((run["results"]["models"].get(name) or {}).get("meta") or {}).get("identity")
+
+    same = [f"{o} → {n}" if o != n else o for o, n in paired if identity(base, o) and identity(base, o) == identity(new, n)]
+    if not same:
+        return []
+    return [f"The same weights in both runs (the same content hash): {', '.join(same)}. A change there comes from how "
+            "the model was evaluated (settings, items, dtype or device), not from the model."]
+
+
 def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[tuple[str, str]] = (),
                  mui: bool = True, shared_only: bool = False) -> CompareDocument:
     """The comparison document (``compare.json``) of two analysed run directories; see the module doc."""
@@ -430,6 +444,8 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
         tasks_only, unpaired, (list(base["results"]["models"]), list(new["results"]["models"])))
     if Path(base_dir).resolve() == Path(new_dir).resolve():
         notes.insert(0, "Base and new are the same run: this compares models within it, not one run with another.")
+    else:
+        notes += _same_weights_notes(base, new, paired)
     return {
         "version": COMPARE_VERSION,
         "alpha": ALPHA,

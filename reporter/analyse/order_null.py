@@ -61,9 +61,12 @@ def order_null_for(task: str) -> OrderNull:
         return EXCHANGEABLE
     b = cal["benchmarks"][bench]
     w = float(b["preference"])
-    return {"name": "calibrated" if w > 0 else "exchangeable", "preference": w,
-            "source": f"{cal['name']}: {b['why']}", "calibration_sha256": cal["sha256"],
-            "clean_models": [str(m) for m in cal.get("clean_models") or []]}
+    out: OrderNull = {"name": "calibrated" if w > 0 else "exchangeable", "preference": w,
+                      "source": f"{cal['name']}: {b['why']}", "calibration_sha256": cal["sha256"],
+                      "clean_models": [str(m) for m in cal.get("clean_models") or []]}
+    if isinstance(cal.get("clean_identities"), dict):
+        out["clean_identities"] = [str(x) for x in cal["clean_identities"].values()]
+    return out
 
 
 def calibrated_benchmarks() -> list[str]:

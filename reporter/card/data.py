@@ -68,6 +68,7 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
         if c.get("significant") is None:  # results.json from before the Holm adjustment: the bootstrap CI
             c["significant"] = c["ci_low"] > 0 or c["ci_high"] < 0
     card["levels"] = task_levels(card)
+    card["null_own"] = null_own(card)
     card["lm_eval"] = lm_eval_view(card)
     card["task_rows"] = task_rows(card)
     for key, fn in (("neighbours", _neighbours), ("warnings", _warnings), ("summary", _summary),
@@ -292,6 +293,38 @@ def _majority_levels(card: dict[str, Any]) -> str:
         return ""
     return (" Where always giving a task's most common answer beats guessing, that is the level tested: "
             + ", ".join(f"{t} {100 * x:.0f} % (\"{a}\")" for t, (a, x) in sorted(levels.items())) + ".")
+
+
+def null_own(card: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's models that may be the calibrated option-order null's own clean models, whose own preference is then
+    part of their null: ``{"clean": [names], "weights": [models with the same weights, by content], "names": [models
+    that only carry a clean model's name]}``, or None where no calibrated null was used or no model is one.
+
+    A model whose content identity (``meta.identity``) is known is matched by it when the null recorded its models'
+    identities, and then never by name; otherwise by name.
+
+    >>> null = {"name": "calibrated", "clean_models": ["S"], "clean_identities": ["packaged:s:ab"]}
+    >>> row = {"model": "S", "baseline": False, "signals": {"option_order": {"measured": True, "null": null}}}
+    >>> card = {"analysis": {"contamination": [row, dict(row, model="T")]},
+    ...         "models": [{"name": "S", "meta": {"identity": "local:cd"}}, {"name": "T", "meta": {"identity": "packaged:s:ab"}}]}
+    >>> null_own(card)
+    {'clean': ['S'], 'weights': ['T'], 'names': []}
+    """
+    rows = [c for c in (card.get("analysis") or {}).get("contamination") or [] if not c.get("baseline")]
+    nulls = [o["null"] for c in rows if isinstance(o := (c.get("signals") or {}).get("option_order"), dict)
+             and o.get("measured") is not False and (o.get("null") or {}).get("name") == "calibrated"]
+    if not nulls:
+        return None
+    clean, ids = list(nulls[0].get("clean_models") or []), nulls[0].get("clean_identities")
+    identity = {m["name"]: (m.get("meta") or {}).get("identity") for m in card["models"]}
+    weights, names = [], []
+    for name in dict.fromkeys(c["model"] for c in rows):
+        if ids is not None and identity.get(name):
+            if identity[name] in ids:
+                weights.append(name)
+        elif name in clean:
+            names.append(name)
+    return {"clean": clean, "weights": weights, "names": names} if weights or names else None
 
 
 def task_levels(card: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -100,6 +100,25 @@ def fmt_source(source: Any, home: str | None = None) -> str:
     return text
 
 
+def fmt_identity(identity: Any, digits: int = 12) -> str:
+    """A model's content identity (``meta.identity``) as the card's tables show it: what it hashes and the
+    first ``digits`` hex digits (the full one is in results.json and the HF README).
+
+    >>> fmt_identity("packaged:smollm2-135m-instruct:b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
+    'GGUF sha256 b179c9523d0e…'
+    >>> fmt_identity("hub:HuggingFaceTB/SmolLM2-135M@0123456789abcdef0123"), fmt_identity("local:" + "ab" * 32)
+    ('commit 0123456789ab…', 'files sha256 abababababab…')
+    >>> fmt_identity(None)
+    ''
+    """
+    if not identity:
+        return ""
+    kind, _, rest = str(identity).partition(":")
+    digest = rest.rpartition("@")[2] if kind == "hub" else rest.rpartition(":")[2]
+    label = {"packaged": "GGUF sha256", "local": "files sha256", "hub": "commit", "random": "recipe sha256"}.get(kind, kind)
+    return f"{label} {digest[:digits]}…" if len(digest) > digits else f"{label} {digest}"
+
+
 def pct_or_none(x: Any) -> float | None:
     """A fraction as a percentage rounded for a chart; None when missing."""
     return round(100 * x, 3) if finite(x) else None

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from ..config import ModelSpec, Profile, RunConfig, TaskConfig
 from ..errors import UserError, environment_error
 from ..models.heap import return_free_memory
+from ..models.identity import model_identity
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import ERROR, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, RunDir
@@ -176,7 +177,8 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     when it returns.
     """
     failures: list[str] = []
-    write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta})
+    identity = model_identity(lm)  # by content; the model-only cache keys by it too (hashed once per process)
+    write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta, **({"identity": identity} if identity else {})})
     work = dict(read_json(mdir / MODEL_WORK) or {})  # model-only work: computed here or taken from the cache
     ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=mdir)
     collectors = [(p, p.label, p.model_cache_key(profile), partial(p.model_done, profile, mdir),

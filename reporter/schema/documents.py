@@ -284,6 +284,10 @@ class ModelMeta(TypedDict, total=False):
     device_map: dict[str, str]
     generation_backend: str
     vllm_path: str
+    #: what the weights are by content (:func:`reporter.models.identity.model_identity`): ``packaged:NAME:<sha256 of
+    #: its GGUF>``, ``local:<sha256 of its weight, config and tokenizer files>``, ``hub:REPO@<commit>``,
+    #: ``random:<sha256 of its recipe>``; absent where the source has none (a plugin's)
+    identity: str
 
 
 class Smoke(TypedDict, total=False):
@@ -468,6 +472,8 @@ class OrderNullDoc(TypedDict):
     source: str
     calibration_sha256: NotRequired[str]  # content hash of reporter/data/option_order_null.json
     clean_models: NotRequired[list[str]]  # the null study's clean models, by name
+    #: the same models by content (:func:`reporter.models.identity.model_identity`)
+    clean_identities: NotRequired[list[str]]
 
 
 class PowerAtSize(TypedDict, total=False):
