@@ -760,3 +760,22 @@ def test_a_model_named_like_the_null_studys_own_clean_models_is_told_so(tmp_path
     (root / "results.json").write_text(json.dumps(res))
     html = render(root, formats=("html",))["html"].read_text()
     assert "carry those names" not in html and "null study's clean models were" not in html
+
+
+def test_answers_read_from_the_log_probs_are_named_on_the_card(tmp_path):
+    """A model's multiple-choice answers read from its option log-probs (its response named no option) are part of
+    its score: the per-task section names the model, the task and the share; none is named where none was read."""
+    root = tmp_path / "run"
+    shutil.copytree(DATA / "full", root)
+    res = json.loads((root / "results.json").read_text())
+    name, m = next((n, m) for n, m in res["models"].items() if m.get("tasks") and not n.lower().startswith("untrained"))
+    task = next(iter(m["tasks"]))
+    m["tasks"][task]["answer_from_logprob_share"] = 0.375
+    (root / "results.json").write_text(json.dumps(res))
+    text = " ".join(render(root, formats=("html",))["html"].read_text().split())
+    n = m["tasks"][task]["n"]
+    assert f"Part of these trained models' scores is that reading, not a generated answer: {name} on {task} 38% of {n}." \
+        in text
+    m["tasks"][task]["answer_from_logprob_share"] = 0.0
+    (root / "results.json").write_text(json.dumps(res))
+    assert "Part of these trained models' scores" not in render(root, formats=("html",))["html"].read_text()

@@ -69,6 +69,7 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
             c["significant"] = c["ci_low"] > 0 or c["ci_high"] < 0
     card["levels"] = task_levels(card)
     card["null_own"] = null_own(card)
+    card["logprob_answers"] = logprob_answers(card)
     card["lm_eval"] = lm_eval_view(card)
     card["task_rows"] = task_rows(card)
     for key, fn in (("neighbours", _neighbours), ("warnings", _warnings), ("summary", _summary),
@@ -293,6 +294,22 @@ def _majority_levels(card: dict[str, Any]) -> str:
         return ""
     return (" Where always giving a task's most common answer beats guessing, that is the level tested: "
             + ", ".join(f"{t} {100 * x:.0f} % (\"{a}\")" for t, (a, x) in sorted(levels.items())) + ".")
+
+
+def logprob_answers(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """The multiple-choice tasks where some of a model's answers were read from its option log-probs because its
+    response named no option (``answer_from_logprob_share`` > 0): ``{"model", "task", "share", "n", "reference"}``
+    in card order. Such a score is partly lm-eval's log-likelihood reading, not the model's generated answer.
+
+    >>> card = {"benchmarks": ["arc"], "models": [{"name": "a", "reference": False, "tasks": {"arc": {
+    ...     "answer_from_logprob_share": 0.25, "n": 8}}}, {"name": "b", "reference": False, "tasks": {"arc": {
+    ...     "answer_from_logprob_share": 0.0, "n": 8}}}]}
+    >>> logprob_answers(card)
+    [{'model': 'a', 'task': 'arc', 'share': 0.25, 'n': 8, 'reference': False}]
+    """
+    return [{"model": m["name"], "task": t, "share": float(x), "n": r.get("n"), "reference": bool(m.get("reference"))}
+            for m in card["models"] for t in card["benchmarks"]
+            if (r := m["tasks"].get(t)) and isinstance(x := r.get("answer_from_logprob_share"), (int, float)) and x > 0]
 
 
 def null_own(card: dict[str, Any]) -> dict[str, Any] | None:
