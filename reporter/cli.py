@@ -120,6 +120,10 @@ def main(plugins: tuple[str, ...] = ()) -> None:
 @click.option("--force", is_flag=True, help="Recompute everything instead of resuming.")
 @click.option("--device", help="Override the device for every model (auto, cpu, cuda, cuda:N).")
 @click.option("--seed", type=int, help="Override the run seed.")
+@click.option("--tasks", "only_tasks", help="Comma-separated tasks of the profile to run (a task's name, or an lm-eval "
+                                            "group); the others are left out.")
+@click.option("--limit", type=click.IntRange(min=1), help="Evaluate at most this many items of every task (lm-eval's "
+                                                          "--limit), instead of the profile's limits.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 @click.option("--executor", type=click.Choice(EXECUTORS), help="Where model jobs run (default: local).")
 @click.option("--address", help="Ray cluster address (with --executor ray), e.g. auto or ray://head:10001.")
@@ -127,7 +131,8 @@ def main(plugins: tuple[str, ...] = ()) -> None:
 @click.option("--format", "formats", default="html,pdf,md", show_default=True,
               help="Comma-separated card formats to write: html, pdf, md (reporter render writes others later).")
 @_boundary
-def run(file, output, profile, force, device, seed, no_progress, executor, address, no_render, formats):
+def run(file, output, profile, force, device, seed, only_tasks, limit, no_progress, executor, address, no_render,
+        formats):
     """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list).
 
     Writes results.json and the model card (card.html, card.pdf, card.md) into the run directory;
@@ -137,6 +142,7 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
     Examples:
       reporter run models.yaml --profile standard -o reports/v2
       reporter run models.yaml --format html,md       # no PDF (the slowest format to write)
+      reporter run models.yaml --tasks arc_challenge,gsm8k --limit 50
     """
     from .config import default_config, load_config, load_profile, parse_config
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
@@ -145,6 +151,8 @@ def run(file, output, profile, force, device, seed, no_progress, executor, addre
         wanted = _run_formats(formats)  # checked before anything runs
         cfg = load_config(file) if file else None
         prof = load_profile(profile or (cfg.profile if cfg else None))
+        if only_tasks or limit is not None:
+            prof = prof.restricted([t.strip() for t in (only_tasks or "").split(",") if t.strip()], limit)
         if cfg is None:
             cfg = (parse_config(list(prof.models), f"profile {prof.name}") if prof.models
                    else default_config())

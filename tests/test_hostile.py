@@ -352,6 +352,8 @@ def test_an_unreachable_cluster_is_refused_before_the_run_directory_exists(addre
 @pytest.mark.parametrize("args, models, want", [
     (["--seed", "-1"], None, "error: --seed: must be an integer from 0"),
     (["--device", "tpu"], None, "error: --device: 'tpu' is not a valid device"),
+    (["--tasks", "arc_easy,arc"], None, "error: --tasks: 'arc' is not a task of profile profile; its tasks: arc_easy"),
+    (["--limit", "0"], None, "error: main run: Invalid value for '--limit': 0 is not in the range x>=1"),
     ([], "models:\n  - {name: '  ', source: random:llama}\n", "error: {tmp}/models.yaml: models[0].name: is blank"),
 ])
 def test_messages_blame_what_the_user_wrote(args, models, want, tmp_path):

@@ -150,13 +150,15 @@ def test_cli_overrides_for_seed_and_device(tiny_yaml, tmp_path):
     p = _yaml(tiny_yaml, YAML.replace("seed: 11", "seed: 11\ndevice: auto"))
     out = tmp_path / "run"
     r = CliRunner().invoke(main, ["run", str(p), "-o", str(out), "--no-progress", "--format", "md",
-                                  "--seed", "3", "--device", "cpu"])
+                                  "--seed", "3", "--device", "cpu", "--tasks", "arc_easy", "--limit", "2"])
     assert r.exit_code == 0, r.output
     assert (out / "card.md").is_file() and not (out / "card.html").exists() and not (out / "card.pdf").exists()
     assert f"model card: {out / 'card.md'}\n" in r.output
     man = json.loads((out / "manifest.json").read_text())
     assert man["seed"] == 3 and man["resolved"]["config"]["device"] == "cpu"
+    assert [(t["name"], t["limit"]) for t in man["resolved"]["profile"]["tasks"]] == [("arc_easy", 2)]  # --limit
     res = json.loads((out / "results.json").read_text())
+    assert {t["n"] for m in res["models"].values() for t in m["tasks"].values()} == {2}
     assert {m["meta"]["device"] for m in res["models"].values()} == {"cpu"}
     for model, m in res["models"].items():  # each task's progress line says how long the task took
         assert m["tasks"]

@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Literal, Mapping, Union
+from typing import Any, Literal, Mapping, Sequence, Union
 
 import yaml
 
@@ -189,6 +189,35 @@ class Profile:
         a task this installation does not have can still be analysed and rendered.
         """
         return _parse(data, where, base_dir or Path.cwd(), recorded=recorded)
+
+    def restricted(self, tasks: Sequence[str] = (), limit: int | None = None) -> "Profile":
+        """The profile with only the tasks named in ``tasks`` (a task's name, or an lm-eval group it came from;
+        every task where empty) and, with ``limit``, every task's item limit set to it (lm-eval's ``--limit``):
+        ``reporter run --tasks`` / ``--limit``. An unknown name is an error naming the profile's tasks.
+
+        >>> p = load_profile("quick").restricted(["arc_easy", "boolq"], limit=3)
+        >>> [(t.name, t.limit) for t in p.tasks]
+        [('arc_easy', 3), ('boolq', 3)]
+        >>> load_profile("quick").restricted(["arc"])
+        Traceback (most recent call last):
+        ...
+        reporter.errors.UserError: --tasks: 'arc' is not a task of profile quick; its tasks: arc_challenge, arc_easy, mmlu, hellaswag, boolq, gsm8k, math500, humaneval, mbpp, spc, ar
+        """
+        kept = list(self.tasks)
+        if tasks:
+            names = [t.name for t in self.tasks] + [g for t in self.tasks if (g := t.lm_eval_group)]
+            if unknown := [x for x in tasks if x not in names]:
+                raise UserError(f"--tasks: {', '.join(repr(x) for x in unknown)} "
+                                f"{'is not a task' if len(unknown) == 1 else 'are not tasks'} of profile "
+                                f"{self.name or 'unnamed'}; its tasks: {', '.join(dict.fromkeys(names))}")
+            if parts := [x for x in tasks if any(t.name == x and t.lm_eval_group for t in self.tasks)]:
+                groups = {t.name: t.lm_eval_group for t in self.tasks}
+                raise UserError(f"--tasks: {', '.join(f'{x} is a task of the lm-eval group {groups[x]}' for x in parts)}"
+                                "; name the group (its aggregate needs every task of it)")
+            kept = [t for t in self.tasks if t.name in tasks or t.lm_eval_group in tasks]
+        if limit is not None:
+            kept = [dataclasses.replace(t, limit=int(limit)) for t in kept]
+        return dataclasses.replace(self, tasks=tuple(kept))
 
     def plugin_settings(self, name: str) -> Any:
         """The settings of plugin ``name``: its ``plugins.<name>`` entry, or its settings class's defaults.
