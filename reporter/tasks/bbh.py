@@ -44,4 +44,4 @@ def bbh() -> Task:
     return Task(name="bbh", scorer="exact", load=load, max_new_tokens=256,
                 instruction="Answer the question. Think step by step, then finish with 'So the answer is X.'",
                 answer_prefix="A:", base_stop=("\n\nQ:",), description="BIG-Bench Hard, 27 subtasks (hub only)",
-                source="hub: lukaemon/bbh", hub=BBH)
+                source="hub: lukaemon/bbh", hub=BBH, split="test")

