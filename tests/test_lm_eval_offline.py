@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -223,3 +224,30 @@ def test_the_best_constant_option_is_what_lm_evals_own_acc_gives_it(loaded, name
     assert best["answer"] == (str(static[j]) if isinstance(static, list) else f"option {j + 1}")
     if name == "boolq":  # the majority baseline of Clark et al. (2019): about 62 % "yes"
         assert best["answer"] == "yes" and 0.55 < best["share"] < 0.7
+
+
+def test_the_best_constant_option_is_kept_in_the_cache_by_the_tasks_digest(loaded, tmp_path, monkeypatch):
+    """A later process reads it from reporter's cache (keyed by the task's content digest); a damaged entry is
+    computed again, and a cache that cannot be written only means computing."""
+    from reporter.collect import lm_eval_run
+    from reporter.tasks.lm_eval_source import task_digest
+
+    task = loaded[0]["boolq"]
+    digest = task_digest(task)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    vars(task).pop("_reporter_majority", None)
+    first = lm_eval_run.majority_option(task, digest=digest)
+    (entry,) = (tmp_path / "cache" / "reporter" / "lm-eval-majority").glob("*.json")
+    vars(task).pop("_reporter_majority")
+    monkeypatch.setattr(type(task), "eval_docs", property(lambda self: pytest.fail("read the documents again")))
+    assert lm_eval_run.majority_option(task, digest=digest) == first  # from the cache
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    entry.write_text("{not json")
+    vars(task).pop("_reporter_majority")
+    assert lm_eval_run.majority_option(task, digest=digest) == first and json.loads(entry.read_text())["best"] == first
+    vars(task).pop("_reporter_majority")
+    entry.unlink()
+    entry.parent.rmdir()
+    entry.parent.write_text("")  # the cache's directory is a file: nothing can be written there, even as root
+    assert lm_eval_run.majority_option(task, digest=digest) == first
