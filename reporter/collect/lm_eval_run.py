@@ -43,10 +43,10 @@ from tqdm.auto import tqdm
 
 from ..config import Profile, TaskConfig
 from ..errors import UserError
+from ..installed import cache_root
 from ..instrument.gather import head_output_is_logits
 from ..metrics.stats import score_ci
 from ..models.generation import Generation
-from ..installed import cache_root
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
