@@ -267,7 +267,10 @@ def test_a_constant_answer_on_a_skewed_task_is_not_above_chance():
                                                                                          "score": float(np.mean(list(s.values())))}}}
                           for n, s in (("constant", constant), ("good", good))}}
     per_item = {"constant": {"bq": constant}, "good": {"bq": good}}
-    rows = {c["model"]: c for c in leaderboard(results, per_item, seed=0, n_resamples=100)["above_chance"]}
+    lb = leaderboard(results, per_item, seed=0, n_resamples=100)
+    rows = {c["model"]: c for c in lb["above_chance"]}
+    # the reference rows: theoretical chance 1/2, and always "yes" at 62 %
+    assert [(r["kind"], r["score"]) for r in lb["references"]] == [("theoretical", 0.5), ("majority", 0.62)]
     # by hand: P(X >= k), X ~ Binomial(400, 0.62)
     for name, s in per_item.items():
         k = int(sum(s["bq"].values()))
@@ -280,9 +283,27 @@ def test_a_constant_answer_on_a_skewed_task_is_not_above_chance():
     # results.json from before the most common answer was recorded: tested against chance, as then
     for e in results["models"].values():
         del e["tasks"]["bq"]["majority"]
-    old = {c["model"]: c for c in leaderboard(results, per_item, seed=0, n_resamples=100)["above_chance"]}
+    lb_old = leaderboard(results, per_item, seed=0, n_resamples=100)
+    old = {c["model"]: c for c in lb_old["above_chance"]}
     assert old["constant"]["baseline_kind"] == "chance" and old["constant"]["above"] is True
+    assert [r["kind"] for r in lb_old["references"]] == ["theoretical"]
     # the card names the level it tested
     card = {"analysis": {"above_chance": list(rows.values())}}
     assert _majority_levels(card) == (" Where always giving a task's most common answer beats guessing, that is the "
                                       'level tested: bq 62 % ("yes").')
+
+
+def test_the_most_common_answer_row_averages_each_tasks_floor():
+    """Two tasks: BoolQ-like (always "yes" 62 % > 1/2) and four options whose most common answer (24 %) is below
+    chance: the row is the mean of 62 % and 25 %, and names only the first task."""
+    rng = np.random.default_rng(3)
+    per = {"m": {t: {f"q{i}": float(rng.uniform() < 0.7) for i in range(30)} for t in ("bq", "mc")}}
+    tasks = {"bq": {"chance": 0.5, "majority": {"answer": "yes", "share": 0.62, "over": 100}},
+             "mc": {"chance": 0.25, "majority": {"answer": "B", "share": 0.24, "over": 100}}}
+    for t, s in tasks.items():
+        s["score"] = float(np.mean(list(per["m"][t].values())))
+    results = {"models": {"m": {"source": "./m", "status": "complete", "tasks": tasks}}}
+    refs = {r["kind"]: r for r in leaderboard(results, per, seed=0, n_resamples=50)["references"]}
+    assert refs["theoretical"]["score"] == pytest.approx((0.5 + 0.25) / 2)
+    assert refs["majority"]["score"] == pytest.approx((0.62 + 0.25) / 2)
+    assert "(bq)" in refs["majority"]["reason"]

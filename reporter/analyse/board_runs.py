@@ -169,8 +169,8 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
             samples = read_samples(rd.task_dir(slug, task) / SAMPLES)
             if not samples:
                 continue
-            keep = {k: s.get(k) for k in ("score", "ci_low", "ci_high", "n", "shots", "scorer", "chance", "mui",
-                                          "mui_settings", "source", "description", "lm_eval_group") if k in s}
+            keep = {k: s.get(k) for k in ("score", "ci_low", "ci_high", "n", "shots", "scorer", "chance", "majority",
+                                          "mui", "mui_settings", "source", "description", "lm_eval_group") if k in s}
             if isinstance(s.get("lm_eval"), dict):
                 keep["lm_eval"] = {k: s["lm_eval"].get(k) for k in ("task", "group", "metric", "digest", "version")}
                 keep["lm_eval_group"] = s["lm_eval"].get("group") or s.get("lm_eval_group")

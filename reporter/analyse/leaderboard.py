@@ -166,6 +166,13 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
                                   "reason": "theoretical chance: 1/#options for multiple choice, 1/2 for yes/no, "
                                             "0 for generative tasks, averaged over the tasks of the mean score ("
                                             + ", ".join(benchmarks) + ")"})
+        floor = {t: max(c, m) if (m := majority[t]) is not None else c for t, c in zip(benchmarks, known)}
+        if trivial := [t for t, c in zip(benchmarks, known) if floor[t] > c]:
+            # a trivial answer that scores more than guessing somewhere: the floor a model must clear
+            out["references"].append({
+                "model": None, "score": float(np.mean(list(floor.values()))), "kind": "majority",
+                "reason": "always each task's most common answer where that scores more than chance ("
+                          + ", ".join(trivial) + "), chance elsewhere, averaged over the tasks of the mean score"})
     for name in ranked + references:
         for t in benchmarks:
             if t in (models[name].get("tasks") or {}) and per_item.get(name, {}).get(t):

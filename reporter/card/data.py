@@ -147,6 +147,7 @@ def _ranks(card: dict[str, Any]) -> None:
     card["ranked"] = ranked + refs + [m for m in card["models"] if m not in ranked and m not in refs]
     card["theoretical_chance"] = next((r["score"] for r in a.get("references") or [] if r["kind"] == "theoretical"),
                                       None)
+    card["majority_baseline"] = next((r for r in a.get("references") or [] if r["kind"] == "majority"), None)
     card["multi_tier"] = len({m["tier"] for m in ranked}) > 1
     chance = {(c["model"], c["task"]): c for c in a.get("above_chance") or []}
     for m in card["models"]:

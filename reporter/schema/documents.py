@@ -650,7 +650,7 @@ class Reference(TypedDict, total=False):
 
     model: str
     score: Required[Fraction]
-    kind: Required[Literal["chance", "theoretical"]]
+    kind: Required[Literal["chance", "theoretical", "majority"]]
     reason: str
 
 
