@@ -122,8 +122,9 @@ def main(plugins: tuple[str, ...] = ()) -> None:
 @click.option("--seed", type=int, help="Override the run seed.")
 @click.option("--tasks", "only_tasks", help="Comma-separated tasks of the profile to run (a task's name, or an lm-eval "
                                             "group); the others are left out.")
-@click.option("--limit", type=click.IntRange(min=1), help="Evaluate at most this many items of every task (lm-eval's "
-                                                          "--limit), instead of the profile's limits.")
+@click.option("--limit", type=click.IntRange(min=1), help="Evaluate a seeded sample of at most this many items of "
+                                                          "every task instead of the profile's limits (lm-eval's "
+                                                          "--limit takes the first N).")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 @click.option("--executor", type=click.Choice(EXECUTORS), help="Where model jobs run (default: local).")
 @click.option("--address", help="Ray cluster address (with --executor ray), e.g. auto or ray://head:10001.")
@@ -151,8 +152,11 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
         wanted = _run_formats(formats)  # checked before anything runs
         cfg = load_config(file) if file else None
         prof = load_profile(profile or (cfg.profile if cfg else None))
-        if only_tasks or limit is not None:
-            prof = prof.restricted([t.strip() for t in (only_tasks or "").split(",") if t.strip()], limit)
+        if only_tasks is not None or limit is not None:
+            names = [t.strip() for t in (only_tasks or "").split(",") if t.strip()]
+            if only_tasks is not None and not names:
+                raise UserError("--tasks: no task named; give the profile's task names separated by commas")
+            prof = prof.restricted(names, limit)
         if cfg is None:
             cfg = (parse_config(list(prof.models), f"profile {prof.name}") if prof.models
                    else default_config())

@@ -743,16 +743,23 @@ def test_a_model_named_like_the_null_studys_own_clean_models_is_told_so(tmp_path
     assert ("The null study's clean models were SmolLM2-135M-Instruct and Gemma-3-270M; Gemma-3-270M and "
             "SmolLM2-135M-Instruct in this run carry those names") in text.replace("<b>", "").replace("</b>", "")
     # by content where the run recorded its models' identities: the packaged Gemma is the null's own model whatever
-    # its name; a model named like SmolLM2 whose weights differ is not mentioned at all
+    # its name; a packaged model named like SmolLM2 whose GGUF differs is not mentioned at all
     assert null["clean_identities"] == [f"packaged:{n}:{expected_sha256(PACKAGED[n])}"
                                         for n in ("smollm2-135m-instruct", "gemma-3-270m")]
     res["models"]["Gemma-3-270M"]["meta"]["identity"] = null["clean_identities"][1]
-    res["models"]["SmolLM2-135M-Instruct"]["meta"]["identity"] = "local:" + "0" * 64
+    res["models"]["SmolLM2-135M-Instruct"]["meta"]["identity"] = "packaged:smollm2-135m-instruct:" + "0" * 64
     (root / "results.json").write_text(json.dumps(res))
     text = " ".join(render(root, formats=("html",))["html"].read_text().split()).replace("<b>", "").replace("</b>", "")
     assert ("The null study's clean models were SmolLM2-135M-Instruct and Gemma-3-270M; Gemma-3-270M in this run has "
             "the same weights (by content hash): its own preference is part of the null") in text
     assert "carr" not in text.split("The null study's clean models")[1].split("</p>")[0]
+    # from the hub, its commit cannot be compared with the GGUF's hash: the name is all there is, and the card says so
+    res["models"]["SmolLM2-135M-Instruct"]["meta"]["identity"] = "hub:HuggingFaceTB/SmolLM2-135M-Instruct@abc123"
+    (root / "results.json").write_text(json.dumps(res))
+    text = " ".join(render(root, formats=("html",))["html"].read_text().split()).replace("<b>", "").replace("</b>", "")
+    assert ("Gemma-3-270M in this run has the same weights (by content hash): its own preference is part of the null, "
+            "and a preference it already had cannot show as contamination; SmolLM2-135M-Instruct in this run carries "
+            "that name: if it is the same model") in text
     for m in res["models"].values():
         (m.get("meta") or {}).pop("identity", None)
     for row in res["analysis"]["contamination"]:  # renamed and no identity: nothing to say

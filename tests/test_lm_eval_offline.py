@@ -200,13 +200,17 @@ def test_cache_root_is_reporters(tmp_path, monkeypatch):
         assert lo._cache_root() == cache_root()
 
 
-@pytest.mark.parametrize("name", ["boolq", "arc_challenge", "mmlu_astronomy"])  # HellaSwag: 10,042 documents, 15 s
+@pytest.mark.parametrize("name", ["boolq", "mmlu_astronomy", "arc_challenge", "hellaswag"])
 def test_the_best_constant_option_is_what_lm_evals_own_acc_gives_it(loaded, name):
-    """Always choosing the option at one position, scored by lm-eval's ``process_results`` (log-likelihoods that
-    make that option the argmax), over the whole split: the share and the position ``majority_option`` names."""
+    """Always choosing one of a fixed list of options, scored by lm-eval's ``process_results`` (log-likelihoods that
+    make that option the argmax), over the whole split: the share and the option ``majority_option`` names. Where
+    every question has its own options (ARC, HellaSwag), no answer is the same for all: none."""
     from reporter.collect.lm_eval_run import majority_option
 
     task = loaded[0][name]
+    if name in ("arc_challenge", "hellaswag"):
+        assert majority_option(task) is None
+        return
     docs = list(task.eval_docs)
     width = max(len(task.doc_to_choice(d)) for d in docs)
     shares = []
@@ -219,9 +223,7 @@ def test_the_best_constant_option_is_what_lm_evals_own_acc_gives_it(loaded, name
         shares.append(acc / len(docs))
     best = majority_option(task)
     assert best["over"] == len(docs) and best["share"] == pytest.approx(max(shares), abs=1e-12)
-    j = shares.index(max(shares))
-    static = task.config.doc_to_choice
-    assert best["answer"] == (str(static[j]) if isinstance(static, list) else f"option {j + 1}")
+    assert best["answer"] == str(task.config.doc_to_choice[shares.index(max(shares))])
     if name == "boolq":  # the majority baseline of Clark et al. (2019): about 62 % "yes"
         assert best["answer"] == "yes" and 0.55 < best["share"] < 0.7
 
@@ -234,6 +236,9 @@ def test_the_best_constant_option_is_kept_in_the_cache_by_the_tasks_digest(loade
 
     task = loaded[0]["boolq"]
     digest = task_digest(task)
+    vars(task).pop("_reporter_majority", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache0"))
+    (tmp_path / "cache0").mkdir()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     vars(task).pop("_reporter_majority", None)
     first = lm_eval_run.majority_option(task, digest=digest)
@@ -251,3 +256,41 @@ def test_the_best_constant_option_is_kept_in_the_cache_by_the_tasks_digest(loade
     entry.parent.rmdir()
     entry.parent.write_text("")  # the cache's directory is a file: nothing can be written there, even as root
     assert lm_eval_run.majority_option(task, digest=digest) == first
+
+
+def test_the_best_constant_option_reads_golds_as_lm_eval_does(tmp_path, monkeypatch):
+    """lm-eval's ``acc``: a gold at or past the option count is never right, numpy integers and bools are indices,
+    a text gold is its option's index, a list of golds accepts any. Hand-counted over six documents."""
+    import types
+
+    import numpy as np
+
+    from reporter.collect.lm_eval_run import majority_option
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    golds = [5, 5, 0, np.int64(1), True, "c", [0, 2]]
+    task = types.SimpleNamespace(config=types.SimpleNamespace(doc_to_choice=["a", "b", "c"]), multiple_input=False,
+                                 eval_docs=list(range(len(golds))), doc_to_target=lambda d: golds[d])
+    # option 0 ("a"): docs 2 and 6; "b": docs 3 and 4; "c": docs 5 and 6; 5 is out of range twice
+    assert majority_option(task) == {"answer": "a", "share": 2 / 7, "over": 7}
+    task2 = types.SimpleNamespace(config=types.SimpleNamespace(doc_to_choice=["a", "b", "c"]), multiple_input=False,
+                                  eval_docs=[0, 1, 2], doc_to_target=lambda d: [5, 5, np.int64(2)][d])
+    assert majority_option(task2) == {"answer": "c", "share": 1 / 3, "over": 3}
+    assert majority_option(task2, docs=[0, 1]) is None  # chosen documents with no gold in range
+
+
+@pytest.mark.parametrize("entry", ['{"best": 5}', '{"best": [1]}', '{"best": {"share": 0.9}}',
+                                   '{"best": {"answer": "yes", "share": 1.5, "over": 3}}'])
+def test_a_cache_entry_of_the_wrong_shape_is_computed_again(loaded, tmp_path, monkeypatch, entry):
+    from reporter.collect import lm_eval_run
+    from reporter.tasks.lm_eval_source import task_digest
+
+    task = loaded[0]["boolq"]
+    digest = task_digest(task)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    vars(task).pop("_reporter_majority", None)
+    want = lm_eval_run.majority_option(task, digest=digest)
+    (path,) = (tmp_path / "reporter" / "lm-eval-majority").glob("*.json")
+    path.write_text(entry)
+    vars(task).pop("_reporter_majority")
+    assert lm_eval_run.majority_option(task, digest=digest) == want and want["answer"] == "yes"

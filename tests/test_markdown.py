@@ -131,6 +131,14 @@ def test_hf_readme_parses_with_huggingface_hub_and_gives_the_scores(tmp_path):
     from huggingface_hub.repocard_data import model_index_to_eval_results
 
     shutil.copytree(DATA / "full", tmp_path / "run")
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    for m in res["models"].values():  # the level each task was tested against, and how its answers were read
+        if "arc_challenge" in m["tasks"]:
+            m["tasks"]["arc_challenge"].update(chance=0.25, majority={"answer": "D", "share": 0.278, "over": 299})
+    qwen = res["models"]["Qwen2.5-1.5B-Instruct"]
+    qwen["tasks"]["arc_challenge"]["answer_from_logprob_share"] = 0.25
+    qwen["meta"]["identity"] = "hub:Qwen/Qwen2.5-1.5B-Instruct@0123abcd"
+    (tmp_path / "run" / "results.json").write_text(json.dumps(res))
     r = CliRunner().invoke(main, ["render", str(tmp_path / "run"), "--format", "hf",
                                   "--model", "Qwen2.5-1.5B-Instruct"])
     assert r.exit_code == 0, r.output
@@ -147,6 +155,10 @@ def test_hf_readme_parses_with_huggingface_hub_and_gives_the_scores(tmp_path):
     assert shots["allenai/ai2_arc"] == tasks["arc_challenge"]["shots"] and shots["openai/gsm8k"] == tasks["gsm8k"]["shots"]
     source = json.loads((tmp_path / "run" / "results.json").read_text())["models"][name]["source"]
     assert f"The weights evaluated: `{source}`" in card.text
+    assert "; by content, `hub:Qwen/Qwen2.5-1.5B-Instruct@0123abcd`." in card.text
+    assert '| 25.0 (always "D": 27.8) |' in card.text
+    assert "Answers read from the option log-probs where the response named no option (part of the score): " \
+           "arc\\_challenge 25%." in card.text
     assert f"{100 * tasks['mmlu']['score']:.1f} [" in card.text
     bad = CliRunner().invoke(main, ["render", str(tmp_path / "run"), "--format", "hf"])
     assert bad.exit_code == 2 and "--model NAME" in bad.stderr

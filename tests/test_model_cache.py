@@ -150,6 +150,15 @@ def test_identity_is_the_content_of_the_model(tmp_path, monkeypatch):
     cfg = json.loads((tmp_path / "copy" / "config.json").read_text())
     (tmp_path / "copy" / "config.json").write_text(json.dumps({**cfg, "rms_norm_eps": 1e-3}))
     assert directory_sha256(tmp_path / "copy") != first
+    # a damaged memo (not JSON, not a mapping, entries that are no sha256) is hashed again, never trusted
+    from reporter.models import identity
+
+    memo = tmp_path / "cache" / "reporter" / "model-work" / "file-hashes.json"
+    keys = list(json.loads(memo.read_text()))
+    for damaged in ("{not json", "[1]", json.dumps({k: 5 for k in keys})):
+        memo.write_text(damaged)
+        monkeypatch.setattr(identity, "_memo", {})
+        assert directory_sha256(tmp_path / "m") == first, damaged
     from dataclasses import replace
 
     hub = replace(lm, spec=replace(lm.spec, source="org/model"))

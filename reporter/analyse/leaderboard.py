@@ -5,7 +5,8 @@
   intervals and tiers come from the paired item bootstrap of :mod:`reporter.metrics.ranking`
   on the items every ranked model answered.
 * References: untrained models, shown below the ranked models as "reference: chance" rows with
-  their score, never with a rank.
+  their score, never with a rank; the theoretical chance level; and, where some task's most common
+  answer scores more than chance, always giving each task's most common answer.
 * Chance: each (model, benchmark task) is tested against the task's chance level, or the share
   its most common answer gets where that is higher (BoolQ's "yes")
   (:func:`reporter.metrics.stats.above_chance`, one-sided, α = 0.05, not adjusted).
@@ -52,7 +53,9 @@ PerItem = dict[str, dict[str, dict[str, float]]]  # {model: {task: {item id: sco
 
 
 class ReferenceRow(TypedDict):
-    """An untrained model's score, or the theoretical chance level (``model`` null), below the ranking."""
+    """An untrained model's score, or the theoretical chance level or the most common answers' (``model`` null),
+    below the ranking.
+    """
 
     model: str | None
     score: float
@@ -131,7 +134,8 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     for t in benchmarks:
         levels = {_chance(e["tasks"][t]) for e in usable.values() if t in (e.get("tasks") or {})}
         chance[t] = levels.pop() if len(levels) == 1 else None
-        shares = {_majority(e["tasks"][t]) for e in usable.values() if t in (e.get("tasks") or {})}
+        # the one share every model that recorded it agrees on (a board may merge runs from before it was recorded)
+        shares = {x for e in usable.values() if t in (e.get("tasks") or {}) if (x := _majority(e["tasks"][t])) is not None}
         majority[t] = shares.pop() if len(shares) == 1 else None  # models that disagree on it: none
     ranked: list[str] = []
     not_ranked: list[NotRanked] = []

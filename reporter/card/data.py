@@ -318,27 +318,30 @@ def null_own(card: dict[str, Any]) -> dict[str, Any] | None:
     part of their null: ``{"clean": [names], "weights": [models with the same weights, by content], "names": [models
     that only carry a clean model's name]}``, or None where no calibrated null was used or no model is one.
 
-    A model whose content identity (``meta.identity``) is known is matched by it when the null recorded its models'
-    identities, and then never by name; otherwise by name.
+    A model whose content identity (``meta.identity``) is of a kind the null recorded for its models (``packaged:``:
+    a GGUF's sha256) is matched by it, and then never by name; otherwise (no identity, or one of another kind, which
+    no hash of the null's can equal: a hub commit, a local directory's files) by name.
 
     >>> null = {"name": "calibrated", "clean_models": ["S"], "clean_identities": ["packaged:s:ab"]}
     >>> row = {"model": "S", "baseline": False, "signals": {"option_order": {"measured": True, "null": null}}}
     >>> card = {"analysis": {"contamination": [row, dict(row, model="T")]},
     ...         "models": [{"name": "S", "meta": {"identity": "local:cd"}}, {"name": "T", "meta": {"identity": "packaged:s:ab"}}]}
-    >>> null_own(card)
-    {'clean': ['S'], 'weights': ['T'], 'names': []}
+    >>> null_own(card)  # S's local files cannot be compared with a GGUF's hash: its name is all there is
+    {'clean': ['S'], 'weights': ['T'], 'names': ['S']}
     """
     rows = [c for c in (card.get("analysis") or {}).get("contamination") or [] if not c.get("baseline")]
     nulls = [o["null"] for c in rows if isinstance(o := (c.get("signals") or {}).get("option_order"), dict)
              and o.get("measured") is not False and (o.get("null") or {}).get("name") == "calibrated"]
     if not nulls:
         return None
-    clean, ids = list(nulls[0].get("clean_models") or []), nulls[0].get("clean_identities")
+    clean, ids = list(nulls[0].get("clean_models") or []), nulls[0].get("clean_identities") or []
+    kinds = {str(x).split(":", 1)[0] for x in ids}
     identity = {m["name"]: (m.get("meta") or {}).get("identity") for m in card["models"]}
     weights, names = [], []
     for name in dict.fromkeys(c["model"] for c in rows):
-        if ids is not None and identity.get(name):
-            if identity[name] in ids:
+        own = identity.get(name)
+        if own and str(own).split(":", 1)[0] in kinds:
+            if own in ids:
                 weights.append(name)
         elif name in clean:
             names.append(name)

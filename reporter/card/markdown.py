@@ -37,8 +37,8 @@ __all__ = ["MD_SECTIONS", "CHARTS_DIR", "md_escape", "markdown_card", "hf_readme
 #: the blocks of card.md, in order (``--section`` names one)
 MD_SECTIONS = ("title", "summary", "leaderboard", "tasks", "warnings", "law", "methods")
 #: the charts card.md shows, with their alt text
-MD_CHARTS = {"task_scores": "Score per task and model with 95% confidence intervals; ticks: chance, the most "
-                            "common answer where it scores more, and the untrained reference"}
+MD_CHARTS = {"task_scores": "Score per task and model with 95% confidence intervals; ticks: chance levels and the "
+                            "untrained reference"}
 
 
 def _template(name: str) -> jinja2.Template:

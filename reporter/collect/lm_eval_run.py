@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import operator
 import shutil
 import time
 from dataclasses import dataclass
@@ -518,8 +519,9 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
         summary["collection_fallback"] = fallback
     if chance is not None:
         summary["chance"] = chance
+        chosen = [lp.task.eval_docs[i] for i in lp.ids] if lp.config.items is not None else None
         if lp.output_type == "multiple_choice" and (
-                best := majority_option(lp.task, digest=lp.config.lm_eval_digest)) is not None:
+                best := majority_option(lp.task, digest=lp.config.lm_eval_digest, docs=chosen)) is not None:
             summary["majority"] = best
     for p in plugins:
         summary.update(p.finish_task(ctx, samples))
@@ -530,53 +532,66 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
     return summary
 
 
-def majority_option(task: Any, digest: str | None = None) -> dict[str, Any] | None:
-    """The best constant answer of an lm-eval multiple-choice task over its whole evaluation split: always
-    choosing the option at one position, scored as lm-eval's ``acc`` scores it (the gold is the target, or
-    the text for a ``multiple_input`` task; a text gold is its option's index; a list of golds accepts any).
+def majority_option(task: Any, digest: str | None = None, *, docs: Sequence[Any] | None = None) -> dict[str, Any] | None:
+    """The best constant answer of an lm-eval multiple-choice task whose options are one fixed list (BoolQ's
+    "no"/"yes", MMLU's letters): always the option at one position, scored as lm-eval's ``acc`` scores it (the gold
+    is the target, or the text for a ``multiple_input`` task; a text gold is its option's index, an integer one at or
+    past the option count is never right, a list of golds accepts any), over the whole evaluation split (``docs``:
+    the evaluated documents instead, where they were chosen by id).
 
-    ``{"answer", "share", "over"}``: the position's option text when every document has the same options
-    (BoolQ's "no"/"yes"), else "option k"; the share of documents it gets right; the number of documents.
-    None without documents or golds. Kept on the task object: its models share it; with ``digest`` (the task's
-    :func:`~reporter.tasks.lm_eval_source.task_digest`: its config and documents by content) also in reporter's
-    cache, so that a later run pays nothing for it (HellaSwag's 10,042 documents take about 3 s).
+    ``{"answer", "share", "over"}``: the option's text, the share of documents it gets right, the number of
+    documents. None where the options differ from document to document (ARC's and HellaSwag's texts: no answer is
+    the same for every question there), or without documents or golds. Kept on the task object: its models share
+    it; with ``digest`` (the task's :func:`~reporter.tasks.lm_eval_source.task_digest`: its config and documents by
+    content) also in reporter's cache, so that a later run pays nothing for it.
     """
-    if hasattr(task, "_reporter_majority"):
+    static = getattr(task.config, "doc_to_choice", None)
+    if not isinstance(static, list) or not static:
+        return None
+    options = [str(c) for c in static]
+    if docs is None and hasattr(task, "_reporter_majority"):
         return task._reporter_majority  # type: ignore[no-any-return]
     path = None
-    if digest:
-        key = hashlib.sha256(f"{digest}\0majority-v1".encode()).hexdigest()[:32]
+    if digest and docs is None:
+        key = hashlib.sha256(f"{digest}\0majority-v2".encode()).hexdigest()[:32]
         path = cache_root() / "lm-eval-majority" / f"{key}.json"
         try:
             got = read_json(path, None)
         except (OSError, UserError):  # a damaged or unreadable entry: computed again
             got = None
-        if isinstance(got, dict) and "best" in got:
+        if isinstance(got, dict) and "best" in got and _valid_majority(got["best"]):
             task._reporter_majority = got["best"]
             return got["best"]  # type: ignore[no-any-return]
-    static = getattr(task.config, "doc_to_choice", None)
-    static = [str(c) for c in static] if isinstance(static, list) else None
-    counts: dict[int, int] = {}
-    docs = task.eval_docs
-    for doc in docs:
+    counts = [0] * len(options)
+    evaluated = task.eval_docs if docs is None else docs
+    for doc in evaluated:
         gold = task.doc_to_text(doc) if task.multiple_input else task.doc_to_target(doc)
-        if isinstance(gold, str):
-            choices = [str(c) for c in task.doc_to_choice(doc)]
-            gold = choices.index(gold) if gold in choices else -1
         for g in set(gold) if isinstance(gold, list) else {gold}:
-            if not isinstance(g, int) or isinstance(g, bool) or g < 0:
+            if isinstance(g, str):
+                g = options.index(g) if g in options else -1
+            try:
+                j = operator.index(g)  # ints, numpy integers and bools, as lm-eval compares them
+            except TypeError:
                 continue
-            counts[g] = counts.get(g, 0) + 1
+            if 0 <= j < len(options):
+                counts[j] += 1
     best = None
-    if counts and len(docs):
-        j = min(counts, key=lambda k: (-counts[k], k))
-        label = static[j] if static is not None and j < len(static) else f"option {j + 1}"
-        best = {"answer": label, "share": counts[j] / len(docs), "over": len(docs)}
-    task._reporter_majority = best
+    if any(counts) and len(evaluated):
+        j = max(range(len(options)), key=lambda k: (counts[k], -k))
+        best = {"answer": options[j], "share": counts[j] / len(evaluated), "over": len(evaluated)}
+    if docs is None:
+        task._reporter_majority = best
     if path is not None:
         with contextlib.suppress(OSError, UserError):  # a read-only or full cache: computed again next time
             write_json(path, {"best": best})
     return best
+
+
+def _valid_majority(x: Any) -> bool:
+    """A cached best constant answer as :func:`majority_option` writes it (None, or answer, share and count)."""
+    return x is None or (isinstance(x, dict) and isinstance(x.get("answer"), str)
+                         and isinstance(x.get("share"), (int, float)) and not isinstance(x.get("share"), bool)
+                         and 0 <= x["share"] <= 1 and isinstance(x.get("over"), int) and x["over"] > 0)
 
 
 def lm_eval_info(lp: LeafPlan, result: dict[str, Any], metric: str) -> dict[str, Any]:

@@ -199,7 +199,9 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
         "description": plan.task.description,
         "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0,
         "collection": "fused" if fused else "teacher-forced"}
-    population = plan.task.items()
+    # over the whole split, of which the evaluated items are a seeded sample; items chosen by id (a core set) are no
+    # sample of it, so there the level is what the constant answer scores on those very items
+    population = plan.items if ctx.config.items is not None else plan.task.items()
     if (best := majority_answer(plan.task.scorer, [it.scorer_item() for it in population])) is not None:
         summary["majority"] = {"answer": best[0], "share": best[1], "over": len(population)}
     if fallback:

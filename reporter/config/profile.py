@@ -192,8 +192,9 @@ class Profile:
 
     def restricted(self, tasks: Sequence[str] = (), limit: int | None = None) -> "Profile":
         """The profile with only the tasks named in ``tasks`` (a task's name, or an lm-eval group it came from;
-        every task where empty) and, with ``limit``, every task's item limit set to it (lm-eval's ``--limit``):
-        ``reporter run --tasks`` / ``--limit``. An unknown name is an error naming the profile's tasks.
+        every task where empty) and, with ``limit``, every task's item limit set to it:
+        ``reporter run --tasks`` / ``--limit``; the items stay a seeded sample, where lm-eval's ``--limit`` takes the
+        first N. An unknown name is an error naming the profile's tasks.
 
         >>> p = load_profile("quick").restricted(["arc_easy", "boolq"], limit=3)
         >>> [(t.name, t.limit) for t in p.tasks]

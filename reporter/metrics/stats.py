@@ -286,14 +286,3 @@ def above_chance(scores: Sequence[float], chance: float | None, *, alpha: float 
         ci = score_ci(x.tolist(), seed=0)
         out.update(test="bootstrap-ci", above=ci.ci_low > baseline)
     return out
-    if np.all((x == 0) | (x == 1)):
-        k = int(x.sum())
-        if chance <= 0:
-            p = 0.0 if k > 0 else 1.0
-        else:
-            p = float(stats.binomtest(k, int(x.size), min(float(chance), 1.0), alternative="greater").pvalue)
-        out.update(p=p, test="binomial-exact-one-sided", above=p < alpha)
-    else:
-        ci = score_ci(x.tolist(), seed=0)
-        out.update(test="bootstrap-ci", above=ci.ci_low > chance)
-    return out

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
 from ..installed import cache_root
 from ..store.atomic import write_json
 from .packaged import PACKAGED, expected_sha256, sha256_file
@@ -72,9 +73,11 @@ def directory_sha256(folder: Path) -> str | None:
     memo_path = cache_root() / "model-work" / "file-hashes.json"
     if not _memo:
         try:
-            _memo.update(json.loads(memo_path.read_text(encoding="utf-8")))
+            stored = json.loads(memo_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            pass
+            stored = None
+        if isinstance(stored, dict):  # a damaged file, or damaged entries, are hashed again
+            _memo.update({k: v for k, v in stored.items() if isinstance(v, str) and len(v) == 64})
     h, changed = hashlib.sha256(), False
     for p in files:
         try:
@@ -88,7 +91,7 @@ def directory_sha256(folder: Path) -> str | None:
     if changed:
         try:
             write_json(memo_path, _memo)
-        except OSError:  # a read-only cache: hashed again next time
+        except (OSError, UserError):  # a read-only or full cache: hashed again next time
             pass
     return h.hexdigest()
 

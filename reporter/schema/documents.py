@@ -646,7 +646,9 @@ class Ranking(TypedDict, total=False):
 
 
 class Reference(TypedDict, total=False):
-    """A reference row below the ranked models: an untrained model, or the theoretical chance level."""
+    """A reference row below the ranked models: an untrained model (``chance``), the theoretical chance level
+    (``theoretical``), or always each task's most common answer where that scores more (``majority``).
+    """
 
     model: str
     score: Required[Fraction]

@@ -9,6 +9,7 @@ read: ``answer`` (gold), ``choices``/``labels``, ``prompt``/``test``/``entry_poi
 from __future__ import annotations
 
 import collections
+import decimal
 import math
 import random
 import re
@@ -73,11 +74,18 @@ def _bool_keys(item: dict[str, Any]) -> set[str]:
 
 
 def _number_key(x: Any) -> str | None:
+    """A number as a plain decimal that :func:`extract_number` reads back as the same float (no exponent).
+
+    >>> _number_key("1e-05"), _number_key(1e16), _number_key("72.0"), _number_key("x")
+    ('0.00001', '10000000000000000', '72', None)
+    """
     try:
         f = float(x)
     except (TypeError, ValueError):
         return None
-    return str(int(f)) if f.is_integer() and abs(f) < 1e15 else repr(f)
+    if not math.isfinite(f):
+        return None
+    return str(int(f)) if f.is_integer() else format(decimal.Decimal(repr(f)), "f")
 
 
 def _numeric_keys(item: dict[str, Any]) -> set[str]:
