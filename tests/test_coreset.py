@@ -130,6 +130,11 @@ def test_rerun_on_the_core_set_reproduces_the_full_run_on_those_items(runs):
                 assert (b[i]["prompt"], b[i]["response"], b[i]["score"]) == \
                     (a[i]["prompt"], a[i]["response"], a[i]["score"]), (model, task, i)
             assert core["models"][model]["tasks"][task]["n"] == len(c["items"])
+            # items chosen by key-neuron coverage are no sample of the split: the most common answer is counted on
+            # them (the full run counted the whole split)
+            maj, full_maj = (r["models"][model]["tasks"][task].get("majority") for r in (core, full))
+            if task == "arc_easy":
+                assert maj["over"] == len(c["items"]) and full_maj["over"] > maj["over"], (model, task)
     manifest = json.loads((root / "core" / "manifest.json").read_text())
     task = manifest["resolved"]["profile"]["tasks"][2]
     assert task["items"] == doc["tasks"]["sums"]["items"] and task["items_from"].endswith("full/coreset.json")
