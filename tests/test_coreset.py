@@ -121,6 +121,7 @@ def test_coreset_json_lists_pooled_core_items(runs):
 def test_rerun_on_the_core_set_reproduces_the_full_run_on_those_items(runs):
     root, full, core = runs
     doc = json.loads((root / "full" / "coreset.json").read_text())
+    assert "arc_easy" in doc["tasks"]
     for model in ("M1", "M2", "M3", "Untrained"):
         for task, c in doc["tasks"].items():
             a = read_samples(root / "full" / "models" / model / "tasks" / task / "samples.jsonl")
