@@ -205,7 +205,7 @@ def test_the_best_constant_option_is_what_lm_evals_own_acc_gives_it(loaded, name
     """Always choosing one of a fixed list of options, scored by lm-eval's ``process_results`` (log-likelihoods that
     make that option the argmax), over the whole split: the share and the option ``majority_option`` names. Where
     every question has its own options (ARC, HellaSwag), no answer is the same for all: none."""
-    from reporter.collect.lm_eval_run import majority_option
+    from reporter.collect.lm_eval_majority import majority_option
 
     task = loaded[0][name]
     if name in ("arc_challenge", "hellaswag"):
@@ -231,7 +231,7 @@ def test_the_best_constant_option_is_what_lm_evals_own_acc_gives_it(loaded, name
 def test_the_best_constant_option_is_kept_in_the_cache_by_the_tasks_digest(loaded, tmp_path, monkeypatch):
     """A later process reads it from reporter's cache (keyed by the task's content digest); a damaged entry is
     computed again, and a cache that cannot be written only means computing."""
-    from reporter.collect import lm_eval_run
+    from reporter.collect import lm_eval_majority as lm_eval_run
     from reporter.tasks.lm_eval_source import task_digest
 
     task = loaded[0]["boolq"]
@@ -265,7 +265,7 @@ def test_the_best_constant_option_reads_golds_as_lm_eval_does(tmp_path, monkeypa
 
     import numpy as np
 
-    from reporter.collect.lm_eval_run import majority_option
+    from reporter.collect.lm_eval_majority import majority_option
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     golds = [5, 5, 0, np.int64(1), True, "c", [0, 2]]
@@ -282,7 +282,7 @@ def test_the_best_constant_option_reads_golds_as_lm_eval_does(tmp_path, monkeypa
 @pytest.mark.parametrize("entry", ['{"best": 5}', '{"best": [1]}', '{"best": {"share": 0.9}}',
                                    '{"best": {"answer": "yes", "share": 1.5, "over": 3}}'])
 def test_a_cache_entry_of_the_wrong_shape_is_computed_again(loaded, tmp_path, monkeypatch, entry):
-    from reporter.collect import lm_eval_run
+    from reporter.collect import lm_eval_majority as lm_eval_run
     from reporter.tasks.lm_eval_source import task_digest
 
     task = loaded[0]["boolq"]

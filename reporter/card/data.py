@@ -16,6 +16,7 @@ from ..store.gate import check_version, open_run
 from ..tasks import is_probe
 from .format import finite, fmt_about
 from .lm_eval import lm_eval_view, task_rows
+from .readings import logprob_answers, null_own, task_levels
 
 _LEVELS = ("high", "medium", "low")
 _SEVERITIES = ("strong", "weak", "none")
@@ -295,79 +296,6 @@ def _majority_levels(card: dict[str, Any]) -> str:
         return ""
     return (" Where always giving a task's most common answer beats guessing, that is the level tested: "
             + ", ".join(f"{t} {100 * x:.0f} % (\"{a}\")" for t, (a, x) in sorted(levels.items())) + ".")
-
-
-def logprob_answers(card: dict[str, Any]) -> list[dict[str, Any]]:
-    """The multiple-choice tasks where some of a model's answers were read from its option log-probs because its
-    response named no option (``answer_from_logprob_share`` > 0): ``{"model", "task", "share", "n", "reference"}``
-    in card order. Such a score is partly lm-eval's log-likelihood reading, not the model's generated answer.
-
-    >>> card = {"benchmarks": ["arc"], "models": [{"name": "a", "reference": False, "tasks": {"arc": {
-    ...     "answer_from_logprob_share": 0.25, "n": 8}}}, {"name": "b", "reference": False, "tasks": {"arc": {
-    ...     "answer_from_logprob_share": 0.0, "n": 8}}}]}
-    >>> logprob_answers(card)
-    [{'model': 'a', 'task': 'arc', 'share': 0.25, 'n': 8, 'reference': False}]
-    """
-    return [{"model": m["name"], "task": t, "share": float(x), "n": r.get("n"), "reference": bool(m.get("reference"))}
-            for m in card["models"] for t in card["benchmarks"]
-            if (r := m["tasks"].get(t)) and isinstance(x := r.get("answer_from_logprob_share"), (int, float)) and x > 0]
-
-
-def null_own(card: dict[str, Any]) -> dict[str, Any] | None:
-    """The run's models that may be the calibrated option-order null's own clean models, whose own preference is then
-    part of their null: ``{"clean": [names], "weights": [models with the same weights, by content], "names": [models
-    that only carry a clean model's name]}``, or None where no calibrated null was used or no model is one.
-
-    A model whose content identity (``meta.identity``) is of a kind the null recorded for its models (``packaged:``:
-    a GGUF's sha256) is matched by it, and then never by name; otherwise (no identity, or one of another kind, which
-    no hash of the null's can equal: a hub commit, a local directory's files) by name.
-
-    >>> null = {"name": "calibrated", "clean_models": ["S"], "clean_identities": ["packaged:s:ab"]}
-    >>> row = {"model": "S", "baseline": False, "signals": {"option_order": {"measured": True, "null": null}}}
-    >>> card = {"analysis": {"contamination": [row, dict(row, model="T")]},
-    ...         "models": [{"name": "S", "meta": {"identity": "local:cd"}}, {"name": "T", "meta": {"identity": "packaged:s:ab"}}]}
-    >>> null_own(card)  # S's local files cannot be compared with a GGUF's hash: its name is all there is
-    {'clean': ['S'], 'weights': ['T'], 'names': ['S']}
-    """
-    rows = [c for c in (card.get("analysis") or {}).get("contamination") or [] if not c.get("baseline")]
-    nulls = [o["null"] for c in rows if isinstance(o := (c.get("signals") or {}).get("option_order"), dict)
-             and o.get("measured") is not False and (o.get("null") or {}).get("name") == "calibrated"]
-    if not nulls:
-        return None
-    clean, ids = list(nulls[0].get("clean_models") or []), nulls[0].get("clean_identities") or []
-    kinds = {str(x).split(":", 1)[0] for x in ids}
-    identity = {m["name"]: (m.get("meta") or {}).get("identity") for m in card["models"]}
-    weights, names = [], []
-    for name in dict.fromkeys(c["model"] for c in rows):
-        own = identity.get(name)
-        if own and str(own).split(":", 1)[0] in kinds:
-            if own in ids:
-                weights.append(name)
-        elif name in clean:
-            names.append(name)
-    return {"clean": clean, "weights": weights, "names": names} if weights or names else None
-
-
-def task_levels(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each task's chance level and, where always giving its most common answer scores more, that answer and its
-    share: ``{task: {"chance", "common"}}`` (from the first model that recorded each; task names may contain dots).
-
-    >>> card = {"models": [{"tasks": {"boolq": {"chance": 0.5, "majority": {"answer": "yes", "share": 0.62}}}}]}
-    >>> task_levels(card)
-    {'boolq': {'chance': 0.5, 'common': {'answer': 'yes', 'share': 0.62}}}
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for m in card["models"]:
-        for t, r in m["tasks"].items():
-            row = out.setdefault(t, {"chance": None, "common": None})
-            if row["chance"] is None and isinstance(r.get("chance"), (int, float)):
-                row["chance"] = float(r["chance"])
-            if row["common"] is None and isinstance(mj := r.get("majority"), dict):
-                row["common"] = mj
-    for row in out.values():
-        if row["common"] is not None and (row["chance"] is None or row["common"]["share"] <= row["chance"]):
-            row["common"] = None
-    return out
 
 
 def _chance_sentence(card: dict[str, Any]) -> str | None:
