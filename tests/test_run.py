@@ -157,6 +157,7 @@ def test_cli_overrides_for_seed_and_device(tiny_yaml, tmp_path):
     man = json.loads((out / "manifest.json").read_text())
     assert man["seed"] == 3 and man["resolved"]["config"]["device"] == "cpu"
     assert [(t["name"], t["limit"]) for t in man["resolved"]["profile"]["tasks"]] == [("arc_easy", 2)]  # --limit
+    assert man["resolved"]["profile"]["name"] == "profile (2 items each)"  # what the card calls the profile
     res = json.loads((out / "results.json").read_text())
     assert {t["n"] for m in res["models"].values() for t in m["tasks"].values()} == {2}
     assert {m["meta"]["device"] for m in res["models"].values()} == {"cpu"}

@@ -126,7 +126,7 @@ def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
     tasks = card["benchmarks"] + card["probes"]
     trained = [m for m in card["models"] if not m["reference"]]
     rows = [{"model": m["name"], "task": t, "score": _pct(r["score"]), "lo": _pct(r["ci_low"]),
-             "hi": _pct(r["ci_high"]), "n": r["n"], "chance": "≈ chance" if r.get("at_chance") else ""}
+             "hi": _pct(r["ci_high"]), "n": r["n"], "chance": "not above chance (or its most common answer)" if r.get("at_chance") else ""}
             for m in trained for t in tasks if (r := m["tasks"].get(t))]
     refs = [{"reference": f"untrained: {m['name']}", "task": t, "score": _pct(r["score"]), "n": r["n"]}
             for m in card["models"] if m["reference"] for t in tasks if (r := m["tasks"].get(t))]

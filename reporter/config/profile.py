@@ -197,8 +197,8 @@ class Profile:
         first N. An unknown name is an error naming the profile's tasks.
 
         >>> p = load_profile("quick").restricted(["arc_easy", "boolq"], limit=3)
-        >>> [(t.name, t.limit) for t in p.tasks]
-        [('arc_easy', 3), ('boolq', 3)]
+        >>> [(t.name, t.limit) for t in p.tasks], p.name
+        ([('arc_easy', 3), ('boolq', 3)], 'quick (2 of its 11 tasks, 3 items each)')
         >>> load_profile("quick").restricted(["arc"])
         Traceback (most recent call last):
         ...
@@ -218,7 +218,11 @@ class Profile:
             kept = [t for t in self.tasks if t.name in tasks or t.lm_eval_group in tasks]
         if limit is not None:
             kept = [dataclasses.replace(t, limit=int(limit)) for t in kept]
-        return dataclasses.replace(self, tasks=tuple(kept))
+        # the card names the profile: a subset of it is not the profile itself
+        changes = ([f"{len(kept)} of its {len(self.tasks)} tasks"] if len(kept) < len(self.tasks) else []) + (
+            [f"{limit} item{'s' * (limit != 1)} each"] if limit is not None else [])
+        name = f"{self.name or 'unnamed'} ({', '.join(changes)})" if changes else self.name
+        return dataclasses.replace(self, name=name, tasks=tuple(kept))
 
     def plugin_settings(self, name: str) -> Any:
         """The settings of plugin ``name``: its ``plugins.<name>`` entry, or its settings class's defaults.
