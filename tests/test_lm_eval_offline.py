@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 from pathlib import Path
 
@@ -228,46 +227,29 @@ def test_the_best_constant_option_is_what_lm_evals_own_acc_gives_it(loaded, name
         assert best["answer"] == "yes" and 0.55 < best["share"] < 0.7
 
 
-def test_the_best_constant_option_is_kept_in_the_cache_by_the_tasks_digest(loaded, tmp_path, monkeypatch):
-    """A later process reads it from reporter's cache (keyed by the task's content digest); a damaged entry is
-    computed again, and a cache that cannot be written only means computing."""
-    from reporter.collect import lm_eval_majority as lm_eval_run
-    from reporter.tasks.lm_eval_source import task_digest
+def test_the_best_constant_option_is_counted_once_per_task_object(loaded, monkeypatch):
+    """The run's models share one lm-eval task object: the second model's summary does not read the documents again.
+    Documents chosen by id are counted each time, and never replace the whole split's share."""
+    from reporter.collect.lm_eval_majority import majority_option
 
     task = loaded[0]["boolq"]
-    digest = task_digest(task)
     vars(task).pop("_reporter_majority", None)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache0"))
-    (tmp_path / "cache0").mkdir()
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    vars(task).pop("_reporter_majority", None)
-    first = lm_eval_run.majority_option(task, digest=digest)
-    (entry,) = (tmp_path / "cache" / "reporter" / "lm-eval-majority").glob("*.json")
-    vars(task).pop("_reporter_majority")
+    first = majority_option(task)
+    chosen = [task.eval_docs[i] for i in range(10)]
+    assert majority_option(task, docs=chosen)["over"] == 10
     monkeypatch.setattr(type(task), "eval_docs", property(lambda self: pytest.fail("read the documents again")))
-    assert lm_eval_run.majority_option(task, digest=digest) == first  # from the cache
-    monkeypatch.undo()
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    entry.write_text("{not json")
-    vars(task).pop("_reporter_majority")
-    assert lm_eval_run.majority_option(task, digest=digest) == first and json.loads(entry.read_text())["best"] == first
-    vars(task).pop("_reporter_majority")
-    entry.unlink()
-    entry.parent.rmdir()
-    entry.parent.write_text("")  # the cache's directory is a file: nothing can be written there, even as root
-    assert lm_eval_run.majority_option(task, digest=digest) == first
+    assert majority_option(task) == first and first["over"] == 3270
 
 
-def test_the_best_constant_option_reads_golds_as_lm_eval_does(tmp_path, monkeypatch):
+def test_the_best_constant_option_reads_golds_as_lm_eval_does():
     """lm-eval's ``acc``: a gold at or past the option count is never right, numpy integers and bools are indices,
-    a text gold is its option's index, a list of golds accepts any. Hand-counted over six documents."""
+    a text gold is its option's index, a list of golds accepts any. Hand-counted over seven documents."""
     import types
 
     import numpy as np
 
     from reporter.collect.lm_eval_majority import majority_option
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     golds = [5, 5, 0, np.int64(1), True, "c", [0, 2]]
     task = types.SimpleNamespace(config=types.SimpleNamespace(doc_to_choice=["a", "b", "c"]), multiple_input=False,
                                  eval_docs=list(range(len(golds))), doc_to_target=lambda d: golds[d])
@@ -277,20 +259,3 @@ def test_the_best_constant_option_reads_golds_as_lm_eval_does(tmp_path, monkeypa
                                   eval_docs=[0, 1, 2], doc_to_target=lambda d: [5, 5, np.int64(2)][d])
     assert majority_option(task2) == {"answer": "c", "share": 1 / 3, "over": 3}
     assert majority_option(task2, docs=[0, 1]) is None  # chosen documents with no gold in range
-
-
-@pytest.mark.parametrize("entry", ['{"best": 5}', '{"best": [1]}', '{"best": {"share": 0.9}}',
-                                   '{"best": {"answer": "yes", "share": 1.5, "over": 3}}'])
-def test_a_cache_entry_of_the_wrong_shape_is_computed_again(loaded, tmp_path, monkeypatch, entry):
-    from reporter.collect import lm_eval_majority as lm_eval_run
-    from reporter.tasks.lm_eval_source import task_digest
-
-    task = loaded[0]["boolq"]
-    digest = task_digest(task)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    vars(task).pop("_reporter_majority", None)
-    want = lm_eval_run.majority_option(task, digest=digest)
-    (path,) = (tmp_path / "reporter" / "lm-eval-majority").glob("*.json")
-    path.write_text(entry)
-    vars(task).pop("_reporter_majority")
-    assert lm_eval_run.majority_option(task, digest=digest) == want and want["answer"] == "yes"

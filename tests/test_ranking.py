@@ -307,3 +307,21 @@ def test_the_most_common_answer_row_averages_each_tasks_floor():
     assert refs["theoretical"]["score"] == pytest.approx((0.5 + 0.25) / 2)
     assert refs["majority"]["score"] == pytest.approx((0.62 + 0.25) / 2)
     assert "(bq)" in refs["majority"]["reason"]
+
+
+def test_a_model_from_a_run_before_the_most_common_answer_is_tested_against_it_too():
+    """A board merges a run that recorded the most common answer with one from before it: the older run's model is
+    tested against the same level (the answer named from the model that recorded it), not left out or broken."""
+    rng = np.random.default_rng(4)
+    per = {m: {"bq": {f"q{i}": float(rng.uniform() < 0.6) for i in range(40)}} for m in ("new", "old")}
+    new = {"chance": 0.5, "majority": {"answer": "yes", "share": 0.62, "over": 3270}}
+    tasks = {"new": new, "old": {"chance": 0.5}}
+    results = {"models": {m: {"source": f"./{m}", "status": "complete",
+                              "tasks": {"bq": {**tasks[m], "score": float(np.mean(list(per[m]["bq"].values())))}}}
+                          for m in per}}
+    rows = {c["model"]: c for c in leaderboard(results, per, seed=0, n_resamples=50)["above_chance"]}
+    for m in per:
+        k = int(sum(per[m]["bq"].values()))
+        assert rows[m]["baseline"] == 0.62 and rows[m]["majority_answer"] == "yes"
+        assert rows[m]["p"] == pytest.approx(stats.binomtest(k, 40, 0.62, alternative="greater").pvalue)
+

@@ -119,10 +119,12 @@ def _chance(summary: dict[str, Any]) -> float | None:
     return FALLBACK_CHANCE.get(str(summary.get("scorer")))
 
 
-def _majority(summary: dict[str, Any]) -> float | None:
-    """The share of a task's most common answer (results.json from before it was recorded: none)."""
+def _majority(summary: dict[str, Any]) -> tuple[str, float] | None:
+    """A task's most common answer and its share (results.json from before it was recorded: none)."""
     m = summary.get("majority")
-    return float(m["share"]) if isinstance(m, dict) and isinstance(m.get("share"), (int, float)) else None
+    if isinstance(m, dict) and isinstance(m.get("share"), (int, float)):
+        return str(m.get("answer")), float(m["share"])
+    return None
 
 
 def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resamples: int = 2000) -> Leaderboard:
@@ -130,13 +132,19 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     models = results.get("models") or {}
     usable = {n: e for n, e in models.items() if e.get("status") != "failed"}
     benchmarks = sorted({t for e in usable.values() for t in (e.get("tasks") or {}) if not is_probe(t)})
-    chance, majority = {}, {}
+    chance: dict[str, float | None] = {}
+    majority: dict[str, float | None] = {}
+    answer: dict[str, str] = {}
     for t in benchmarks:
         levels = {_chance(e["tasks"][t]) for e in usable.values() if t in (e.get("tasks") or {})}
         chance[t] = levels.pop() if len(levels) == 1 else None
-        # the one share every model that recorded it agrees on (a board may merge runs from before it was recorded)
+        # the one answer and share every model that recorded it agrees on (a board may merge runs from before it was
+        # recorded: those models are tested against it too); models that disagree on it: none
         shares = {x for e in usable.values() if t in (e.get("tasks") or {}) if (x := _majority(e["tasks"][t])) is not None}
-        majority[t] = shares.pop() if len(shares) == 1 else None  # models that disagree on it: none
+        agreed = shares.pop() if len(shares) == 1 else None
+        majority[t] = agreed[1] if agreed else None
+        if agreed:
+            answer[t] = agreed[0]
     ranked: list[str] = []
     not_ranked: list[NotRanked] = []
     references: list[str] = []
@@ -182,7 +190,7 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
             if t in (models[name].get("tasks") or {}) and per_item.get(name, {}).get(t):
                 row = above_chance(list(per_item[name][t].values()), chance[t], majority=majority[t])
                 if row.get("baseline_kind") == "majority":
-                    row["majority_answer"] = models[name]["tasks"][t]["majority"]["answer"]
+                    row["majority_answer"] = answer[t]
                 out["above_chance"].append({"model": name, "task": t, "reference": name in references, **row})
     if len(ranked) >= 2 and out["ranking"]:
         a, b = (r["model"] for r in out["ranking"]["models"][:2])

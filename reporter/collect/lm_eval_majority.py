@@ -1,6 +1,5 @@
 """The best constant answer of an lm-eval multiple-choice task (its ``majority``): the level a model must beat besides
-chance where one answer is right more often than guessing (BoolQ's "yes", 62 %). Kept in reporter's cache by the
-task's content digest, so that a later run pays nothing for it.
+chance where one answer is right more often than guessing (BoolQ's "yes", 62 %).
 
 >>> import types
 >>> task = types.SimpleNamespace(config=types.SimpleNamespace(doc_to_choice=["no", "yes"]), multiple_input=False,
@@ -10,19 +9,13 @@ task's content digest, so that a later run pays nothing for it.
 """
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import operator
 from typing import Any, Sequence
-
-from ..errors import UserError
-from ..installed import cache_root
-from ..store.atomic import read_json, write_json
 
 __all__ = ["majority_option"]
 
 
-def majority_option(task: Any, digest: str | None = None, *, docs: Sequence[Any] | None = None) -> dict[str, Any] | None:
+def majority_option(task: Any, *, docs: Sequence[Any] | None = None) -> dict[str, Any] | None:
     """The best constant answer of an lm-eval multiple-choice task whose options are one fixed list (BoolQ's
     "no"/"yes", MMLU's letters): always the option at one position, scored as lm-eval's ``acc`` scores it (the gold
     is the target, or the text for a ``multiple_input`` task; a text gold is its option's index, an integer one at or
@@ -32,8 +25,7 @@ def majority_option(task: Any, digest: str | None = None, *, docs: Sequence[Any]
     ``{"answer", "share", "over"}``: the option's text, the share of documents it gets right, the number of
     documents. None where the options differ from document to document (ARC's and HellaSwag's texts: no answer is
     the same for every question there), or without documents or golds. Kept on the task object: its models share
-    it; with ``digest`` (the task's :func:`~reporter.tasks.lm_eval_source.task_digest`: its config and documents by
-    content) also in reporter's cache, so that a later run pays nothing for it.
+    it. (A count over the golds: BoolQ's 3,270 documents take 0.05 s, so nothing is cached on disk.)
     """
     static = getattr(task.config, "doc_to_choice", None)
     if not isinstance(static, list) or not static:
@@ -41,17 +33,6 @@ def majority_option(task: Any, digest: str | None = None, *, docs: Sequence[Any]
     options = [str(c) for c in static]
     if docs is None and hasattr(task, "_reporter_majority"):
         return task._reporter_majority  # type: ignore[no-any-return]
-    path = None
-    if digest and docs is None:
-        key = hashlib.sha256(f"{digest}\0majority-v2".encode()).hexdigest()[:32]
-        path = cache_root() / "lm-eval-majority" / f"{key}.json"
-        try:
-            got = read_json(path, None)
-        except (OSError, UserError):  # a damaged or unreadable entry: computed again
-            got = None
-        if isinstance(got, dict) and "best" in got and _valid_majority(got["best"]):
-            task._reporter_majority = got["best"]
-            return got["best"]  # type: ignore[no-any-return]
     counts = [0] * len(options)
     evaluated = task.eval_docs if docs is None else docs
     for doc in evaluated:
@@ -71,14 +52,4 @@ def majority_option(task: Any, digest: str | None = None, *, docs: Sequence[Any]
         best = {"answer": options[j], "share": counts[j] / len(evaluated), "over": len(evaluated)}
     if docs is None:
         task._reporter_majority = best
-    if path is not None:
-        with contextlib.suppress(OSError, UserError):  # a read-only or full cache: computed again next time
-            write_json(path, {"best": best})
     return best
-
-
-def _valid_majority(x: Any) -> bool:
-    """A cached best constant answer as :func:`majority_option` writes it (None, or answer, share and count)."""
-    return x is None or (isinstance(x, dict) and isinstance(x.get("answer"), str)
-                         and isinstance(x.get("share"), (int, float)) and not isinstance(x.get("share"), bool)
-                         and 0 <= x["share"] <= 1 and isinstance(x.get("over"), int) and x["over"] > 0)

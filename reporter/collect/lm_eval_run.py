@@ -518,7 +518,7 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
         summary["chance"] = chance
         chosen = [lp.task.eval_docs[i] for i in lp.ids] if lp.config.items is not None else None
         if lp.output_type == "multiple_choice" and (
-                best := majority_option(lp.task, digest=lp.config.lm_eval_digest, docs=chosen)) is not None:
+                best := majority_option(lp.task, docs=chosen)) is not None:
             summary["majority"] = best
     for p in plugins:
         summary.update(p.finish_task(ctx, samples))
