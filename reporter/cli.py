@@ -145,30 +145,11 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
       reporter run models.yaml --format html,md       # no PDF (the slowest format to write)
       reporter run models.yaml --tasks arc_challenge,gsm8k --limit 50
     """
-    from .config import default_config, load_config, load_profile, parse_config
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
 
     try:
         wanted = _run_formats(formats)  # checked before anything runs
-        cfg = load_config(file) if file else None
-        prof = load_profile(profile or (cfg.profile if cfg else None))
-        if only_tasks is not None or limit is not None:
-            names = [t.strip() for t in (only_tasks or "").split(",") if t.strip()]
-            if only_tasks is not None and not names:
-                raise UserError("--tasks: no task named; give the profile's task names separated by commas")
-            prof = prof.restricted(names, limit)
-        if cfg is None:
-            cfg = (parse_config(list(prof.models), f"profile {prof.name}") if prof.models
-                   else default_config())
-        if device or seed is not None:
-            data = cfg.to_dict()
-            if device:
-                data["device"] = device
-                for m in data["models"]:
-                    m["device"] = None
-            if seed is not None:
-                data["seed"] = seed
-            cfg = _with_overrides(data, cfg.path)
+        cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
         # the run's machinery (the analyse stage's SciPy, the executors) only now: a bad file fails in a moment
         from .run.pipeline import default_output
         from .run.pipeline import run as run_models
@@ -191,6 +172,35 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
         click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf", "md") if k in files))
     if failures:
         _fail(UserError(failures))
+
+
+def _resolve(file: Path | None, profile: str | None, only_tasks: str | None, limit: int | None,
+             device: str | None, seed: int | None) -> tuple[Any, Any]:
+    """The run config and profile ``run`` and ``validate`` read: FILE (or the profile's models, or the default
+    list), ``--profile``, ``--tasks``/``--limit`` and ``--device``/``--seed`` applied, each mistake one line.
+    """
+    from .config import default_config, load_config, load_profile, parse_config
+
+    cfg = load_config(file) if file else None
+    origin = "--profile" if profile else (f"{cfg.path}: profile" if cfg and cfg.profile else None)
+    prof = load_profile(profile or (cfg.profile if cfg else None), origin)
+    if only_tasks is not None or limit is not None:
+        names = [t.strip() for t in (only_tasks or "").split(",") if t.strip()]
+        if only_tasks is not None and not names:
+            raise UserError("--tasks: no task named; give the profile's task names separated by commas")
+        prof = prof.restricted(names, limit)
+    if cfg is None:
+        cfg = parse_config(list(prof.models), f"profile {prof.name}") if prof.models else default_config()
+    if device or seed is not None:
+        data = cfg.to_dict()
+        if device:
+            data["device"] = device
+            for m in data["models"]:
+                m["device"] = None
+        if seed is not None:
+            data["seed"] = seed
+        cfg = _with_overrides(data, cfg.path)
+    return cfg, prof
 
 
 def _with_overrides(data: dict[str, Any], path: str) -> Any:
@@ -419,23 +429,28 @@ def board(run_dirs, output, title, seed, resamples):
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--profile", help="Evaluation profile: a name (quick, standard, …) or a YAML path.")
+@click.option("--tasks", "only_tasks", help="Comma-separated tasks of the profile, as with reporter run --tasks.")
+@click.option("--limit", type=click.IntRange(min=1), help="Items per task, as with reporter run --limit.")
+@click.option("--device", help="Override the device for every model (auto, cpu, cuda, cuda:N).")
+@click.option("--seed", type=int, help="Override the run seed.")
 @_boundary
-def validate(file):
-    """Check a models YAML file, the profile it names and every data file the run would read, without loading
-    any model.
+def validate(file, profile, only_tasks, limit, device, seed):
+    """Check what ``reporter run`` with the same arguments would read (the models YAML FILE, the profile it
+    names or --profile gives, every data file of the profile's tasks) without loading any model.
 
     \b
-    Example:
+    Examples:
       reporter validate models.yaml     # models.yaml: OK (3 models, profile quick, 11 tasks)
+      reporter validate models.yaml --profile standard --tasks arc_challenge,gsm8k --limit 50
     """
-    from .config import check_sae, load_config, load_profile
+    from .config import check_sae
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
     from .run.data_check import check_user_data
 
     try:
-        cfg = load_config(file)
-        prof = load_profile(cfg.profile)
+        cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
         check_sae(cfg, prof)
         check_user_data(prof)  # every data file `run` would read: jsonl tasks, other_split files, items lists
         if prof.mui.unit in ("sae", "both"):  # and every SAE file (torch is imported only then)
@@ -444,8 +459,9 @@ def validate(file):
             check_sae_files(cfg, prof)
     except UserError as e:
         _fail(e)
-    click.echo(f"{file}: OK ({len(cfg.models)} model{'s' if len(cfg.models) != 1 else ''}, profile "
-               f"{prof.name or cfg.profile}, {len(prof.tasks)} task{'s' if len(prof.tasks) != 1 else ''})")
+    n_models, n_tasks = len(cfg.models), len(prof.tasks)
+    click.echo(f"{file or cfg.path}: OK ({n_models} model{'s' if n_models != 1 else ''}, profile "
+               f"{prof.name or cfg.profile}, {n_tasks} task{'s' if n_tasks != 1 else ''})")
 
 
 @main.command()

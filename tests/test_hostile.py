@@ -353,14 +353,31 @@ def test_an_unreachable_cluster_is_refused_before_the_run_directory_exists(addre
     (["--seed", "-1"], None, "error: --seed: must be an integer from 0"),
     (["--device", "tpu"], None, "error: --device: 'tpu' is not a valid device"),
     (["--tasks", "arc_easy,arc"], None, "error: --tasks: 'arc' is not a task of profile profile; its tasks: arc_easy"),
-    (["--limit", "0"], None, "error: main run: Invalid value for '--limit': 0 is not in the range x>=1"),
+    (["--limit", "0"], None, "error: main {command}: Invalid value for '--limit': 0 is not in the range x>=1"),
+    (["--tasks", " , "], None, "error: --tasks: no task named"),
+    (["--profile", "nonesuch"], None, "error: --profile: 'nonesuch' is not a built-in profile nor a file"),
     ([], "models:\n  - {name: '  ', source: random:llama}\n", "error: {tmp}/models.yaml: models[0].name: is blank"),
 ])
-def test_messages_blame_what_the_user_wrote(args, models, want, tmp_path):
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_messages_blame_what_the_user_wrote(command, args, models, want, tmp_path):
+    """``validate`` takes what ``run`` takes that decides what is read, and refuses it with the same line."""
     p = _models(tmp_path, PROFILE, models)
-    line = _refused(_invoke("run", str(p), "-o", str(tmp_path / "out"), "--no-progress", *args))
-    assert line.startswith(want.format(tmp=tmp_path)), line
+    extra = ["-o", str(tmp_path / "out"), "--no-progress"] if command == "run" else []
+    line = _refused(_invoke(command, str(p), *extra, *args))
+    assert line.startswith(want.format(tmp=tmp_path, command=command)), line
     assert not (tmp_path / "out").exists()
+
+
+def test_validate_checks_the_profile_cut_that_run_would_use(tmp_path):
+    """``validate --tasks/--limit/--profile`` reports the run that ``run`` with the same arguments would make."""
+    p = _models(tmp_path, PROFILE.replace("tasks:\n", "tasks:\n  - {name: boolq, limit: 3}\n"))
+    r = _invoke("validate", str(p))
+    assert r.exit_code == 0 and "OK (1 model, profile profile, 2 tasks)" in r.output, r.output
+    r = _invoke("validate", str(p), "--tasks", "boolq", "--limit", "2", "--seed", "4", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    assert "OK (1 model, profile profile (1 of its 2 tasks, 2 items each), 1 task)" in r.output, r.output
+    r = _invoke("validate", str(p), "--profile", "quick")
+    assert r.exit_code == 0 and "profile quick, 11 tasks" in r.output, r.output
 
 
 def test_a_failing_model_is_named_once_and_the_one_model_run_says_its_work_is_kept(tmp_path):

@@ -121,8 +121,10 @@ def test_profiles_ship_and_validate(tmp_path):
     assert "contamination.verbatim_items: must be a non-negative integer, got -1" in msg
     assert "smoke_texts: must be a positive integer, got 0" in msg
     assert "collection: 'twice' is not valid; use one of fused, teacher-forced" in msg
-    with pytest.raises(UserError, match="profile 'quik' not found \\(did you mean 'quick'\\?\\)"):
+    with pytest.raises(UserError, match="'quik' is not a built-in profile \\(did you mean 'quick'\\?\\) nor a file"):
         load_profile("quik")
+    with pytest.raises(UserError, match="^m.yaml: profile: 'quik' is not a built-in profile"):
+        load_profile("quik", origin="m.yaml: profile")
 
 
 def test_items_from_the_hub_are_named_as_the_hubs_with_its_split(monkeypatch):

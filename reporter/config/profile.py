@@ -289,16 +289,30 @@ def builtin_profiles() -> list[str]:
     return sorted(p.name[:-5] for p in files("reporter.profile_files").iterdir() if p.name.endswith(".yaml"))
 
 
-def load_profile(name_or_path: str | None) -> Profile:
-    """Load and validate a profile by built-in name or path (``None``: ``quick``)."""
+def load_profile(name_or_path: str | None, origin: str | None = None) -> Profile:
+    """Load and validate a profile by built-in name or path (``None``: ``quick``).
+
+    ``origin`` is where the name was written (``--profile``, ``models.yaml: profile``): a name that is neither a
+    built-in profile nor a file is blamed on it.
+
+    >>> load_profile("quick").name
+    'quick'
+    >>> load_profile("quik", origin="m.yaml: profile")
+    Traceback (most recent call last):
+    reporter.errors.ConfigError: m.yaml: profile: 'quik' is not a built-in profile (did you mean 'quick'?) ...
+    """
     name_or_path = name_or_path or "quick"
     path = Path(name_or_path)
+    at = f"{origin}: " if origin else ""
+    builtin = builtin_profiles()
     if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.exists() and origin:
+            raise ConfigError(f"{at}{str(path)!r}: file not found; give a profile YAML file that exists, or a "
+                              f"built-in profile: {', '.join(builtin)}")
         return _parse(load_yaml(path), str(path), path.resolve().parent)
-    if name_or_path not in builtin_profiles():
-        builtin = builtin_profiles()
-        raise ConfigError(f"profile '{name_or_path}' not found{did_you_mean(name_or_path, builtin)}; built-in "
-                          f"profiles: {', '.join(builtin)}, or give a path to a YAML file")
+    if name_or_path not in builtin:
+        raise ConfigError(f"{at}{name_or_path!r} is not a built-in profile{did_you_mean(name_or_path, builtin)} "
+                          f"nor a file; built-in profiles: {', '.join(builtin)}, or give a path to a YAML file")
     text = files("reporter.profile_files").joinpath(f"{name_or_path}.yaml").read_text()
     return _parse(yaml.safe_load(text), f"profile {name_or_path}", Path.cwd())
 
