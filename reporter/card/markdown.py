@@ -87,6 +87,9 @@ def hf_readme(card: dict[str, Any], model: str) -> str:
     if m is None:
         names = ", ".join(x["name"] for x in card["models"])
         raise UserError(f"--model '{model}' is not a model of this run; it has: {names}")
+    if m.get("reference"):
+        raise UserError(f"model '{m['name']}' is an untrained reference (random weights), the other models' chance "
+                        "level, not a model to publish; its numbers are in card.md")
     doc = model_index(card).get(m["slug"])
     if doc is None:
         raise UserError(f"model '{m['name']}' has no benchmark result in this run; there is nothing to publish")

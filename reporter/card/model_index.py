@@ -74,9 +74,15 @@ def _lm_eval_result(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def model_index(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{slug: {"model-index": [...]}}`` for every model with a benchmark result."""
+    """``{slug: {"model-index": [...]}}`` for every trained model with a benchmark result.
+
+    An untrained reference (random weights) gets none: it is the others' chance level, not a model anyone
+    publishes, and its numbers as a model's "accuracy" would read as a release's.
+    """
     out = {}
     for m in card["models"]:
+        if m.get("reference"):
+            continue
         results = []
         for t in card["benchmarks"]:
             if (r := m["tasks"].get(t)) is None:

@@ -27,13 +27,14 @@ from .vega import javascript_bundle, svg_data_uri
 
 
 def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model: str | None = None) -> dict[str, Path]:
-    """Write ``card.html`` / ``card.pdf`` / ``card.md`` and ``model-index/<slug>.yaml`` into ``run_dir``.
+    """Write ``card.html`` / ``card.pdf`` / ``card.md`` and ``model-index/<slug>.yaml`` (each trained model) into
+    ``run_dir``.
 
     Returns the written paths by key (``"html"``, ``"pdf"``, ``"md"``, ``"hf"``, ``"model-index/<slug>"``).
     ``"hf"`` writes ``hf/<slug>/README.md`` for ``model`` (a name or slug of the run).
 
     >>> sorted(render(run_dir, formats=("html",)))
-    ['html', 'model-index/GPT-2-base', 'model-index/Llama-chat', 'model-index/Untrained']
+    ['html', 'model-index/GPT-2-base', 'model-index/Llama-chat']
     """
     if unknown := [f for f in formats if f not in FORMATS]:
         raise UserError(f"unknown card format(s) {', '.join(unknown)}; use {', '.join(FORMATS)}")
@@ -73,6 +74,9 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
     for slug, doc in model_index(card).items():
         out[f"model-index/{slug}"] = write_bytes(root / MODEL_INDEX_DIR / f"{slugify(slug)}.yaml",
                                                  yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).encode())
+    for m in card["models"]:  # an untrained reference's file from a render before references had none
+        if m["reference"]:
+            (root / MODEL_INDEX_DIR / f"{slugify(m['slug'])}.yaml").unlink(missing_ok=True)
     return out
 
 
