@@ -122,6 +122,65 @@ def gsm_dir(env):
     return d
 
 
+def _constant_response_shares(task, metric, docs):
+    """Brute force: every distinct gold text of ``docs`` as the response to every document, through lm-eval's own
+    ``FilterEnsemble.apply`` on ``Instance`` objects and ``process_results``: {filtered answer: share}."""
+    from lm_eval.api.instance import Instance
+
+    name, _, filter_name = metric.partition(",")
+    ensemble = next(f for f in task._filters if f.name == filter_name)
+    shares = {}
+    for text in dict.fromkeys(task.doc_to_target(d) for d in docs):
+        instances = [Instance(request_type="generate_until", doc=d, arguments=("", {}), idx=0) for d in docs]
+        for inst in instances:
+            inst.resps = [text]
+        ensemble.apply(instances)
+        total = sum(task.process_results(d, [i.filtered_resps[filter_name]])[name] for d, i in zip(docs, instances))
+        answer = instances[0].filtered_resps[filter_name]
+        shares[answer] = max(shares.get(answer, 0.0), total / len(docs))
+    return shares
+
+
+def test_the_best_constant_response_of_a_generated_task_is_what_lm_eval_scores_it(env, tmp_path):
+    """GSM8K through lm-eval's own YAML (its regex filters, ``exact_match`` ignoring commas): the best constant
+    response among the task's gold texts, scored by lm-eval, against a brute force over every gold text. "1,000" is
+    a different filtered answer from "1000" yet lm-eval scores both right on either gold, so the counts alone would
+    pick "5". A gold with no "#### N" is no answer under strict-match; flexible-extract reads "7" from it, but lm-eval's
+    gold stays the whole text there, so "7" is right nowhere (four golds, share 0)."""
+    import importlib.util
+
+    from reporter.collect.lm_eval_majority import majority_generated
+    from reporter.tasks.lm_eval_source import resolve
+
+    golds = ["So 5 #### 5"] * 3 + ["So 1,000 #### 1,000"] * 2 + ["So 1000 #### 1000"] * 2 + ["It is 7"] * 4 + \
+            ["So 9 #### 9"]
+    rows = [{"question": f"Q{i}?", "answer": a} for i, a in enumerate(golds)]
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "train.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    lm_eval_dir = importlib.util.find_spec("lm_eval").submodule_search_locations[0]
+    (tmp_path / "gsm8k_local.yaml").write_text(GSM_YAML.format(lm_eval=lm_eval_dir, dir=tmp_path))
+    task = resolve("gsm8k_local", (str(tmp_path),)).task("gsm8k_local")
+    docs = list(task.eval_docs)
+    for metric, want in (("exact_match,strict-match", ("1,000", 4 / 12)),
+                         ("exact_match,flexible-extract", ("1,000", 4 / 12))):
+        brute = _constant_response_shares(task, metric, docs)
+        assert max(brute.values()) == pytest.approx(want[1])
+        best = majority_generated(task, metric)
+        assert best == {"answer": want[0], "share": pytest.approx(want[1]), "over": 12}
+        assert brute[best["answer"]] == pytest.approx(best["share"])
+        if metric.endswith("flexible-extract"):
+            assert brute["7"] == 0
+    chosen = [docs[i] for i in (0, 1, 2, 7)]  # documents chosen by id: counted over those only
+    assert majority_generated(task, "exact_match,strict-match", docs=chosen) == {
+        "answer": "5", "share": pytest.approx(max(_constant_response_shares(task, "exact_match,strict-match",
+                                                                              chosen).values())), "over": 4}
+    assert majority_generated(task, "exact_match,no-such-filter") is None
+    # the two most frequent filtered golds only: "[invalid]" (the regex's no-match, right nowhere) and "5" (3/12)
+    assert majority_generated(task, "exact_match,strict-match", candidates=2) == {
+        "answer": "5", "share": pytest.approx(3 / 12), "over": 12}
+    assert majority_generated(task, "exact_match,strict-match", docs=docs[7:11]) is None  # no "#### N": nothing right
+
+
 def test_generate_until_equals_lm_evals_hf_model_with_its_regex_filters(env, lm, gsm_dir):
     from lm_eval.models.huggingface import HFLM
 
@@ -325,6 +384,10 @@ def test_generate_until_collectors_ride_the_generation(env, lm, gsm_dir, tmp_pat
             assert abs(float(np.sum(got)) - _ll64(m64, ctx, resp)) < 1e-3
         assert set(rec["lm_eval_metrics"]) == {"exact_match,strict-match", "exact_match,flexible-extract"}
     assert summary["lm_eval"]["metric"] == "exact_match,strict-match" and "mui" in summary
+    docs = list(lp.task.eval_docs)  # the most common answer: over the whole split, scored by lm-eval
+    brute = _constant_response_shares(lp.task, "exact_match,strict-match", docs)
+    assert summary["majority"]["over"] == len(docs) == 8
+    assert summary["majority"]["share"] == pytest.approx(max(brute.values())) == pytest.approx(1 / 8)
     # the Min-K% reference is the split the task's config names as its training split (gsm8k: train)
     other = lp.plan.task.other_split()
     train = list(lp.task.training_docs())

@@ -1,5 +1,6 @@
-"""The best constant answer of an lm-eval multiple-choice task (its ``majority``): the level a model must beat besides
-chance where one answer is right more often than guessing (BoolQ's "yes", 62 %).
+"""The best constant answer of an lm-eval task (its ``majority``): the level a model must beat besides chance where one
+answer is right more often than guessing (BoolQ's "yes", 62 %; GSM8K's "5", 3 %). Multiple choice with one fixed list
+of options: :func:`majority_option`; generated answers: :func:`majority_generated`.
 
 >>> import types
 >>> task = types.SimpleNamespace(config=types.SimpleNamespace(doc_to_choice=["no", "yes"]), multiple_input=False,
@@ -10,9 +11,13 @@ chance where one answer is right more often than guessing (BoolQ's "yes", 62 %).
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from typing import Any, Sequence
 
-__all__ = ["majority_option"]
+__all__ = ["majority_option", "majority_generated"]
+
+#: the most frequent gold answers of a generated-answer task that are scored as constant responses
+GENERATED_CANDIDATES = 8
 
 
 def majority_option(task: Any, *, docs: Sequence[Any] | None = None) -> dict[str, Any] | None:
@@ -52,4 +57,61 @@ def majority_option(task: Any, *, docs: Sequence[Any] | None = None) -> dict[str
         best = {"answer": options[j], "share": counts[j] / len(evaluated), "over": len(evaluated)}
     if docs is None:
         task._reporter_majority = best
+    return best
+
+
+def _filtered(task: Any, name: str, responses: list[str], docs: list[Any]) -> list[Any] | None:
+    """``responses`` (one per document) through the task's filter pipeline ``name``, as lm-eval's ``FilterEnsemble``
+    applies it; None where the task has no such pipeline.
+    """
+    ensemble = next((f for f in getattr(task, "_filters", None) or [] if f.name == name), None)
+    if ensemble is None:
+        return None
+    out: Any = [[r] for r in responses]
+    for make in ensemble.filters:
+        out = make().apply(out, docs)
+    return list(out)
+
+
+def majority_generated(task: Any, metric: str, *, docs: Sequence[Any] | None = None,
+                       candidates: int = GENERATED_CANDIDATES) -> dict[str, Any] | None:
+    """The best constant response of an lm-eval generated-answer task under ``metric`` (``"exact_match,strict-match"``:
+    lm-eval's metric and filter), scored by lm-eval itself: the response passes the task's filters (GSM8K's
+    ``#### N`` regex) and ``process_results`` scores what they leave, document by document.
+
+    Candidates are the task's own gold texts (a response a model could give every time); the ``candidates`` whose
+    filtered form is the gold of most documents are scored over every document, and the best is kept (ties: the
+    more frequent gold, then the first). ``{"answer", "share", "over"}`` as :func:`majority_option` gives, the
+    answer being what the filters keep of the response ("18"). None where the task has no such filter, no text
+    golds, a metric that is not a score in [0, 1], or where no candidate gets any document right. Over the whole
+    evaluation split (``docs``: the documents chosen by id); kept on the task object per metric.
+    """
+    name, _, filter_name = metric.partition(",")
+    memo: dict[str, Any] = vars(task).setdefault("_reporter_majority_generated", {}) if docs is None else {}
+    key = f"{metric}|{candidates}"
+    if key in memo:
+        return memo[key]  # type: ignore[no-any-return]
+    evaluated = list(task.eval_docs if docs is None else docs)
+    best = None
+    texts: list[tuple[str, Any]] = []  # (gold text, its document)
+    for doc in evaluated:
+        gold = task.doc_to_target(doc)
+        texts.extend((g, doc) for g in (gold if isinstance(gold, list) else [gold]) if isinstance(g, str) and g)
+    kept = _filtered(task, filter_name or "none", [t for t, _ in texts], [d for _, d in texts]) if texts else None
+    if kept is not None:
+        first: dict[Any, str] = {}
+        counts: Counter[Any] = Counter()
+        for (text, _), value in zip(texts, kept):
+            if isinstance(value, str):
+                first.setdefault(value, text)
+                counts[value] += 1
+        for value, count in counts.most_common(candidates):
+            responses = _filtered(task, filter_name or "none", [first[value]] * len(evaluated), evaluated) or []
+            scores = [task.process_results(doc, [r]).get(name) for doc, r in zip(evaluated, responses)]
+            if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in scores):
+                break  # not a per-document score in [0, 1]: no constant answer to state
+            share = float(sum(scores)) / len(evaluated)
+            if share > 0 and (best is None or share > best["share"]):
+                best = {"answer": value, "share": share, "over": len(evaluated)}
+    memo[key] = best
     return best

@@ -50,7 +50,7 @@ from ..store.samples import append_samples, read_samples
 from ..tasks import LETTERS, Item, Task
 from ..tasks.lm_eval_source import FEWSHOT_SEED, Resolved, include_dirs, lm_eval_version, resolve, select_docs
 from .collectors import BatchContext, CollectorPlugin, OptionPasses, TaskContext, enabled_collectors
-from .lm_eval_majority import majority_option
+from .lm_eval_majority import majority_generated, majority_option
 from .plan import TaskPlan
 from .task_run import _collect, collection_choice, task_complete
 
@@ -517,8 +517,9 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
     if chance is not None:
         summary["chance"] = chance
         chosen = [lp.task.eval_docs[i] for i in lp.ids] if lp.config.items is not None else None
-        if lp.output_type == "multiple_choice" and (
-                best := majority_option(lp.task, docs=chosen)) is not None:
+        best = (majority_option(lp.task, docs=chosen) if lp.output_type == "multiple_choice"
+                else majority_generated(lp.task, metric, docs=chosen))
+        if best is not None:
             summary["majority"] = best
     for p in plugins:
         summary.update(p.finish_task(ctx, samples))
