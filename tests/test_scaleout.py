@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 import torch
+import yaml
 from click.testing import CliRunner
 
 from reporter.cli import main
@@ -62,6 +63,25 @@ def test_ray_executor_equals_local(tiny_yaml, tmp_path):
     _assert_same(_strip(a), _strip(b))
     assert sorted(b["models"]) == ["tiny-gpt2"]
     assert all(m["status"] == "complete" for m in b["models"].values())
+
+
+def test_a_ray_task_asks_for_a_gpu_where_the_model_runs_on_cuda_by_its_own_device_or_the_runs(tmp_path):
+    """The GPUs a model's Ray task asks for: its ``num_gpus`` where given, else 1 for ``cuda`` whether the model or
+    the run names it (the YAML's top-level ``device`` or ``--device``), or a ``device_map``; else 0."""
+    from reporter.cli import _resolve
+
+    models = [{"name": "own", "source": "random:llama", "device": "cuda:1"},
+              {"name": "run", "source": "random:llama"},
+              {"name": "cpu", "source": "random:llama", "device": "cpu"},
+              {"name": "given", "source": "random:llama", "num_gpus": 0.5},
+              {"name": "sharded", "source": "random:llama", "device_map": "auto"}]
+    for device, want in (("cuda", [1, 1, 0, 0.5, 1]), ("auto", [1, 0, 0, 0.5, 1]), ("cpu", [1, 0, 0, 0.5, 1])):
+        cfg = parse_config({"executor": "ray", "device": device, "models": models}, "m.yaml")
+        assert [m.gpus(cfg.device) for m in cfg.models] == want, device
+    p = tmp_path / "m.yaml"
+    p.write_text(yaml.safe_dump({"executor": "ray", "models": models}))
+    cfg, _ = _resolve(p, "quick", None, None, "cuda", None)  # --device cuda: every model on cuda, its own value gone
+    assert [m.gpus(cfg.device) for m in cfg.models] == [1, 1, 1, 0.5, 1]
 
 
 def test_executor_and_sharding_keys_validate(tmp_path):

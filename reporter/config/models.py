@@ -81,9 +81,18 @@ class ModelSpec:
         """One of ``packaged``, ``random``, ``local``, ``hub`` or a plugin's source prefix."""
         return source_type(self.source)
 
-    def __post_init__(self) -> None:
-        if self.num_gpus is None:  # what a Ray task for this model asks for
-            self.num_gpus = 1 if (self.device or "").startswith("cuda") or self.device_map else 0
+    def gpus(self, run_device: str = "auto") -> float:
+        """What a Ray task for this model asks for: ``num_gpus`` where given, else 1 for a ``cuda`` device (the
+        model's own, else the run's) or a ``device_map``, else 0.
+
+        >>> ModelSpec(name="m", source="random:llama").gpus("cuda"), ModelSpec(name="m", source="random:llama").gpus()
+        (1, 0)
+        >>> ModelSpec(name="m", source="random:llama", device="cpu").gpus("cuda")
+        0
+        """
+        if self.num_gpus is not None:
+            return self.num_gpus
+        return 1 if (self.device or run_device or "").startswith("cuda") or self.device_map else 0
 
     @property
     def slug(self) -> str:

@@ -69,7 +69,7 @@ def reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
 
 
 class RayRunner:
-    """An executor that submits each model as a Ray task asking for the model's ``num_gpus``.
+    """An executor that submits each model as a Ray task asking for the model's GPUs (:meth:`ModelSpec.gpus`).
 
     :meth:`connect` is called before the run directory is created, so an unreachable cluster leaves nothing
     behind: an address that takes no TCP connection within :data:`CONNECT_TIMEOUT_S` is refused in one line
@@ -104,7 +104,7 @@ class RayRunner:
         self.connect()
         remote = ray.remote(max_retries=0)(collect_model)
         try:
-            refs = [remote.options(num_gpus=spec.num_gpus, num_cpus=spec.num_cpus, name=f"reporter:{spec.name}")
+            refs = [remote.options(num_gpus=spec.gpus(cfg.device), num_cpus=spec.num_cpus, name=f"reporter:{spec.name}")
                     .remote(cfg, i, root, profile, force=force, progress=False)
                     for i, spec in enumerate(cfg.models)]
             failures: list[str] = []
