@@ -8,8 +8,8 @@ with its other orders. This study measures whether it is, on the benchmarks repo
    (MMLU, ARC-Challenge, ARC-Easy, HellaSwag), it takes ``--items`` testable items (the test's
    own filter: :func:`~reporter.collect.option_order.order_variants`; ARC's validation and test
    splits pooled, since the validation split alone has fewer than 300 items) and scores each item
-   in its published order and ``--perms`` other orders (8 by default: what a run's test scores;
-   23 = every order of 4 options), with the test's own scoring (the first ``--window`` tokens of
+   in its published order and ``--perms`` other orders (8 by default, so that the null can be read at any
+   run's m <= 8 orders, the profile's default being 3; 23 = every order of 4 options), with the test's own scoring (the first ``--window`` tokens of
    each option line).
 2. Per item it records the log-likelihood of every order scored, so that any statistic can be
    recomputed from ``DIR/<model>/<benchmark>.json`` without a model.
@@ -505,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(MODELS), help="names of MODELS, or name=source pairs")
     ap.add_argument("--benchmarks", default=",".join(BENCHMARKS))
     ap.add_argument("--items", type=int, default=300, help="testable items per benchmark")
-    ap.add_argument("--perms", type=int, default=8, help="other orders per item (the profile's default; 23 = all of 4 options)")
+    ap.add_argument("--perms", type=int, default=8, help="other orders per item (8: the null read at any m <= 8; the profile's default is 3; 23 = all of 4 options)")
     ap.add_argument("--window", type=int, default=6, help="tokens scored per option line (the profile's default)")
     ap.add_argument("--seed", type=int, default=4321)
     ap.add_argument("--batch-size", type=int, default=16)

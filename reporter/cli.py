@@ -126,7 +126,7 @@ def main(plugins: tuple[str, ...] = ()) -> None:
                                                           "every task instead of the profile's limits (lm-eval's "
                                                           "--limit takes the first N).")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
-@click.option("--executor", type=click.Choice(EXECUTORS), help="Where model jobs run (default: local).")
+@click.option("--executor", type=click.Choice(EXECUTORS), help="Where model jobs run (default: the models file's executor, else local).")
 @click.option("--address", help="Ray cluster address (with --executor ray), e.g. auto or ray://head:10001.")
 @click.option("--no-render", is_flag=True, help="Skip the model card (results.json only).")
 @click.option("--format", "formats", default="html,pdf,md", show_default=True,
@@ -134,7 +134,8 @@ def main(plugins: tuple[str, ...] = ()) -> None:
 @_boundary
 def run(file, output, profile, force, device, seed, only_tasks, limit, no_progress, executor, address, no_render,
         formats):
-    """Evaluate the models in FILE (default: the embedded SmolLM2 / Gemma-3 / random list).
+    """Evaluate the models in FILE (default: the profile's models where it lists some, else the embedded
+    SmolLM2 / Gemma-3 / random list).
 
     Writes results.json and the model card (card.html, card.pdf, card.md) into the run directory;
     rerunning the same command resumes where an interrupted run stopped.
