@@ -391,11 +391,15 @@ _DOCTEST_OBJECTS: dict = {}
 
 
 def doctest_objects(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """What the doctests of ``reporter/`` see, made once per process: ``lm`` (a tiny Llama) and ``run_dir``
-    (this process's own copy of the shared run, since some doctests write into their run)."""
+    """What the doctests of ``reporter/`` see, made once per process: ``lm`` (a tiny Llama), ``run_dir`` (this
+    process's own copy of the shared run, since some doctests write into their run; its models are all untrained
+    references) and ``card_run_dir`` (a copy of ``tests/data/run2``: the packaged SmolLM2 as ``smol``, a trained
+    model's results, and an untrained ``tiny``)."""
     if not _DOCTEST_OBJECTS:
         run = copy_run(shared_run(tmp_path_factory), tmp_path_factory.mktemp("doctest") / "run")
-        _DOCTEST_OBJECTS.update(lm=tiny_lm("llama"), run_dir=run)
+        card_run = tmp_path_factory.mktemp("doctest-card") / "run"
+        shutil.copytree(Path(__file__).parent / "data" / "run2", card_run)
+        _DOCTEST_OBJECTS.update(lm=tiny_lm("llama"), run_dir=run, card_run_dir=card_run)
     return _DOCTEST_OBJECTS
 
 

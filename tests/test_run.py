@@ -65,7 +65,7 @@ def test_run_writes_manifest_and_results_then_resumes(tiny_yaml, tmp_path):
     assert {c["metric"] for c in res["lpp_correlations"]} == {"entropy_floor", "participation_ratio", "effective_rank"}
     assert all(c["pearson_r"] is None for c in res["lpp_correlations"])  # two random models: no correlation
     assert (out / "card.html").stat().st_size > 100_000 and (out / "card.pdf").read_bytes()[:4] == b"%PDF"
-    assert (out / "model-index" / "Tiny-Llama.yaml").is_file()
+    assert not (out / "model-index").exists()  # random: models are untrained references, published by nobody
     tdir = out / "models" / "Tiny-Llama" / "tasks" / "arc_easy"
     for f in ("samples.jsonl", "neurons.npz", "logprobs.npz", "verbatim.json", "option_order.json", "summary.json"):
         assert (tdir / f).is_file(), f

@@ -79,8 +79,8 @@ def hf_readme(card: dict[str, Any], model: str) -> str:
     """A Hugging Face model-card README for ``model`` (name or slug): model-index front matter + its section.
 
     >>> from reporter.card.data import load_card
-    >>> text = hf_readme(load_card(run_dir), "Llama chat")
-    >>> text.startswith("---\\ntags:"), "\\nmodel-index:" in text, "# Llama chat" in text
+    >>> text = hf_readme(load_card(card_run_dir), "smol")
+    >>> text.startswith("---\\ntags:"), "\\nmodel-index:" in text, "# smol" in text
     (True, True, True)
     """
     m = next((x for x in card["models"] if model in (x["name"], x["slug"])), None)

@@ -5,9 +5,11 @@ task's (one with an ``lm_eval`` block) from its lm-eval config: lm-eval's task n
 metric (``acc``, ``acc_norm`` ...), even where a built-in task has the same name.
 
 >>> from reporter.card.data import load_card
->>> doc = model_index(load_card(run_dir))["Llama-chat"]["model-index"][0]
->>> doc["name"], doc["results"][0]["dataset"]["type"]
-('Llama chat', 'allenai/ai2_arc')
+>>> doc = model_index(load_card(card_run_dir))["smol"]["model-index"][0]
+>>> doc["name"], doc["results"][0]["dataset"]["type"], doc["results"][0]["dataset"]["config"]
+('smol', 'allenai/ai2_arc', 'ARC-Easy')
+>>> sorted(model_index(load_card(card_run_dir)))  # tiny is an untrained reference: none
+['smol']
 """
 from __future__ import annotations
 

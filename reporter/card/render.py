@@ -33,8 +33,8 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
     Returns the written paths by key (``"html"``, ``"pdf"``, ``"md"``, ``"hf"``, ``"model-index/<slug>"``).
     ``"hf"`` writes ``hf/<slug>/README.md`` for ``model`` (a name or slug of the run).
 
-    >>> sorted(render(run_dir, formats=("html",)))
-    ['html', 'model-index/GPT-2-base', 'model-index/Llama-chat']
+    >>> sorted(render(card_run_dir, formats=("html",)))  # tiny: an untrained reference, no model-index
+    ['html', 'model-index/smol']
     """
     if unknown := [f for f in formats if f not in FORMATS]:
         raise UserError(f"unknown card format(s) {', '.join(unknown)}; use {', '.join(FORMATS)}")
