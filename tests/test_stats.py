@@ -213,8 +213,12 @@ def test_identical_models():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         c = paired_comparison("a", s, "b", dict(s), task="t", seed=0)
-    assert (c.n, c.mean_diff, c.ci_low, c.ci_high) == (30, 0.0, 0.0, 0.0)
-    assert (c.mcnemar_p, c.n01, c.n10, c.method) == (1.0, 0, 0, "degenerate")
+    # no item disagrees, yet 30 items cannot show the difference is exactly 0: the exact interval of a difference
+    # with no discordant pair (the bootstrap's was the point 0, a claim of certainty 30 items do not carry)
+    assert (c.n, c.mean_diff, c.mcnemar_p, c.n01, c.n10) == (30, 0.0, 1.0, 0, 0)
+    bound = 1 - 0.025 ** (1 / 30)  # τ's exact upper limit with no discordant item: (1 - τ)^30 = 0.025
+    assert (c.ci_low, c.ci_high, c.method) == (pytest.approx(-bound, abs=1e-12), pytest.approx(bound, abs=1e-12),
+                                               "mcnemar-compatible-exact")
 
 
 def test_strictly_better_model_on_discordant_items():

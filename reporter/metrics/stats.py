@@ -15,11 +15,16 @@ from typing import Literal, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
+from .mcnemar_ci import mcnemar_ci
+
 __all__ = ["ScoreCI", "PairedComparison", "score_ci", "paired_comparison",
-           "mcnemar_exact", "wilcoxon_p", "all_pairs", "holm", "above_chance", "ALPHA"]
+           "mcnemar_exact", "wilcoxon_p", "all_pairs", "holm", "above_chance", "ALPHA", "EXACT_PAIRED_CI"]
 
 #: the significance level of every test on the card
 ALPHA = 0.05
+
+#: ``method`` of a paired difference's interval that is exact and agrees with the exact McNemar test
+EXACT_PAIRED_CI = "mcnemar-compatible-exact"
 
 BootMethod = Literal["bca", "percentile"]
 # Resamples (and BCa jackknife rows) are drawn in batches of about this many
@@ -53,12 +58,12 @@ class PairedComparison:
     task: str
     n: int  # items both models answered (matched by item id)
     mean_diff: float  # mean(a - b)
-    ci_low: float  # paired bootstrap CI of mean(a - b), items resampled
+    ci_low: float  # CI of mean(a - b): exact, McNemar-compatible for 0/1 scores; else paired BCa bootstrap
     ci_high: float
     mcnemar_p: float | None  # exact McNemar p-value; None unless both are 0/1
     n01: int | None  # a wrong, b right
     n10: int | None  # a right, b wrong
-    method: str = ""  # CI method, as in ScoreCI.method
+    method: str = ""  # CI method: EXACT_PAIRED_CI, or as in ScoreCI.method
     p_value: float | None = None  # the paired test's two-sided p-value (McNemar exact, or Wilcoxon)
     test: str | None = None  # "mcnemar-exact" for 0/1 scores, "wilcoxon" otherwise
 
@@ -175,15 +180,16 @@ def paired_comparison(model_a: str, scores_a: Mapping[str, float],
                       n_resamples: int = 2000) -> PairedComparison:
     """Compare two models on the item ids they share (sorted for determinism).
 
-    The CI is a BCa bootstrap of ``mean(a - b)`` resampling items (pairs kept
-    together). The p-value is the exact McNemar test on the discordant pairs when
-    every shared score is 0 or 1, else the Wilcoxon signed-rank test. Raises
-    ``ValueError`` if no item id is shared.
+    When every shared score is 0 or 1, the p-value is the exact McNemar test on the discordant pairs and the CI
+    the exact interval compatible with it (:func:`reporter.metrics.mcnemar_ci.mcnemar_ci`, Fay & Lumbard 2021;
+    method :data:`EXACT_PAIRED_CI`): it excludes 0 exactly when p < 1 - ``confidence``. Otherwise (partial credit)
+    the p-value is the Wilcoxon signed-rank test and the CI a BCa bootstrap of ``mean(a - b)`` resampling items
+    (pairs kept together). Raises ``ValueError`` if no item id is shared.
 
     >>> c = paired_comparison("m1", {"q1": 1, "q2": 1, "q3": 0},
     ...                       "m2", {"q1": 0, "q2": 1, "q4": 1}, task="t", seed=0)
-    >>> c.n, c.mean_diff, c.n10, c.n01, c.mcnemar_p
-    (2, 0.5, 1, 0, 1.0)
+    >>> c.n, c.mean_diff, c.n10, c.n01, c.mcnemar_p, c.method
+    (2, 0.5, 1, 0, 1.0, 'mcnemar-compatible-exact')
     """
     ids = sorted(set(scores_a) & set(scores_b))
     if not ids:
@@ -191,15 +197,17 @@ def paired_comparison(model_a: str, scores_a: Mapping[str, float],
             f"{model_a!r} and {model_b!r} share no item ids on task {task!r}")
     a = _as_scores([scores_a[i] for i in ids], f"scores of {model_a!r} on {task!r}")
     b = _as_scores([scores_b[i] for i in ids], f"scores of {model_b!r} on {task!r}")
-    ci = score_ci(a - b, seed=seed, confidence=confidence, n_resamples=n_resamples)
     p = n01 = n10 = None
     if np.all((a == 0) | (a == 1)) and np.all((b == 0) | (b == 1)):
         n01 = int(np.sum((a == 0) & (b == 1)))
         n10 = int(np.sum((a == 1) & (b == 0)))
         p = mcnemar_exact(n01, n10)
         test, p_value = "mcnemar-exact", p
+        low, high = mcnemar_ci(n10, n01, len(ids), confidence)
+        ci = ScoreCI(float(np.mean(a - b)), low, high, len(ids), seed, EXACT_PAIRED_CI)
     else:
         test, p_value = "wilcoxon", wilcoxon_p(a - b)
+        ci = score_ci(a - b, seed=seed, confidence=confidence, n_resamples=n_resamples)
     return PairedComparison(model_a, model_b, task, len(ids), ci.score, ci.ci_low,
                             ci.ci_high, p, n01, n10, ci.method, p_value, test)
 
