@@ -112,9 +112,16 @@ def main(plugins: tuple[str, ...] = ()) -> None:
             _fail(e)
 
 
+def _nonblank_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """A path option given as an empty string is refused (``Path("")`` is the working directory)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is blank; give a directory (or leave the option out for the default)")
+    return Path(value) if value is not None else None
+
+
 @main.command()
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+@click.option("-o", "--output", type=click.Path(file_okay=False), callback=_nonblank_path,
               help="Run directory (default: reports/<file-stem>-<date>).")
 @click.option("--profile", help="Evaluation profile: a name (quick, standard, …) or a YAML path.")
 @click.option("--force", is_flag=True, help="Recompute everything instead of resuming.")
@@ -438,7 +445,7 @@ def board(run_dirs, output, title, seed, resamples):
 @click.option("--seed", type=int, help="Override the run seed.")
 @_boundary
 def validate(file, profile, only_tasks, limit, device, seed):
-    """Check what ``reporter run`` with the same arguments would read (the models YAML FILE, the profile it
+    """Check what reporter run with the same arguments would read (the models YAML FILE, the profile it
     names or --profile gives, every data file of the profile's tasks) without loading any model.
 
     \b

@@ -282,7 +282,7 @@ def test_damaged_runs_are_warnings_and_nothing_usable_is_one_line(tmp_path):
                                   str(tmp_path / "site")])
     assert r.exit_code == 2 and "Traceback" not in r.output
     lines = r.stderr.strip().splitlines()
-    assert lines[-1].startswith("error: no run directory could be read (") and "holds a JSON list" in lines[-1]
+    assert lines[-1].startswith("error: no run directory could be read (") and "not a JSON object (a list)" in lines[-1]
     assert not (tmp_path / "site" / "index.html").exists()
 
 

@@ -92,6 +92,8 @@ BAD = [
     ("- name: a\n  source: [1, 2]\n", "models[0].source: must be a string"),
     ("- [unclosed\n", "not valid YAML at line 2"),
     ("", "the file is empty"),
+    ("models:\nprofile: quick\n", "models: is empty; list at least one model"),  # it ran nothing, exit 0
+    ("models:\n  - {name: a, source: 'random:llama'}\noutput: ''\n", "output: is blank"),  # the working directory
 ]
 
 

@@ -99,7 +99,7 @@ GATE = {  # case: (command, damage of the second run, what the one line must say
     "compare: a slug that walks out of the run": ("compare", lambda r: _edit(r, _slug_out),
                                                   "slug: '../../escaped' is not a safe file name"),
     "compare: manifest.json is a JSON list": ("compare", lambda r: (r / "manifest.json").write_text("[1]"),
-                                              "manifest.json: holds a JSON list, not a run's manifest"),
+                                              "manifest.json: damaged, not a JSON object (a list)"),
     "render md: unknown schema_version": ("render-md", lambda r: _edit(r, lambda d: d.update(schema_version="x")),
                                           "schema_version: 'x' is not supported"),
     "render md: a slug that walks out of the run": ("render-md", lambda r: _edit(r, _slug_out),
@@ -368,6 +368,14 @@ def test_messages_blame_what_the_user_wrote(command, args, models, want, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_a_blank_output_is_refused_not_the_working_directory(tmp_path):
+    """``-o ''`` was the working directory: the run's files among the user's own."""
+    p = _models(tmp_path, PROFILE)
+    line = _refused(_invoke("run", str(p), "-o", "", "--no-progress"))
+    assert "Invalid value for '-o' / '--output': is blank" in line, line
+    assert not (Path.cwd() / "manifest.json").exists()
+
+
 def test_validate_checks_the_profile_cut_that_run_would_use(tmp_path):
     """``validate --tasks/--limit/--profile`` reports the run that ``run`` with the same arguments would make."""
     p = _models(tmp_path, PROFILE.replace("tasks:\n", "tasks:\n  - {name: boolq, limit: 3}\n"))
@@ -390,6 +398,22 @@ def test_a_failing_model_is_named_once_and_the_one_model_run_says_its_work_is_ke
     fit = [ln for ln in r.stderr.splitlines() if "does not match the model's hidden size" in ln]
     assert len(fit) == 1, r.stderr  # once, at the end; the progress line only says FAILED
     assert "the finished work is saved" in r.stderr and "other models" not in r.stderr
+
+
+def test_one_models_directory_that_cannot_be_written_is_that_models_failure_alone(tmp_path):
+    """Model b's directory is blocked (a file where it goes, as a read-only one would be for a user without root):
+    b fails with its reason, a and c still run, results.json and the card are written, exit 2."""
+    p = _models(tmp_path, "lpp: {enabled: false}\nsmoke_texts: 1\ntasks: [{name: arc_easy, limit: 2, "
+                          "max_new_tokens: 2}]\n",
+                "models:\n" + "".join(f"  - {{name: {n}, source: random:llama, random: {TINY}}}\n" for n in "abc"))
+    (tmp_path / "run" / "models").mkdir(parents=True)
+    (tmp_path / "run" / "models" / "b").write_text("in the way")
+    r = _invoke("run", str(p), "-o", str(tmp_path / "run"), "--no-progress", "--format", "md")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")] and "model 'b'" in r.stderr
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert {n: m["status"] for n, m in res["models"].items()} == {"a": "complete", "b": "pending", "c": "complete"}
+    assert (tmp_path / "run" / "card.md").is_file()
 
 
 # --- the environment: caches and outputs that cannot be written, a full disk ---------------------------------

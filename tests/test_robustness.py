@@ -187,6 +187,22 @@ def test_truncated_samples_and_a_damaged_npz_are_recomputed(finished, tmp_path):
     assert _models_section(w / "run" / "results.json") == _models_section(finished / "run" / "results.json")
 
 
+def test_a_summary_that_is_no_json_object_and_a_damaged_work_record_are_recomputed(finished, tmp_path):
+    """A summary.json holding a JSON list, a model_work.json that is not JSON: analyse names the damaged summary in
+    one line (it was a TypeError traceback), and a rerun recomputes it and rewrites the record (every rerun stopped
+    on the record before), to the same results."""
+    w = _copy(finished, tmp_path)
+    mdir = w / "run" / "models" / "tiny"
+    (mdir / "tasks" / "arc_easy" / "summary.json").write_text("[1, 2]")
+    (mdir / "model_work.json").write_text("xx")
+    line = _one_error(_run("analyse", str(w / "run")))
+    assert "summary.json: damaged, not a JSON object (a list)" in line, line
+    r = _run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render")
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert isinstance(json.loads((mdir / "model_work.json").read_text()), dict)
+    assert _models_section(w / "run" / "results.json") == _models_section(finished / "run" / "results.json")
+
+
 # --- 5. resume after a torn line ----------------------------------------------------------------
 
 def test_a_torn_last_line_resumes_in_one_rerun_to_the_same_results(finished, tmp_path):

@@ -43,7 +43,8 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     """The checked (:func:`reporter.schema.validate`), derived view of ``results.json`` that templates and charts use."""
     check_version(res)
     res = validate(res, Results)
-    run = res["run"] or {}
+    # provenance only: a results.json without its run block (hand-made, or cut) renders with "?" where it goes
+    run = {**dict.fromkeys(("created", "reporter_version", "seed", "config_hash", "profile")), **(res["run"] or {})}
     models = [_model(name, m) for name, m in res["models"].items()]
     order = [t["name"] for t in (manifest.get("resolved", {}).get("profile") or {}).get("tasks", [])]
     seen = order + [t for m in models for t in m["tasks"] if t not in order]

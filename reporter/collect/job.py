@@ -94,7 +94,8 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
 
 def _stops_every_model(e: OSError, root: str) -> bool:
     """Whether an environment failure would meet every model the same way: a full disk, or a run directory that
-    cannot be written. A model's own unreadable files are that model's failure.
+    cannot be written. A model's own unreadable files, or its own directory that cannot be written, are that
+    model's failure.
 
     >>> import errno
     >>> _stops_every_model(OSError(errno.ENOSPC, "No space left on device", "/elsewhere/x"), "/runs/a")
@@ -106,7 +107,11 @@ def _stops_every_model(e: OSError, root: str) -> bool:
 
     if environment_error(e) is None:
         return False
-    return e.errno in (errno.ENOSPC, errno.EDQUOT) or str(e.filename or "").startswith(str(root).rstrip("/") + "/")
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    # in the run directory: every model's failure where the directory itself cannot be written, else this model's
+    # (its own directory blocked by a file, or made read-only)
+    return str(e.filename or "").startswith(str(root).rstrip("/") + "/") and not _writable(root)
 
 
 def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str]:
@@ -121,9 +126,26 @@ def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[st
     else:
         line = (f"model '{spec.name}': failed with {type(e).__name__}: {_first_line(e)} (the traceback is in "
                 f"{mdir / ERROR})")
-    write_json(mdir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
+    try:
+        write_json(mdir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
+    except (UserError, OSError) as write_error:
+        if not _writable(root):  # the run directory itself (read-only, full): every model meets it, so stop
+            raise e from None
+        # only this model's directory cannot be written: its failure alone, and the others run
+        line = f"{line.split(' (the traceback is in ')[0]} ({_first_line(write_error)})"
     log(f"{spec.name}: FAILED (the reason is listed at the end)")
     return [line]
+
+
+def _writable(root: str) -> bool:
+    """Whether a file can be made in the run directory ``root`` (not read-only, not full)."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".writable-"):
+            return True
+    except OSError:
+        return False
 
 
 def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool,
@@ -179,7 +201,7 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     failures: list[str] = []
     identity = model_identity(lm)  # by content; the model-only cache keys by it too (hashed once per process)
     write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta, **({"identity": identity} if identity else {})})
-    work = dict(read_json(mdir / MODEL_WORK) or {})  # model-only work: computed here or taken from the cache
+    work = _work_record(mdir)  # model-only work: computed here or taken from the cache
     ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=mdir)
     collectors = [(p, p.label, p.model_cache_key(profile), partial(p.model_done, profile, mdir),
                    partial(p.run_model, lm, profile, mdir))
@@ -396,3 +418,14 @@ def _failed(model: str, task: str, label: str, e: UserError) -> list[str]:
     """The failure lines of one evidence pass of one task (and its progress line)."""
     log(f"{model} / {task} / {label}: FAILED (the reason is listed at the end)")
     return [f"model '{model}', task '{task}', {label}: {line}" for line in e.lines]
+
+
+def _work_record(mdir: Path) -> dict[str, Any]:
+    """The model's ``model_work.json`` (which model-only work was computed, which cached): a record, not a result,
+    so a damaged one is started again (rewritten as this run's steps finish) instead of stopping every resume.
+    """
+    try:
+        return dict(read_json(mdir / MODEL_WORK) or {})
+    except UserError:
+        write_json(mdir / MODEL_WORK, {})
+        return {}

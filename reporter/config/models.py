@@ -469,6 +469,8 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
                 p.add(str(key), _unknown_key(str(key), RUN_FIELDS))
         if "models" not in data:
             p.add("models", "is required: a list of models (each with name and source)")
+        elif data["models"] is None:
+            p.add("models", "is empty; list at least one model")
         models_raw = data.get("models")
         for key, what in (("profile", "a profile name or a path to a profile YAML"),
                           ("output", "a directory path string"),
@@ -476,6 +478,8 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
             if key in data:
                 if not isinstance(data[key], str):
                     p.add(key, f"must be {what}, got {type_name(data[key])}")
+                elif not data[key].strip():
+                    p.add(key, f"is blank; give {what}, or leave the key out")
                 else:
                     run[key] = data[key]
         if _is_path(run.get("profile", "")):  # a profile file next to the models file, as model sources are

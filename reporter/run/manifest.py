@@ -13,6 +13,7 @@ from typing import Any
 from .. import __version__
 from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
+from ..errors import UserError
 from ..store.atomic import read_json
 from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir
 
@@ -185,9 +186,12 @@ def model_work_record(rd: RunDir) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for path in sorted(rd.root.glob(f"models/*/{MODEL_WORK}")):
-        work = read_json(path, {})
-        if isinstance(work, dict) and work:
+        try:  # a record of where the work came from, not a result: a damaged one is left out
+            work = read_json(path, {})
             name = (read_json(path.parent / MODEL_META, {}) or {}).get("name") or path.parent.name
+        except UserError:
+            continue
+        if work:
             out[name] = work
     return out
 

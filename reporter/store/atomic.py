@@ -117,16 +117,21 @@ MAX_JSON_BYTES = 512 << 20
 
 
 def read_json(path: str | os.PathLike[str], default: Any = None) -> Any:
-    """The parsed JSON at ``path``, or ``default`` when the file does not exist.
+    """The parsed JSON object at ``path``, or ``default`` when the file does not exist.
 
-    A damaged file (not JSON, not UTF-8) is a one-line :class:`~reporter.errors.UserError` naming it.
+    A damaged file (not JSON, not UTF-8, or JSON that is not an object: every document reporter writes is one) is
+    a one-line :class:`~reporter.errors.UserError` naming it, so resume recomputes it (:func:`json_ok`).
     """
     try:
         if Path(path).stat().st_size > MAX_JSON_BYTES:
             raise UserError(f"{path}: is larger than {MAX_JSON_BYTES >> 20} MiB; not a document reporter wrote")
         text = Path(path).read_bytes().decode("utf-8")
-        return json.loads(text)
-    except FileNotFoundError:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
+            raise UserError(f"{path}: damaged, not a JSON object ({kind})")
+        return data
+    except (FileNotFoundError, NotADirectoryError):  # not there, or a file where one of its directories goes
         return default
     except IsADirectoryError:
         raise UserError(f"{path}: is a directory, not a JSON file") from None

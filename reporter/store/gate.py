@@ -92,8 +92,6 @@ def open_run(run_dir: str | Path, command: str, *, manifest: bool = True, result
     if man is None and manifest:
         raise UserError(f"{root}: not a run directory (no manifest.json); {command} reads the output directory of "
                         "`reporter run`")
-    if man is not None and not isinstance(man, dict):
-        raise UserError(f"{rd.manifest}: holds a JSON {type(man).__name__}, not a run's manifest; rerun `reporter run`")
     view = RunView(rd=rd, manifest=man or {})
     if results:
         res = read_json(rd.results)
