@@ -48,6 +48,10 @@ def _boundary(command: _F) -> _F:
             _fail(e)
         except KeyboardInterrupt:
             _interrupted()
+        except ModuleNotFoundError as e:
+            if not e.name or e.name.split(".")[0] == "reporter":
+                raise  # reporter's own module missing: a broken install or a bug, keep its traceback
+            _fail(UserError(_missing_package(e.name)))
         except (OSError, MemoryError) as e:
             from .installed import cache_root
 
@@ -57,6 +61,23 @@ def _boundary(command: _F) -> _F:
             _fail(found)
 
     return guarded  # type: ignore[return-value]
+
+
+#: the distribution that installs a module, where the names differ
+_DISTRIBUTIONS = {"yaml": "pyyaml", "vl_convert": "vl-convert-python", "lm_eval": "lm-eval==0.4.13",
+                  "sklearn": "scikit-learn", "PIL": "pillow", "safetensors": "safetensors", "jinja2": "jinja2"}
+
+
+def _missing_package(module: str) -> str:
+    """The one line for a dependency that is not installed (a broken or partial environment).
+
+    >>> _missing_package("weasyprint.text")
+    "the Python package 'weasyprint' is not installed, and this command needs it; run: pip install weasyprint (or pip install -e . in reporter's checkout, which installs every dependency)"
+    """
+    top = module.split(".")[0]
+    dist = _DISTRIBUTIONS.get(top, top.replace("_", "-"))
+    return (f"the Python package '{top}' is not installed, and this command needs it; run: pip install {dist} (or "
+            "pip install -e . in reporter's checkout, which installs every dependency)")
 
 
 class _OneLineGroup(click.Group):
@@ -237,6 +258,17 @@ def _run_formats(formats: str) -> tuple[str, ...]:
     if not wanted or any(f not in run_formats for f in wanted):
         hint = "; a Hugging Face README: reporter render RUN_DIR --format hf --model NAME" if "hf" in wanted else ""
         raise UserError(f"--format {formats!r}: use a comma-separated subset of {', '.join(run_formats)}{hint}")
+    if "pdf" in wanted:  # before the run, not after it: the PDF is written last
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec("weasyprint") is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            others = ",".join(f for f in wanted if f != "pdf") or "html,md"
+            raise UserError(f"--format {formats!r}: the PDF needs weasyprint, which is not installed; run: pip install "
+                            f"weasyprint, or leave the PDF out: --format {others}")
     return wanted
 
 

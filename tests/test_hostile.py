@@ -416,6 +416,39 @@ def test_one_models_directory_that_cannot_be_written_is_that_models_failure_alon
     assert (tmp_path / "run" / "card.md").is_file()
 
 
+_BLOCK = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == {module!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Block())
+from reporter.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("module, command, want", [
+    ("weasyprint", ["render", "{run}", "--format", "pdf"], "the Python package 'weasyprint' is not installed"),
+    ("weasyprint", ["run", "{models}", "-o", "{out}"], "the PDF needs weasyprint, which is not installed; run: pip "
+                                                       "install weasyprint, or leave the PDF out: --format html,md"),
+    ("statsmodels", ["analyse", "{run}"], "the Python package 'statsmodels' is not installed"),
+    ("vl_convert", ["render", "{run}", "--format", "md"], "pip install vl-convert-python"),
+])
+def test_a_missing_dependency_is_one_line(finished_run, module, command, want, tmp_path):
+    """A partial environment (a dependency uninstalled): one line naming the package and the pip command, exit 2; a
+    run that would write a PDF is refused before it starts, not after its models ran."""
+    run = copy_run(finished_run, tmp_path / "run")
+    models = _models(tmp_path, PROFILE)
+    args = [a.format(run=run, models=models, out=tmp_path / "out") for a in command]
+    r = subprocess.run([sys.executable, "-c", _BLOCK.format(module=module), *args], capture_output=True, text=True,
+                       timeout=300)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+    assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert want in errors[0], errors[0]
+    assert not (tmp_path / "out").exists()
+
+
 # --- the environment: caches and outputs that cannot be written, a full disk ---------------------------------
 
 def test_a_cache_that_is_a_file_is_one_line_before_anything_is_made(tmp_path, monkeypatch):
