@@ -529,7 +529,10 @@ def schema(document, output):
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        from .store.atomic import write_bytes
+
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(output, text.encode("utf-8"))  # whole or not at all: a full disk leaves no empty file
         click.echo(f"{document}: {output}", err=True)
 
 

@@ -368,6 +368,14 @@ def test_messages_blame_what_the_user_wrote(command, args, models, want, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_schema_output_makes_its_directory_and_under_a_file_is_one_line(tmp_path):
+    r = _invoke("schema", "all", "-o", str(tmp_path / "new" / "dir" / "s.json"))
+    assert r.exit_code == 0 and json.loads((tmp_path / "new" / "dir" / "s.json").read_text())  # was a traceback
+    (tmp_path / "afile").write_text("x")
+    line = _refused(_invoke("schema", "-o", str(tmp_path / "afile" / "s.json")))
+    assert "a file stands where reporter makes a directory" in line, line
+
+
 def test_a_blank_output_is_refused_not_the_working_directory(tmp_path):
     """``-o ''`` was the working directory: the run's files among the user's own."""
     p = _models(tmp_path, PROFILE)
