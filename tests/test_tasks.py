@@ -167,3 +167,14 @@ def test_items_from_the_hub_are_named_as_the_hubs_with_its_split(monkeypatch):
     assert [it.id for it in t.items()] == ["x1"] and asked == [("allenai/ai2_arc", "ARC-Easy", "test")]
     assert (t.split, t.source) == ("test", "hub: allenai/ai2_arc (ARC-Easy), test split")
     assert _dataset("arc_easy", t.source, 0, t.split)["split"] == "test"
+
+
+def test_max_new_tokens_beyond_any_context_is_refused(tmp_path):
+    """100,000,000 new tokens passed validation and a run of a 2-layer model ran for hours."""
+    for task in ("{name: gsm8k, max_new_tokens: 100000000}", "{lm_eval: gsm8k, max_new_tokens: 200000}"):
+        (tmp_path / "p.yaml").write_text(f"tasks: [{task}]\n")
+        with pytest.raises(UserError, match=r"tasks\[0\]\.max_new_tokens: \d+ is more than any model's context; use at "
+                                            r"most 131072"):
+            load_profile(str(tmp_path / "p.yaml"))
+    (tmp_path / "p.yaml").write_text("tasks: [{name: gsm8k, max_new_tokens: 131072}]\n")
+    assert load_profile(str(tmp_path / "p.yaml")).tasks[0].max_new_tokens == 131072

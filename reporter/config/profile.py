@@ -320,11 +320,19 @@ def load_profile(name_or_path: str | None, origin: str | None = None) -> Profile
     return _parse(yaml.safe_load(text), f"profile {name_or_path}", Path.cwd())
 
 
+#: the most new tokens a task may generate: more than any model's context holds today (128k), less than a run that
+#: never ends (``max_new_tokens: 100000000`` ran for hours on a 2-layer model)
+MAX_NEW_TOKENS = 131072
+
+
 def _int(p: Problems, key: str, v: Any, minimum: int) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         p.add(key, f"must be a {'non-negative' if minimum == 0 else 'positive'} integer, got {short(v)}")
+        return None
+    if key.endswith(".max_new_tokens") and v > MAX_NEW_TOKENS:
+        p.add(key, f"{v} is more than any model's context; use at most {MAX_NEW_TOKENS}")
         return None
     return v
 
