@@ -93,6 +93,10 @@ BAD = [
     ("- [unclosed\n", "not valid YAML at line 2"),
     ("", "the file is empty"),
     ("models:\nprofile: quick\n", "models: is empty; list at least one model"),  # it ran nothing, exit 0
+    ("- {name: a, source: 'random:llama', random: {hidden: 63, heads: 4}}\n",  # failed only when loading
+     "models[0].random: hidden (63) must be divisible by heads (4); e.g. hidden 64"),
+    ("- {name: a, source: 'random:llama', random: {hidden: 64, heads: 4, kv_heads: 3}}\n",  # silently 4 before
+     "models[0].random: heads (4) must be divisible by kv_heads (3); e.g. kv_heads 1, 2 or 4"),
     ("models:\n  - {name: a, source: 'random:llama'}\noutput: ''\n", "output: is blank"),  # the working directory
 ]
 

@@ -178,3 +178,17 @@ def test_max_new_tokens_beyond_any_context_is_refused(tmp_path):
             load_profile(str(tmp_path / "p.yaml"))
     (tmp_path / "p.yaml").write_text("tasks: [{name: gsm8k, max_new_tokens: 131072}]\n")
     assert load_profile(str(tmp_path / "p.yaml")).tasks[0].max_new_tokens == 131072
+
+
+def test_an_lpp_corpus_file_that_does_not_exist_is_refused_by_validation(tmp_path, monkeypatch):
+    """It failed when the first model's LPP pass started, with no file or key; a file next to the profile is found
+    from any working directory."""
+    (tmp_path / "p.yaml").write_text("lpp: {corpus: nope}\ntasks: [arc_easy]\n")
+    with pytest.raises(UserError, match=r"p\.yaml: lpp\.corpus: 'nope': no such file \(built-in corpora: coqa"):
+        load_profile(str(tmp_path / "p.yaml"))
+    (tmp_path / "texts.txt").write_text("one text\n")
+    (tmp_path / "p.yaml").write_text("lpp: {corpus: texts.txt}\ntasks: [arc_easy]\n")
+    monkeypatch.chdir("/")
+    assert load_profile(str(tmp_path / "p.yaml")).lpp.corpus == str(tmp_path / "texts.txt")
+    (tmp_path / "p.yaml").write_text("lpp: {corpus: tatsu-lab/alpaca}\ntasks: [arc_easy]\n")
+    assert load_profile(str(tmp_path / "p.yaml")).lpp.corpus == "tatsu-lab/alpaca"  # a hub name: read online

@@ -464,6 +464,23 @@ def _section(p: Problems, data: Mapping[str, Any], name: str) -> dict[str, Any]:
     return {k: v for k, v in value.items() if k in keys}
 
 
+def _corpus(p: Problems, corpus: str, base_dir: Path) -> str:
+    """``lpp.corpus``: a built-in name, a hub dataset name, or a local file (relative to the profile's directory,
+    then to the working directory, as the collector reads it); a file name that is no file is refused now, not when
+    the first model's LPP pass starts.
+    """
+    if corpus in ("coqa", "lambada"):
+        return corpus
+    path = Path(corpus).expanduser()
+    for candidate in (base_dir / path, path):
+        if candidate.is_file():
+            return str(candidate.resolve())
+    if path.suffix in (".txt", ".jsonl", ".json") or "/" not in corpus:
+        p.add("lpp.corpus", f"{corpus!r}: no such file (built-in corpora: coqa, lambada; or a hub dataset name such "
+                            "as tatsu-lab/alpaca)")
+    return corpus
+
+
 def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Profile:
     p = Problems(where)
     if not isinstance(data, dict):
@@ -524,6 +541,8 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
         p.add("lpp.short_texts", f"{short(lpp['short_texts'])} is not valid; use official or exclude")
     if "corpus" in lpp and (not isinstance(lpp["corpus"], str) or not lpp["corpus"].strip()):
         p.add("lpp.corpus", f"must be coqa, lambada, a .txt/.jsonl file or a hub dataset name, got {short(lpp['corpus'])}")
+    elif "corpus" in lpp and not recorded:
+        lpp["corpus"] = _corpus(p, lpp["corpus"], base_dir)
     for section, value in (("mui", mui), ("lpp", lpp)):
         if "enabled" in value and not isinstance(value["enabled"], bool):
             p.add(f"{section}.enabled", f"must be true or false, got {short(value['enabled'])}")

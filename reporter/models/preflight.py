@@ -83,6 +83,31 @@ def check_random_tokenizer(arch: str, sizes: dict[str, Any]) -> str | None:
     return _packaged_cache_problem(name, f"random:{arch} borrows the tokenizer of packaged:{name}, built once into")
 
 
+@RANDOM_CHECKS.register("shape")
+def check_random_shape(arch: str, sizes: dict[str, Any]) -> str | None:
+    """The attention heads must divide the hidden size, and the key-value heads given must divide the heads (a
+    family's own ``kv_heads`` that does not divide the heads given is set to them, as before).
+
+    >>> check_random_shape("llama", {"hidden": 63, "heads": 4})
+    'hidden (63) must be divisible by heads (4); e.g. hidden 64'
+    >>> check_random_shape("llama", {"heads": 4, "kv_heads": 3, "hidden": 64})
+    'heads (4) must be divisible by kv_heads (3); e.g. kv_heads 1, 2 or 4'
+    >>> check_random_shape("llama", {"hidden": 64, "heads": 4}) is None
+    True
+    """
+    if arch not in RANDOM_ARCHS:
+        return None
+    size = {**RANDOM_ARCHS[arch].defaults, **{k: sizes[k] for k in SIZE_KEYS if k in sizes}}
+    h, heads = size["hidden"], size["heads"]
+    if h % heads:
+        return f"hidden ({h}) must be divisible by heads ({heads}); e.g. hidden {h + heads - h % heads}"
+    if "kv_heads" in sizes and heads % sizes["kv_heads"]:
+        divisors = [d for d in range(1, heads + 1) if heads % d == 0]
+        listed = ", ".join(map(str, divisors[:-1])) + f" or {divisors[-1]}" if len(divisors) > 1 else str(heads)
+        return f"heads ({heads}) must be divisible by kv_heads ({sizes['kv_heads']}); e.g. kv_heads {listed}"
+    return None
+
+
 @RANDOM_CHECKS.register("memory")
 def check_random_size(arch: str, sizes: dict[str, Any]) -> str | None:
     """A ``random:`` model must fit in this machine's memory in float32 (a typo in ``vocab`` makes a terabyte)."""
