@@ -93,6 +93,8 @@ BAD = [
     ("- [unclosed\n", "not valid YAML at line 2"),
     ("", "the file is empty"),
     ("models:\nprofile: quick\n", "models: is empty; list at least one model"),  # it ran nothing, exit 0
+    ("models:\n  - {name: a, source: 'random:llama'}\nmodels:\n  - {name: b, source: 'random:gpt2'}\n",
+     "line 3: the key 'models' is written twice (also line 1); keep one"),  # the first list was dropped silently
     ("- {name: a, source: 'random:llama', random: {hidden: 63, heads: 4}}\n",  # failed only when loading
      "models[0].random: hidden (63) must be divisible by heads (4); e.g. hidden 64"),
     ("- {name: a, source: 'random:llama', random: {hidden: 64, heads: 4, kv_heads: 3}}\n",  # silently 4 before

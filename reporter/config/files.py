@@ -63,15 +63,43 @@ def read_text(path: Path, what: str = "file", max_bytes: int = MAX_BYTES) -> str
                           ) from None
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int, first: int):
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
+class _UniqueKeyLoader(_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader, refusing a key written twice in one mapping (YAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D102
+        seen: dict[tuple[str, str], int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                line = key_node.start_mark.line + 1 if key_node.start_mark else 0
+                if (key_node.tag, key_node.value) in seen:
+                    raise _DuplicateKey(key_node.value, line, seen[(key_node.tag, key_node.value)])
+                seen[(key_node.tag, key_node.value)] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def parse_yaml(text: str, where: str) -> Any:
-    """Parse YAML text with the safe C loader, refusing aliases; syntax errors are one line."""
+    """Parse YAML text with the safe C loader, refusing aliases and keys written twice; syntax errors are one line.
+
+    >>> parse_yaml("models: []\\nmodels: [a]\\n", "m.yaml")
+    Traceback (most recent call last):
+    reporter.errors.ConfigError: m.yaml: line 2: the key 'models' is written twice (also line 1); keep one
+    """
     try:
         for event in yaml.parse(text, Loader=_LOADER):
             if isinstance(event, yaml.AliasEvent):
                 line = event.start_mark.line + 1 if event.start_mark else "?"
                 raise ConfigError(f"{where}: line {line}: YAML aliases (*{event.anchor}) are not supported; "
                                   "write the value out")
-        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader
+    except _DuplicateKey as e:
+        raise ConfigError(f"{where}: line {e.line}: the key {e.key!r} is written twice (also line {e.first}); "
+                          "keep one") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
