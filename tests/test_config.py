@@ -139,3 +139,9 @@ def test_missing_file_and_real_exit_code(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip() == f"error: {tmp_path / 'nope.yaml'}: file not found"
     assert "Traceback" not in r.stderr
+
+
+def test_names_in_other_scripts_are_distinct_models(tiny_yaml):
+    """Two names written only in Chinese were refused as the same directory ('model')."""
+    cfg = load_config(tiny_yaml("- {name: 模型一, source: 'random:llama'}\n- {name: 模型二, source: 'random:llama'}\n"))
+    assert len({m.slug for m in cfg.models}) == 2

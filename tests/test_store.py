@@ -14,7 +14,8 @@ from reporter.store.samples import append_samples, read_samples
 
 
 @pytest.mark.parametrize("name, slug", [("../../../../tmp/x", "tmp-x"), ("..", "model"), ("/etc/passwd", "etc-passwd"),
-                                        ("Qwen/Qwen2.5 0.5B", "Qwen-Qwen2.5-0.5B"), ("ok_name-1.5", "ok_name-1.5")])
+                                        ("Qwen/Qwen2.5 0.5B", "Qwen-Qwen2.5-0.5B"), ("ok_name-1.5", "ok_name-1.5"),
+                                        ("模型一", "model-1eadccb2"), ("模型二", "model-15a58ccb")])
 def test_every_name_becomes_a_safe_path_component(name, slug, tmp_path):
     assert slugify(name) == slug and slugify(slugify(name)) == slug
     rd = RunDir(tmp_path / "run")

@@ -29,6 +29,7 @@ Every name that becomes a path component (model names, task names) goes through
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -65,13 +66,19 @@ VALIDATION = "validation.json"
 
 
 def slugify(name: str) -> str:
-    """A file-system-safe path component for ``name`` (never empty, never ``.`` or ``..``).
+    """A file-system-safe path component for ``name`` (never empty, never ``.`` or ``..``). A name with characters
+    outside ASCII keeps what it has of ASCII and gains 8 hex digits of its hash, so names written only in other
+    scripts stay apart ("模型一" and "模型二" were both ``model``).
 
     >>> slugify("Qwen/Qwen2.5 0.5B"), slugify("../.."), slugify("a b")
     ('Qwen-Qwen2.5-0.5B', 'model', 'a-b')
+    >>> slugify("模型一"), slugify("模型二"), slugify("Llama 3 (日本語)")
+    ('model-1eadccb2', 'model-15a58ccb', 'Llama-3-89d05ad8')
     """
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
-    return s or "model"
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
+    if not name.isascii():
+        s = f"{s}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+    return s
 
 
 class RunDir:
