@@ -244,6 +244,10 @@ def test_rebuild_after_adding_a_run_reads_only_the_new_one(runs, tmp_path):
     assert third["cache"] == {"runs_read": 0, "runs_cached": 3, "compared": 0, "comparisons_cached": 1}
     strip = lambda d: {k: v for k, v in d.items() if k not in ("seconds", "cache")}  # noqa: E731
     assert strip(third) == strip(second)  # what was read back equals what was computed
+    for entry in (tmp_path / "cache" / "runs").glob("*.json"):  # a damaged cache is read past, never blamed on a run
+        entry.write_text("garbage")
+    fourth = build_board([runs["r1"], runs["r3"], runs["r2"]], n_resamples=200, cache=BoardCache(tmp_path / "cache"))
+    assert (fourth["cache"]["runs_read"], fourth["cache"]["runs_cached"]) == (3, 0) and strip(fourth) == strip(second)
 
 
 @pytest.mark.slow

@@ -65,7 +65,10 @@ class BoardCache:
         if self.root is None:
             self.misses[kind] += 1
             return None
-        got = read_json(self.root / kind / f"{key}.json")
+        try:
+            got = read_json(self.root / kind / f"{key}.json")
+        except (OSError, UserError):  # damaged or unreadable: read the run again (and store it again)
+            got = None
         (self.hits if got is not None else self.misses)[kind] += 1
         return got
 
