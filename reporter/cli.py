@@ -58,6 +58,9 @@ def _boundary(command: _F) -> _F:
             found = environment_error(e, cache=str(cache_root()))
             if found is None:
                 raise
+            if command.__name__ in ("analyse", "render"):  # they write into the run directory: there is no -o
+                found = UserError([line.replace("(another -o/--output)", "(analyse and render write into the run "
+                                                "directory: copy it somewhere writable)") for line in found.lines])
             _fail(found)
 
     return guarded  # type: ignore[return-value]

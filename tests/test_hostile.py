@@ -539,6 +539,13 @@ DRIVER = textwrap.dedent("""
     # compare -o on a read-only file system
     mount(root / "ro", "ro")
     out["compare-read-only"] = invoke("compare", str(finished), str(finished), "-o", str(root / "ro" / "notes"))
+
+    # render into a run directory on a read-only file system (a bind mount of a copy, remounted read-only)
+    shutil.copytree(finished, root / "rorun-src")
+    (root / "rorun").mkdir()
+    subprocess.run(["mount", "--bind", str(root / "rorun-src"), str(root / "rorun")], check=True)
+    subprocess.run(["mount", "-o", "remount,bind,ro", str(root / "rorun")], check=True)
+    out["render-read-only"] = invoke("render", str(root / "rorun"), "--format", "html")
     print(json.dumps(out))
 """)
 
@@ -629,3 +636,10 @@ def test_neutral_shows_exactly_the_control_and_bidi_characters_of_every_code_poi
     assert neutral("line\nand\ttab\r") == "line\nand\ttab\r" and neutral("x\x85y\u2066z") == "x[U+0085]y[U+2066]z"
     refused = {m.group() for m in CONTROL_CHARACTER.finditer(every)}  # a name may hold none, newline included
     assert refused == {ch for ch in every if ch in BIDI_CONTROLS or unicodedata.category(ch) == "Cc"}
+
+
+def test_render_in_a_read_only_run_directory_says_what_to_do_not_an_option_it_lacks(environment):
+    seen, root = environment
+    line = _one_line(seen["render-read-only"])
+    assert f"{root}/rorun/" in line and "Read-only file system" in line, line
+    assert "-o/--output" not in line and "copy it somewhere writable" in line and ".tmp" not in line, line

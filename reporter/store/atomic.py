@@ -65,7 +65,10 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:  # named as the file the user knows, not its temporary twin
+        raise OSError(e.errno, e.strerror, str(path)) from e
     try:
         with named_errors(path):
             os.fchmod(fd, _FILE_MODE)
