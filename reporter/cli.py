@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable, NoReturn, TypeVar
 
@@ -22,9 +23,23 @@ from .errors import UserError, environment_error
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _interrupted() -> NoReturn:
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a scheduler's stop, a closed terminal): handled like Ctrl-C, so locks are released and the
+    user is told the work is kept; the exit code is the signal's (128 + its number).
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated(signum)
+
+
+def _interrupted(e: BaseException | None = None) -> NoReturn:
     click.echo("interrupted: finished work is saved in the run directory; rerun the same command to resume", err=True)
-    sys.exit(130)
+    sys.exit(128 + e.signum if isinstance(e, _Terminated) else 130)
 
 
 def _fail(e: UserError) -> NoReturn:
@@ -46,8 +61,8 @@ def _boundary(command: _F) -> _F:
             return command(*args, **kwargs)
         except UserError as e:
             _fail(e)
-        except KeyboardInterrupt:
-            _interrupted()
+        except KeyboardInterrupt as e:
+            _interrupted(e)
         except ModuleNotFoundError as e:
             if not e.name or e.name.split(".")[0] == "reporter":
                 raise  # reporter's own module missing: a broken install or a bug, keep its traceback
@@ -92,6 +107,20 @@ class _OneLineGroup(click.Group):
         kwargs.setdefault("prog_name", "reporter")
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
+        import signal
+
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+                if sig is not None:
+                    previous[sig] = signal.signal(sig, _raise_terminated)
+        try:
+            return self._main(*args, **kwargs)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _main(self, *args: Any, **kwargs: Any) -> Any:
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
         except click.UsageError as e:
@@ -196,8 +225,8 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
             files = render(out_dir, formats=wanted)
     except UserError as e:
         _fail(e)
-    except KeyboardInterrupt:
-        _interrupted()
+    except KeyboardInterrupt as e:
+        _interrupted(e)
     click.echo(_summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:
@@ -302,8 +331,8 @@ def lm_eval_command(args: tuple[str, ...]) -> None:
         lm_eval_main(list(args))
     except UserError as e:
         _fail(e)
-    except KeyboardInterrupt:
-        _interrupted()
+    except KeyboardInterrupt as e:
+        _interrupted(e)
 
 
 def _strip_defaults(data: dict[str, Any]) -> dict[str, Any]:

@@ -105,3 +105,23 @@ def test_sigkill_mid_task_then_rerun_equals_uninterrupted(tmp_path):
     # a third run has nothing left to do
     code, output = _run_here(models, out)
     assert code == 0 and output.count("already complete") == 2, output
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_terminated_run_says_its_work_is_kept_and_leaves_no_lock(tmp_path, sig):
+    """SIGTERM (a scheduler's stop) and SIGHUP (a closed terminal) end a run like Ctrl-C: the "interrupted" line,
+    the lock released (its file stays, as after any run), exit 128 + the signal; they ended it without a word."""
+    models = _setup(tmp_path)
+    out = tmp_path / "run"
+    proc = _run(models, out)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("models/*/tasks/*/samples.jsonl")):
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, stderr
+    assert "interrupted: finished work is saved in the run directory" in stderr and "Traceback" not in stderr
+    from reporter.store.lock import run_lock
+
+    with run_lock(out):  # free: a rerun can take it
+        pass
