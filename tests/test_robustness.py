@@ -181,6 +181,9 @@ def test_truncated_samples_and_a_damaged_npz_are_recomputed(finished, tmp_path):
     assert r.exit_code == 0, r.output
     res = json.loads((w / "run" / "results.json").read_text())
     assert any("neurons.npz is damaged" in n for n in res["analysis"]["notes"])
+    # the cut samples are no comparison on other items (compare blamed "different items" on them)
+    assert any("tiny / arc_easy: samples.jsonl holds other items than the task's 4" in n for n in res["analysis"]["notes"])
+    assert [(c["model"], c["task"]) for c in res["analysis"]["above_chance"]] == []  # its only task, cut: no test
     r = _run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render")
     assert r.exit_code == 0 and "already complete" not in r.output, r.output
     assert len((tdir / "samples.jsonl").read_text().splitlines()) == 4
@@ -201,6 +204,16 @@ def test_a_summary_that_is_no_json_object_and_a_damaged_work_record_are_recomput
     assert r.exit_code == 0 and "Traceback" not in r.output, r.output
     assert isinstance(json.loads((mdir / "model_work.json").read_text()), dict)
     assert _models_section(w / "run" / "results.json") == _models_section(finished / "run" / "results.json")
+
+
+def test_analyse_does_not_replace_a_good_result_when_the_artifacts_are_gone(finished, tmp_path):
+    """models/ deleted or moved: analyse rewrote results.json with every model "pending", exit 0."""
+    w = _copy(finished, tmp_path)
+    before = (w / "run" / "results.json").read_bytes()
+    shutil.rmtree(w / "run" / "models")
+    line = _one_error(_run("analyse", str(w / "run")))
+    assert "none of the run's models has its artifacts there (deleted or moved?)" in line, line
+    assert (w / "run" / "results.json").read_bytes() == before
 
 
 # --- 5. resume after a torn line ----------------------------------------------------------------

@@ -38,7 +38,7 @@ from ..metrics.ranking import bootstrap_ranks
 from ..metrics.stats import ALPHA, above_chance
 from ..schema import NotRanked, Ties, is_untrained
 from ..store.layout import SAMPLES, RunDir
-from ..store.samples import read_samples
+from ..store.samples import item_scores
 from ..tasks import is_probe
 
 __all__ = ["leaderboard", "per_item_scores", "PLANNED_DIFFERENCE", "FALLBACK_CHANCE", "Leaderboard", "PowerAdvice"]
@@ -102,13 +102,16 @@ class Leaderboard(TypedDict):
 
 
 def per_item_scores(results: dict[str, Any], run_dir: str | Path) -> PerItem:
-    """Per-item scores of every model and finished task, from ``samples.jsonl``."""
+    """Per-item scores of every model and finished task, from ``samples.jsonl`` (a file cut after its task finished,
+    holding fewer items than the task's ``n``, is left out: :func:`reporter.store.samples.item_scores`).
+    """
     rd = RunDir(run_dir)
     out: PerItem = {}
     for name, e in (results.get("models") or {}).items():
-        for task in e.get("tasks") or {}:
-            samples = read_samples(rd.task_dir(e.get("slug", name), task) / SAMPLES)
-            out.setdefault(name, {})[task] = {r["id"]: float(r["score"]) for r in samples.values()}
+        for task, summary in (e.get("tasks") or {}).items():
+            scores = item_scores(rd.task_dir(e.get("slug", name), task) / SAMPLES, (summary or {}).get("n"))
+            if scores is not None:
+                out.setdefault(name, {})[task] = scores
     return out
 
 

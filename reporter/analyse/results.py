@@ -18,7 +18,7 @@ from ..metrics.stats import ALPHA, all_pairs, holm
 from ..schema import SCHEMA_VERSION, check_document
 from ..store.atomic import read_json, write_json
 from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, slugify
-from ..store.samples import read_samples
+from ..store.samples import item_scores
 from .correlations import Correlation, lpp_correlations
 from .numbers import tested_p
 
@@ -98,8 +98,8 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
             if summary is not None:
                 validation = read_json(tdir / VALIDATION)
                 tasks[t.name] = {**summary, **({"validation": validation} if validation else {})}
-                per_item.setdefault(m["name"], {})[t.name] = {
-                    r["id"]: r["score"] for r in read_samples(tdir / SAMPLES).values()}
+                if (scores := item_scores(tdir / SAMPLES, summary.get("n"))) is not None:  # not a cut file's items
+                    per_item.setdefault(m["name"], {})[t.name] = scores
         entry["tasks"] = tasks
         err = read_json(rd.model_dir(slug) / ERROR)
         if err is not None:
@@ -147,8 +147,21 @@ def comparisons(per_item: dict[str, dict[str, dict[str, float]]], *, seed: int) 
 
 
 def write_results(run_dir: str | Path) -> ResultsDocument:
-    """Build results.json from the artifacts and write it (without the analysis section)."""
+    """Build results.json from the artifacts and write it (without the analysis section).
+
+    Refused where results.json names finished models but no model's artifacts are there any more (``models/``
+    deleted or moved): rebuilding would replace a good result with every model "pending".
+    """
+    rd = RunDir(run_dir)
     res = build_results(run_dir)
+    try:
+        old = read_json(rd.results) or {}
+    except UserError:
+        old = {}
+    done = [n for n, m in (old.get("models") or {}).items() if isinstance(m, dict) and m.get("status") != "pending"]
+    if done and not any(rd.model_dir(m.get("slug", n)).is_dir() for n, m in res["models"].items()):
+        raise UserError(f"{rd.root / 'models'}: none of the run's models has its artifacts there (deleted or moved?), "
+                        f"yet results.json has {len(done)} finished; results.json is left as it is")
     check_document(res)  # the published schema (reporter/data/results.schema.json), at the boundary
     write_json(RunDir(run_dir).results, res)
     return res

@@ -92,3 +92,18 @@ def _cut_torn_tail(fh: Any) -> None:
         pos = start
     fh.truncate(0)
 
+
+
+def item_scores(path: Path, n: Any) -> dict[str, float] | None:
+    """Item id → score from a finished task's ``samples.jsonl``, or None where it holds another number of items than
+    its summary's ``n`` (cut after the task finished): its items are not the task's, and a paired comparison on
+    them would be on other items. A summary without ``n`` takes the file as it is.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "samples.jsonl"
+    >>> append_samples(p, [{"id": "a", "score": 1}, {"id": "b", "score": 0}])
+    >>> item_scores(p, 2), item_scores(p, 30)
+    ({'a': 1.0, 'b': 0.0}, None)
+    """
+    scores = {r["id"]: float(r["score"]) for r in read_samples(path).values()}
+    return None if isinstance(n, int) and not isinstance(n, bool) and len(scores) != n else scores
