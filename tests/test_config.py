@@ -89,7 +89,12 @@ BAD = [
     ('- name: "safe\\u202egnp.exe"\n  source: random:llama\n',
      "models[0].name: holds a control or text-direction character (U+202E at position 5)"),
     ("- name: a\n  source: Qwen/Qwen 2.5\n", "models[0].source: 'Qwen/Qwen 2.5' is neither a hub id"),
-    ("- name: a\n  source: [1, 2]\n", "models[0].source: must be a string"),
+    ("- name: a\n  source: [1, 2]\n", "models[0].source: must be a hub id, a local model directory, packaged:NAME or "
+                                       "random:ARCH, got a list"),
+    ("- name: a\n  source: ''\n", "models[0].source: must be a hub id, a local model directory, packaged:NAME or "
+                                  "random:ARCH, got a blank string"),  # it said "must be a string ... got a string"
+    ("- name: a\n  source: ./models.yaml\n", "models[0].source: './models.yaml' is a file; a local source is a Hugging Face "
+                                         "model directory"),  # it said the directory does not exist
     ("- [unclosed\n", "not valid YAML at line 2"),
     ("", "the file is empty"),
     ("models:\nprofile: quick\n", "models: is empty; list at least one model"),  # it ran nothing, exit 0

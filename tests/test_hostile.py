@@ -110,7 +110,7 @@ GATE = {  # case: (command, damage of the second run, what the one line must say
                                         "card_files: a file, not a directory; a file stands where reporter makes"),
     "render hf: a score that is not a number": (
         "render-hf", lambda r: _edit(r, lambda d: d["models"]["Llama chat"]["tasks"]["arc_easy"].update(n="many")),
-        "tasks.arc_easy.n: expected an integer"),
+        "tasks.arc_easy.n: expected a count (an integer >= 0)"),
 }
 
 

@@ -323,6 +323,8 @@ def test_a_hostile_model_name_leaves_every_chart_rendering(tmp_path):
 @pytest.mark.parametrize("damage, command, want", [
     ({"schema_version": 99}, "render", "schema_version: '99' is not supported; this reporter reads version 1"),
     ({"schema_version": "banana"}, "render", "schema_version: 'banana' is not supported"),
+    ("no-version", "render", "results.json: schema_version: missing; not a results.json reporter wrote"),
+    ("negative-n", "render", ".tasks.arc_easy.n: expected a count (an integer >= 0), got -5"),  # "n=-5" on the card
     ("truncate-results", "render", "results.json: damaged, not valid JSON at line"),
     ("truncate-manifest", "analyse", "manifest.json: damaged, not valid JSON at line"),
     ("empty-manifest", "analyse", "manifest.json: has no resolved.config.models; it is not the manifest of a run"),
@@ -333,6 +335,12 @@ def test_damaged_run_files_are_one_line_errors(damage, command, want, tmp_path):
     if isinstance(damage, dict):
         res = json.loads((run / "results.json").read_text())
         (run / "results.json").write_text(json.dumps({**res, **damage}))
+    elif damage == "negative-n":
+        res = json.loads((run / "results.json").read_text())
+        next(iter(res["models"].values()))["tasks"]["arc_easy"]["n"] = -5
+        (run / "results.json").write_text(json.dumps(res))
+    elif damage == "no-version":
+        (run / "results.json").write_text(json.dumps({"models": 5}))
     elif damage == "truncate-results":
         (run / "results.json").write_text((run / "results.json").read_text()[:500])
     elif damage == "truncate-manifest":

@@ -185,7 +185,8 @@ def _check_choice(p: Problems, key: str, v: Any, choices: tuple[str, ...]) -> st
 
 def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
     if not isinstance(v, str) or not v.strip():
-        p.add(key, f"must be a string (hub id, local directory, packaged:NAME or random:ARCH), got {type_name(v)}")
+        got = "a blank string" if isinstance(v, str) else type_name(v)
+        p.add(key, f"must be a hub id, a local model directory, packaged:NAME or random:ARCH, got {got}")
         return None
     kind = source_type(v)
     if kind in ("packaged", "random"):
@@ -207,6 +208,9 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
         path = Path(v).expanduser()
         if not path.is_absolute():
             path = (base_dir / path)
+        if path.is_file():
+            p.add(key, f"'{v}' is a file; a local source is a Hugging Face model directory (with config.json)")
+            return None
         if not path.is_dir():
             p.add(key, f"local model directory '{v}' does not exist (looked at {path})")
             return None
@@ -396,7 +400,8 @@ def _random_tokenizer(p: Problems, key: str, v: Any, base_dir: Path) -> str | No
     path = Path(v).expanduser()
     path = path if path.is_absolute() else base_dir / path
     if not path.is_dir():
-        p.add(key, f"tokenizer directory '{v}' does not exist (looked at {path}); use packaged:NAME or a directory "
+        what = "is a file, not a directory" if path.is_file() else "does not exist"
+        p.add(key, f"tokenizer directory '{v}' {what} (looked at {path}); use packaged:NAME or a directory "
                    "holding a Hugging Face tokenizer")
         return None
     if not any((path / f).is_file() for f in TOKENIZER_FILES):

@@ -309,8 +309,9 @@ def load_profile(name_or_path: str | None, origin: str | None = None) -> Profile
     # a built-in name is a name even where the working directory has a folder of that name (make showcase's)
     if path.suffix in (".yaml", ".yml") or path.is_file() or ("/" in name_or_path and path.exists()) or (
             path.exists() and name_or_path not in builtin):
-        if not path.exists() and origin:
-            raise ConfigError(f"{at}{str(path)!r}: file not found; give a profile YAML file that exists, or a "
+        if origin and (not path.exists() or path.is_dir()):
+            what = "is a directory" if path.is_dir() else "file not found"
+            raise ConfigError(f"{at}{str(path)!r}: {what}; give a profile YAML file that exists, or a "
                               f"built-in profile: {', '.join(builtin)}")
         return _parse(load_yaml(path), str(path), path.resolve().parent)
     if name_or_path not in builtin:

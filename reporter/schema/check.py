@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
 from typing_extensions import NotRequired, Required, is_typeddict
 
 from . import documents
-from .documents import Check, _error, _Fraction
+from .documents import Check, _Count, _error, _Fraction
 
 # --- validation ------------------------------------------------------------------------------------
 
@@ -99,6 +99,10 @@ def validate(value: Any, tp: Any, where: str = "", *, document: str = "results.j
             out = _primitive(value, float, where, document, "a fraction in [0, 1]")
             if not math.isnan(out) and not -1e-9 <= out <= 1 + 1e-9:
                 raise _error(where, f"expected a fraction in [0, 1], got {out!r}", document)
+        elif any(isinstance(m, _Count) for m in meta):
+            out = _primitive(value, int, where, document, "a count (an integer >= 0)")
+            if out < 0:
+                raise _error(where, f"expected a count (an integer >= 0), got {out!r}", document)
         else:
             out = validate(value, base, where, document=document)
         for c in checks:

@@ -22,6 +22,11 @@ class _Fraction:
 
 
 @dataclass(frozen=True)
+class _Count:
+    """Marks an integer that must be >= 0 (a number of items)."""
+
+
+@dataclass(frozen=True)
 class Check:
     """A whole-value check run after the type check: ``fn(value, where, validate)`` returns the value or
     raises (``validate`` is :func:`reporter.schema.validate`, for the values inside).
@@ -31,6 +36,7 @@ class Check:
 
 
 Fraction = Annotated[float, _Fraction()]
+Count = Annotated[int, _Count()]
 #: a number or a string (checkpoint labels, signal values)
 Scalar = Union[str, float]
 
@@ -170,7 +176,7 @@ class TaskSummary(TypedDict, total=False):
     score: Required[Fraction]
     ci_low: Required[Fraction]
     ci_high: Required[Fraction]
-    n: Required[int]
+    n: Required[Count]
     seed: int
     method: str
     chance: Fraction

@@ -32,7 +32,7 @@ from typing_extensions import is_typeddict
 
 from . import documents
 from .check import _hints, _strip_required
-from .documents import Check, _error, _Fraction
+from .documents import Check, _Count, _error, _Fraction
 
 __all__ = ["DOCUMENTS", "DRAFT", "check_document", "field_comments", "json_schema", "schema_text", "shipped", "write_shipped"]
 
@@ -133,6 +133,8 @@ class _Builder:
             base, *meta = get_args(tp)
             if any(isinstance(m, _Fraction) for m in meta):
                 return {"type": "number", "minimum": -_TOLERANCE, "maximum": 1 + _TOLERANCE}
+            if any(isinstance(m, _Count) for m in meta):
+                return {"type": "integer", "minimum": 0}
             assert all(isinstance(m, Check) for m in meta), f"schema: unsupported annotation of {tp!r}"
             return self.schema(base)
         if origin in (Union, types.UnionType):

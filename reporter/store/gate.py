@@ -64,6 +64,9 @@ def writer_pid(root: Path) -> str | None:
 
 def check_version(res: Any, where: str = "results.json") -> None:
     """Refuse a results.json whose ``schema_version`` this reporter does not read."""
+    if isinstance(res, dict) and "schema_version" not in res:
+        raise SchemaError(f"{where}: schema_version: missing; not a results.json reporter wrote (rebuild it with "
+                          "`reporter analyse`)")
     if not isinstance(res, dict) or res.get("schema_version") not in SUPPORTED_VERSIONS:
         got = res.get("schema_version") if isinstance(res, dict) else type(res).__name__
         raise SchemaError(f"{where}: schema_version: {str(got)[:40]!r} is not supported; this reporter reads "
