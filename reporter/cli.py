@@ -211,6 +211,9 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     try:
         wanted = _run_formats(formats)  # checked before anything runs
         cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
+        if address and (executor or cfg.executor) != "ray":
+            raise UserError(f"--address {address}: is a Ray cluster's address, for --executor ray (or executor: ray "
+                            "in the models file); add it, or leave --address out")
         # the run's machinery (the analyse stage's SciPy, the executors) only now: a bad file fails in a moment
         from .run.pipeline import default_output
         from .run.pipeline import run as run_models
@@ -483,9 +486,13 @@ def board(run_dirs, output, title, seed, resamples):
       reporter board reports/v1.0 reports/v1.1 reports/v1.2 -o releases
     """
     from .analyse.board import BoardCache, build_board
+    from .analyse.board_runs import expand_runs
     from .card.board import write_board
 
     try:
+        inputs = {Path(r).resolve() for r in expand_runs(run_dirs)}
+        if Path(output).resolve() in inputs:
+            raise UserError(f"-o {output}: is one of the run directories read; give the board a directory of its own")
         doc = build_board(run_dirs, seed=seed, n_resamples=resamples, cache=BoardCache(Path(output) / ".cache"),
                           title=title, exclude=[output])  # `reports/*` may match the board's own directory
         files = write_board(doc, output)

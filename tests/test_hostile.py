@@ -376,6 +376,20 @@ def test_schema_output_makes_its_directory_and_under_a_file_is_one_line(tmp_path
     assert "a file stands where reporter makes a directory" in line, line
 
 
+def test_options_that_would_be_ignored_are_refused(finished_run, tmp_path):
+    """--address without the Ray executor, --model without --format hf, and a board written into one of its own
+    runs were ignored without a word (or, for the board, 'no run directory could be read')."""
+    p = _models(tmp_path, PROFILE)
+    line = _refused(_invoke("run", str(p), "-o", str(tmp_path / "out"), "--no-progress", "--address", "auto"))
+    assert "--address auto: is a Ray cluster's address, for --executor ray" in line, line
+    run = copy_run(finished_run, tmp_path / "run")
+    line = _refused(_invoke("render", str(run), "--format", "md", "--model", "Llama chat"))
+    assert "--model 'Llama chat' names the model of --format hf" in line, line
+    line = _refused(_invoke("board", str(run), "-o", str(run)))
+    assert "is one of the run directories read; give the board a directory of its own" in line, line
+    assert not (tmp_path / "out").exists() and not (run / "index.html").exists()
+
+
 def test_a_blank_output_is_refused_not_the_working_directory(tmp_path):
     """``-o ''`` was the working directory: the run's files among the user's own."""
     p = _models(tmp_path, PROFILE)

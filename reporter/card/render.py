@@ -40,6 +40,9 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
         raise UserError(f"unknown card format(s) {', '.join(unknown)}; use {', '.join(FORMATS)}")
     if "hf" in formats and not model:
         raise UserError("--format hf writes one model's Hugging Face README: name it with --model NAME")
+    if model and "hf" not in formats:
+        raise UserError(f"--model {model!r} names the model of --format hf (a Hugging Face README); add hf to "
+                        "--format, or leave --model out")
     root = Path(run_dir)
     card = load_card(root)
     _check_targets(root, formats)
