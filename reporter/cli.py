@@ -486,12 +486,11 @@ def board(run_dirs, output, title, seed, resamples):
       reporter board reports/v1.0 reports/v1.1 reports/v1.2 -o releases
     """
     from .analyse.board import BoardCache, build_board
-    from .analyse.board_runs import expand_runs
     from .card.board import write_board
 
     try:
-        inputs = {Path(r).resolve() for r in expand_runs(run_dirs)}
-        if Path(output).resolve() in inputs:
+        # named as a run itself (a glob that also matches the board's own directory leaves it out, below)
+        if Path(output).resolve() in {Path(r).resolve() for r in run_dirs}:
             raise UserError(f"-o {output}: is one of the run directories read; give the board a directory of its own")
         doc = build_board(run_dirs, seed=seed, n_resamples=resamples, cache=BoardCache(Path(output) / ".cache"),
                           title=title, exclude=[output])  # `reports/*` may match the board's own directory
