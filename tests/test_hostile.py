@@ -272,6 +272,7 @@ def test_a_bad_data_file_is_refused_by_validate_and_by_run_before_anything_is_ma
                                 else [])
     line = _refused(_invoke(*args))
     assert want in line, line
+    assert line.startswith(f"error: {tmp_path / 'profile.yaml'}: tasks[0]"), line  # the profile file, the key path
     assert sorted(x.name for x in tmp_path.iterdir()) == before  # no run directory
 
 

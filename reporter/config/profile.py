@@ -157,6 +157,8 @@ class Profile:
     #: directories of the user's own lm-eval task YAMLs (lm-eval's ``include_path``); ``packaged`` stands for
     #: reporter's offline copies of lm-eval's ARC, HellaSwag, BoolQ and MMLU configs
     lm_eval_include: tuple[str, ...] = ()
+    #: where the profile was read from (its file, or ``profile quick``), for messages; never recorded or hashed
+    origin: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved profile as plain data (what the manifest records and later stages read back)."""
@@ -556,7 +558,7 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
     return Profile(name=name, tasks=tuple(t for t in tasks if t is not None), description=data.get("description"),
                    mui=MUIConfig(**mui), lpp=LPPConfig(**lpp), contamination=ContaminationConfig(**cont),
                    smoke_texts=smoke_texts, collection=collection, models=tuple(models) if models is not None else None,
-                   notes=data.get("notes"), plugins=plugins, lm_eval_include=include)
+                   notes=data.get("notes"), plugins=plugins, lm_eval_include=include, origin=where)
 
 
 # -- lm-eval tasks (see reporter.tasks.lm_eval_source)

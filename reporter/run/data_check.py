@@ -13,8 +13,17 @@ __all__ = ["check_user_data"]
 
 def check_user_data(profile: Profile) -> None:
     """Read every ``type: jsonl`` task's file and every ``other_split:`` file, and check every ``items:``
-    core set against its task, now, so that their problems stop the run before a model loads.
+    core set against its task, now, so that their problems stop the run before a model loads. Each problem is
+    one line naming the profile (its file) and the task's key path.
     """
+    try:
+        _check(profile)
+    except UserError as e:
+        at = f"{profile.origin}: " if profile.origin else ""
+        raise UserError([f"{at}{line}" for line in e.lines]) from None
+
+
+def _check(profile: Profile) -> None:
     for i, t in enumerate(profile.tasks):
         if t.lm_eval is not None:
             if t.items is not None:  # document ids: lm-eval's task is loaded (once per process) to check them
@@ -39,7 +48,7 @@ def check_user_data(profile: Profile) -> None:
                                 f"examples (shots: {t.shots}), leaving none to evaluate; add items or lower shots")
             if t.items is not None and not set(t.items) <= known:
                 missing = sorted(set(t.items) - known)
-                raise UserError(f"task '{t.name}': items: {len(missing)} of its {len(t.items)} item ids are not items "
+                raise UserError(f"tasks[{i}].items ({t.name}): {len(missing)} of its {len(t.items)} item ids are not items "
                                 f"of the task (first: {missing[0]!r}); was {t.items_from or 'the list'} written for "
                                 "this task?")
         if t.other_split and task.other_split is not None:
