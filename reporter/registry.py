@@ -211,7 +211,8 @@ def import_plugin(module: str) -> Any:
         if module.endswith(".py") or os.sep in module:
             path = Path(module).expanduser().resolve()
             if not path.is_file():
-                raise UserError(f"--plugin {module}: no such file ({path})")
+                what = "is a directory; give a .py file or a module name" if path.is_dir() else "no such file"
+                raise UserError(f"--plugin {module}: {what} ({path})")
             name = f"reporter_plugin_{path.stem}"
             if getattr(sys.modules.get(name), "__file__", None) == str(path):  # imported once per process
                 return sys.modules[name]

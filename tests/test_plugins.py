@@ -244,6 +244,9 @@ def test_a_plugin_module_given_on_the_command_line_registers_its_plugins(tmp_pat
     r = CliRunner().invoke(main, ["--plugin", "no_such_plugin_module", "validate", str(tmp_path / "models.yaml")])
     assert r.exit_code == 2 and r.output.strip() == ("error: --plugin no_such_plugin_module: cannot import it "
                                                      "(ModuleNotFoundError: No module named 'no_such_plugin_module')")
+    r = CliRunner().invoke(main, ["--plugin", str(tmp_path), "validate", str(tmp_path / "models.yaml")])
+    assert r.exit_code == 2 and r.output.strip() == (f"error: --plugin {tmp_path}: is a directory; give a .py file or "
+                                                     f"a module name ({tmp_path})")  # it said "no such file"
 
 
 def test_settings_whose_annotations_cannot_be_read_are_one_line_not_a_traceback():
