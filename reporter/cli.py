@@ -83,6 +83,7 @@ def _boundary(command: _F) -> _F:
 
 #: the distribution that installs a module, where the names differ
 _DISTRIBUTIONS = {"yaml": "pyyaml", "vl_convert": "vl-convert-python", "lm_eval": "lm-eval==0.4.13",
+                  "google.protobuf": "protobuf",
                   "sklearn": "scikit-learn", "PIL": "pillow", "safetensors": "safetensors", "jinja2": "jinja2"}
 
 
@@ -92,8 +93,10 @@ def _missing_package(module: str) -> str:
     >>> _missing_package("weasyprint.text")
     "the Python package 'weasyprint' is not installed, and this command needs it; run: pip install weasyprint (or pip install -e . in reporter's checkout, which installs every dependency)"
     """
-    top = module.split(".")[0]
-    dist = _DISTRIBUTIONS.get(top, top.replace("_", "-"))
+    parts = module.split(".")
+    top = parts[0]
+    prefixes = [".".join(parts[:k]) for k in range(len(parts), 0, -1)]  # google.protobuf before google
+    dist = next((_DISTRIBUTIONS[m] for m in prefixes if m in _DISTRIBUTIONS), top.replace("_", "-"))
     return (f"the Python package '{top}' is not installed, and this command needs it; run: pip install {dist} (or "
             "pip install -e . in reporter's checkout, which installs every dependency)")
 
@@ -112,7 +115,8 @@ class _OneLineGroup(click.Group):
         previous = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-                if sig is not None:
+                # an ignored signal stays ignored: `nohup reporter run ...` must outlive its terminal
+                if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
                     previous[sig] = signal.signal(sig, _raise_terminated)
         try:
             return self._main(*args, **kwargs)
@@ -209,7 +213,7 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
 
     try:
-        wanted = _run_formats(formats)  # checked before anything runs
+        wanted = _run_formats(formats, render=not no_render)  # checked before anything runs
         cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
         if address and (executor or cfg.executor) != "ray":
             raise UserError(f"--address {address}: is a Ray cluster's address, for --executor ray (or executor: ray "
@@ -284,7 +288,7 @@ def _with_overrides(data: dict[str, Any], path: str) -> Any:
         raise UserError(lines) from None
 
 
-def _run_formats(formats: str) -> tuple[str, ...]:
+def _run_formats(formats: str, render: bool = True) -> tuple[str, ...]:
     """``reporter run --format``: a comma-separated subset of html, pdf and md (``hf`` needs ``render --model``)."""
     from .card.formats import FORMATS
 
@@ -293,7 +297,7 @@ def _run_formats(formats: str) -> tuple[str, ...]:
     if not wanted or any(f not in run_formats for f in wanted):
         hint = "; a Hugging Face README: reporter render RUN_DIR --format hf --model NAME" if "hf" in wanted else ""
         raise UserError(f"--format {formats!r}: use a comma-separated subset of {', '.join(run_formats)}{hint}")
-    if "pdf" in wanted:  # before the run, not after it: the PDF is written last
+    if "pdf" in wanted and render:  # before the run, not after it: the PDF is written last
         import importlib.util
 
         try:
@@ -489,9 +493,9 @@ def board(run_dirs, output, title, seed, resamples):
     from .card.board import write_board
 
     try:
-        # named as a run itself (a glob that also matches the board's own directory leaves it out, below)
-        if Path(output).resolve() in {Path(r).resolve() for r in run_dirs}:
-            raise UserError(f"-o {output}: is one of the run directories read; give the board a directory of its own")
+        # a run's directory (named, or matched by a glob that would then leave it out as the board's own)
+        if (Path(output) / "manifest.json").exists() or Path(output).resolve() in {Path(r).resolve() for r in run_dirs}:
+            raise UserError(f"-o {output}: is a run directory; give the board a directory of its own")
         doc = build_board(run_dirs, seed=seed, n_resamples=resamples, cache=BoardCache(Path(output) / ".cache"),
                           title=title, exclude=[output])  # `reports/*` may match the board's own directory
         files = write_board(doc, output)

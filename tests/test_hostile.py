@@ -236,7 +236,7 @@ def _bomb(p: Path) -> None:
 
 
 DATA = {  # case: (profile, setup(tmp), what the one line must say)
-    "jsonl: missing": (_jsonl("gone.jsonl"), None, "tasks[0].path (mine): data file"),
+    "jsonl: missing": (_jsonl("gone.jsonl"), None, "tasks['mine'].path: data file"),
     "jsonl: not UTF-8": (_jsonl("latin1.jsonl"), lambda t: (t / "latin1.jsonl").write_bytes(b'{"q": "caf\xe9"}\n'),
                          "line 1: not UTF-8 text (byte 0xe9)"),
     "jsonl: empty": (_jsonl("empty.jsonl"), lambda t: (t / "empty.jsonl").write_text("\n\n"), "has no items"),
@@ -272,7 +272,7 @@ def test_a_bad_data_file_is_refused_by_validate_and_by_run_before_anything_is_ma
                                 else [])
     line = _refused(_invoke(*args))
     assert want in line, line
-    assert line.startswith(f"error: {tmp_path / 'profile.yaml'}: tasks[0]"), line  # the profile file, the key path
+    assert line.startswith(f"error: {tmp_path / 'profile.yaml'}: tasks["), line  # the profile file, the key path
     assert sorted(x.name for x in tmp_path.iterdir()) == before  # no run directory
 
 
@@ -386,8 +386,9 @@ def test_options_that_would_be_ignored_are_refused(finished_run, tmp_path):
     run = copy_run(finished_run, tmp_path / "run")
     line = _refused(_invoke("render", str(run), "--format", "md", "--model", "Llama chat"))
     assert "--model 'Llama chat' names the model of --format hf" in line, line
-    line = _refused(_invoke("board", str(run), "-o", str(run)))
-    assert "is one of the run directories read; give the board a directory of its own" in line, line
+    for args in ([str(run)], [str(tmp_path / "r*")]):  # named, or matched by a glob (which left it out silently)
+        line = _refused(_invoke("board", *args, "-o", str(run)))
+        assert "is a run directory; give the board a directory of its own" in line, line
     assert not (tmp_path / "out").exists() and not (run / "index.html").exists()
 
 
@@ -470,6 +471,15 @@ def test_a_missing_dependency_is_one_line(finished_run, module, command, want, t
     assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
     assert want in errors[0], errors[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_without_a_card_needs_no_pdf_renderer(tmp_path):
+    """--no-render writes no PDF: a machine without weasyprint runs it (a review found it refused)."""
+    models = _models(tmp_path, PROFILE)
+    r = subprocess.run([sys.executable, "-c", _BLOCK.format(module="weasyprint"), "run", str(models), "-o",
+                        str(tmp_path / "out"), "--no-progress", "--no-render"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and (tmp_path / "out" / "results.json").is_file(), r.stderr[-2000:]
 
 
 # --- the environment: caches and outputs that cannot be written, a full disk ---------------------------------

@@ -166,11 +166,13 @@ def test_hf_readme_parses_with_huggingface_hub_and_gives_the_scores(tmp_path):
     assert bad.exit_code == 2 and "is not a model of this run" in bad.stderr
     stale = tmp_path / "run" / "model-index" / "untrained.yaml"  # as a render before this change wrote it
     stale.write_text("model-index: []\n")
+    stale_hf = tmp_path / "run" / "hf" / "untrained" / "README.md"
+    stale_hf.parent.mkdir(parents=True)
+    stale_hf.write_text("---\n")
     bad = CliRunner().invoke(main, ["render", str(tmp_path / "run"), "--format", "hf", "--model", "untrained"])
     assert bad.exit_code == 2 and "is an untrained reference (random weights)" in bad.stderr, bad.output
-    assert not (tmp_path / "run" / "hf" / "untrained").exists()
     r = CliRunner().invoke(main, ["render", str(tmp_path / "run"), "--format", "md"])
-    assert r.exit_code == 0 and not stale.exists()  # no model-index for a model nobody publishes
+    assert r.exit_code == 0 and not stale.exists() and not stale_hf.exists()  # for a model nobody publishes
     assert (tmp_path / "run" / "model-index" / "Qwen2.5-1.5B-Instruct.yaml").is_file()
 
 

@@ -125,3 +125,17 @@ def test_a_terminated_run_says_its_work_is_kept_and_leaves_no_lock(tmp_path, sig
 
     with run_lock(out):  # free: a rerun can take it
         pass
+
+
+def test_nohup_keeps_a_run_alive_when_its_terminal_closes(tmp_path):
+    """SIGHUP ignored by the parent (what `nohup` does) stays ignored: the run finishes (a review found that the
+    handler for a closed terminal replaced nohup's)."""
+    models = _setup(tmp_path)
+    out = tmp_path / "run"
+    proc = _run(models, out, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(out.glob("models/*/tasks/*/samples.jsonl")):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGHUP)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "interrupted" not in stderr, stderr[-2000:]

@@ -182,8 +182,11 @@ def test_truncated_samples_and_a_damaged_npz_are_recomputed(finished, tmp_path):
     res = json.loads((w / "run" / "results.json").read_text())
     assert any("neurons.npz is damaged" in n for n in res["analysis"]["notes"])
     # the cut samples are no comparison on other items (compare blamed "different items" on them)
-    assert any("tiny / arc_easy: samples.jsonl holds other items than the task's 4" in n for n in res["analysis"]["notes"])
+    assert any("tiny / arc_easy: samples.jsonl is missing or holds another number of items than the task's 4" in n
+               for n in res["analysis"]["notes"])
     assert [(c["model"], c["task"]) for c in res["analysis"]["above_chance"]] == []  # its only task, cut: no test
+    line = _one_error(_run("compare", str(finished / "run"), str(w / "run"), "-o", str(tmp_path / "cmp")))
+    assert "samples.jsonl: holds 2 items where arc_easy of tiny has 4 (cut after the task finished)" in line, line
     r = _run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render")
     assert r.exit_code == 0 and "already complete" not in r.output, r.output
     assert len((tdir / "samples.jsonl").read_text().splitlines()) == 4
@@ -200,6 +203,11 @@ def test_a_summary_that_is_no_json_object_and_a_damaged_work_record_are_recomput
     (mdir / "model_work.json").write_text("xx")
     line = _one_error(_run("analyse", str(w / "run")))
     assert "summary.json: damaged, not a JSON object (a list)" in line, line
+    from reporter.run.manifest import collection_record, model_work_record
+    from reporter.store.layout import RunDir
+
+    assert "arc_easy" not in collection_record(RunDir(w / "run")).get("tiny", {})  # a record skips it, never raises
+    assert model_work_record(RunDir(w / "run")) == {}
     r = _run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render")
     assert r.exit_code == 0 and "Traceback" not in r.output, r.output
     assert isinstance(json.loads((mdir / "model_work.json").read_text()), dict)
@@ -214,6 +222,18 @@ def test_analyse_does_not_replace_a_good_result_when_the_artifacts_are_gone(fini
     line = _one_error(_run("analyse", str(w / "run")))
     assert "none of the run's models has its artifacts there (deleted or moved?)" in line, line
     assert (w / "run" / "results.json").read_bytes() == before
+
+
+def test_a_run_made_before_non_ascii_names_got_their_hash_is_still_read(finished, tmp_path):
+    """A model named "tiny 日本" had its artifacts in models/tiny; its directory name now has a hash, and analyse
+    of the old run must still find them (it marked the model pending)."""
+    w = _copy(finished, tmp_path)
+    man = json.loads((w / "run" / "manifest.json").read_text())
+    man["resolved"]["config"]["models"][0]["name"] = "tiny 日本"
+    (w / "run" / "manifest.json").write_text(json.dumps(man))
+    assert _run("analyse", str(w / "run")).exit_code == 0
+    res = json.loads((w / "run" / "results.json").read_text())
+    assert res["models"]["tiny 日本"]["status"] == "complete" and res["models"]["tiny 日本"]["slug"] == "tiny"
 
 
 # --- 5. resume after a torn line ----------------------------------------------------------------
@@ -384,7 +404,7 @@ BAD = {
     "other split not a path": ("tasks:\n  - {name: gsm8k, other_split: 3}\n", None,
                                "tasks[0].other_split: must be the path of a JSON-lines file"),
     "other split rows of another data": ("tasks:\n  - {name: gsm8k, other_split: missing.jsonl}\n", None,
-                                         "tasks[0].other_split (gsm8k): "),
+                                         "tasks['gsm8k'].other_split: "),
 }
 
 
@@ -443,3 +463,29 @@ def test_a_relative_profile_path_is_relative_to_the_models_file(tmp_path, monkey
     from reporter.config import load_config
 
     assert load_config(tmp_path / "cfg" / "models.yaml").profile == str(tmp_path / "cfg" / "profile.yaml")
+
+
+def test_a_model_whose_error_cannot_be_written_stops_the_run_only_when_every_model_would_meet_it(tmp_path, monkeypatch):
+    """Writing a failed model's error.json: a full disk stops the run with the disk's own error (a review found it
+    taken for that model's failure while an empty file could still be made); a file where the model's directory
+    goes is that model's failure alone."""
+    import errno
+
+    from reporter.collect import job
+    from reporter.config import parse_config
+
+    cfg = parse_config({"models": [{"name": "m", "source": "random:llama"}]}, "m.yaml")
+    root = tmp_path / "run"
+    (root / "models").mkdir(parents=True)
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(job, "write_json", full)
+    with pytest.raises(OSError) as e:
+        job._crashed(cfg, 0, str(root), ValueError("the model's own bug"))
+    assert e.value.errno == errno.ENOSPC  # the environment's error, not the model's ValueError
+    monkeypatch.undo()
+    (root / "models" / "m").write_text("in the way")
+    (line,) = job._crashed(cfg, 0, str(root), ValueError("the model's own bug"))
+    assert line.startswith("model 'm': failed with ValueError: the model's own bug (") and "File exists" in line

@@ -109,9 +109,9 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
     seed = int(seed if seed is not None else ((results.get("run") or {}).get("seed") or 0))
     per_item = per_item_scores(results, rd.root)
     law, fits, fair, notes, law_pts = law_and_fairness(results, per_item, seed=seed, n_resamples=n_resamples)
-    notes += [f"{name} / {task}: samples.jsonl holds other items than the task's {s.get('n')} (cut after the task "
-              "finished); its item-level analyses (pairwise tests, ranks, chance) leave it out: rerun `reporter run` "
-              "to recompute it"
+    notes += [f"{name} / {task}: samples.jsonl is missing or holds another number of items than the task's "
+              f"{s.get('n')} (cut after the task finished?); its item-level analyses (pairwise tests, ranks, chance) "
+              "leave it out: rerun `reporter run` to recompute it"
               for name, e in (results.get("models") or {}).items() for task, s in (e.get("tasks") or {}).items()
               if task not in per_item.get(name, {})]
     contamination = contamination_rows(results, rd, fits)

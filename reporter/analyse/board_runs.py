@@ -170,8 +170,8 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
         tasks: dict[str, Any] = {}
         for task, s in (e.get("tasks") or {}).items():
             samples = read_samples(rd.task_dir(slug, task) / SAMPLES)
-            if not samples:
-                continue
+            if not samples or (isinstance(s.get("n"), int) and len(samples) != s["n"]):
+                continue  # none, or a file cut after its task finished: not the task's items
             keep = {k: s.get(k) for k in ("score", "ci_low", "ci_high", "n", "shots", "scorer", "chance", "majority",
                                           "mui", "mui_settings", "source", "description", "lm_eval_group") if k in s}
             if isinstance(s.get("lm_eval"), dict):

@@ -124,6 +124,10 @@ def _items(run: _Run, model: str, task: str) -> dict[str, float]:
             raise UserError(f"{path}: item {str(r.get('id'))[:60]!r} has score {json.dumps(score)[:40]}, not a "
                             f"number; rerun `reporter run` on {run['dir']} to rebuild it")
         out[str(r.get("id"))] = float(score)
+    n = ((run["results"]["models"][model].get("tasks") or {}).get(task) or {}).get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and len(out) != n:
+        raise UserError(f"{path}: holds {len(out)} items where {task} of {model} has {n} (cut after the task "
+                        f"finished); rerun `reporter run` on {run['dir']} to rebuild it")
     return out
 
 

@@ -102,8 +102,8 @@ class Leaderboard(TypedDict):
 
 
 def per_item_scores(results: dict[str, Any], run_dir: str | Path) -> PerItem:
-    """Per-item scores of every model and finished task, from ``samples.jsonl`` (a file cut after its task finished,
-    holding fewer items than the task's ``n``, is left out: :func:`reporter.store.samples.item_scores`).
+    """Per-item scores of every model and finished task, from ``samples.jsonl`` (a file that holds another number of
+    items than the task's ``n``, e.g. cut after the task finished, is left out: :func:`reporter.store.samples.item_scores`).
     """
     rd = RunDir(run_dir)
     out: PerItem = {}

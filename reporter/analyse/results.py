@@ -17,7 +17,7 @@ from ..errors import UserError
 from ..metrics.stats import ALPHA, all_pairs, holm
 from ..schema import SCHEMA_VERSION, check_document
 from ..store.atomic import read_json, write_json
-from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, slugify
+from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, legacy_slug, slugify
 from ..store.samples import item_scores
 from .correlations import Correlation, lpp_correlations
 from .numbers import tested_p
@@ -88,6 +88,8 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
     per_item: dict[str, dict[str, dict[str, float]]] = {}
     for m in models_cfg:
         slug = slugify(m["name"])
+        if not rd.model_dir(slug).is_dir() and rd.model_dir(legacy := legacy_slug(m["name"])).is_dir():
+            slug = legacy  # a run made before non-ASCII names got their hash
         entry: dict[str, Any] = {"slug": slug, "source": m["source"], "status": "pending"}
         for key, path in rd.model_documents(slug).items():
             entry[key] = read_json(path)

@@ -77,9 +77,10 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
     for slug, doc in model_index(card).items():
         out[f"model-index/{slug}"] = write_bytes(root / MODEL_INDEX_DIR / f"{slugify(slug)}.yaml",
                                                  yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).encode())
-    for m in card["models"]:  # an untrained reference's file from a render before references had none
+    for m in card["models"]:  # an untrained reference's files from a render before references had none
         if m["reference"]:
             (root / MODEL_INDEX_DIR / f"{slugify(m['slug'])}.yaml").unlink(missing_ok=True)
+            (root / HF_DIR / slugify(m["slug"]) / "README.md").unlink(missing_ok=True)
     return out
 
 

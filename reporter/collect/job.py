@@ -128,9 +128,9 @@ def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[st
                 f"{mdir / ERROR})")
     try:
         write_json(mdir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
-    except (UserError, OSError) as write_error:
-        if not _writable(root):  # the run directory itself (read-only, full): every model meets it, so stop
-            raise e from None
+    except OSError as write_error:
+        if _stops_every_model(write_error, root):  # a full disk, or a run directory that cannot be written
+            raise write_error from e  # the one line of the environment, not the model's own exception
         # only this model's directory cannot be written: its failure alone, and the others run
         line = f"{line.split(' (the traceback is in ')[0]} ({_first_line(write_error)})"
     log(f"{spec.name}: FAILED (the reason is listed at the end)")
@@ -138,14 +138,21 @@ def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[st
 
 
 def _writable(root: str) -> bool:
-    """Whether a file can be made in the run directory ``root`` (not read-only, not full)."""
+    """Whether the run directory ``root`` and its ``models/`` take a byte (not read-only, not full, not a file)."""
+    import os
     import tempfile
 
-    try:
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".writable-"):
-            return True
-    except OSError:
-        return False
+    for d in (Path(root), Path(root) / "models"):
+        if d == Path(root) / "models" and not d.exists():
+            continue
+        try:
+            with tempfile.NamedTemporaryFile(dir=d, prefix=".writable-") as fh:
+                fh.write(b"x")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            return False
+    return True
 
 
 def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool,

@@ -10,6 +10,7 @@ of options: :func:`majority_option`; generated answers: :func:`majority_generate
 """
 from __future__ import annotations
 
+import numbers
 import operator
 from collections import Counter
 from typing import Any, Sequence
@@ -107,10 +108,13 @@ def majority_generated(task: Any, metric: str, *, docs: Sequence[Any] | None = N
                 counts[value] += 1
         for value, count in counts.most_common(candidates):
             responses = _filtered(task, filter_name or "none", [first[value]] * len(evaluated), evaluated) or []
-            scores = [task.process_results(doc, [r]).get(name) for doc, r in zip(evaluated, responses)]
-            if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in scores):
+            try:  # a baseline figure: a task whose process_results fails on it records none, and runs on
+                scores = [task.process_results(doc, [r]).get(name) for doc, r in zip(evaluated, responses)]
+            except Exception:
+                break
+            if any(isinstance(x, bool) or not isinstance(x, numbers.Real) or not 0 <= float(x) <= 1 for x in scores):
                 break  # not a per-document score in [0, 1]: no constant answer to state
-            share = float(sum(scores)) / len(evaluated)
+            share = float(sum(float(x) for x in scores)) / len(evaluated)
             if share > 0 and (best is None or share > best["share"]):
                 best = {"answer": value, "share": share, "over": len(evaluated)}
     memo[key] = best

@@ -328,13 +328,16 @@ def load_profile(name_or_path: str | None, origin: str | None = None) -> Profile
 MAX_NEW_TOKENS = 131072
 
 
-def _int(p: Problems, key: str, v: Any, minimum: int) -> int | None:
+def _int(p: Problems, key: str, v: Any, minimum: int, bounded: bool = True) -> int | None:
+    """An integer setting at least ``minimum``; ``bounded``: a ``max_new_tokens`` also at most :data:`MAX_NEW_TOKENS`
+    (not in a profile a run recorded, which is read back as it ran).
+    """
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         p.add(key, f"must be a {'non-negative' if minimum == 0 else 'positive'} integer, got {short(v)}")
         return None
-    if key.endswith(".max_new_tokens") and v > MAX_NEW_TOKENS:
+    if bounded and key.endswith(".max_new_tokens") and v > MAX_NEW_TOKENS:
         p.add(key, f"{v} is more than any model's context; use at most {MAX_NEW_TOKENS}")
         return None
     return v
@@ -384,7 +387,7 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
     elif name not in TASKS and not recorded:
         p.add(f"{k}.name", unknown_name("task", name, TASKS))
     for key in ("limit", "shots", "max_new_tokens"):
-        _int(p, f"{k}.{key}", t.get(key), 0 if key == "shots" else 1)
+        _int(p, f"{k}.{key}", t.get(key), 0 if key == "shots" else 1, bounded=not recorded)
     if "other_split" in t:
         values["other_split"] = _other_split(p, f"{k}.other_split", t["other_split"], name,
                                              t.get("type") == "jsonl", base_dir, recorded)

@@ -14,7 +14,8 @@ __all__ = ["check_user_data"]
 def check_user_data(profile: Profile) -> None:
     """Read every ``type: jsonl`` task's file and every ``other_split:`` file, and check every ``items:``
     core set against its task, now, so that their problems stop the run before a model loads. Each problem is
-    one line naming the profile (its file) and the task's key path.
+    one line naming the profile (its file) and the task's key path by name (``tasks['mine'].path``: an index would
+    count the tasks left after ``--tasks`` and lm-eval's groups, not the file's).
     """
     try:
         _check(profile)
@@ -24,7 +25,7 @@ def check_user_data(profile: Profile) -> None:
 
 
 def _check(profile: Profile) -> None:
-    for i, t in enumerate(profile.tasks):
+    for t in profile.tasks:
         if t.lm_eval is not None:
             if t.items is not None:  # document ids: lm-eval's task is loaded (once per process) to check them
                 from ..tasks.lm_eval_source import include_dirs, resolve, select_docs
@@ -42,17 +43,17 @@ def _check(profile: Profile) -> None:
                 if t.type != "jsonl":
                     raise
                 own = f"task '{t.name}': "
-                raise UserError([f"tasks[{i}].path ({t.name}): {line.removeprefix(own)}" for line in e.lines]) from None
+                raise UserError([f"tasks[{t.name!r}].path: {line.removeprefix(own)}" for line in e.lines]) from None
             if t.type == "jsonl" and t.shots is not None and len(known) <= t.shots:
-                raise UserError(f"tasks[{i}] ({t.name}): its {len(known)} item(s) would all be taken as few-shot "
+                raise UserError(f"tasks[{t.name!r}]: its {len(known)} item(s) would all be taken as few-shot "
                                 f"examples (shots: {t.shots}), leaving none to evaluate; add items or lower shots")
             if t.items is not None and not set(t.items) <= known:
                 missing = sorted(set(t.items) - known)
-                raise UserError(f"tasks[{i}].items ({t.name}): {len(missing)} of its {len(t.items)} item ids are not items "
+                raise UserError(f"tasks[{t.name!r}].items: {len(missing)} of its {len(t.items)} item ids are not items "
                                 f"of the task (first: {missing[0]!r}); was {t.items_from or 'the list'} written for "
                                 "this task?")
         if t.other_split and task.other_split is not None:
             try:
                 task.other_split()
             except UserError as e:
-                raise UserError(f"tasks[{i}].other_split ({t.name}): {e}") from None
+                raise UserError(f"tasks[{t.name!r}].other_split: {e}") from None

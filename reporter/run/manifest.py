@@ -212,18 +212,23 @@ def collection_record(rd: RunDir) -> dict[str, Any]:
     >>> collection_record(rd)
     {'m': {'t': {'path': 'teacher-forced', 'fallback': 'x'}}}
     """
+    def record(path: Path) -> dict[str, Any]:  # a record's damaged source is left out, never the run stopped
+        try:
+            return read_json(path, {}) or {}
+        except UserError:
+            return {}
+
     out: dict[str, Any] = {}
     for summary in sorted(rd.root.glob(f"models/*/tasks/*/{SUMMARY}")):
-        s = read_json(summary, {})
-        if not isinstance(s, dict) or "collection" not in s:
+        s = record(summary)
+        if "collection" not in s:
             continue
         rec = {"path": s["collection"]}
         if s.get("collection_fallback"):
             rec["fallback"] = s["collection_fallback"]
-        order = read_json(summary.parent / OPTION_ORDER, {})
-        if isinstance(order, dict) and order.get("path"):
-            rec["option_order"] = order["path"]
+        if order := record(summary.parent / OPTION_ORDER).get("path"):
+            rec["option_order"] = order
         mdir = summary.parent.parent.parent
-        name = (read_json(mdir / MODEL_META, {}) or {}).get("name") or mdir.name
+        name = record(mdir / MODEL_META).get("name") or mdir.name
         out.setdefault(name, {})[s.get("task") or summary.parent.name] = rec
     return out

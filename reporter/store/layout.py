@@ -81,6 +81,16 @@ def slugify(name: str) -> str:
     return s
 
 
+def legacy_slug(name: str) -> str:
+    """The directory name runs made before 2026-12-05 gave ``name`` (the same as :func:`slugify` for ASCII names):
+    their artifacts are read where they are.
+
+    >>> legacy_slug("Llama 3 (日本語)"), legacy_slug("模型一")
+    ('Llama-3', 'model')
+    """
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
+
+
 class RunDir:
     """Paths inside one run directory."""
 
