@@ -30,7 +30,7 @@ __all__ = ["COMPARE_FILES", "compare_chart", "compare_markdown", "write_compare"
 
 #: the folder of compare.md's chart image, beside it
 COMPARE_FILES = "compare_files"
-_ALT = "Score change per task (new minus base, percentage points) with 95% paired bootstrap CIs, one panel per model"
+_ALT = "Score change per task (new minus base, percentage points) with 95% CIs, one panel per model"
 _STATUS_COLOURS = {"regression": PALETTE[3], "improvement": PALETTE[2], "no significant change": "#999999"}
 
 
@@ -56,7 +56,7 @@ def compare_chart(doc: dict[str, Any]) -> dict[str, Any]:
     layered = alt.layer(zero, bars, points, data=_data(rows)).properties(width=230 if several else 420, height=height)
     chart = layered.facet(facet=alt.Facet("model:N", title=None, sort=[_pair_label({"base_model": p["base"], "new_model": p["new"]})
                                                             for p in doc["pairs"]]), columns=2) if several else layered
-    return _finish(chart, "Score change per task", "new − base, pp, with 95% paired bootstrap CI")
+    return _finish(chart, "Score change per task", "new − base, pp, with its 95% CI (see Method)")
 
 
 def _pair_label(r: dict[str, Any]) -> str:
