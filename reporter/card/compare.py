@@ -56,7 +56,7 @@ def compare_chart(doc: dict[str, Any]) -> dict[str, Any]:
     layered = alt.layer(zero, bars, points, data=_data(rows)).properties(width=230 if several else 420, height=height)
     chart = layered.facet(facet=alt.Facet("model:N", title=None, sort=[_pair_label({"base_model": p["base"], "new_model": p["new"]})
                                                             for p in doc["pairs"]]), columns=2) if several else layered
-    return _finish(chart, "Score change per task", "new − base, pp, with its 95% CI (see Method)")
+    return _finish(chart, "Score change per task", "new − base, pp, with 95% CIs (see Method)")
 
 
 def _pair_label(r: dict[str, Any]) -> str:
