@@ -83,8 +83,7 @@ def _boundary(command: _F) -> _F:
 
 #: the distribution that installs a module, where the names differ
 _DISTRIBUTIONS = {"yaml": "pyyaml", "vl_convert": "vl-convert-python", "lm_eval": "lm-eval==0.4.13",
-                  "google.protobuf": "protobuf",
-                  "sklearn": "scikit-learn", "PIL": "pillow", "safetensors": "safetensors", "jinja2": "jinja2"}
+                  "google.protobuf": "protobuf", "sklearn": "scikit-learn", "PIL": "pillow"}
 
 
 def _missing_package(module: str) -> str:
@@ -573,7 +572,6 @@ def schema(document, output):
     else:
         from .store.atomic import write_bytes
 
-        output.parent.mkdir(parents=True, exist_ok=True)
         write_bytes(output, text.encode("utf-8"))  # whole or not at all: a full disk leaves no empty file
         click.echo(f"{document}: {output}", err=True)
 

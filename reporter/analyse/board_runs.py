@@ -21,7 +21,7 @@ from ..schema import is_untrained
 from ..store.atomic import read_json, write_json
 from ..store.gate import open_run
 from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, MODEL_INDEX_DIR, SAMPLES, RunDir, slugify
-from ..store.samples import read_samples
+from ..store.samples import holds_task, read_samples
 
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "expand_runs", "load_runs"]
 
@@ -170,7 +170,7 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
         tasks: dict[str, Any] = {}
         for task, s in (e.get("tasks") or {}).items():
             samples = read_samples(rd.task_dir(slug, task) / SAMPLES)
-            if not samples or (isinstance(s.get("n"), int) and len(samples) != s["n"]):
+            if not samples or not holds_task(len(samples), s.get("n")):
                 continue  # none, or a file cut after its task finished: not the task's items
             keep = {k: s.get(k) for k in ("score", "ci_low", "ci_high", "n", "shots", "scorer", "chance", "majority",
                                           "mui", "mui_settings", "source", "description", "lm_eval_group") if k in s}

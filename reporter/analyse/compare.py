@@ -37,7 +37,7 @@ from ..metrics.stats import ALPHA, holm, paired_comparison
 from ..schema import CompareDocument, ComparisonRow, LPPDelta, MetricDelta, RunSide, Unpaired, is_untrained
 from ..store.gate import open_run
 from ..store.layout import SAMPLES, RunDir, slugify
-from ..store.samples import read_samples
+from ..store.samples import holds_task, read_samples
 from .contamination import SIGNAL_NAMES, Severity
 from .control_power import POWER_TESTS, power_at_size, why_not
 from .numbers import tested_p
@@ -125,7 +125,7 @@ def _items(run: _Run, model: str, task: str) -> dict[str, float]:
                             f"number; rerun `reporter run` on {run['dir']} to rebuild it")
         out[str(r.get("id"))] = float(score)
     n = ((run["results"]["models"][model].get("tasks") or {}).get(task) or {}).get("n")
-    if isinstance(n, int) and not isinstance(n, bool) and len(out) != n:
+    if not holds_task(len(out), n):
         raise UserError(f"{path}: holds {len(out)} items where {task} of {model} has {n} (cut after the task "
                         f"finished); rerun `reporter run` on {run['dir']} to rebuild it")
     return out

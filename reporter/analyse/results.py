@@ -165,5 +165,5 @@ def write_results(run_dir: str | Path) -> ResultsDocument:
         raise UserError(f"{rd.root / 'models'}: none of the run's models has its artifacts there (deleted or moved?), "
                         f"yet results.json has {len(done)} finished; results.json is left as it is")
     check_document(res)  # the published schema (reporter/data/results.schema.json), at the boundary
-    write_json(RunDir(run_dir).results, res)
+    write_json(rd.results, res)
     return res

@@ -29,6 +29,7 @@ from ..metrics.mui import MODES as MUI_MODES
 from ..registry import declared_settings, did_you_mean, unknown_name
 from ..store.layout import slugify
 from ..tasks import JSONL_SCORERS, TASKS, get_task
+from ..tasks.corpora import BUILTIN_CORPORA, names_a_file
 from .files import Problems, load_yaml, read_text, short
 from .sae import MUI_UNITS, SAEConfig, parse_sae
 
@@ -308,9 +309,9 @@ def load_profile(name_or_path: str | None, origin: str | None = None) -> Profile
     path = Path(name_or_path)
     at = f"{origin}: " if origin else ""
     builtin = builtin_profiles()
-    # a built-in name is a name even where the working directory has a folder of that name (make showcase's)
-    if path.suffix in (".yaml", ".yml") or path.is_file() or ("/" in name_or_path and path.exists()) or (
-            path.exists() and name_or_path not in builtin):
+    # a path: a YAML name, one with a slash, or an existing file or folder that is no built-in name (a built-in name
+    # is the profile even where the working directory has a folder of that name, as `make showcase` makes)
+    if path.suffix in (".yaml", ".yml") or "/" in name_or_path or (path.exists() and name_or_path not in builtin):
         if origin and (not path.exists() or path.is_dir()):
             what = "is a directory" if path.is_dir() else "file not found"
             raise ConfigError(f"{at}{str(path)!r}: {what}; give a profile YAML file that exists, or a "
@@ -475,13 +476,13 @@ def _corpus(p: Problems, corpus: str, base_dir: Path) -> str:
     then to the working directory, as the collector reads it); a file name that is no file is refused now, not when
     the first model's LPP pass starts.
     """
-    if corpus in ("coqa", "lambada"):
+    if corpus in BUILTIN_CORPORA:
         return corpus
     path = Path(corpus).expanduser()
     for candidate in (base_dir / path, path):
         if candidate.is_file():
             return str(candidate.resolve())
-    if path.suffix in (".txt", ".jsonl", ".json") or "/" not in corpus:
+    if names_a_file(corpus):  # the collector's own rule (reporter.tasks.corpora.lpp_corpus)
         p.add("lpp.corpus", f"{corpus!r}: no such file (built-in corpora: coqa, lambada; or a hub dataset name such "
                             "as tatsu-lab/alpaca)")
     return corpus

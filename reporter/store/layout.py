@@ -75,7 +75,7 @@ def slugify(name: str) -> str:
     >>> slugify("模型一"), slugify("模型二"), slugify("Llama 3 (日本語)")
     ('model-1eadccb2', 'model-15a58ccb', 'Llama-3-89d05ad8')
     """
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
+    s = legacy_slug(name)
     if not name.isascii():
         s = f"{s}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
     return s

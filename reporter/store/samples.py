@@ -94,6 +94,16 @@ def _cut_torn_tail(fh: Any) -> None:
 
 
 
+def holds_task(n_records: int, n: Any) -> bool:
+    """Whether a finished task's ``samples.jsonl`` with ``n_records`` items holds the task's items: as many as its
+    summary's ``n`` (a file cut after the task finished does not; a summary without ``n`` takes the file as it is).
+
+    >>> holds_task(30, 30), holds_task(2, 30), holds_task(2, None)
+    (True, False, True)
+    """
+    return not (isinstance(n, int) and not isinstance(n, bool)) or n_records == n
+
+
 def item_scores(path: Path, n: Any) -> dict[str, float] | None:
     """Item id → score from a finished task's ``samples.jsonl``, or None where it holds another number of items than
     its summary's ``n`` (cut after the task finished): its items are not the task's, and a paired comparison on
@@ -106,4 +116,4 @@ def item_scores(path: Path, n: Any) -> dict[str, float] | None:
     ({'a': 1.0, 'b': 0.0}, None)
     """
     scores = {r["id"]: float(r["score"]) for r in read_samples(path).values()}
-    return None if isinstance(n, int) and not isinstance(n, bool) and len(scores) != n else scores
+    return scores if holds_task(len(scores), n) else None

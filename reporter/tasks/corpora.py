@@ -114,6 +114,20 @@ def _hub_texts(name: str) -> list[str]:
     return [texts[i] for i in order]
 
 
+#: the LPP corpora that ship with reporter (offline)
+BUILTIN_CORPORA = ("coqa", "lambada")
+
+
+def names_a_file(corpus: str) -> bool:
+    """Whether an ``lpp.corpus`` that is neither built in nor an existing file names a local file (a ``.txt``,
+    ``.jsonl`` or ``.json`` name, or no hub-style ``owner/name``) rather than a hub dataset: then it is missing.
+
+    >>> names_a_file("texts.txt"), names_a_file("nope"), names_a_file("tatsu-lab/alpaca")
+    (True, True, False)
+    """
+    return Path(corpus).suffix in (".txt", ".jsonl", ".json") or "/" not in corpus
+
+
 def lpp_corpus(n: int, min_tokens: int, tokenizer: Any = None, corpus: str = "coqa") -> list[str]:
     """The first ``n`` texts of at least ``min_tokens`` tokens of a task-agnostic corpus.
 
@@ -134,7 +148,7 @@ def lpp_corpus(n: int, min_tokens: int, tokenizer: Any = None, corpus: str = "co
         texts = _lambada_joined(min_tokens, tokenizer, n)
     elif (p := Path(corpus).expanduser()).is_file():
         texts = _read_local(p)
-    elif Path(corpus).suffix in (".txt", ".jsonl", ".json") or "/" not in corpus:
+    elif names_a_file(corpus):
         raise UserError(f"LPP corpus '{corpus}': no such file (built-in corpora: coqa, lambada; "
                         "or a hub dataset name such as tatsu-lab/alpaca)")
     else:
