@@ -137,7 +137,7 @@ def test_comparisons_carry_holm_adjusted_p_values_and_adjusted_significance():
     rng = np.random.default_rng(5)
     per_item = {m: {t: {f"{t}-{i}": float(rng.uniform() < acc) for i in range(40)} for t in ("x", "y", "z")}
                 for m, acc in (("good", 0.9), ("mid", 0.6), ("bad", 0.1))}
-    per_item["mid"]["z"] = {k: rng.uniform() for k in per_item["mid"]["z"]}  # partial credit: Wilcoxon
+    per_item["mid"]["z"] = {k: rng.uniform() for k in per_item["mid"]["z"]}  # partial credit: the sign-flip test
     rows = comparisons(per_item, seed=0)
     assert len(rows) == 9 and all(r["family"] == 9 for r in rows)
     raw = [r["p_value"] for r in rows]

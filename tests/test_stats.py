@@ -12,6 +12,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
+from reporter.metrics.sign_flip import sign_flip
 from reporter.metrics.stats import PairedComparison, ScoreCI, all_pairs, mcnemar_exact, paired_comparison, score_ci
 
 # ---------------------------------------------------------------- references
@@ -244,8 +245,9 @@ def test_paired_ci_matches_reference_on_sorted_shared_items():
     d = [a[k] - b[k] for k in ids]
     assert c.n == 79 and c.mcnemar_p is None and c.n01 is None and c.n10 is None
     assert c.mean_diff == pytest.approx(sum(d) / len(d), rel=1e-12)
-    lo, hi = ref_bootstrap_ci(d, 9, 1000)
-    assert (c.ci_low, c.ci_high) == pytest.approx((lo, hi), rel=1e-9)
+    # partial credit: the sign-flip test on the shared items in id order (tests/test_sign_flip.py checks it)
+    ref = sign_flip(d, seed=9, draws=1000)
+    assert (c.ci_low, c.ci_high, c.p_value, c.test) == (ref.low, ref.high, ref.p_value, "sign-flip")
     # insertion order of the mappings does not matter
     shuffled = dict(sorted(a.items(), key=lambda kv: rng.random()))
     assert paired_comparison("a", shuffled, "b", b, task="t", seed=9,

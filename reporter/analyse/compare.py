@@ -3,8 +3,8 @@
 Models are paired by name (or explicitly, ``pairs=[("old", "new")]``), tasks by name and items by
 id. Per paired model and task, on the items both runs answered:
 
-- the score delta ``new − base`` with a paired BCa bootstrap CI over items and the paired test
-  of the run's pairwise table (exact McNemar for 0/1 scores, Wilcoxon otherwise), Holm-adjusted
+- the score delta ``new − base`` with the paired test of the run's pairwise table and the 95 % CI that
+  agrees with it (exact McNemar for 0/1 scores, the sign-flip test otherwise), Holm-adjusted
   over every test of the comparison; ``status`` is ``regression`` / ``improvement`` only when
   the adjusted p-value is below :data:`~reporter.metrics.stats.ALPHA`;
 - the MUI delta, only when both runs recorded the same MUI settings and sample count;
@@ -466,16 +466,21 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
 
 
 def _direction(row: ComparisonRow, diffs: np.ndarray) -> int:
-    """The sign of the change the paired test detected: the discordant counts for McNemar, the signed-rank
-    sums for Wilcoxon (rank-based, so it can disagree with the mean; then the row is not called a change).
+    """The sign of the change the paired test detected: the discordant counts for McNemar, the mean for the
+    sign-flip test (which tests the mean), the signed-rank sums for Wilcoxon (recorded by older runs; rank-based, so
+    it can disagree with the mean: then the row is not called a change).
 
     >>> _direction({"test": "wilcoxon", "delta": 0.031}, np.array([-0.05] * 12 + [1.0]))
     0
+    >>> _direction({"test": "sign-flip", "delta": 0.031}, np.array([-0.05] * 12 + [1.0]))
+    1
     >>> _direction({"test": "mcnemar-exact", "delta": -0.1, "n_regressed": 5, "n_improved": 1}, np.zeros(0))
     -1
     """
     if row["test"] == "mcnemar-exact":
         sign = int(np.sign((row["n_improved"] or 0) - (row["n_regressed"] or 0)))
+    elif row["test"] == "sign-flip":
+        sign = int(np.sign(row["delta"]))
     else:
         d = diffs[diffs != 0]
         ranks = stats.rankdata(np.abs(d))

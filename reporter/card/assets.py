@@ -13,6 +13,7 @@ import jinja2
 from ..analyse.contamination import SIGNAL_NAMES, TESTS
 from ..analyse.control_power import power_summary, power_table
 from .format import fmt_about, fmt_identity, fmt_num, fmt_p, fmt_p_is, fmt_pct, fmt_signed, fmt_source, md_escape
+from .pair_methods import pair_methods
 from .sections import SECTIONS
 from .text import finalize
 
@@ -20,10 +21,10 @@ __all__ = ["asset", "load_template", "html_environment", "markdown_environment"]
 
 _FILTERS = dict(pct=fmt_pct, num=fmt_num, pval=fmt_p, p_is=fmt_p_is, signed=fmt_signed, about=fmt_about,
                 source=fmt_source, identity=fmt_identity)
-#: names every template may use: the contamination tests in order, what each signal is called, and the power behind
-#: "no test fires" at the run's sizes
+#: names every template may use: the contamination tests in order, what each signal is called, the power behind
+#: "no test fires" at the run's sizes, and what the paired differences' tests and intervals are
 _GLOBALS = dict(contamination_tests=TESTS, signal_names=SIGNAL_NAMES, power_summary=power_summary,
-                power_source=lambda: power_table()["short"])
+                power_source=lambda: power_table()["short"], pair_methods=pair_methods)
 
 
 def asset(name: str) -> str:

@@ -66,8 +66,6 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     card["collection_fallbacks"] = [{"model": m["name"], "task": t, "reason": s["collection_fallback"]}
                                     for m in models for t, s in m["tasks"].items() if s.get("collection_fallback")]
     card["holm"] = any(c.get("p_holm") is not None for c in card["comparisons"])
-    # metrics.stats.EXACT_PAIRED_CI, written out: the card imports no SciPy
-    card["pair_ci_exact"] = any(c.get("method") == "mcnemar-compatible-exact" for c in card["comparisons"])
     for c in card["comparisons"]:
         if c.get("significant") is None:  # results.json from before the Holm adjustment: the bootstrap CI
             c["significant"] = c["ci_low"] > 0 or c["ci_high"] < 0

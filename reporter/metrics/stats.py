@@ -16,9 +16,10 @@ import numpy as np
 from scipy import stats
 
 from .mcnemar_ci import mcnemar_ci
+from .sign_flip import DRAWS, sign_flip
 
 __all__ = ["ScoreCI", "PairedComparison", "score_ci", "paired_comparison",
-           "mcnemar_exact", "wilcoxon_p", "all_pairs", "holm", "above_chance", "ALPHA", "EXACT_PAIRED_CI"]
+           "mcnemar_exact", "all_pairs", "holm", "above_chance", "ALPHA", "EXACT_PAIRED_CI"]
 
 #: the significance level of every test on the card
 ALPHA = 0.05
@@ -58,14 +59,14 @@ class PairedComparison:
     task: str
     n: int  # items both models answered (matched by item id)
     mean_diff: float  # mean(a - b)
-    ci_low: float  # CI of mean(a - b): exact, McNemar-compatible for 0/1 scores; else paired BCa bootstrap
+    ci_low: float  # CI of mean(a - b) agreeing with the test: exact McNemar-compatible, or sign-flip-compatible
     ci_high: float
     mcnemar_p: float | None  # exact McNemar p-value; None unless both are 0/1
     n01: int | None  # a wrong, b right
     n10: int | None  # a right, b wrong
-    method: str = ""  # CI method: EXACT_PAIRED_CI, or as in ScoreCI.method
-    p_value: float | None = None  # the paired test's two-sided p-value (McNemar exact, or Wilcoxon)
-    test: str | None = None  # "mcnemar-exact" for 0/1 scores, "wilcoxon" otherwise
+    method: str = ""  # CI method: EXACT_PAIRED_CI, "sign-flip-exact" or "sign-flip-monte-carlo"
+    p_value: float | None = None  # the paired test's two-sided p-value (McNemar exact, or sign-flip)
+    test: str | None = None  # "mcnemar-exact" for 0/1 scores, "sign-flip" otherwise (older runs: "wilcoxon")
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict, e.g. ``{"model_a": "m1", "mean_diff": 0.1, ...}``."""
@@ -158,33 +159,19 @@ def mcnemar_exact(n01: int, n10: int) -> float:
     return float(min(1.0, stats.binomtest(n01, n01 + n10, 0.5).pvalue))
 
 
-def wilcoxon_p(diffs: Sequence[float]) -> float:
-    """Two-sided Wilcoxon signed-rank p-value of paired differences (``scipy.stats.wilcoxon``).
-
-    Zero differences are dropped (Wilcoxon's method); no non-zero difference gives 1.0.
-
-    >>> wilcoxon_p([0.0, 0.0])
-    1.0
-    >>> round(wilcoxon_p([0.5, 0.25, 0.75, 1.0, 0.1, 0.3]), 4)
-    0.0312
-    """
-    d = np.asarray(diffs, dtype=np.float64)
-    if not np.any(d != 0):
-        return 1.0
-    return float(stats.wilcoxon(d, zero_method="wilcox").pvalue)
-
-
 def paired_comparison(model_a: str, scores_a: Mapping[str, float],
                       model_b: str, scores_b: Mapping[str, float], *, task: str,
                       seed: int, confidence: float = 0.95,
-                      n_resamples: int = 2000) -> PairedComparison:
+                      n_resamples: int = DRAWS) -> PairedComparison:
     """Compare two models on the item ids they share (sorted for determinism).
 
     When every shared score is 0 or 1, the p-value is the exact McNemar test on the discordant pairs and the CI
     the exact interval compatible with it (:func:`reporter.metrics.mcnemar_ci.mcnemar_ci`, Fay & Lumbard 2021;
     method :data:`EXACT_PAIRED_CI`): it excludes 0 exactly when p < 1 - ``confidence``. Otherwise (partial credit)
-    the p-value is the Wilcoxon signed-rank test and the CI a BCa bootstrap of ``mean(a - b)`` resampling items
-    (pairs kept together). Raises ``ValueError`` if no item id is shared.
+    the p-value is the paired sign-flip test of ``mean(a - b)`` and the CI the one that agrees with it
+    (:func:`reporter.metrics.sign_flip.sign_flip`; method ``sign-flip-exact`` up to 18 items that differ, else
+    ``sign-flip-monte-carlo`` with ``n_resamples`` seeded arrangements): the same agreement. Raises ``ValueError``
+    if no item id is shared.
 
     >>> c = paired_comparison("m1", {"q1": 1, "q2": 1, "q3": 0},
     ...                       "m2", {"q1": 0, "q2": 1, "q4": 1}, task="t", seed=0)
@@ -206,8 +193,10 @@ def paired_comparison(model_a: str, scores_a: Mapping[str, float],
         low, high = mcnemar_ci(n10, n01, len(ids), confidence)
         ci = ScoreCI(float(np.mean(a - b)), low, high, len(ids), seed, EXACT_PAIRED_CI)
     else:
-        test, p_value = "wilcoxon", wilcoxon_p(a - b)
-        ci = score_ci(a - b, seed=seed, confidence=confidence, n_resamples=n_resamples)
+        flip = sign_flip(a - b, seed=seed, confidence=confidence, draws=n_resamples)
+        test, p_value = "sign-flip", flip.p_value
+        ci = ScoreCI(float(np.mean(a - b)), flip.low, flip.high, len(ids), seed,
+                     "sign-flip-exact" if flip.exact else "sign-flip-monte-carlo")
     return PairedComparison(model_a, model_b, task, len(ids), ci.score, ci.ci_low,
                             ci.ci_high, p, n01, n10, ci.method, p_value, test)
 
