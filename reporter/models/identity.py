@@ -32,30 +32,58 @@ _memo: dict[str, str] = {}
 def model_identity(lm: Any) -> str | None:
     """The content identity of a :class:`~reporter.models.loading.LoadedModel`, or None when it has none."""
     spec = lm.spec
+    if spec.source_type == "random":
+        return _random_identity(spec, lm.meta.get("random_seed"),
+                                spec.random.get("tokenizer") or lm.meta.get("tokenizer_from") or "")
+    if spec.source_type == "hub":
+        commit = getattr(lm.model.config, "_commit_hash", None)
+        return f"hub:{spec.source}@{commit}" if commit else None
+    return source_identity(spec, None)
+
+
+def source_identity(spec: Any, run_seed: int | None) -> str | None:
+    """:func:`model_identity` without loading the model, where its source alone decides it (packaged, random and
+    local sources; a hub id's commit is known only once loaded: None). ``run_seed``: the run's seed, which a
+    ``random:`` model without its own ``random.seed`` is initialised from.
+
+    >>> from reporter.config import ModelSpec
+    >>> from reporter.models.loading import load_model
+    >>> spec = ModelSpec(name="tiny", source="random:llama",
+    ...                  random={"layers": 1, "hidden": 32, "intermediate": 64, "heads": 4})
+    >>> source_identity(spec, 7) == model_identity(load_model(spec, run_seed=7)) != source_identity(spec, 8)
+    True
+    """
     st = spec.source_type
     if st == "packaged":
         pm = PACKAGED[spec.source.split(":", 1)[1]]
         return f"packaged:{pm.name}:{expected_sha256(pm)}"
     if st == "random":
-        import torch
-        import transformers
+        from .random_archs import RANDOM_ARCHS
 
-        tok = spec.random.get("tokenizer") or lm.meta.get("tokenizer_from") or ""
-        if tok and not str(tok).startswith("packaged:"):
-            tok = directory_sha256(Path(tok)) or ""
-            if not tok:
-                return None
-        desc = {"source": spec.source, "random": {k: v for k, v in spec.random.items() if k != "tokenizer"},
-                "seed": lm.meta.get("random_seed"), "tokenizer": tok, "torch": torch.__version__,
-                "transformers": transformers.__version__}
-        return "random:" + hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()
-    if st == "hub":
-        commit = getattr(lm.model.config, "_commit_hash", None)
-        return f"hub:{spec.source}@{commit}" if commit else None
+        arch = spec.source.split(":", 1)[1]
+        borrowed = spec.random.get("tokenizer") or f"packaged:{RANDOM_ARCHS[arch].tokenizer}"
+        return _random_identity(spec, spec.random.get("seed", run_seed), borrowed)
     if st == "local":
         digest = directory_sha256(Path(spec.source))
         return f"local:{digest}" if digest else None
     return None
+
+
+def _random_identity(spec: Any, seed: int | None, tokenizer: str) -> str | None:
+    """A ``random:`` model's identity: its architecture, sizes, init seed, tokenizer (a directory by content) and
+    the torch and transformers versions.
+    """
+    import torch
+    import transformers
+
+    tok = tokenizer
+    if tok and not str(tok).startswith("packaged:"):
+        tok = directory_sha256(Path(tok)) or ""
+        if not tok:
+            return None
+    desc = {"source": spec.source, "random": {k: v for k, v in spec.random.items() if k != "tokenizer"},
+            "seed": seed, "tokenizer": tok, "torch": torch.__version__, "transformers": transformers.__version__}
+    return "random:" + hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()
 
 
 def directory_sha256(folder: Path) -> str | None:
@@ -101,4 +129,4 @@ def device_kind(lm: Any) -> str:
     return str(getattr(lm.device, "type", lm.device)).split(":")[0]
 
 
-__all__ = ["model_identity", "directory_sha256", "device_kind"]
+__all__ = ["model_identity", "source_identity", "directory_sha256", "device_kind"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,11 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
             raise UserError(f"{rd.root}: holds a run made by another version of reporter's code ({made}); resuming "
                             "would mix its results with this version's: choose another -o/--output or pass --force "
                             "to recompute")
+        if old and not force and old.get("created"):  # a resume: the run keeps the time it was made (a board orders
+            manifest = {**manifest, "created": old["created"], "updated": manifest["created"]}  # versions by it)
         write_json(rd.manifest, manifest)
+        if force:
+            _clear_models(rd, cfg)
         failures = run_jobs(cfg, str(rd.root.resolve()), profile, force=force, progress=progress)
         write_json(rd.manifest, {**manifest, "collection": collection_record(rd), "model_work": model_work_record(rd)})
         write_results(rd.root)
@@ -77,6 +82,17 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
         saved = "the other models' results are" if len(cfg.models) > 1 else "the finished work is"
         failures = failures + [f"{rd.root}: {saved} saved; fix the above and rerun to resume"]
     return res, failures
+
+
+def _clear_models(rd: RunDir, cfg: RunConfig) -> None:
+    """``--force``: every model's artifacts go before any is recomputed. Cleared one model at a time as each was
+    reached, an interrupted forced run left the others' old artifacts under the new manifest, and the next run
+    took them as this configuration's. A directory that cannot be removed is left to its model's job, whose own
+    attempt makes it that model's failure.
+    """
+    for spec in cfg.models:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(rd.model_dir(spec.slug))
 
 
 def create_run_dir(root: Path) -> None:
