@@ -71,15 +71,16 @@ def runs(tmp_path_factory):
     for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         if (root / "v1" / f).exists():
             (root / "v2" / f).write_bytes((root / "v1" / f).read_bytes())
-    # the base model's own answers become the gold answers (its run with other MUI settings is kept)
+    # the base model's own answers become the gold answers (the run before, on gold "A" everywhere, is kept: the
+    # same ids with other gold answers, i.e. other data)
     (root / "mine.jsonl").write_text(_items())
-    probe = _run(root, "other-mui", "v1", top_ratio=0.02)
+    probe = _run(root, "old-data", "v1")
     got = read_samples(probe / "models/Release/tasks/mine/samples.jsonl")
     answers = [got[f"q{i}"]["extracted"] for i in range(N_ITEMS)]
     (root / "mine.jsonl").write_text(_items(answers))
     return {"root": root, "base": _run(root, "base", "v1"), "new": _run(root, "new", "v2"),
-            "fewer": _run(root, "fewer", "v1", limit=30), "other_mui": probe,
-            "longer": _run(root, "longer", "v1", tokens=3)}
+            "fewer": _run(root, "fewer", "v1", limit=30), "other_mui": _run(root, "other-mui", "v1", top_ratio=0.02),
+            "longer": _run(root, "longer", "v1", tokens=3), "old_data": probe, "answers": answers}
 
 
 def _row(doc: dict, task: str) -> dict:
@@ -149,6 +150,25 @@ def test_different_items_are_refused_in_one_line(runs):
     doc = compare_runs(runs["fewer"], runs["base"], shared_only=True)
     assert _row(doc, "mine")["n"] == 30 and _row(doc, "mine")["mui"] is None
     assert any("MUI was not compared" in n for n in doc["notes"])
+
+
+@pytest.mark.slow
+def test_the_same_ids_with_other_gold_answers_are_refused_or_left_out(runs):
+    """The task's data changed between the runs (gold "A" everywhere, then the base model's own answers) under the
+    same ids: pairing them by id would compare different questions (a review found a "significant regression"
+    that was only the new gold). Refused in one line; --shared-only compares the items whose gold is unchanged."""
+    changed = sum(a != "A" for a in runs["answers"])
+    assert 0 < changed < N_ITEMS
+    r = CliRunner().invoke(main, ["compare", str(runs["old_data"]), str(runs["base"])])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"mine of Release: {changed} of the items both runs answered have another gold" in lines[0]
+    assert "--shared-only" in lines[0]
+    doc = compare_runs(runs["old_data"], runs["base"], shared_only=True, mui=False)
+    mine = _row(doc, "mine")
+    assert mine["n"] == N_ITEMS - changed and mine["base_score"] == mine["new_score"]  # the same model on the same items
+    assert any(n.startswith(f"Task mine of Release: {changed} item(s) have another gold answer") for n in doc["notes"])
+    assert _row(doc, "gsm8k")["n"] == 3  # an unchanged task is compared as before
 
 
 @pytest.mark.slow

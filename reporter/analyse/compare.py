@@ -110,25 +110,28 @@ def _pairs(base: _Run, new: _Run, explicit: Sequence[tuple[str, str]]) -> list[t
     return pairs
 
 
-def _items(run: _Run, model: str, task: str) -> dict[str, float]:
-    """A model's item scores on a task from its samples.jsonl, which must be there and hold numeric scores."""
+def _items(run: _Run, model: str, task: str) -> tuple[dict[str, float], dict[str, str]]:
+    """A model's item scores on a task from its samples.jsonl, which must be there and hold numeric scores; and
+    each item's gold answer (as JSON), by which the same id is the same item in both runs.
+    """
     slug = run["results"]["models"][model].get("slug") or slugify(model)
     path = run["rd"].task_dir(slug, task) / SAMPLES
     if not path.is_file():
         raise UserError(f"{path}: missing, so {task} of {model} cannot be compared item by item; rerun `reporter run` "
                         f"on {run['dir']} to rebuild it")
-    out = {}
+    out, gold = {}, {}
     for r in read_samples(path).values():
         score = r.get("score")
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
             raise UserError(f"{path}: item {str(r.get('id'))[:60]!r} has score {json.dumps(score)[:40]}, not a "
                             f"number; rerun `reporter run` on {run['dir']} to rebuild it")
         out[str(r.get("id"))] = float(score)
+        gold[str(r.get("id"))] = json.dumps(r.get("gold"), sort_keys=True)
     n = ((run["results"]["models"][model].get("tasks") or {}).get(task) or {}).get("n")
     if not holds_task(len(out), n):
         raise UserError(f"{path}: holds {len(out)} items where {task} of {model} has {n} (cut after the task "
                         f"finished); rerun `reporter run` on {run['dir']} to rebuild it")
-    return out
+    return out, gold
 
 
 #: what must agree for two MUI values to be compared (not n_layers/d_ff: they describe the model, and a release
@@ -276,11 +279,13 @@ def _lpp(base: _Run, new: _Run, old: str, nw: str) -> LPPDelta:
 
 
 def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
-                 shared_only: bool) -> tuple[list[_Work], dict[str, set[str]]]:
+                 shared_only: bool) -> tuple[list[_Work], dict[str, set[str]], list[str]]:
     """Tasks pair by name and items by id: both runs must have answered the same items (with ``shared_only``, at
-    least one shared item), else the comparison is refused; tasks in one run only are counted, not compared.
+    least one shared item), else the comparison is refused; tasks in one run only are counted, not compared. An id
+    whose gold answer differs between the runs is another item under the same id (the task's data changed): refused
+    too, or with ``shared_only`` left out like an unshared id, with a note.
     """
-    work = []
+    work, notes = [], []
     tasks_only: dict[str, set[str]] = {"base": set(), "new": set()}
     for old, nw in paired:
         b_tasks = base["results"]["models"][old].get("tasks") or {}
@@ -288,7 +293,19 @@ def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
         tasks_only["base"] |= set(b_tasks) - set(n_tasks)
         tasks_only["new"] |= set(n_tasks) - set(b_tasks)
         for task in [t for t in b_tasks if t in n_tasks]:
-            bi, ni = _items(base, old, task), _items(new, nw, task)
+            (bi, b_gold), (ni, n_gold) = _items(base, old, task), _items(new, nw, task)
+            if changed := [i for i in sorted(set(bi) & set(ni)) if b_gold[i] != n_gold[i]]:
+                example = f"{changed[0][:40]!r}: {b_gold[changed[0]][:30]} → {n_gold[changed[0]][:30]}"
+                if not shared_only or len(changed) == len(set(bi) & set(ni)):
+                    raise UserError(
+                        f"{task} of {_who(old, nw)}: {len(changed)} of the items both runs answered have another gold "
+                        f"answer in the new run ({example}): the task's data changed, so the same id is not the same "
+                        "item and no paired test is possible; rerun both with the same data"
+                        + (" or pass --shared-only to compare the unchanged items" if not shared_only
+                           and len(changed) < len(set(bi) & set(ni)) else ""))
+                ni = {i: v for i, v in ni.items() if i not in set(changed)}
+                notes.append(f"Task {task} of {_who(old, nw)}: {len(changed)} item(s) have another gold answer in the "
+                             f"new run (e.g. {example}), so the task's data changed; they are left out (--shared-only).")
             shared = sorted(set(bi) & set(ni))
             if set(bi) != set(ni) and not (shared_only and shared):
                 raise UserError(
@@ -300,7 +317,7 @@ def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
                                 f"{'either run' if not bi and not ni else 'the base run' if not bi else 'the new run'} "
                                 "(its samples.jsonl is missing or empty); rerun `reporter run` on that run directory")
             work.append(_Work(old, nw, task, b_tasks[task], n_tasks[task], bi, ni))
-    return work, tasks_only
+    return work, tasks_only, notes
 
 
 def _settings_notes(base: _Run, new: _Run, work: Sequence[_Work]) -> list[str]:
@@ -433,8 +450,8 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
     base, new = _load(Path(base_dir), "BASE_RUN"), _load(Path(new_dir), "NEW_RUN")
     paired = _pairs(base, new, pairs)
     seed = int((base["results"].get("run") or {}).get("seed") or 0)
-    work, tasks_only = _paired_work(base, new, paired, shared_only)
-    notes = _settings_notes(base, new, work)
+    work, tasks_only, notes = _paired_work(base, new, paired, shared_only)
+    notes += _settings_notes(base, new, work)
     mui_compared = mui and all(set(w.bi) == set(w.ni) for w in work)
     rows_diffs = [_row(base, new, w, seed, mui_compared) for w in work]
     rows = [r for r, _ in rows_diffs]
