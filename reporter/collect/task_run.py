@@ -35,7 +35,8 @@ from ..instrument.hooked_pass import hooked_pass
 from ..metrics.stats import score_ci
 from ..models.generation import fusable_generation, generate, generate_collecting
 from ..scoring import chance_level, get_scorer, majority_answer
-from ..store.atomic import json_ok, read_json, write_json
+from ..store.atomic import read_json, write_json
+from ..store.checked import document_ok
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
 from .collectors import BatchContext, CollectorPlugin, TaskContext, enabled_collectors
@@ -46,9 +47,9 @@ def task_complete(profile: Profile, task_dir: Path) -> bool:
     """Whether the task's summary, its samples and every enabled collector's final artifact are there, whole.
 
     A damaged or truncated artifact (a torn ``samples.jsonl``, an ``.npz`` that fails its checksum,
-    a summary that is not JSON) makes the task incomplete, so a rerun recomputes it.
+    a summary that is not JSON or not what its schema says) makes the task incomplete, so a rerun recomputes it.
     """
-    if not json_ok(task_dir / SUMMARY):
+    if not document_ok(task_dir / SUMMARY, "summary"):
         return False
     n = read_json(task_dir / SUMMARY).get("n")
     if not isinstance(n, int) or len(read_samples(task_dir / SAMPLES)) < n:

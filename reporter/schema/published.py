@@ -303,6 +303,26 @@ def _where(path: Any) -> str:
     return out
 
 
+def _not_finite(doc: Any, path: list[Any]) -> tuple[list[Any], float] | None:
+    """The path and value of the first NaN or infinite number in ``doc``, or None.
+
+    >>> _not_finite({"a": [1.0, {"b": float("nan")}]}, [])
+    (['a', 1, 'b'], nan)
+    """
+    if isinstance(doc, float):
+        return None if doc - doc == 0 else (path, doc)
+    if isinstance(doc, dict):
+        items: Any = doc.items()
+    elif isinstance(doc, list):
+        items = enumerate(doc)
+    else:
+        return None
+    for k, v in items:
+        if (found := _not_finite(v, [*path, k])) is not None:
+            return found
+    return None
+
+
 def check_document(doc: Any, name: str = "results") -> None:
     """Check ``doc`` against the published schema of the document ``name`` with :mod:`jsonschema`.
 
@@ -318,6 +338,9 @@ def check_document(doc: Any, name: str = "results") -> None:
     """
     from jsonschema.exceptions import best_match
 
+    if (bad := _not_finite(doc, [])) is not None:  # NaN passes every bound a schema can state
+        raise _error(_where(bad[0]), f"{bad[1]} is not a number reporter writes (finite values only)",
+                     DOCUMENTS[name][0].rsplit("/", 1)[-1])
     error = best_match(_validator(name).iter_errors(doc))
     if error is None:
         return

@@ -68,7 +68,8 @@ from ...metrics.spectra import (
     robust_pr_er,
     variance_shares,
 )
-from ...store.atomic import json_ok, write_json
+from ...store.atomic import write_json
+from ...store.checked import document_ok
 from ...store.layout import LPP
 from ...tasks.corpora import lpp_corpus
 from .base import CollectorPlugin, register_collector
@@ -358,8 +359,8 @@ class LPPPlugin(CollectorPlugin):
         write_json(model_dir / LPP, run_lpp(lm, profile.lpp))
 
     def model_done(self, profile: Profile, model_dir: Path) -> bool:
-        """Whether ``lpp.json`` reads back whole."""
-        return json_ok(model_dir / LPP)
+        """Whether ``lpp.json`` reads back whole, as its schema says."""
+        return document_ok(model_dir / LPP, "lpp")
 
     def model_cache_key(self, profile: Profile) -> Any:
         """The LPP settings (the corpus, its texts and lengths, the probes): the signature depends on nothing else."""
