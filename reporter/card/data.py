@@ -140,11 +140,12 @@ def _ranks(card: dict[str, Any]) -> None:
                 m.update(rank=r["rank"], rank_low=r["rank_low"], rank_high=r["rank_high"], tier=r["tier"],
                          tied_with=[n for n in tiers.get(m["name"], []) if n != m["name"]])
                 ranked.append(m)
-    else:  # results.json from before analysis.ranking: raw order, trained models only
+    else:  # no analysis.ranking (not analysed, or analysed before rankings): raw order, trained models only;
+        # equal means share a place, since nothing here tests a difference
         ranked = sorted((m for m in card["models"] if m["avg"] is not None and not m["reference"]),
                         key=lambda m: -m["avg"])
         for i, m in enumerate(ranked):
-            m["rank"] = i + 1
+            m["rank"] = ranked[i - 1]["rank"] if i and m["avg"] == ranked[i - 1]["avg"] else i + 1
     refs = [m for m in card["models"] if m["reference"] and m not in ranked and m["avg"] is not None]
     card["ranked"] = ranked + refs + [m for m in card["models"] if m not in ranked and m not in refs]
     card["theoretical_chance"] = next((r["score"] for r in a.get("references") or [] if r["kind"] == "theoretical"),
@@ -213,7 +214,16 @@ def _warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
         if m["status"] == "failed":
             out.append(("high", f"{m['name']} failed to evaluate: {m['error'] or 'no error recorded'}."))
         elif m["status"] in ("partial", "pending"):
-            out.append(("medium", f"{m['name']} is {m['status']}: some tasks are missing, so it has no mean score."))
+            missing = [t for t in card["benchmarks"] if t not in m["tasks"]]
+            out.append(("medium", f"{m['name']} is {m['status']}: " + (
+                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing, so it has no mean score."
+                if missing else "its model.json or smoke.json is missing (an interrupted run, or a file removed): "
+                                "rerun `reporter run` to complete it.")))
+    if card["analysis"] is None:
+        out.append(("medium", "This run has not been analysed (results.json has no analysis section): places are "
+                              "the raw order of mean scores, with no rank intervals, tiers, tests against chance, "
+                              "Utility Law or contamination verdicts; run `reporter analyse` on the run directory "
+                              "to add them."))
     for c in a.get("contamination") or []:
         fired = [k.replace("_", " ") for k, v in c["signals"].items() if isinstance(v, dict) and v.get("fires")]
         if c["severity"] != "none":
@@ -302,6 +312,8 @@ def _majority_levels(card: dict[str, Any]) -> str:
 def _chance_sentence(card: dict[str, Any]) -> str | None:
     bench = card["benchmarks"]
     rows = [(m["name"], m["at_chance_tasks"]) for m in _trained(card) if m["at_chance_tasks"]]
+    if not _trained(card):  # untrained references only: "every trained model" would be a claim about none
+        return None
     if not rows:
         tested = any(c.get("above") is not None for c in (card["analysis"] or {}).get("above_chance") or [])
         return "Every trained model beats chance on every benchmark task." + _majority_levels(card) if tested else None

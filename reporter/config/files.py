@@ -69,12 +69,23 @@ class _DuplicateKey(Exception):
         self.key, self.line, self.first = key, line, first
 
 
+#: keys whose value is a label as written: ``version: 1.10`` is the text "1.10", not the number 1.1 (which would
+#: put 1.10 before 1.9 on a board)
+_LABEL_KEYS = ("version", "release")
+_NUMBER_TAGS = ("tag:yaml.org,2002:float", "tag:yaml.org,2002:int")
+
+
 class _UniqueKeyLoader(_LOADER):  # type: ignore[misc,valid-type]
-    """The safe loader, refusing a key written twice in one mapping (YAML keeps the last one silently)."""
+    """The safe loader, refusing a key written twice in one mapping (YAML keeps the last one silently), and reading
+    an unquoted number under a label key (:data:`_LABEL_KEYS`) as the text written.
+    """
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D102
         seen: dict[tuple[str, str], int] = {}
-        for key_node, _ in node.value:
+        for key_node, value_node in node.value:
+            if (isinstance(key_node, yaml.ScalarNode) and key_node.value in _LABEL_KEYS
+                    and isinstance(value_node, yaml.ScalarNode) and value_node.tag in _NUMBER_TAGS):
+                value_node.tag = "tag:yaml.org,2002:str"
             if isinstance(key_node, yaml.ScalarNode):
                 line = key_node.start_mark.line + 1 if key_node.start_mark else 0
                 if (key_node.tag, key_node.value) in seen:
@@ -86,6 +97,8 @@ class _UniqueKeyLoader(_LOADER):  # type: ignore[misc,valid-type]
 def parse_yaml(text: str, where: str) -> Any:
     """Parse YAML text with the safe C loader, refusing aliases and keys written twice; syntax errors are one line.
 
+    >>> parse_yaml("version: 1.10\\nrate: 1.10\\n", "m.yaml")
+    {'version': '1.10', 'rate': 1.1}
     >>> parse_yaml("models: []\\nmodels: [a]\\n", "m.yaml")
     Traceback (most recent call last):
     reporter.errors.ConfigError: m.yaml: line 2: the key 'models' is written twice (also line 1); keep one

@@ -1,0 +1,75 @@
+"""What the card says where a run is incomplete: no place, warning or verdict it cannot back.
+
+Built from ``tests/data/run2`` (a real run of the packaged SmolLM2 and an untrained model, not analysed), edited the
+way an interrupted run or a removed file leaves it.
+"""
+import copy
+import json
+from pathlib import Path
+
+from reporter.card.data import build_card
+from reporter.card.markdown import markdown_card
+from reporter.config.files import parse_yaml
+
+DATA = Path(__file__).parent / "data"
+
+
+def _load(name="run2"):
+    return (json.loads((DATA / name / "results.json").read_text()),
+            json.loads((DATA / name / "manifest.json").read_text()))
+
+
+def _warnings(card):
+    return [w for _, w in card["warnings"]]
+
+
+def test_an_unanalysed_run_says_so_and_equal_means_share_a_place():
+    results, manifest = _load()
+    assert "analysis" not in results
+    twin = copy.deepcopy(results["models"]["smol"])
+    twin["meta"] = {**twin["meta"], "source_type": "local"}
+    results["models"] = {"smol": results["models"]["smol"], "twin": twin, "tiny": results["models"]["tiny"]}
+    card = build_card(results, manifest)
+    ranks = {m["name"]: m["rank"] for m in card["ranked"] if m["rank"] is not None}
+    assert ranks == {"smol": 1, "twin": 1}  # the same scores: one place, not 1 and 2
+    assert any(w.startswith("This run has not been analysed (results.json has no analysis section)")
+               for w in _warnings(card))
+    analysed, manifest2 = _load("run2-analysed")
+    assert not any("has not been analysed" in w for w in _warnings(build_card(analysed, manifest2)))
+
+
+def test_a_model_missing_its_model_json_is_not_said_to_miss_tasks():
+    """Every task there, model.json removed: "pending", and the warning said "some tasks are missing"."""
+    results, manifest = _load()
+    smol = results["models"]["smol"]
+    smol.pop("meta")
+    smol["status"] = "pending"
+    card = build_card(results, manifest)
+    line = next(w for w in _warnings(card) if w.startswith("smol is pending"))
+    assert "model.json or smoke.json is missing" in line and "tasks" not in line
+    smol["tasks"].pop("gsm8k")
+    smol["status"] = "partial"
+    line = next(w for w in _warnings(build_card(results, manifest)) if w.startswith("smol is partial"))
+    assert line == "smol is partial: gsm8k is missing, so it has no mean score."
+
+
+def test_untrained_references_alone_get_no_verdict_about_trained_models():
+    results, manifest = _load("run2-analysed")
+    results["models"].pop("smol")
+    results["comparisons"] = []
+    results["analysis"]["above_chance"] = [  # the untrained reference, tested (a run of references only has these)
+        {"model": "tiny", "task": "arc_easy", "reference": True, "chance": 0.25, "n": 3, "score": 0.0, "p": 1.0,
+         "test": "binomial-exact-one-sided", "above": False, "baseline": 0.25, "baseline_kind": "chance"}]
+    card = build_card(results, manifest)
+    assert card["summary"]["chance"] is None  # "every trained model beats chance" of no trained model
+    assert card["summary"]["n_trained"] == 0
+    text = markdown_card(card)
+    assert "The run has no evaluated trained model (only untrained references" in text
+    assert "No trained model finished every benchmark task" not in text and "Every trained model" not in text
+
+
+def test_an_unquoted_version_keeps_the_text_written():
+    """`version: 1.10` was the number 1.1: a board put "1.10" before "1.9" and labelled it 1.1."""
+    data = parse_yaml("models:\n  - {name: A, source: random:llama, version: 1.10, release: 2}\n", "m.yaml")
+    assert data["models"][0]["version"] == "1.10" and data["models"][0]["release"] == "2"
+    assert parse_yaml("seed: 1.10\n", "m.yaml") == {"seed": 1.1}  # only labels keep their text
