@@ -263,6 +263,26 @@ def test_a_history_whose_inputs_did_not_change_keeps_its_page(site, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_rebuild_with_fewer_runs_leaves_no_page_of_the_old_ones(runs, tmp_path):
+    """The site is copied to a host as it is: pages of runs, rows and histories the board no longer has must go
+    (a review found an old run's cards and model pages still there), and a user's own file stays."""
+    out = tmp_path / "site"
+    r = CliRunner().invoke(main, ["board", str(runs["r1"]), str(runs["r2"]), str(runs["r3"]), "-o", str(out),
+                                  "--resamples", "200"])
+    assert r.exit_code == 0, r.output
+    (out / "models" / "notes.txt").write_text("mine")
+    before = {p.relative_to(out) for p in out.rglob("*.html")}
+    r = CliRunner().invoke(main, ["board", str(runs["r1"]), "-o", str(out), "--resamples", "200"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "board.json").read_text())
+    pages = {p.relative_to(out) for p in out.rglob("*.html")}
+    assert {p.parent.name for p in out.glob("runs/*/card.html")} == {run["label"] for run in doc["runs"]}
+    assert {p.name for p in out.glob("models/*.html")} == {f"{row['slug']}.html" for row in doc["rows"]}
+    assert {p.name for p in out.glob("history/*.html")} == {f"{h['slug']}.html" for h in doc["history"]}
+    assert len(pages) < len(before) and (out / "models" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.slow
 def test_different_mui_settings_show_no_mui_with_the_reason(runs, tmp_path):
     other = tmp_path / "other-mui"
     shutil.copytree(runs["r3"], other)

@@ -193,6 +193,16 @@ def test_truncated_samples_and_a_damaged_npz_are_recomputed(finished, tmp_path):
     assert _models_section(w / "run" / "results.json") == _models_section(finished / "run" / "results.json")
 
 
+def test_a_removed_neurons_file_is_named_not_silently_dropped(finished, tmp_path):
+    """MUI measured, its neurons.npz deleted: diversity and the core set left the model out without a word."""
+    w = _copy(finished, tmp_path)
+    (w / "run" / "models" / "tiny" / "tasks" / "arc_easy" / "neurons.npz").unlink()
+    assert _run("analyse", str(w / "run")).exit_code == 0
+    notes = json.loads((w / "run" / "results.json").read_text())["analysis"]["notes"]
+    assert "tiny / arc_easy: neurons.npz is missing although MUI was measured; diversity and the core set leave the " \
+           "task out (rerun `reporter run` to recompute it)" in notes
+
+
 def test_a_summary_that_is_no_json_object_and_a_damaged_work_record_are_recomputed(finished, tmp_path):
     """A summary.json holding a JSON list, a model_work.json that is not JSON: analyse names the damaged summary in
     one line (it was a TypeError traceback), and a rerun recomputes it and rewrites the record (every rerun stopped

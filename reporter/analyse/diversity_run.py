@@ -54,6 +54,9 @@ def diversity_from_artifacts(results: dict, rd: RunDir, per_item: PerItem, seed:
             if path.is_file() and not ragged_ok(path):
                 notes.append(f"{name} / {task}: {path.name} is damaged; diversity leaves the task out "
                              "(rerun `reporter run` to recompute it)")
+            elif not path.is_file() and (e["tasks"][task] or {}).get("mui") is not None:  # measured, then removed
+                notes.append(f"{name} / {task}: {path.name} is missing although MUI was measured; diversity and "
+                             "the core set leave the task out (rerun `reporter run` to recompute it)")
             elif path.is_file():
                 ids, sets, _ = load_neuron_sets(path)
                 sets_by_task[task], ids_by_task[task] = sets, ids

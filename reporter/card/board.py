@@ -227,7 +227,26 @@ def write_board(doc: dict[str, Any], out_dir: str | Path) -> dict[str, Path]:
             write_bytes(stamp, digest.encode())
         except (OSError, UserError):
             pass
+    _remove_stale(root, doc)
     return out
+
+
+def _remove_stale(root: Path, doc: dict[str, Any]) -> None:
+    """Remove what an earlier build of this board wrote for runs, rows and histories it no longer has: the site is
+    copied to a host as it is, and an old page would go with it. Only the board's own files: ``runs/<label>/``
+    directories it stamped, and the ``.html`` pages of ``models/`` and ``history/``.
+    """
+    labels = {r["label"] for r in doc["runs"]}
+    keep = {"models": {f"{r['slug']}.html" for r in doc["rows"]},
+            "history": {f"{h['slug']}.html" for h in doc["history"]}}
+    for d in (root / "runs").glob("*"):
+        if d.is_dir() and d.name not in labels and (d / ".digest").is_file():
+            shutil.rmtree(d)
+    for folder, names in keep.items():
+        for page in (root / folder).glob("*.html"):
+            if page.name not in names:
+                page.unlink()
+                (root / ".cache" / "pages" / f"{page.stem}.sha256").unlink(missing_ok=True)
 
 
 def code_stamp() -> str:
