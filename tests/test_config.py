@@ -105,6 +105,9 @@ BAD = [
     ("- {name: a, source: 'random:llama', random: {hidden: 64, heads: 4, kv_heads: 3}}\n",  # silently 4 before
      "models[0].random: heads (4) must be divisible by kv_heads (3); e.g. kv_heads 1, 2 or 4"),
     ("models:\n  - {name: a, source: 'random:llama'}\noutput: ''\n", "output: is blank"),  # the working directory
+    ("- {name: a, source: 'random:llama', random: {vocab: 100}}\n",  # failed only when loading
+     "models[0].random: vocab (100) is smaller than the 49152 tokens of its tokenizer "
+     "(packaged:smollm2-135m-instruct); leave vocab out or give at least 49152"),
 ]
 
 
@@ -117,6 +120,16 @@ def test_bad_yaml_is_one_clear_line_and_exit_2(tiny_yaml, text, fragment):
     assert str(p) in out  # the file is named
     assert "Traceback" not in out
     assert all(line.startswith(f"error: {p}: ") for line in out.strip().splitlines())
+
+
+def test_a_vocab_smaller_than_a_tokenizer_directory_is_refused_before_loading(tiny_yaml):
+    from .conftest import small_tokenizer_dir
+
+    tok = small_tokenizer_dir()  # 2048 tokens, read from its tokenizer.json
+    code, out = validate(tiny_yaml(f"- {{name: a, source: 'random:llama', random: {{vocab: 2000, tokenizer: {tok}}}}}\n"))
+    assert code == 2 and f"models[0].random: vocab (2000) is smaller than the 2048 tokens of its tokenizer ({tok})" in out
+    code, out = validate(tiny_yaml(f"- {{name: a, source: 'random:llama', random: {{vocab: 2048, tokenizer: {tok}}}}}\n"))
+    assert code == 0, out
 
 
 def test_every_problem_is_reported_at_once(tiny_yaml):

@@ -12,6 +12,7 @@ reporter.errors.ConfigError: m.yaml: models[0].source: unknown architecture 'lam
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ..config.models import DEVICE_CHECKS, RANDOM_CHECKS, SOURCE_CHECKS
@@ -106,6 +107,41 @@ def check_random_shape(arch: str, sizes: dict[str, Any]) -> str | None:
         listed = ", ".join(map(str, divisors[:-1])) + f" or {divisors[-1]}" if len(divisors) > 1 else str(heads)
         return f"heads ({heads}) must be divisible by kv_heads ({sizes['kv_heads']}); e.g. kv_heads {listed}"
     return None
+
+
+@RANDOM_CHECKS.register("vocab")
+def check_random_vocab(arch: str, sizes: dict[str, Any]) -> str | None:
+    """``random.vocab`` must hold every token of the tokenizer the model borrows (a packaged one's size is known; a
+    tokenizer directory's is read from its ``tokenizer.json``): a smaller one failed only after loading.
+
+    >>> check_random_vocab("llama", {"vocab": 100})
+    'vocab (100) is smaller than the 49152 tokens of its tokenizer (packaged:smollm2-135m-instruct); leave vocab out or give at least 49152'
+    >>> check_random_vocab("llama", {"vocab": 50000}) is None
+    True
+    """
+    if arch not in RANDOM_ARCHS or "vocab" not in sizes:
+        return None
+    tok = sizes.get("tokenizer") or f"packaged:{RANDOM_ARCHS[arch].tokenizer}"
+    n = _VOCAB.get(tok.removeprefix("packaged:")) if tok.startswith("packaged:") else _tokenizer_size(tok)
+    if n is None or sizes["vocab"] >= n:
+        return None
+    return (f"vocab ({sizes['vocab']}) is smaller than the {n} tokens of its tokenizer ({tok}); leave vocab out or "
+            f"give at least {n}")
+
+
+def _tokenizer_size(folder: str) -> int | None:
+    """The number of token ids a tokenizer directory's ``tokenizer.json`` defines (its vocabulary and added tokens),
+    or None where it has none or it cannot be read (then the load checks)."""
+    import json
+
+    try:
+        data = json.loads((Path(folder) / "tokenizer.json").read_text(encoding="utf-8"))
+        vocab = data["model"]["vocab"]
+        ids = set(vocab.values()) if isinstance(vocab, dict) else set(range(len(vocab)))
+        ids |= {int(t["id"]) for t in data.get("added_tokens") or []}
+        return len(ids)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @RANDOM_CHECKS.register("memory")
