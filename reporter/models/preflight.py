@@ -131,7 +131,8 @@ def check_random_vocab(arch: str, sizes: dict[str, Any]) -> str | None:
 
 def _tokenizer_size(folder: str) -> int | None:
     """The number of token ids a tokenizer directory's ``tokenizer.json`` defines (its vocabulary and added tokens),
-    or None where it has none or it cannot be read (then the load checks)."""
+    or None where it has none or it cannot be read (then the load checks).
+    """
     import json
 
     try:
