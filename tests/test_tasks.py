@@ -178,6 +178,12 @@ def test_max_new_tokens_beyond_any_context_is_refused(tmp_path):
             load_profile(str(tmp_path / "p.yaml"))
     (tmp_path / "p.yaml").write_text("tasks: [{name: gsm8k, max_new_tokens: 131072}]\n")
     assert load_profile(str(tmp_path / "p.yaml")).tasks[0].max_new_tokens == 131072
+    # lm-eval's own name for it, through the task's config overrides, is held to the same bound
+    (tmp_path / "p.yaml").write_text("tasks: [{lm_eval: gsm8k, lm_eval_config: {generation_kwargs: "
+                                     "{max_gen_toks: 100000000}}}]\n")
+    with pytest.raises(UserError, match=r"tasks\[0\]\.lm_eval_config\.generation_kwargs\.max_gen_toks: 100000000 is "
+                                        r"more than any model's context"):
+        load_profile(str(tmp_path / "p.yaml"))
 
 
 def test_an_lpp_corpus_file_that_does_not_exist_is_refused_by_validation(tmp_path, monkeypatch):

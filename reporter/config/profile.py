@@ -338,7 +338,7 @@ def _int(p: Problems, key: str, v: Any, minimum: int, bounded: bool = True) -> i
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         p.add(key, f"must be a {'non-negative' if minimum == 0 else 'positive'} integer, got {short(v)}")
         return None
-    if bounded and key.endswith(".max_new_tokens") and v > MAX_NEW_TOKENS:
+    if bounded and key.endswith((".max_new_tokens", ".max_gen_toks")) and v > MAX_NEW_TOKENS:
         p.add(key, f"{v} is more than any model's context; use at most {MAX_NEW_TOKENS}")
         return None
     return v
@@ -622,8 +622,11 @@ def _lm_eval_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str]
                 if key not in CONFIG_OVERRIDES:
                     p.add(f"{k}.lm_eval_config.{key}", unknown_name("key", str(key), CONFIG_OVERRIDES,
                                                                     listing="fields a profile may override"))
-            if "generation_kwargs" in overrides and not isinstance(overrides["generation_kwargs"], dict):
+            gen = overrides.get("generation_kwargs")
+            if "generation_kwargs" in overrides and not isinstance(gen, dict):
                 p.add(f"{k}.lm_eval_config.generation_kwargs", "must be a mapping")
+            elif isinstance(gen, dict) and "max_gen_toks" in gen:  # lm-eval's own max_new_tokens: the same bound
+                _int(p, f"{k}.lm_eval_config.generation_kwargs.max_gen_toks", gen["max_gen_toks"], 1)
     if "name" in t and not (isinstance(t["name"], str) and t["name"].strip()):
         p.add(f"{k}.name", f"must be a non-empty string, got {short(t['name'])}")
     items = None
