@@ -78,12 +78,17 @@ def parse_pairs(specs: Iterable[str]) -> list[tuple[str, str]]:
 
     >>> parse_pairs(["SmolLM2 v1=SmolLM2 v2"])
     [('SmolLM2 v1', 'SmolLM2 v2')]
+    >>> parse_pairs(["a=b", "a = b"])
+    Traceback (most recent call last):
+    reporter.errors.UserError: --pair 'a = b': given twice; give each pair once
     """
-    out = []
+    out: list[tuple[str, str]] = []
     for spec in specs:
         old, sep, new = spec.partition("=")
         if not sep or not old.strip() or not new.strip():
             raise UserError(f"--pair '{spec}': expected OLD=NEW, a model name of the base run, '=', one of the new run")
+        if (old.strip(), new.strip()) in out:  # its tests would count twice in the Holm family
+            raise UserError(f"--pair '{spec}': given twice; give each pair once")
         out.append((old.strip(), new.strip()))
     return out
 
