@@ -436,8 +436,15 @@ def test_one_models_directory_that_cannot_be_written_is_that_models_failure_alon
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     assert [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")] and "model 'b'" in r.stderr
     res = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert {n: m["status"] for n, m in res["models"].items()} == {"a": "complete", "b": "pending", "c": "complete"}
-    assert (tmp_path / "run" / "card.md").is_file()
+    # b is "failed" with its reason (it was "pending", as if not yet run), and the card says so
+    assert {n: m["status"] for n, m in res["models"].items()} == {"a": "complete", "b": "failed", "c": "complete"}
+    assert res["models"]["b"]["error"].startswith("model 'b': failed with NotADirectoryError")
+    assert "b failed to evaluate: model 'b': failed with NotADirectoryError" in (tmp_path / "run" / "card.md").read_text()
+    (tmp_path / "run" / "models" / "b").unlink()  # unblocked: the rerun measures b, and its old failure goes
+    r = _invoke("run", str(p), "-o", str(tmp_path / "run"), "--no-progress", "--format", "md")
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert {n: m["status"] for n, m in res["models"].items()} == {"a": "complete", "b": "complete", "c": "complete"}
 
 
 _BLOCK = """

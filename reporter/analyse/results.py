@@ -107,7 +107,8 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
                 if (scores := item_scores(tdir / SAMPLES, summary.get("n"))) is not None:  # not a cut file's items
                     per_item.setdefault(m["name"], {})[t.name] = scores
         entry["tasks"] = tasks
-        err = read_json(rd.model_dir(slug) / ERROR)
+        err = read_json(rd.model_dir(slug) / ERROR) if rd.model_dir(slug).is_dir() else None
+        err = err or read_json(rd.failure_note(slug))  # its own directory could not be written
         if err is not None:
             entry["status"] = "failed"
             entry["error"] = err.get("error")

@@ -132,8 +132,11 @@ def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[st
     except OSError as write_error:
         if _stops_every_model(write_error, root):  # a full disk, or a run directory that cannot be written
             raise write_error from e  # the one line of the environment, not the model's own exception
-        # only this model's directory cannot be written: its failure alone, and the others run
+        # only this model's directory cannot be written: its failure alone, and the others run; its reason goes
+        # beside the directory, for its status
         line = f"{line.split(' (the traceback is in ')[0]} ({_first_line(write_error)})"
+        with contextlib.suppress(OSError, UserError):
+            write_json(RunDir(root).failure_note(spec.slug), {"error": line})
     log(f"{spec.name}: FAILED (the reason is listed at the end)")
     return [line]
 
@@ -166,6 +169,7 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
     elif model_done(rd, spec, profile) and not _other_weights(spec, mdir, source_identity(spec, cfg.seed)):
         log(f"{spec.name}: already complete in {mdir}, skipping")
         return []
+    rd.failure_note(spec.slug).unlink(missing_ok=True)
     (mdir / ERROR).unlink(missing_ok=True)
     try:
         lm = loaded if loaded is not None else load_model(spec, run_device=cfg.device, run_dtype=cfg.dtype,

@@ -116,6 +116,12 @@ class RunDir:
         """``models/<slug>`` of a model name (or of a slug: slugs are their own slug)."""
         return self.root / "models" / slugify(model)
 
+    def failure_note(self, model: str) -> Path:
+        """``models/.<slug>.error.json``: a model's failure where its own directory cannot be written (a file in
+        its place, made read-only), so that its status is "failed" with its reason, not "pending".
+        """
+        return self.root / "models" / f".{slugify(model)}.error.json"
+
     def task_dir(self, model: str, task: str) -> Path:
         """``models/<slug>/tasks/<task slug>``."""
         return self.model_dir(model) / "tasks" / slugify(task)
