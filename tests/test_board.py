@@ -167,6 +167,10 @@ def test_version_history_marks_the_regression(runs, site):
     page = (site["dir"] / "history" / "Release.html").read_text()
     assert re.search(r'<tr class="sig"><td>mine</td>.*?<td class="status">regression</td>', page, re.S)
     assert 'data-chart="scores"' in page and 'data-chart="mui"' in page
+    # the method the step used, as recorded: right/wrong scores, McNemar (it said "Wilcoxon" and "bootstrap" for all)
+    assert row["test"] == "mcnemar-exact" and row["ci_method"] == "mcnemar-compatible-exact"
+    method = page.split("Each step is the paired comparison")[1].split("</p>")[0]
+    assert "McNemar&#39;s exact test" in method and "Wilcoxon" not in method and "bootstrap" not in method
 
 
 def test_the_same_weights_evaluated_otherwise_are_not_called_a_new_version(runs, tmp_path):

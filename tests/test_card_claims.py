@@ -51,6 +51,12 @@ def test_a_model_missing_its_model_json_is_not_said_to_miss_tasks():
     smol["status"] = "partial"
     line = next(w for w in _warnings(build_card(results, manifest)) if w.startswith("smol is partial"))
     assert line == "smol is partial: gsm8k is missing, so it has no mean score."
+    # only a probe missing (another model ran it): named, and no claim about the mean or about model.json
+    results, manifest = _load()
+    results["models"]["tiny"]["tasks"]["spc"] = dict(results["models"]["tiny"]["tasks"]["arc_easy"], task="spc")
+    results["models"]["smol"]["status"] = "partial"
+    line = next(w for w in _warnings(build_card(results, manifest)) if w.startswith("smol is partial"))
+    assert line == "smol is partial: spc is missing."
 
 
 def test_untrained_references_alone_get_no_verdict_about_trained_models():
@@ -73,3 +79,14 @@ def test_an_unquoted_version_keeps_the_text_written():
     data = parse_yaml("models:\n  - {name: A, source: random:llama, version: 1.10, release: 2}\n", "m.yaml")
     assert data["models"][0]["version"] == "1.10" and data["models"][0]["release"] == "2"
     assert parse_yaml("seed: 1.10\n", "m.yaml") == {"seed": 1.1}  # only labels keep their text
+
+
+def test_a_run_without_comparisons_describes_no_pairwise_method():
+    """One model: no comparison, and card.md said "pairwise tests: , with the 95% interval , Holm-adjusted"."""
+    results, manifest = _load()
+    results["models"].pop("tiny")
+    results["comparisons"] = []
+    text = markdown_card(build_card(results, manifest))
+    assert "pairwise tests" not in text and "interval ," not in text
+    results, manifest = _load()
+    assert "pairwise tests: McNemar's exact test, with the 95% interval" in markdown_card(build_card(results, manifest))

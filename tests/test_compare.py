@@ -169,6 +169,16 @@ def test_the_same_ids_with_other_gold_answers_are_refused_or_left_out(runs):
     assert mine["n"] == N_ITEMS - changed and mine["base_score"] == mine["new_score"]  # the same model on the same items
     assert any(n.startswith(f"Task mine of Release: {changed} item(s) have another gold answer") for n in doc["notes"])
     assert _row(doc, "gsm8k")["n"] == 3  # an unchanged task is compared as before
+    # every shared item changed on one task: with --shared-only that task is left out, not the whole comparison
+    old_gold = runs["root"] / "all-changed"
+    shutil.copytree(runs["old_data"], old_gold)
+    samples = old_gold / "models/Release/tasks/mine/samples.jsonl"
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    samples.write_text("".join(json.dumps({**r, "gold": "Z"}) + "\n" for r in rows))
+    doc = compare_runs(old_gold, runs["base"], shared_only=True, mui=False)
+    assert [r["task"] for r in doc["rows"]] == ["gsm8k"]
+    assert any(n.startswith("Task mine of Release: every item both runs answered has another gold answer")
+               for n in doc["notes"])
 
 
 @pytest.mark.slow

@@ -193,6 +193,28 @@ def test_truncated_samples_and_a_damaged_npz_are_recomputed(finished, tmp_path):
     assert _models_section(w / "run" / "results.json") == _models_section(finished / "run" / "results.json")
 
 
+def test_nan_where_reporter_writes_it_is_kept_and_where_it_never_does_is_refused(finished, tmp_path):
+    """LPP writes NaN on purpose (the entropy of a prefix a short text does not reach): such an lpp.json is whole,
+    and results.json carries it (a review found every resume recomputing it, and analyse refusing the run). A NaN
+    score in results.json is refused by render in one line (the card showed "—" beside its interval)."""
+    from reporter.analyse.results import write_results
+    from reporter.store.checked import document_ok
+
+    w = _copy(finished, tmp_path)
+    lpp = w / "run" / "models" / "tiny" / "lpp.json"
+    lpp.write_text(json.dumps({"entropy_floor": 1.5, "participation_ratio": 2.0, "effective_rank": 3.0,
+                               "per_prefix": [{"m": 8, "entropy": float("nan")}]}))
+    assert document_ok(lpp, "lpp")
+    entropy = write_results(w / "run")["models"]["tiny"]["lpp"]["per_prefix"][0]["entropy"]
+    assert entropy != entropy  # NaN, kept
+    res = json.loads((w / "run" / "results.json").read_text())
+    res["models"]["tiny"]["tasks"]["arc_easy"]["score"] = float("nan")
+    (w / "run" / "results.json").write_text(json.dumps(res))
+    line = _one_error(_run("render", str(w / "run"), "--format", "md"))
+    assert f"{w / 'run' / 'results.json'}: models.tiny.tasks.arc_easy.score: nan is not a number reporter writes" \
+        in line, line
+
+
 def test_a_removed_neurons_file_is_named_not_silently_dropped(finished, tmp_path):
     """MUI measured, its neurons.npz deleted: diversity and the core set left the model out without a word."""
     w = _copy(finished, tmp_path)

@@ -81,6 +81,6 @@ def _compare(compare_runs: Any, a: dict[str, Any], b: dict[str, Any]) -> dict[st
     if doc is None:
         return {"compared": False, "reason": why, "rows": []}
     keep = ("task", "status", "significant", "delta", "ci_low", "ci_high", "p_holm", "n", "n_regressed", "n_improved",
-            "base_score", "new_score")
+            "base_score", "new_score", "test", "ci_method")  # the page says which test and interval each used
     return {"compared": True, "reason": None, "family": doc.get("family"),
             "rows": [{k: r.get(k) for k in keep} | {"mui": r.get("mui")} for r in doc["rows"] if not is_probe(r["task"])]}

@@ -301,14 +301,20 @@ def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
             (bi, b_gold), (ni, n_gold) = _items(base, old, task), _items(new, nw, task)
             if changed := [i for i in sorted(set(bi) & set(ni)) if b_gold[i] != n_gold[i]]:
                 example = f"{changed[0][:40]!r}: {b_gold[changed[0]][:30]} → {n_gold[changed[0]][:30]}"
-                if not shared_only or len(changed) == len(set(bi) & set(ni)):
+                if shared_only and len(changed) == len(set(bi) & set(ni)):  # nothing unchanged: the task goes
+                    notes.append(f"Task {task} of {_who(old, nw)}: every item both runs answered has another gold "
+                                 f"answer in the new run (e.g. {example}); the task's data changed, so it is not "
+                                 "compared (--shared-only).")
+                    continue
+                if not shared_only:
                     raise UserError(
                         f"{task} of {_who(old, nw)}: {len(changed)} of the items both runs answered have another gold "
                         f"answer in the new run ({example}): the task's data changed, so the same id is not the same "
                         "item and no paired test is possible; rerun both with the same data"
-                        + (" or pass --shared-only to compare the unchanged items" if not shared_only
-                           and len(changed) < len(set(bi) & set(ni)) else ""))
-                ni = {i: v for i, v in ni.items() if i not in set(changed)}
+                        + (" or pass --shared-only to compare the unchanged items"
+                           if len(changed) < len(set(bi) & set(ni)) else ""))
+                gone = set(changed)
+                ni = {i: v for i, v in ni.items() if i not in gone}
                 notes.append(f"Task {task} of {_who(old, nw)}: {len(changed)} item(s) have another gold answer in the "
                              f"new run (e.g. {example}), so the task's data changed; they are left out (--shared-only).")
             shared = sorted(set(bi) & set(ni))

@@ -214,9 +214,13 @@ def _warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
         if m["status"] == "failed":
             out.append(("high", f"{m['name']} failed to evaluate: {m['error'] or 'no error recorded'}."))
         elif m["status"] in ("partial", "pending"):
-            missing = [t for t in card["benchmarks"] if t not in m["tasks"]]
+            planned = [t["name"] for t in (card["manifest"].get("resolved", {}).get("profile") or {}).get("tasks", [])
+                       if isinstance(t, dict)]
+            missing = [t for t in dict.fromkeys(planned + card["benchmarks"] + card["probes"]) if t not in m["tasks"]]
+            no_mean = any(not is_probe(t) for t in missing)
             out.append(("medium", f"{m['name']} is {m['status']}: " + (
-                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing, so it has no mean score."
+                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
+                + (", so it has no mean score." if no_mean else ".")
                 if missing else "its model.json or smoke.json is missing (an interrupted run, or a file removed): "
                                 "rerun `reporter run` to complete it.")))
     if card["analysis"] is None:

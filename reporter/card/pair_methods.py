@@ -70,7 +70,7 @@ def pair_methods(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     for a sentence's parentheses); ``explained`` (a sentence per kind present: its test and interval, explained, for
     the methods); ``agree``
     (every interval excludes 0 exactly where its unadjusted test rejects); ``caveat`` (where one does not: a
-    sentence, else empty).
+    sentence, else empty). No rows: the methods this code uses.
 
     >>> m = pair_methods([{"test": "sign-flip", "method": "sign-flip-exact"},
     ...                   {"test": "mcnemar-exact", "method": "mcnemar-compatible-exact"}])
@@ -78,6 +78,9 @@ def pair_methods(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     (True, True)
     """
     kinds: dict[str, str | None] = {"binary": None, "partial": None}
+    rows = list(rows)
+    if not rows:  # nothing recorded (no step compared yet): what this code computes
+        kinds = {"binary": "exact", "partial": SIGN_FLIP}
     for r in rows:
         scores, kind = _kind(r)
         if kinds[scores] in (None, kind):

@@ -3,8 +3,11 @@
 Two models score the same ``n`` items with partial credit (any score, not only right/wrong); ``d`` are the per-item
 differences. If the two models are interchangeable, each ``d_i`` is as likely to have come out as ``-d_i``: the
 test compares the observed mean of ``d`` with the means of its ``2^n`` sign-flipped copies (Fisher 1935's
-randomisation test; the paired "approximate randomisation" test of NLP evaluation). Unlike the Wilcoxon signed-rank
-test it tests the mean, the number the card reports, so a significant difference always goes the way the mean does.
+randomisation test; the paired "approximate randomisation" test of NLP evaluation). Its statistic is the mean, the
+number the card reports, so a significant difference always goes the way the mean does (the Wilcoxon signed-rank
+test's ranks could point the other way). Its null is that the two models are interchangeable, each difference
+symmetric about 0: as a test of the mean alone it assumes that symmetry (skewed differences with mean 0 make it reject
+too often at small n; ``benchmarks/paired_partial_credit.py``).
 Items the two score alike (``d_i = 0``) do not move any arrangement's mean: the test is the same on the ``m``
 non-zero differences alone.
 

@@ -19,7 +19,7 @@ from ..config import Profile, RunConfig, check_sae
 from ..errors import UserError
 from ..installed import make_writable_dir
 from ..store.atomic import read_json, write_json
-from ..store.layout import RunDir, slugify
+from ..store.layout import RunDir, legacy_slug, slugify
 from ..store.lock import run_lock
 from .data_check import check_user_data
 from .executors import get_executor
@@ -91,8 +91,9 @@ def _clear_models(rd: RunDir, cfg: RunConfig) -> None:
     attempt makes it that model's failure.
     """
     for spec in cfg.models:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(rd.model_dir(spec.slug))
+        for slug in dict.fromkeys((spec.slug, legacy_slug(spec.name))):  # a run made before non-ASCII names' hash
+            with contextlib.suppress(OSError):
+                shutil.rmtree(rd.model_dir(slug))
 
 
 def create_run_dir(root: Path) -> None:

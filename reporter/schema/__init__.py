@@ -26,4 +26,5 @@ from .documents import SCHEMA_VERSION as SCHEMA_VERSION
 from .documents import is_untrained as is_untrained
 from .published import check_document as check_document
 from .published import json_schema as json_schema
+from .published import not_finite as not_finite
 from .tables import markdown as markdown

@@ -323,6 +323,37 @@ def _not_finite(doc: Any, path: list[Any]) -> tuple[list[Any], float] | None:
     return None
 
 
+#: where a NaN or an infinity is never what reporter wrote: whole documents, and results.json's parts that hold
+#: them (scores and their intervals, the paired comparisons). An LPP profile may hold NaN on purpose (the entropy
+#: of a prefix a short text does not reach, the participation ratio of states without variance).
+_FINITE_DOCUMENTS = ("summary", "model", "smoke", "validation")
+
+
+def not_finite(doc: Any, name: str = "results") -> None:
+    """Raise :class:`~reporter.errors.SchemaError` at the first NaN or infinite number where reporter never writes
+    one (:data:`_FINITE_DOCUMENTS`; in results.json its task entries and comparisons): NaN passes every bound a
+    schema can state.
+
+    >>> not_finite({"models": {"m": {"lpp": {"entropy": float("nan")}, "tasks": {}}}})  # LPP's NaN is its own
+    >>> not_finite({"models": {"m": {"tasks": {"t": {"score": float("nan")}}}}})
+    Traceback (most recent call last):
+    reporter.errors.SchemaError: results.json: models.m.tasks.t.score: nan is not a number reporter writes (finite values only)
+    """
+    if name in _FINITE_DOCUMENTS:
+        parts: list[tuple[list[Any], Any]] = [([], doc)]
+    elif name == "results" and isinstance(doc, dict):
+        models = doc.get("models")
+        parts = [(["models", m, "tasks"], e.get("tasks")) for m, e in (models if isinstance(models, dict) else {}).items()
+                 if isinstance(e, dict)]
+        parts.append((["comparisons"], doc.get("comparisons")))
+    else:
+        return
+    for path, part in parts:
+        if (bad := _not_finite(part, path)) is not None:
+            raise _error(_where(bad[0]), f"{bad[1]} is not a number reporter writes (finite values only)",
+                         DOCUMENTS[name][0].rsplit("/", 1)[-1])
+
+
 def check_document(doc: Any, name: str = "results") -> None:
     """Check ``doc`` against the published schema of the document ``name`` with :mod:`jsonschema`.
 
@@ -338,9 +369,7 @@ def check_document(doc: Any, name: str = "results") -> None:
     """
     from jsonschema.exceptions import best_match
 
-    if (bad := _not_finite(doc, [])) is not None:  # NaN passes every bound a schema can state
-        raise _error(_where(bad[0]), f"{bad[1]} is not a number reporter writes (finite values only)",
-                     DOCUMENTS[name][0].rsplit("/", 1)[-1])
+    not_finite(doc, name)
     error = best_match(_validator(name).iter_errors(doc))
     if error is None:
         return

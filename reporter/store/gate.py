@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaError, UserError
-from ..schema import SCHEMA_VERSION, Results, validate
+from ..schema import SCHEMA_VERSION, Results, not_finite, validate
 from .atomic import read_json
 from .layout import RunDir, slugify
 from .lock import LOCK
@@ -102,6 +102,10 @@ def open_run(run_dir: str | Path, command: str, *, manifest: bool = True, result
             raise UserError(f"{rd.results}: no results.json; run `reporter run` (or `reporter analyse {root}`) first")
         check_version(res, str(rd.results))
         view.results = validate(res, Results, document=str(rd.results))
+        try:  # a NaN score passes every bound: the card showed "—" beside its interval, a board wrote NaN
+            not_finite(view.results)
+        except SchemaError as e:
+            raise SchemaError(str(e).replace("results.json: ", f"{rd.results}: ", 1)) from None
         for name, m in (view.results.get("models") or {}).items():
             slug = m.get("slug")
             if slug is not None and slug != slugify(slug):  # a slug names files: a hand-edited one could escape
