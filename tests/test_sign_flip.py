@@ -190,3 +190,18 @@ def test_a_partial_credit_comparison_uses_it_and_its_direction_is_the_means():
     assert (c.p_value, c.ci_low, c.ci_high, c.method) == (ref.p_value, ref.low, ref.high, "sign-flip-monte-carlo")
     shuffled = dict(sorted(a.items(), key=lambda kv: rng.random()))
     assert paired_comparison("a", shuffled, "b", b, task="t", seed=9) == c
+
+
+def test_the_benchmark_script_runs_and_the_shipped_interval_never_disagrees(capsys, monkeypatch):
+    """``benchmarks/paired_partial_credit.py`` (figures in RESULTS.md), at 3 draws a row: it must keep running."""
+    import json as _json
+    import sys
+
+    from .conftest import benchmark_script
+
+    bench = benchmark_script("paired_partial_credit")
+    monkeypatch.setattr(sys, "argv", ["paired_partial_credit.py", "--reps", "3"])
+    bench.main()
+    doc = _json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = [r for r in doc["rows"] if r["method"] == "melded"]
+    assert len(rows) == len(bench.SCENARIOS) and all(r["disagreement"] == 0 for r in rows)
