@@ -37,10 +37,14 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise _Terminated(signum)
 
 
-def _interrupted(e: BaseException | None = None, command: str = "run", force: bool = False) -> NoReturn:
-    """The line an interrupted command ends with: what is kept, and how to go on."""
-    if command == "run":
-        how = ("rerun it without --force to resume (with --force it would start over)" if force
+def _interrupted(e: BaseException | None = None, command: str = "run", forced: bool | None = None) -> NoReturn:
+    """The line an interrupted command ends with: what is kept, and how to go on. ``forced``: a ``--force`` run that
+    had begun (True: its manifest is written) or not yet (False); None: not forced.
+    """
+    if command == "run" and forced is False:
+        line = "interrupted before the forced run began: the run directory is as it was; rerun the same command"
+    elif command == "run":
+        how = ("rerun it without --force to resume (with --force it would start over)" if forced
                else "rerun the same command to resume")
         line = f"interrupted: finished work is saved in the run directory; {how}"
     elif command in ("board", "compare"):
@@ -71,7 +75,7 @@ def _boundary(command: _F) -> _F:
         except UserError as e:
             _fail(e)
         except KeyboardInterrupt as e:
-            _interrupted(e, command.__name__, bool(kwargs.get("force")))
+            _interrupted(e, command.__name__)
         except ModuleNotFoundError as e:
             if not e.name or e.name.split(".")[0] == "reporter":
                 raise  # reporter's own module missing: a broken install or a bug, keep its traceback
@@ -220,6 +224,7 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     """
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
 
+    out_dir = cfg = prof = None
     try:
         wanted = _run_formats(formats, render=not no_render)  # checked before anything runs
         cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
@@ -241,13 +246,31 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     except UserError as e:
         _fail(e)
     except KeyboardInterrupt as e:
-        _interrupted(e, "run", force)
+        _interrupted(e, "run", _forced_run_began(out_dir, cfg, prof) if force else None)
     click.echo(_summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:
         click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf", "md") if k in files))
     if failures:
         _fail(UserError(failures))
+
+
+def _forced_run_began(out_dir: Path | None, cfg: Any, prof: Any) -> bool:
+    """Whether an interrupted ``--force`` run had begun: its manifest, of this configuration, is in ``out_dir`` (then
+    a rerun without ``--force`` resumes it; before, the directory still holds the old run, and only ``--force``
+    replaces it).
+    """
+    if out_dir is None or cfg is None or prof is None:
+        return False
+    from .run.manifest import code_version, config_hash
+    from .store.atomic import read_json
+
+    try:
+        manifest = read_json(out_dir / "manifest.json")
+    except UserError:
+        return False
+    return isinstance(manifest, dict) and manifest.get("code_version") == code_version() and manifest.get(
+        "config_hash") == config_hash({"config": cfg.to_dict(), "profile": prof.to_dict()})
 
 
 def _resolve(file: Path | None, profile: str | None, only_tasks: str | None, limit: int | None,

@@ -91,20 +91,32 @@ def test_an_interrupted_forced_run_leaves_nothing_of_the_old_configuration(tmp_p
     assert {m: e["tasks"]["arc_easy"]["n"] for m, e in res["models"].items()} == {"mine": 5, "rnd": 5}
 
 
-def test_an_interrupted_forced_run_says_to_resume_without_force(tmp_path, monkeypatch):
+def test_an_interrupted_forced_run_says_how_to_go_on(tmp_path, monkeypatch):
+    """Interrupted once its manifest is written: resume without --force (with it, it would start over). Interrupted
+    before (waiting for a lock, connecting to a cluster): the directory is as it was, and only --force replaces it."""
     import reporter.run.pipeline as pipeline
 
     models = _files(tmp_path)
+    out = tmp_path / "run"
+    real = pipeline.run
 
-    def interrupted(*args, **kwargs):
+    def began(cfg, output, **kwargs):  # the forced run writes its manifest, then the user presses Ctrl-C
+        def interrupt(*args, **kw):
+            raise KeyboardInterrupt
+        return real(cfg, output, **{**kwargs, "jobs": interrupt})
+
+    def before(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline, "run", interrupted)
-    forced = _invoke("run", models, "-o", tmp_path / "run", "--force")
-    plain = _invoke("run", models, "-o", tmp_path / "run")
-    assert forced.exit_code == plain.exit_code == 130
+    monkeypatch.setattr(pipeline, "run", began)
+    forced = _invoke("run", models, "-o", out, "--force")
+    monkeypatch.setattr(pipeline, "run", before)
+    plain = _invoke("run", models, "-o", tmp_path / "other")
+    not_begun = _invoke("run", _files(tmp_path, limit=4), "-o", out, "--force")  # another configuration
+    assert forced.exit_code == plain.exit_code == not_begun.exit_code == 130
     assert "rerun it without --force to resume" in forced.output
     assert "rerun the same command to resume" in plain.output and "--force" not in plain.output
+    assert "interrupted before the forced run began: the run directory is as it was" in not_begun.output
 
 
 def test_a_resume_keeps_the_run_creation_time(tmp_path):
