@@ -9,154 +9,18 @@ need no option.
 """
 from __future__ import annotations
 
-import functools
 import sys
-import threading
 from pathlib import Path
-from typing import Any, Callable, NoReturn, TypeVar
+from typing import Any
 
 import click
 
+from .cli_boundary import OneLineGroup, boundary, fail, interrupted
 from .config.models import EXECUTORS
-from .errors import UserError, environment_error
-
-_F = TypeVar("_F", bound=Callable[..., Any])
+from .errors import UserError
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP (a scheduler's stop, a closed terminal): handled like Ctrl-C, so locks are released and the
-    user is told the work is kept; the exit code is the signal's (128 + its number).
-    """
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise _Terminated(signum)
-
-
-def _interrupted(e: BaseException | None = None, command: str = "run", forced: bool | None = None) -> NoReturn:
-    """The line an interrupted command ends with: what is kept, and how to go on. ``forced``: a ``--force`` run that
-    had begun (True: its manifest is written) or not yet (False); None: not forced.
-    """
-    if command == "run" and forced is False:
-        line = "interrupted before the forced run began: the run directory is as it was; rerun the same command"
-    elif command == "run":
-        how = ("rerun it without --force to resume (with --force it would start over)" if forced
-               else "rerun the same command to resume")
-        line = f"interrupted: finished work is saved in the run directory; {how}"
-    elif command in ("board", "compare"):
-        line = "interrupted: the runs it reads are unchanged; rerun the same command"
-    else:
-        line = "interrupted: nothing already computed is lost; rerun the same command"
-    click.echo(line, err=True)
-    sys.exit(128 + e.signum if isinstance(e, _Terminated) else 130)
-
-
-def _fail(e: UserError) -> NoReturn:
-    from .card.text import neutral  # a name in a message must not reorder the terminal's line either
-
-    for line in e.lines:
-        click.echo(f"error: {neutral(line)}", err=True)
-    sys.exit(e.exit_code)
-
-
-def _boundary(command: _F) -> _F:
-    """Every command's last line of defence: a bad input (:class:`UserError`) or an environment that cannot do
-    what was asked (a full disk, a read-only or file-blocked path, no memory) is one line and exit 2; an
-    interrupt is exit 130 with finished work kept. Anything else is a bug in reporter and keeps its traceback.
-    """
-    @functools.wraps(command)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except UserError as e:
-            _fail(e)
-        except KeyboardInterrupt as e:
-            _interrupted(e, command.__name__)
-        except ModuleNotFoundError as e:
-            if not e.name or e.name.split(".")[0] == "reporter":
-                raise  # reporter's own module missing: a broken install or a bug, keep its traceback
-            _fail(UserError(_missing_package(e.name)))
-        except (OSError, MemoryError) as e:
-            from .installed import cache_root
-
-            found = environment_error(e, cache=str(cache_root()))
-            if found is None:
-                raise
-            if command.__name__ in ("analyse", "render"):  # they write into the run directory: there is no -o
-                found = UserError([line.replace("(another -o/--output)", "(analyse and render write into the run "
-                                                "directory: copy it somewhere writable)") for line in found.lines])
-            _fail(found)
-
-    return guarded  # type: ignore[return-value]
-
-
-#: the distribution that installs a module, where the names differ
-_DISTRIBUTIONS = {"yaml": "pyyaml", "vl_convert": "vl-convert-python", "lm_eval": "lm-eval==0.4.13",
-                  "google.protobuf": "protobuf", "sklearn": "scikit-learn", "PIL": "pillow"}
-
-
-def _missing_package(module: str) -> str:
-    """The one line for a dependency that is not installed (a broken or partial environment).
-
-    >>> _missing_package("weasyprint.text")
-    "the Python package 'weasyprint' is not installed, and this command needs it; run: pip install weasyprint (or pip install -e . in reporter's checkout, which installs every dependency)"
-    """
-    parts = module.split(".")
-    top = parts[0]
-    prefixes = [".".join(parts[:k]) for k in range(len(parts), 0, -1)]  # google.protobuf before google
-    dist = next((_DISTRIBUTIONS[m] for m in prefixes if m in _DISTRIBUTIONS), top.replace("_", "-"))
-    return (f"the Python package '{top}' is not installed, and this command needs it; run: pip install {dist} (or "
-            "pip install -e . in reporter's checkout, which installs every dependency)")
-
-
-class _OneLineGroup(click.Group):
-    """click's group, with its usage errors (an unknown option, a bad option value, a missing argument) as one
-    ``error:`` line naming the command's ``--help``, exit code 2, like every other refusal.
-    """
-
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:  # noqa: D102
-        kwargs.setdefault("prog_name", "reporter")
-        if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
-        import signal
-
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-                # an ignored signal stays ignored: `nohup reporter run ...` must outlive its terminal
-                if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
-                    previous[sig] = signal.signal(sig, _raise_terminated)
-        try:
-            return self._main(*args, **kwargs)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    def _main(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
-        except click.UsageError as e:
-            if type(e).__name__ == "NoArgsIsHelpError":  # `reporter` alone: its help, as click prints it
-                click.echo(e.format_message(), err=True)
-                sys.exit(e.exit_code)
-            where = f"{e.ctx.command_path}: " if e.ctx is not None else ""
-            hint = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
-            click.echo(f"error: {where}{e.format_message().rstrip('.')}{hint}", err=True)
-            sys.exit(e.exit_code)
-        except click.ClickException as e:
-            click.echo(f"error: {e.format_message()}", err=True)
-            sys.exit(e.exit_code)
-        except click.Abort:
-            click.echo("aborted", err=True)
-            sys.exit(130)
-        sys.exit(rv if isinstance(rv, int) else 0)
-
-
-@click.group(cls=_OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="reporter")
 @click.option("--plugin", "plugins", multiple=True, metavar="MODULE",
               help="Import MODULE (a module name or a .py file) first: the collectors, evidence passes, tasks, card "
@@ -178,7 +42,7 @@ def main(plugins: tuple[str, ...] = ()) -> None:
         try:
             import_plugin(module)
         except UserError as e:
-            _fail(e)
+            fail(e)
 
 
 def _nonblank_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
@@ -207,7 +71,7 @@ def _nonblank_path(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option("--no-render", is_flag=True, help="Skip the model card (results.json only).")
 @click.option("--format", "formats", default="html,pdf,md", show_default=True,
               help="Comma-separated card formats to write: html, pdf, md (reporter render writes others later).")
-@_boundary
+@boundary
 def run(file, output, profile, force, device, seed, only_tasks, limit, no_progress, executor, address, no_render,
         formats):
     """Evaluate the models in FILE (default: the profile's models where it lists some, else the embedded
@@ -244,15 +108,15 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
 
             files = render(out_dir, formats=wanted)
     except UserError as e:
-        _fail(e)
+        fail(e)
     except KeyboardInterrupt as e:
-        _interrupted(e, "run", _forced_run_began(out_dir, cfg, prof) if force else None)
+        interrupted(e, "run", _forced_run_began(out_dir, cfg, prof) if force else None)
     click.echo(_summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:
         click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf", "md") if k in files))
     if failures:
-        _fail(UserError(failures))
+        fail(UserError(failures))
 
 
 def _forced_run_began(out_dir: Path | None, cfg: Any, prof: Any) -> bool:
@@ -345,7 +209,7 @@ def _run_formats(formats: str, render: bool = True) -> tuple[str, ...]:
 @main.command("lm-eval", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
                                             "help_option_names": []})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@_boundary
+@boundary
 def lm_eval_command(args: tuple[str, ...]) -> None:
     """lm-eval's own command line, with reporter registered as its model `reporter`.
 
@@ -368,9 +232,9 @@ def lm_eval_command(args: tuple[str, ...]) -> None:
 
         lm_eval_main(list(args))
     except UserError as e:
-        _fail(e)
+        fail(e)
     except KeyboardInterrupt as e:
-        _interrupted(e)
+        interrupted(e)
 
 
 def _strip_defaults(data: dict[str, Any]) -> dict[str, Any]:
@@ -395,7 +259,7 @@ def _summary(res: dict[str, Any]) -> str:
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
-@_boundary
+@boundary
 def analyse(run_dir):
     """Rebuild results.json and its analysis (law, fairness, contamination, diversity) from RUN_DIR's artifacts.
 
@@ -416,7 +280,7 @@ def analyse(run_dir):
             write_results(run_dir)
             write_analysis(run_dir)
     except UserError as e:
-        _fail(e)
+        fail(e)
     click.echo(_summary(read_json(RunDir(run_dir).results)))
 
 
@@ -427,7 +291,7 @@ def analyse(run_dir):
 @click.option("--model", help="With --format hf: the model (name or slug) whose README.md to write.")
 @click.option("--section", help="With --format md: print only this section of card.md to stdout (title, summary, "
                                 "leaderboard, tasks, warnings, law, methods) and write nothing.")
-@_boundary
+@boundary
 def render(run_dir, formats, model, section):
     """Re-render the model card of RUN_DIR from results.json and the artifacts (no model needed).
 
@@ -454,7 +318,7 @@ def render(run_dir, formats, model, section):
         else:
             files = render_card(run_dir, formats=wanted, model=model)
     except UserError as e:
-        _fail(e)
+        fail(e)
     if section is not None:
         click.echo(text, nl=False)
         return
@@ -472,7 +336,7 @@ def render(run_dir, formats, model, section):
 @click.option("--no-mui", is_flag=True, help="Compare scores only, even when the runs' MUI settings differ.")
 @click.option("--shared-only", is_flag=True,
               help="Compare the items both runs answered when the item sets differ (MUI is then not compared).")
-@_boundary
+@boundary
 def compare(base_run, new_run, output, pairs, no_mui, shared_only):
     """Release notes: what changed from BASE_RUN to NEW_RUN, per model and task, with paired tests.
 
@@ -492,7 +356,7 @@ def compare(base_run, new_run, output, pairs, no_mui, shared_only):
         doc = compare_runs(base_run, new_run, pairs=parse_pairs(pairs), mui=not no_mui, shared_only=shared_only)
         files = write_compare(doc, output or Path(new_run) / COMPARE_DIR)
     except UserError as e:
-        _fail(e)
+        fail(e)
     click.echo(files["md"].read_text(encoding="utf-8"), nl=False)
     for key, path in files.items():
         click.echo(f"{key}: {path}", err=True)
@@ -506,7 +370,7 @@ def compare(base_run, new_run, output, pairs, no_mui, shared_only):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resamples.")
 @click.option("--resamples", type=click.IntRange(100, 100_000), default=2000, show_default=True,
               help="Bootstrap resamples of the rank intervals and the law fit.")
-@_boundary
+@boundary
 def board(run_dirs, output, title, seed, resamples):
     """One leaderboard over many runs: merge every model of RUN_DIR... (paths or globs) that answered the same
     items into a static site (no server, nothing fetched), with release histories and a page per model.
@@ -531,7 +395,7 @@ def board(run_dirs, output, title, seed, resamples):
                           title=title, exclude=[output])  # `reports/*` may match the board's own directory
         files = write_board(doc, output)
     except UserError as e:
-        _fail(e)
+        fail(e)
     for w in doc["warnings"]:
         click.echo(f"warning: {w}", err=True)
     c = doc["cache"]
@@ -548,7 +412,7 @@ def board(run_dirs, output, title, seed, resamples):
 @click.option("--limit", type=click.IntRange(min=1), help="Items per task, as with reporter run --limit.")
 @click.option("--device", help="Override the device for every model (auto, cpu, cuda, cuda:N).")
 @click.option("--seed", type=int, help="Override the run seed.")
-@_boundary
+@boundary
 def validate(file, profile, only_tasks, limit, device, seed):
     """Check what reporter run with the same arguments would read (the models YAML FILE, the profile it
     names or --profile gives, every data file of the profile's tasks) without loading any model.
@@ -571,7 +435,7 @@ def validate(file, profile, only_tasks, limit, device, seed):
 
             check_sae_files(cfg, prof)
     except UserError as e:
-        _fail(e)
+        fail(e)
     n_models, n_tasks = len(cfg.models), len(prof.tasks)
     click.echo(f"{file or cfg.path}: OK ({n_models} model{'s' if n_models != 1 else ''}, profile "
                f"{prof.name or cfg.profile}, {n_tasks} task{'s' if n_tasks != 1 else ''})")
@@ -581,7 +445,7 @@ def validate(file, profile, only_tasks, limit, device, seed):
 @click.argument("document", default="results", metavar="[DOCUMENT]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the schema to this file instead of stdout.")
-@_boundary
+@boundary
 def schema(document, output):
     """Print the JSON Schema (draft 2020-12) of results.json (default), compare.json or an artifact.
 
@@ -597,7 +461,7 @@ def schema(document, output):
     from .schema.published import DOCUMENTS, schema_text
 
     if document not in (*DOCUMENTS, "all"):
-        _fail(UserError(f"reporter schema: no document '{document}'; choose one of {', '.join([*DOCUMENTS, 'all'])}"))
+        fail(UserError(f"reporter schema: no document '{document}'; choose one of {', '.join([*DOCUMENTS, 'all'])}"))
     text = schema_text(document)
     if output is None:
         click.echo(text, nl=False)
