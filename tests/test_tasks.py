@@ -186,6 +186,15 @@ def test_max_new_tokens_beyond_any_context_is_refused(tmp_path):
         load_profile(str(tmp_path / "p.yaml"))
 
 
+@pytest.mark.parametrize("value", ["true", "0", "1.5", "'x'"])
+def test_a_mui_ratio_that_is_not_a_number_in_the_unit_interval_is_refused(tmp_path, value):
+    """`top_ratio: true` passed (a boolean is the number 1 to Python), MUI ran, and the summary was then called
+    damaged on every rerun."""
+    (tmp_path / "p.yaml").write_text(f"mui: {{top_ratio: {value}}}\ntasks: [{{name: gsm8k}}]\n")
+    with pytest.raises(UserError, match=r"mui\.top_ratio: must be a number in \(0, 1\]"):
+        load_profile(str(tmp_path / "p.yaml"))
+
+
 def test_an_lpp_corpus_file_that_does_not_exist_is_refused_by_validation(tmp_path, monkeypatch):
     """It failed when the first model's LPP pass started, with no file or key; a file next to the profile is found
     from any working directory."""

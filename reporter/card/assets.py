@@ -47,7 +47,9 @@ def _load_compiled(name: str) -> tuple[str, None, object]:
     only when its source changed (a section registered again, a template file edited).
     """
     source = load_template(name)
-    return source, None, lambda: load_template(name) == source
+    # a section's inline source gets a file name of its own, so that an error in it can be traced to the section
+    filename = f"<{name}>" if name.startswith("section:") else None
+    return source, filename, lambda: load_template(name) == source
 
 
 @functools.cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import yaml
 
@@ -52,17 +52,17 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
     out: dict[str, Path] = {}
     if "html" in formats:
         data = {k: {x: v for x, v in s.items() if x != "$schema"} for k, s in specs.items()}  # no URL at all
-        html = page.render(card=card, sections=sections, mode="html", css=asset("card.css"),
-                           vega_js=javascript_bundle(), charts=dict.fromkeys(data, ""),
-                           specs_json=script_json(data))
+        html = _render_page(page, card=card, sections=sections, mode="html", css=asset("card.css"),
+                            vega_js=javascript_bundle(), charts=dict.fromkeys(data, ""),
+                            specs_json=script_json(data))
         out["html"] = write_bytes(root / CARD_HTML, html.encode())
     if "pdf" in formats:
         import weasyprint
 
         replaced = print_specs(card, specs)
-        html = page.render(card=card, sections=sections, mode="pdf", css=asset("card.css"), vega_js="",
-                           specs_json="{}", print_versions=set(replaced),
-                           charts={k: svg_data_uri(s) for k, s in {**specs, **replaced}.items()})
+        html = _render_page(page, card=card, sections=sections, mode="pdf", css=asset("card.css"), vega_js="",
+                            specs_json="{}", print_versions=set(replaced),
+                            charts={k: svg_data_uri(s) for k, s in {**specs, **replaced}.items()})
         out["pdf"] = write_bytes(root / CARD_PDF, weasyprint.HTML(string=html).write_pdf())
     if "md" in formats:
         from .markdown import markdown_card, write_markdown_charts
@@ -82,6 +82,41 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
             (root / MODEL_INDEX_DIR / f"{slugify(m['slug'])}.yaml").unlink(missing_ok=True)
             (root / HF_DIR / slugify(m["slug"]) / "README.md").unlink(missing_ok=True)
     return out
+
+
+def _render_page(page: Any, **context: Any) -> str:
+    """``page.render(**context)``; an error raised in a card section's own template (a plugin's, registered with
+    inline ``source``) is one line naming the section, not a Jinja traceback. Reporter's own templates keep theirs.
+    """
+    try:
+        return str(page.render(**context))
+    except Exception as e:
+        section = failing_section(e)
+        if section is None:
+            raise
+        raise UserError(f"card section '{section}': its template fails ({type(e).__name__}: "
+                        f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no message'}); fix or remove the "
+                        "plugin that registers it") from None
+
+
+def failing_section(e: BaseException) -> str | None:
+    """The card section whose inline template raised ``e`` (its syntax, or a frame of its code), or None.
+
+    >>> import jinja2
+    >>> failing_section(jinja2.TemplateSyntaxError("bad", 1, name="section:toy"))
+    'toy'
+    """
+    name = getattr(e, "name", None)
+    if isinstance(name, str) and name.startswith("section:"):
+        return name.split(":", 1)[1]
+    tb = e.__traceback__
+    found = None
+    while tb is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if file.startswith("<section:"):
+            found = file[len("<section:"):-1]
+        tb = tb.tb_next
+    return found
 
 
 def _check_targets(root: Path, formats: Sequence[str]) -> None:

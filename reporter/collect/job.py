@@ -352,14 +352,31 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
     name = lm.spec.name
     if task_done(profile, lm.spec, task, task_dir):
         return []
+    (task_dir / ERROR).unlink(missing_ok=True)
     try:
         plan = plan_task(lm, task, cfg.seed)
         summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
     except UserError as e:
         log(f"{name} / {task.name}: FAILED (the reason is listed at the end)")
         return [f"model '{name}', task '{task.name}': {line}" for line in e.lines]
+    except Exception as e:  # a task's or a plugin's own bug: that task fails, the model's other tasks still run
+        if isinstance(e, OSError) and environment_error(e) is not None or _out_of_memory(e):
+            raise  # a full disk, a read-only directory, no memory: not this task's alone
+        return _task_crashed(name, task.name, task_dir, e)
     _log_score(name, task.name, summary)
     return _evidence(lm, cfg, profile, task, task_dir, plan, scores)
+
+
+def _task_crashed(model: str, task: str, task_dir: Path, e: BaseException) -> list[str]:
+    """One task's unexpected failure: its line, with the traceback kept in the task's ``error.json``."""
+    import traceback
+
+    line = (f"model '{model}', task '{task}': failed with {type(e).__name__}: {_first_line(e)} (the traceback is in "
+            f"{task_dir / ERROR})")
+    with contextlib.suppress(OSError, UserError):
+        write_json(task_dir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
+    log(f"{model} / {task}: FAILED (the reason is listed at the end)")
+    return [line]
 
 
 def _log_score(model: str, task: str, summary: dict[str, Any]) -> None:
@@ -439,7 +456,11 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
                     _log_score(name, lp.config.name, summary)
     except UserError as e:
         log(f"{name} / {label}: FAILED (the reason is listed at the end)")
-        return [f"model '{name}', {label}: {line}" for line in e.lines]
+        return [f"model '{name}', {label}: {line.removeprefix(f'{label}: ')}" for line in e.lines]
+    except Exception as e:  # lm-eval's or a plugin's own error on this entry: the model's other tasks still run
+        if isinstance(e, OSError) and environment_error(e) is not None or _out_of_memory(e):
+            raise
+        return _task_crashed(name, group or members[0].name, dirs[members[0].name], e)
     failures: list[str] = []
     for lp in plans:
         failures += _evidence(lm, cfg, profile, lp.config, dirs[lp.config.name], lp.plan, scores)

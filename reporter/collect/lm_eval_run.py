@@ -45,6 +45,7 @@ from ..instrument.gather import head_output_is_logits
 from ..metrics.stats import score_ci
 from ..models.generation import Generation
 from ..store.atomic import json_ok, read_json, write_json
+from ..store.checked import check_before_writing, merge_fields
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
 from ..tasks import LETTERS, Item, Task
@@ -522,9 +523,10 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
         if best is not None:
             summary["majority"] = best
     for p in plugins:
-        summary.update(p.finish_task(ctx, samples))
+        merge_fields(summary, p.finish_task(ctx, samples), f"collector '{p.label or p.name}'")
     if spent is not None:
         summary["seconds"] = round(spent + time.perf_counter() - t0, 3)
+    check_before_writing(summary, "summary", f"task '{lp.config.name}'")
     write_json(task_dir / SUMMARY, summary)
     shutil.rmtree(ctx.parts_dir, ignore_errors=True)
     return summary

@@ -36,7 +36,7 @@ from ..metrics.stats import score_ci
 from ..models.generation import fusable_generation, generate, generate_collecting
 from ..scoring import chance_level, get_scorer, majority_answer
 from ..store.atomic import read_json, write_json
-from ..store.checked import document_ok
+from ..store.checked import check_before_writing, document_ok, merge_fields
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
 from .collectors import BatchContext, CollectorPlugin, TaskContext, enabled_collectors
@@ -208,11 +208,13 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
     if fallback:
         summary["collection_fallback"] = fallback
     for p in plugins:
-        summary.update(p.finish_task(ctx, samples))
+        merge_fields(summary, p.finish_task(ctx, samples), f"collector '{p.label or p.name}'")
     if plan.task.summarize is not None:
-        summary.update(plan.task.summarize([r["response"] for r in recs], plan.items))
+        merge_fields(summary, plan.task.summarize([r["response"] for r in recs], plan.items),
+                     f"task '{plan.task.name}': its summarize")
     if started is not None:
         summary["seconds"] = round(time.perf_counter() - started, 3)
+    check_before_writing(summary, "summary", f"task '{plan.task.name}'")
     write_json(ctx.task_dir / SUMMARY, summary)
     shutil.rmtree(ctx.parts_dir, ignore_errors=True)
     return summary

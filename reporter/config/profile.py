@@ -525,7 +525,8 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
     if mui.get("sae") is not None:
         mui["sae"] = parse_sae(p, "mui.sae", mui["sae"], base_dir, recorded=recorded)
     for key in ("top_ratio", "rho"):
-        if key in mui and not (isinstance(mui[key], (int, float)) and 0 < mui[key] <= 1):
+        if key in mui and not (isinstance(mui[key], (int, float)) and not isinstance(mui[key], bool)
+                               and 0 < mui[key] <= 1):  # true is the number 1 to Python: not a ratio
             p.add(f"mui.{key}", f"must be a number in (0, 1], got {short(mui[key])}")
     cont = _section(p, data, "contamination")
     for key, v in cont.items():

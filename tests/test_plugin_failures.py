@@ -1,0 +1,158 @@
+"""A plugin's failure is its own: one line naming the task, collector or section, and the rest of the run goes on.
+
+An adversarial user's findings, each for real through ``reporter --plugin FILE run``: a task whose scorer raises or
+whose data fails to load stopped the model's later tasks; a collector could overwrite the score, ``n`` and MUI (the
+card then showed 99 % outside its own interval, n = 1000 for 2 items); a scorer's 2.0 or a collector's NaN was
+written, then called "damaged" on every rerun; a section's broken Jinja was a traceback.
+"""
+import json
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from reporter.cli import main
+
+from .conftest import small_tokenizer_dir
+
+PLUGIN = textwrap.dedent('''
+    import os
+    from reporter.card.sections import Section, register_section
+    from reporter.collect.collectors import CollectorPlugin, register_collector
+    from reporter.scoring import register_scorer
+    from reporter.store.atomic import write_json
+    from reporter.tasks import Item, Task, register_task
+
+    @register_scorer("pf_boom")
+    def boom(response, item):
+        raise RuntimeError("scorer exploded")
+
+    @register_scorer("pf_big")
+    def big(response, item):
+        return response, 2.0
+
+    def _items():
+        return [Item(f"q{i}", f"Question {i}?", "Paris") for i in range(3)]
+
+    for name, scorer in (("pf_t_boom", "pf_boom"), ("pf_t_big", "pf_big")):
+        register_task(name)(lambda name=name, scorer=scorer: Task(name=name, scorer=scorer, instruction="Answer.",
+                                                                 answer_prefix="Answer:", load=_items))
+
+    @register_task("pf_t_loadfail")
+    def loadfail():
+        def load():
+            raise RuntimeError("cannot load data")
+        return Task(name="pf_t_loadfail", scorer="exact", instruction="A.", answer_prefix="Answer:", load=load)
+
+    MODE = os.environ.get("PF_MODE", "")
+
+    class _Noop:
+        def attach(self, hooks, adapter, batch): pass
+        def after_forward(self, batch, logits): pass
+
+    if MODE:
+        @register_collector
+        class Clobber(CollectorPlugin):
+            name = "pf_metric"
+            def for_batch(self, batch):
+                return _Noop()
+            def save_batch(self, collector, batch):
+                write_json(batch.task.part_path(self.name, batch.index, ".json"), {"x": 1})
+            def batch_done(self, task, batch):
+                return task.part_path(self.name, batch, ".json").is_file()
+            def finish_task(self, task, samples):
+                return {"score": 0.99, "n": 1000} if MODE == "clobber" else {"pf_metric": float("nan")}
+
+    if os.environ.get("PF_SECTION"):
+        register_section(Section("pf_bad", "Bad section", source="<p>{{ card.models[0].name | }}</p>", order=99))
+''')
+
+
+@pytest.fixture
+def files(tmp_path):
+    """The plugin's files; what it registers is forgotten after the test (the registries live for the process)."""
+    yield from _files(tmp_path)
+    from reporter.card.sections import SECTIONS
+    from reporter.collect.collectors import COLLECTORS
+    from reporter.scoring.scorers import SCORERS
+    from reporter.tasks.base import TASKS
+
+    for registry, names in ((SCORERS, ("pf_boom", "pf_big")), (TASKS, ("pf_t_boom", "pf_t_big", "pf_t_loadfail")),
+                            (COLLECTORS, ("pf_metric",)), (SECTIONS, ("pf_bad",))):
+        for name in names:
+            registry.remove(name)
+
+
+def _files(tmp_path):
+    (tmp_path / "pf_plugin.py").write_text(PLUGIN)
+    (tmp_path / "models.yaml").write_text(
+        f"models:\n  - {{name: A, source: random:llama, random: {{layers: 1, hidden: 32, intermediate: 48, heads: 2, "
+        f"tokenizer: {small_tokenizer_dir()}}}}}\n")
+
+    def profile(*tasks):
+        (tmp_path / "profile.yaml").write_text(
+            "lpp: {enabled: false}\nsmoke_texts: 1\n"
+            "contamination: {verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: 0}\ntasks:\n"
+            + "".join(f"  - {{name: {t}, limit: 2, max_new_tokens: 2}}\n" for t in tasks))
+        return tmp_path
+    yield profile
+
+
+def _run(root, *extra, env=None):
+    return CliRunner(env=env).invoke(main, ["--plugin", str(root / "pf_plugin.py"), "run", str(root / "models.yaml"),
+                                            "--profile", str(root / "profile.yaml"), "-o", str(root / "run"),
+                                            "--no-progress", *extra])
+
+
+def _errors(r):
+    assert "Traceback" not in r.output, r.output
+    return [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+
+
+def test_a_task_that_fails_stops_only_itself(files):
+    root = files("arc_easy", "pf_t_boom", "boolq", "pf_t_loadfail", "mmlu")
+    r = _run(root, "--no-render")
+    errors = _errors(r)
+    assert r.exit_code == 2
+    assert any("model 'A', task 'pf_t_boom': failed with RuntimeError: scorer exploded (the traceback is in" in e
+               for e in errors), errors
+    assert any("task 'pf_t_loadfail'" in e and "cannot load data" in e for e in errors), errors
+    res = json.loads((root / "run" / "results.json").read_text())
+    assert set(res["models"]["A"]["tasks"]) == {"arc_easy", "boolq", "mmlu"}  # the later tasks ran
+    assert res["models"]["A"]["status"] == "partial"
+    tb = json.loads((root / "run" / "models" / "A" / "tasks" / "pf_t_boom" / "error.json").read_text())["traceback"]
+    assert "scorer exploded" in tb
+
+
+def test_a_value_reporter_would_call_damaged_is_refused_when_made_not_on_every_rerun(files):
+    root = files("pf_t_big", "arc_easy")
+    for _ in range(2):  # the same line each time: no "damaged, rerun to recompute" that a rerun cannot fix
+        r = _run(root, "--no-render")
+        errors = _errors(r)
+        assert r.exit_code == 2 and len([e for e in errors if "pf_t_big" in e]) == 1, errors
+        line = next(e for e in errors if "pf_t_big" in e)
+        assert "its summary would not be what reporter writes (score: 2.0 is greater than the maximum" in line
+        assert "damaged" not in line
+    assert "arc_easy" in json.loads((root / "run" / "results.json").read_text())["models"]["A"]["tasks"]
+
+
+@pytest.mark.parametrize("mode, want", [
+    ("clobber", "collector 'pf_metric': would overwrite the summary's 'score'; a plugin adds fields of its own"),
+    ("nan", "its summary would not be what reporter writes (pf_metric: nan is not a number reporter writes"),
+])
+def test_a_collector_cannot_rewrite_the_score_or_write_nan(files, mode, want):
+    root = files("arc_easy")
+    r = _run(root, "--no-render", env={"PF_MODE": mode})
+    errors = _errors(r)
+    assert r.exit_code == 2 and any(want in e for e in errors), errors
+    assert not (root / "run" / "models" / "A" / "tasks" / "arc_easy" / "summary.json").exists()
+
+
+def test_a_sections_broken_template_is_one_line_naming_it(files):
+    root = files("arc_easy")
+    assert _run(root, "--no-render", env={"PF_SECTION": "1"}).exit_code == 0  # the plugin is imported once
+    r = CliRunner(env={"PF_SECTION": "1"}).invoke(main, ["--plugin", str(root / "pf_plugin.py"), "render",
+                                                        str(root / "run"), "--format", "html"])
+    errors = _errors(r)
+    assert r.exit_code == 2 and len(errors) == 1, r.output
+    assert errors[0].startswith("error: card section 'pf_bad': its template fails (TemplateSyntaxError:"), errors
