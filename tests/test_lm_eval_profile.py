@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from reporter.config import load_profile
+from reporter.errors import UserError
 from tests.conftest import lm_eval_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,3 +67,15 @@ def test_docs_page_shows_the_shipped_profiles_tasks():
     shown = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", text, flags=re.S)[0])
     shipped = yaml.safe_load((ROOT / "profiles" / "lm-eval.yaml").read_text(encoding="utf-8"))
     assert shown == {k: shipped[k] for k in ("lm_eval_include", "tasks")}
+
+
+def test_a_metric_the_task_does_not_report_is_refused_before_any_model_runs(env, tmp_path):
+    """`metric: acc_foo` passed validation and failed after every model had answered the task."""
+    for metric, ok in (("acc_foo", False), ("acc_norm", True), ("acc,none", True)):
+        (tmp_path / "p.yaml").write_text(f"lm_eval_include: [packaged]\ntasks:\n  - {{lm_eval: arc_easy, metric: '{metric}'}}\n")
+        if ok:
+            assert load_profile(str(tmp_path / "p.yaml")).tasks[0].metric == metric
+            continue
+        with pytest.raises(UserError, match=r"tasks\[0\]\.metric: 'acc_foo' is not a metric lm-eval task 'arc_easy' "
+                                            r"reports; it reports acc,none, acc_norm,none"):
+            load_profile(str(tmp_path / "p.yaml"))

@@ -653,6 +653,9 @@ def _lm_eval_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str]
                                   "reporter lm-eval --model reporter --model_args pretrained=... --tasks "
                                   f"{leaf} (without output=)")
             continue
+        if (problem := _metric_problem(task, leaf, t.get("metric"))) is not None:
+            p.add(f"{k}.metric", problem)
+            continue
         rname = t.get("name", leaf)
         if len(rname) > MAX_TASK_NAME:
             p.add(f"{k}.name", f"is {len(rname)} characters long; use at most {MAX_TASK_NAME}")
@@ -670,6 +673,23 @@ def _lm_eval_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str]
                               chat_template=t.get("chat_template"), lm_eval_config=overrides,
                               lm_eval_digest=resolved.digests[leaf]))
     return out
+
+
+def _metric_problem(task: Any, leaf: str, want: Any) -> str | None:
+    """Why ``metric:`` names no metric the lm-eval task reports (its ``metric_list``, as ``name`` or ``name,filter``),
+    or None; None too where the task's config does not list its metrics by name (then the run checks it). It was
+    refused only after every model had answered the task.
+    """
+    if not isinstance(want, str):
+        return None
+    metrics = [m.get("metric") for m in (task.get_config("metric_list") or []) if isinstance(m, dict)]
+    if not metrics or not all(isinstance(m, str) for m in metrics):
+        return None
+    filters = [f.get("name") for f in (task.get_config("filter_list") or []) if isinstance(f, dict)] or ["none"]
+    names = [f"{m},{f}" for f in filters for m in metrics]
+    if want in metrics or want in names:
+        return None
+    return f"'{want}' is not a metric lm-eval task '{leaf}' reports; it reports {', '.join(names)}"
 
 
 # -- plugins: (settings a plugin declares; see reporter.registry.declared_settings)
