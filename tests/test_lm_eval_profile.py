@@ -79,3 +79,13 @@ def test_a_metric_the_task_does_not_report_is_refused_before_any_model_runs(env,
         with pytest.raises(UserError, match=r"tasks\[0\]\.metric: 'acc_foo' is not a metric lm-eval task 'arc_easy' "
                                             r"reports; it reports acc,none, acc_norm,none"):
             load_profile(str(tmp_path / "p.yaml"))
+
+
+def test_more_shots_than_the_task_can_draw_are_refused_before_any_model_runs(env, tmp_path):
+    """`shots: 100000` passed validation, then failed the model with lm-eval's "Sample larger than population"."""
+    (tmp_path / "p.yaml").write_text("lm_eval_include: [packaged]\ntasks:\n  - {lm_eval: arc_easy, shots: 100000}\n")
+    with pytest.raises(UserError, match=r"tasks\[0\]\.shots: 100000 is more few-shot examples than lm-eval task "
+                                        r"'arc_easy' can draw \(\d+\); use at most \d+"):
+        load_profile(str(tmp_path / "p.yaml"))
+    (tmp_path / "p.yaml").write_text("lm_eval_include: [packaged]\ntasks:\n  - {lm_eval: arc_easy, shots: 5}\n")
+    assert load_profile(str(tmp_path / "p.yaml")).tasks[0].shots == 5

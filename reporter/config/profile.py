@@ -656,6 +656,9 @@ def _lm_eval_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str]
         if (problem := _metric_problem(task, leaf, t.get("metric"))) is not None:
             p.add(f"{k}.metric", problem)
             continue
+        if (problem := _shots_problem(task, leaf, t.get("shots"))) is not None:
+            p.add(f"{k}.shots", problem)
+            continue
         rname = t.get("name", leaf)
         if len(rname) > MAX_TASK_NAME:
             p.add(f"{k}.name", f"is {len(rname)} characters long; use at most {MAX_TASK_NAME}")
@@ -690,6 +693,27 @@ def _metric_problem(task: Any, leaf: str, want: Any) -> str | None:
     if want in metrics or want in names:
         return None
     return f"'{want}' is not a metric lm-eval task '{leaf}' reports; it reports {', '.join(names)}"
+
+
+def _shots_problem(task: Any, leaf: str, shots: Any) -> str | None:
+    """Why ``shots:`` asks for more few-shot examples than the lm-eval task can draw, or None (a run failed with
+    "Sample larger than population" after the model had loaded). Where the examples come from the evaluated split
+    itself (no few-shot or training split), the item being asked is not one of them.
+    """
+    if not isinstance(shots, int) or isinstance(shots, bool) or shots == 0:
+        return None
+    try:
+        docs = task.fewshot_docs()
+        pool = len(docs) if docs is not None else None
+        own_split = task.get_config("fewshot_split") is None and not task.has_training_docs()
+    except Exception:  # noqa: BLE001 - lm-eval's own task code: the run checks it then
+        return None
+    if pool is None:
+        return None
+    most = pool - 1 if own_split else pool
+    if shots <= most:
+        return None
+    return f"{shots} is more few-shot examples than lm-eval task '{leaf}' can draw ({most}); use at most {most}"
 
 
 # -- plugins: (settings a plugin declares; see reporter.registry.declared_settings)
