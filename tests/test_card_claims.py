@@ -32,6 +32,11 @@ def test_an_unanalysed_run_says_so_and_equal_means_share_a_place():
     card = build_card(results, manifest)
     ranks = {m["name"]: m["rank"] for m in card["ranked"] if m["rank"] is not None}
     assert ranks == {"smol": 1, "twin": 1}  # the same scores: one place, not 1 and 2
+    # negative control: a lower mean gets the next place
+    for t in twin["tasks"].values():
+        t["score"], t["ci_low"] = t["score"] / 2, min(t["ci_low"], t["score"] / 2)
+    ranks = {m["name"]: m["rank"] for m in build_card(results, manifest)["ranked"] if m["rank"] is not None}
+    assert ranks == {"smol": 1, "twin": 2}
     assert any(w.startswith("This run has not been analysed (results.json has no analysis section)")
                for w in _warnings(card))
     analysed, manifest2 = _load("run2-analysed")
@@ -47,6 +52,7 @@ def test_a_model_missing_its_model_json_is_not_said_to_miss_tasks():
     card = build_card(results, manifest)
     line = next(w for w in _warnings(card) if w.startswith("smol is pending"))
     assert "model.json or smoke.json is missing" in line and "tasks" not in line
+    assert not any(w.startswith("tiny is") for w in _warnings(card))  # negative control: a complete model
     smol["tasks"].pop("gsm8k")
     smol["status"] = "partial"
     line = next(w for w in _warnings(build_card(results, manifest)) if w.startswith("smol is partial"))

@@ -299,9 +299,10 @@ def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
         tasks_only["new"] |= set(n_tasks) - set(b_tasks)
         for task in [t for t in b_tasks if t in n_tasks]:
             (bi, b_gold), (ni, n_gold) = _items(base, old, task), _items(new, nw, task)
-            if changed := [i for i in sorted(set(bi) & set(ni)) if b_gold[i] != n_gold[i]]:
+            both = sorted(set(bi) & set(ni))
+            if changed := [i for i in both if b_gold[i] != n_gold[i]]:
                 example = f"{changed[0][:40]!r}: {b_gold[changed[0]][:30]} → {n_gold[changed[0]][:30]}"
-                if shared_only and len(changed) == len(set(bi) & set(ni)):  # nothing unchanged: the task goes
+                if shared_only and len(changed) == len(both):  # nothing unchanged: the task goes
                     notes.append(f"Task {task} of {_who(old, nw)}: every item both runs answered has another gold "
                                  f"answer in the new run (e.g. {example}); the task's data changed, so it is not "
                                  "compared (--shared-only).")
@@ -311,8 +312,7 @@ def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
                         f"{task} of {_who(old, nw)}: {len(changed)} of the items both runs answered have another gold "
                         f"answer in the new run ({example}): the task's data changed, so the same id is not the same "
                         "item and no paired test is possible; rerun both with the same data"
-                        + (" or pass --shared-only to compare the unchanged items"
-                           if len(changed) < len(set(bi) & set(ni)) else ""))
+                        + (" or pass --shared-only to compare the unchanged items" if len(changed) < len(both) else ""))
                 gone = set(changed)
                 ni = {i: v for i, v in ni.items() if i not in gone}
                 notes.append(f"Task {task} of {_who(old, nw)}: {len(changed)} item(s) have another gold answer in the "

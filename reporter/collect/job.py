@@ -360,12 +360,17 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         log(f"{name} / {task.name}: FAILED (the reason is listed at the end)")
         return [f"model '{name}', task '{task.name}': {line}" for line in e.lines]
     except Exception as e:  # a task's or a plugin's own bug: that task fails, the model's other tasks still run
-        if isinstance(e, MemoryError) or isinstance(e, OSError) and environment_error(e) is not None \
-                or _out_of_memory(e):
-            raise  # a full disk, a read-only directory, no memory: not this task's alone
+        if _not_the_tasks(e):
+            raise
         return _task_crashed(name, task.name, task_dir, e)
     _log_score(name, task.name, summary)
     return _evidence(lm, cfg, profile, task, task_dir, plan, scores)
+
+
+def _not_the_tasks(e: Exception) -> bool:
+    """Whether a task's exception belongs to more than the task: a full disk, a read-only directory, no memory."""
+    return isinstance(e, MemoryError) or isinstance(e, OSError) and environment_error(e) is not None \
+        or _out_of_memory(e)
 
 
 def _task_crashed(model: str, task: str, task_dir: Path, e: BaseException) -> list[str]:
@@ -459,8 +464,7 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
         log(f"{name} / {label}: FAILED (the reason is listed at the end)")
         return [f"model '{name}', {label}: {line.removeprefix(f'{label}: ')}" for line in e.lines]
     except Exception as e:  # lm-eval's or a plugin's own error on this entry: the model's other tasks still run
-        if isinstance(e, MemoryError) or isinstance(e, OSError) and environment_error(e) is not None \
-                or _out_of_memory(e):
+        if _not_the_tasks(e):
             raise
         return _task_crashed(name, group or members[0].name, dirs[members[0].name], e)
     failures: list[str] = []
