@@ -257,6 +257,13 @@ DATA = {  # case: (profile, setup(tmp), what the one line must say)
     "other_split: truncated gzip": (_split("cut.jsonl.gz"), lambda t: (t / "cut.jsonl.gz").write_bytes(
         gzip.compress(b'{"question": "1+1?", "answer": "#### 2"}\n' * 50)[:40]), "not a readable gzip file"),
     "other_split: a device": (_split("/dev/zero"), None, "/dev/zero is not a file"),
+    # a built-in task ran every example it had while the card said the count asked for
+    "shots: more than the few-shot split": ("lpp: {enabled: false}\ntasks:\n  - {name: gsm8k, limit: 2, shots: 9}\n",
+                                            None, "tasks['gsm8k'].shots: 9 is more few-shot examples than task 'gsm8k' "
+                                                  "has (8, its few-shot split); use at most 8"),
+    "shots: every item": ("lpp: {enabled: false}\ntasks:\n  - {name: humaneval, limit: 2, shots: 164}\n", None,
+                          "tasks['humaneval'].shots: its 164 item(s) would all be taken as few-shot examples "
+                          "(shots: 164), leaving none to evaluate; use at most 163"),
 }
 
 
@@ -274,6 +281,14 @@ def test_a_bad_data_file_is_refused_by_validate_and_by_run_before_anything_is_ma
     assert want in line, line
     assert line.startswith(f"error: {tmp_path / 'profile.yaml'}: tasks["), line  # the profile file, the key path
     assert sorted(x.name for x in tmp_path.iterdir()) == before  # no run directory
+
+
+def test_shots_a_built_in_task_can_draw_pass_validate(tmp_path):
+    """Negative control of the two 'shots' refusals above: the few-shot split's size, and all but one item."""
+    p = _models(tmp_path, "lpp: {enabled: false}\ntasks:\n  - {name: gsm8k, limit: 2, shots: 8}\n"
+                          "  - {name: humaneval, limit: 2, shots: 163}\n")
+    r = _invoke("validate", str(p))
+    assert r.exit_code == 0, r.output
 
 
 # --- SAE files ------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ..tasks import is_probe
 from .format import finite, fmt_about
 from .lm_eval import lm_eval_view, task_rows
 from .readings import logprob_answers, null_own, task_levels
+from .shots import shots_phrase
 
 _LEVELS = ("high", "medium", "low")
 _SEVERITIES = ("strong", "weak", "none")
@@ -74,6 +75,7 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     card["logprob_answers"] = logprob_answers(card)
     card["lm_eval"] = lm_eval_view(card)
     card["task_rows"] = task_rows(card)
+    card["own_shots"] = shots_phrase(card)
     for key, fn in (("neighbours", _neighbours), ("warnings", _warnings), ("summary", _summary),
                     ("limitations", _limitations), ("extra_measurements", extra_measurements)):
         card[key] = fn(card)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import TaskConfig
 from ..errors import UserError
-from ..tasks import Item, Task, get_task, jsonl_task, pick_shots, select_items
+from ..tasks import DEFAULT_SHOTS, Item, Task, get_task, jsonl_task, pick_shots, select_items
 from ..tasks.prompts import build_prompt, encode_prompt
 
 
@@ -62,13 +62,16 @@ def plan_task(lm: Any, config: TaskConfig, seed: int) -> TaskPlan:
     task = build_task(config)
     shots = config.shots
     if shots is None:
-        shots = 0 if lm.kind == "instruct" else 1
+        shots = DEFAULT_SHOTS["instruct" if lm.kind == "instruct" else "base"]
     items, pool = select_items(task, config.limit, seed, shots, only=config.items)
     if not items:
         raise UserError(f"no item is left to evaluate: the {len(pool)} item(s) of the task "
                         f"are all taken as few-shot examples ({shots} shot{'s' * (shots != 1)} for this "
                         f"{lm.kind} model); add items or set shots: 0")
     demos = pick_shots(pool, shots, seed)
+    if len(demos) < shots:  # the card and results.json would state more shots than the prompts hold
+        raise UserError(f"task '{task.name}' has {len(demos)} few-shot example(s), fewer than shots: {shots}; "
+                        f"use at most {len(demos)}")
     prompts = [build_prompt(lm, task, it, demos) for it in items]
     ids = [encode_prompt(lm, p) for p in prompts]
     stop = task.stop if lm.use_chat_template else task.base_stop

@@ -7,15 +7,17 @@ from __future__ import annotations
 from ..collect.plan import build_task
 from ..config import Profile
 from ..errors import UserError
+from ..tasks import Task
 
 __all__ = ["check_user_data"]
 
 
 def check_user_data(profile: Profile) -> None:
     """Read every ``type: jsonl`` task's file and every ``other_split:`` file, and check every ``items:``
-    core set against its task, now, so that their problems stop the run before a model loads. Each problem is
-    one line naming the profile (its file) and the task's key path by name (``tasks['mine'].path``: an index would
-    count the tasks left after ``--tasks`` and lm-eval's groups, not the file's).
+    core set against its task and every built-in task's ``shots`` against the examples it can draw, now, so that
+    their problems stop the run before a model loads. Each problem is one line naming the profile (its file) and
+    the task's key path by name (``tasks['mine'].path``: an index would count the tasks left after ``--tasks`` and
+    lm-eval's groups, not the file's).
     """
     try:
         _check(profile)
@@ -33,9 +35,11 @@ def _check(profile: Profile) -> None:
                 task = resolve(t.lm_eval_group or t.lm_eval, include_dirs(profile.lm_eval_include)).task(t.lm_eval)
                 select_docs(len(task.eval_docs), t.name, limit=None, seed=0, only=t.items)
             continue
-        if not (t.type == "jsonl" or t.items is not None or t.other_split):
+        if not (t.type == "jsonl" or t.items is not None or t.other_split or t.shots):
             continue
         task = build_task(t)
+        if t.shots and t.type != "jsonl":
+            _check_shots(t.name, t.shots, task)
         if t.type == "jsonl" or t.items is not None:
             try:
                 known = {it.id for it in task.items()}
@@ -57,3 +61,19 @@ def _check(profile: Profile) -> None:
                 task.other_split()
             except UserError as e:
                 raise UserError(f"tasks[{t.name!r}].other_split: {e}") from None
+
+
+def _check_shots(name: str, shots: int, task: Task) -> None:
+    """A built-in task's ``shots`` within what it can draw: its few-shot split, or all but one of its items
+    (held out of evaluation). A larger count ran every example it had while the card said ``shots``.
+    """
+    if task.fewshot_pool is not None:
+        most = len(task.fewshot_pool())
+        if shots > most:
+            raise UserError(f"tasks[{name!r}].shots: {shots} is more few-shot examples than task '{name}' has "
+                            f"({most}, its few-shot split); use at most {most}")
+        return
+    n = len(task.items())
+    if shots >= n:
+        raise UserError(f"tasks[{name!r}].shots: its {n} item(s) would all be taken as few-shot examples "
+                        f"(shots: {shots}), leaving none to evaluate; use at most {max(n - 1, 0)}")

@@ -8,6 +8,7 @@ scorers. Nothing here imports torch.
 """
 from . import bbh, code, math_problems, multiple_choice, probes  # noqa: F401  (register the built-in tasks)
 from .base import (
+                   DEFAULT_SHOTS,
                    LETTERS,
                    TASKS,
                    HubDataset,
@@ -22,5 +23,5 @@ from .base import (
 )
 from .jsonl import JSONL_SCORERS, jsonl_task
 
-__all__ = ["LETTERS", "TASKS", "HubDataset", "Item", "Task", "get_task", "is_probe", "mc_question", "pick_shots",
-           "register_task", "select_items", "JSONL_SCORERS", "jsonl_task"]
+__all__ = ["DEFAULT_SHOTS", "LETTERS", "TASKS", "HubDataset", "Item", "Task", "get_task", "is_probe", "mc_question",
+           "pick_shots", "register_task", "select_items", "JSONL_SCORERS", "jsonl_task"]

@@ -229,6 +229,11 @@ def _only(items: list[Item], only: Sequence[str] | None, task: str) -> list[Item
     return kept
 
 
+#: the shot count a model of each kind gets where the profile sets none (the Utility Law paper's settings:
+#: instruct models zero-shot with their chat template, base models 1-shot)
+DEFAULT_SHOTS = {"instruct": 0, "base": 1}
+
+
 def pick_shots(pool: list[Item], shots: int, seed: int) -> list[Item]:
     """``shots`` examples from ``pool``, chosen deterministically from the seed (the same for every item).
 
