@@ -207,3 +207,44 @@ def test_an_lpp_corpus_file_that_does_not_exist_is_refused_by_validation(tmp_pat
     assert load_profile(str(tmp_path / "p.yaml")).lpp.corpus == str(tmp_path / "texts.txt")
     (tmp_path / "p.yaml").write_text("lpp: {corpus: tatsu-lab/alpaca}\ntasks: [arc_easy]\n")
     assert load_profile(str(tmp_path / "p.yaml")).lpp.corpus == "tatsu-lab/alpaca"  # a hub name: read online
+
+
+@pytest.mark.parametrize("corpus, lpp, want", [
+    ("short.txt", "", r"lpp\.min_tokens: no text of the LPP corpus '.*short\.txt' can have 128 tokens \(its 2 text\(s\) "
+                      r"have at most 8 UTF-8 bytes\)"),
+    ("bad.jsonl", "", r"lpp\.corpus: .*bad\.jsonl: line 2: expected a string or an object with a 'text' field"),
+    ("coqa", ", min_tokens: 50000", r"lpp\.min_tokens: no text of the LPP corpus 'coqa' can have 50000 tokens"),
+])
+def test_an_lpp_corpus_no_model_could_use_is_refused_before_a_model_loads(tmp_path, corpus, lpp, want):
+    """Every model loaded, ran its tasks, then failed its LPP pass with 'no text has at least 128 tokens'."""
+    from reporter.run.data_check import check_user_data
+
+    (tmp_path / "short.txt").write_text("one text\nanother\n")
+    (tmp_path / "bad.jsonl").write_text('{"text": "' + "word " * 300 + '"}\n[1, 2]\n')
+    (tmp_path / "p.yaml").write_text(f"lpp: {{corpus: {corpus}{lpp}}}\ntasks: [arc_easy]\n")
+    with pytest.raises(UserError, match=r"p\.yaml: " + want):
+        check_user_data(load_profile(str(tmp_path / "p.yaml")))
+    # negative controls: one text long enough, the same corpus at a reachable length, LPP off, a hub corpus
+    (tmp_path / "long.txt").write_text("one text\n" + "word " * 130 + "\n")
+    for line in ("lpp: {corpus: long.txt}", "lpp: {corpus: coqa, min_tokens: 128}", f"lpp: {{corpus: {corpus}, "
+                 f"enabled: false{lpp}}}", "lpp: {corpus: tatsu-lab/alpaca}"):
+        (tmp_path / "p.yaml").write_text(line + "\ntasks: [arc_easy]\n")
+        check_user_data(load_profile(str(tmp_path / "p.yaml")))
+
+
+def test_most_tokens_bounds_every_tokenizer_count():
+    """The refusal above is sound only if no tokenizer makes more tokens of a text than most_tokens says: checked
+    with SmolLM2's byte-level BPE and the suite's cut copy of it (about 1.3 times as many tokens), on CoQA's stories
+    and on text of every UTF-8 width."""
+    from transformers import AutoTokenizer
+
+    from reporter.models.packaged import PACKAGED, tokenizer_dir
+    from reporter.tasks.corpora import fixed_texts, most_tokens
+
+    from .conftest import small_tokenizer_dir
+
+    texts = fixed_texts("coqa")[:40] + ["", "a", "é" * 50, "漢字かな" * 30, "🙂👍🏽" * 40, "e\u0301" * 60, "\n\t " * 20]
+    for d in (tokenizer_dir(PACKAGED["smollm2-135m-instruct"]), small_tokenizer_dir()):
+        tok = AutoTokenizer.from_pretrained(str(d))
+        for t in texts:
+            assert len(tok(t, add_special_tokens=True)["input_ids"]) <= most_tokens(t), (d, t[:40])

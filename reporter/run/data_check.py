@@ -8,6 +8,7 @@ from ..collect.plan import build_task
 from ..config import Profile
 from ..errors import UserError
 from ..tasks import Task
+from ..tasks.corpora import fixed_texts, most_tokens
 
 __all__ = ["check_user_data"]
 
@@ -27,6 +28,7 @@ def check_user_data(profile: Profile) -> None:
 
 
 def _check(profile: Profile) -> None:
+    _check_lpp_corpus(profile)
     for t in profile.tasks:
         if t.lm_eval is not None:
             if t.items is not None:  # document ids: lm-eval's task is loaded (once per process) to check them
@@ -77,3 +79,24 @@ def _check_shots(name: str, shots: int, task: Task) -> None:
     if shots >= n:
         raise UserError(f"tasks[{name!r}].shots: its {n} item(s) would all be taken as few-shot examples "
                         f"(shots: {shots}), leaving none to evaluate; use at most {max(n - 1, 0)}")
+
+
+def _check_lpp_corpus(profile: Profile) -> None:
+    """The LPP corpus, when reporter reads it as it is (``coqa``, a local file): parseable, and with a text that
+    can reach ``lpp.min_tokens`` in any tokenizer (:func:`~reporter.tasks.corpora.most_tokens`), else every
+    model's LPP failed after loading. ``lambada`` is joined to length and a hub dataset is read at run time.
+    """
+    lpp = profile.lpp
+    if not lpp.enabled:
+        return
+    try:
+        texts = fixed_texts(lpp.corpus)
+    except UserError as e:
+        raise UserError(f"lpp.corpus: {e}") from None
+    if texts is None:
+        return
+    longest = max(map(most_tokens, texts), default=0)
+    if longest < lpp.min_tokens:
+        raise UserError(f"lpp.min_tokens: no text of the LPP corpus {lpp.corpus!r} can have {lpp.min_tokens} tokens "
+                        f"(its {len(texts)} text(s) have at most {max(longest - 8, 0)} UTF-8 bytes); give longer "
+                        f"texts or lower lpp.min_tokens (the official LPP code uses 128)")

@@ -128,6 +128,30 @@ def names_a_file(corpus: str) -> bool:
     return Path(corpus).suffix in (".txt", ".jsonl", ".json") or "/" not in corpus
 
 
+def fixed_texts(corpus: str) -> list[str] | None:
+    """The texts of a corpus that holds them as they are (``coqa`` and local files), read without a model; None
+    for ``lambada`` (joined to a length in a tokenizer's tokens) and hub datasets.
+
+    >>> len(fixed_texts("coqa")), fixed_texts("lambada")
+    (499, None)
+    """
+    if corpus == "coqa":
+        return _round_robin(_coqa_stories())
+    if corpus != "lambada" and (p := Path(corpus).expanduser()).is_file():
+        return _read_local(p)
+    return None
+
+
+def most_tokens(text: str) -> int:
+    """An upper bound on the tokens any tokenizer makes of ``text`` with its special tokens: one per UTF-8 byte
+    (byte-level BPE and byte fallback never split finer) and a margin of 8 special tokens.
+
+    >>> most_tokens("héllo")
+    14
+    """
+    return len(text.encode("utf-8")) + 8
+
+
 def lpp_corpus(n: int, min_tokens: int, tokenizer: Any = None, corpus: str = "coqa") -> list[str]:
     """The first ``n`` texts of at least ``min_tokens`` tokens of a task-agnostic corpus.
 
@@ -142,12 +166,10 @@ def lpp_corpus(n: int, min_tokens: int, tokenizer: Any = None, corpus: str = "co
     >>> len(texts), all(len(t.split()) > 90 for t in texts)
     (5, True)
     """
-    if corpus == "coqa":
-        texts = _round_robin(_coqa_stories())
+    if (own := fixed_texts(corpus)) is not None:
+        texts = own
     elif corpus == "lambada":
         texts = _lambada_joined(min_tokens, tokenizer, n)
-    elif (p := Path(corpus).expanduser()).is_file():
-        texts = _read_local(p)
     elif names_a_file(corpus):
         raise UserError(f"LPP corpus '{corpus}': no such file (built-in corpora: coqa, lambada; "
                         "or a hub dataset name such as tatsu-lab/alpaca)")
