@@ -218,6 +218,14 @@ def _jsonl(path: str) -> str:
             + ", prompt_field: q, answer_field: a, scorer: exact}\n")
 
 
+def _jsonl_choice(path: str, options: bool = True) -> str:
+    return _jsonl(path).replace("scorer: exact", "scorer: choice" + (", choices_field: o" if options else ""))
+
+
+def _rows(name: str, *rows: dict):
+    return lambda t: (t / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def _split(path: str) -> str:
     return "lpp: {enabled: false}\ntasks:\n  - {name: gsm8k, limit: 2, other_split: " + path + "}\n"
 
@@ -257,6 +265,21 @@ DATA = {  # case: (profile, setup(tmp), what the one line must say)
     "other_split: truncated gzip": (_split("cut.jsonl.gz"), lambda t: (t / "cut.jsonl.gz").write_bytes(
         gzip.compress(b'{"question": "1+1?", "answer": "#### 2"}\n' * 50)[:40]), "not a readable gzip file"),
     "other_split: a device": (_split("/dev/zero"), None, "/dev/zero is not a file"),
+    # rows that read but cannot be scored as meant
+    "jsonl: an empty prompt": (_jsonl("e.jsonl"), _rows("e.jsonl", {"q": "1+1?", "a": "2"}, {"q": "  ", "a": "3"}),
+                               "line 2: field 'q' is empty"),
+    "jsonl: choice, no options, answer not a letter": (
+        _jsonl_choice("c.jsonl", options=False), _rows("c.jsonl", {"q": "Capital of France? A) Rome B) Paris",
+                                                                   "a": "Paris"}),
+        "line 1: answer 'Paris' is not an option letter (A–J); scorer: choice without choices_field"),
+    "jsonl: duplicate options": (_jsonl_choice("d.jsonl"), _rows("d.jsonl", {"q": "x?", "o": ["yes", "no", " yes"],
+                                                                            "a": "A"}),
+                                 "line 1: options 1 and 3 of field 'o' are the same text 'yes'"),
+    "jsonl: an option that is not text": (_jsonl_choice("n.jsonl"), _rows("n.jsonl", {"q": "x?", "o": ["a", {"b": 1}],
+                                                                                     "a": "A"}),
+                                          "line 1: option 2 of field 'o' must be text (or a number), got dict"),
+    "jsonl: an empty option": (_jsonl_choice("m.jsonl"), _rows("m.jsonl", {"q": "x?", "o": ["a", ""], "a": "A"}),
+                               "line 1: option 2 of field 'o' is empty"),
     # a built-in task ran every example it had while the card said the count asked for
     "shots: more than the few-shot split": ("lpp: {enabled: false}\ntasks:\n  - {name: gsm8k, limit: 2, shots: 9}\n",
                                             None, "tasks['gsm8k'].shots: 9 is more few-shot examples than task 'gsm8k' "
@@ -281,6 +304,16 @@ def test_a_bad_data_file_is_refused_by_validate_and_by_run_before_anything_is_ma
     assert want in line, line
     assert line.startswith(f"error: {tmp_path / 'profile.yaml'}: tasks["), line  # the profile file, the key path
     assert sorted(x.name for x in tmp_path.iterdir()) == before  # no run directory
+
+
+def test_choice_rows_that_can_be_scored_pass_validate(tmp_path):
+    """Negative controls of the row refusals above: a letter answer without options (in any of its spellings),
+    options of numbers, an answer given as an option's text."""
+    _rows("c.jsonl", {"q": "A) Rome B) Paris", "a": "B"}, {"q": "A) 1 B) 2", "a": "(a)"})(tmp_path)
+    _rows("d.jsonl", {"q": "x?", "o": [1, 2.5, "three"], "a": "2.5"})(tmp_path)
+    for profile in (_jsonl_choice("c.jsonl", options=False), _jsonl_choice("d.jsonl")):
+        r = _invoke("validate", str(_models(tmp_path, profile)))
+        assert r.exit_code == 0, r.output
 
 
 def test_shots_a_built_in_task_can_draw_pass_validate(tmp_path):

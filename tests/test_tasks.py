@@ -248,3 +248,14 @@ def test_most_tokens_bounds_every_tokenizer_count():
         tok = AutoTokenizer.from_pretrained(str(d))
         for t in texts:
             assert len(tok(t, add_special_tokens=True)["input_ids"]) <= most_tokens(t), (d, t[:40])
+
+
+def test_a_choice_task_without_options_scores_the_letter_answers_in_every_spelling(tmp_path):
+    """The prompt lists the options; the answer is their letter, written "B", "b" or "(B)": all read as "B", so the
+    choice scorer's comparison of letters holds (an option's text as the answer never matched and is refused)."""
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps({"q": "A) x B) y", "a": a}) + "\n" for a in ("B", "b", "(B)", " (b) ")))
+    items = jsonl_task("c", str(p), "q", "a", "choice").items()
+    assert [it.answer for it in items] == ["B"] * 4
+    assert all(get_scorer("choice")("The answer is B.", it.scorer_item())[1] == 1.0 for it in items)
+    assert all(get_scorer("choice")("The answer is A.", it.scorer_item())[1] == 0.0 for it in items)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -26,11 +27,11 @@ def jsonl_task(name: str, path: str, prompt_field: str, answer_field: str, score
     p = Path(path).expanduser()
 
     def load() -> list[Item]:
-        return _read_items(name, p, prompt_field, answer_field, choices_field)
+        return _read_items(name, p, prompt_field, answer_field, choices_field, scorer=scorer)
 
     def other_split_from_file(other: Path) -> list[Item]:
         return _read_items(name, other, prompt_field, answer_field, choices_field, id_prefix=f"{name}-other",
-                           what=f"the other split of task '{name}'")
+                           what=f"the other split of task '{name}'", scorer=scorer)
 
     default_instr = MC_INSTRUCTION if scorer == "choice" else "Answer the question."
     return Task(name=name, scorer=scorer, load=load, instruction=instruction or default_instr,
@@ -132,8 +133,37 @@ def rows_as_items(p: Path, what: str, fields: Sequence[str], convert: Callable[[
     return out
 
 
+def _text(v: Any) -> bool:
+    """Whether a field's value reads as text: a string or a number (not a boolean, list, object or null)."""
+    return isinstance(v, (str, int, float)) and not isinstance(v, bool)
+
+
+def _options(p: Path, ln: int, field: str, v: Any) -> list[str]:
+    """A row's options: a list of 2 to len(LETTERS) distinct, non-empty texts (or numbers)."""
+    if not isinstance(v, list) or not 2 <= len(v) <= len(LETTERS):
+        raise UserError(f"{p}: line {ln}: field '{field}' must be a list of 2 to {len(LETTERS)} options")
+    seen: dict[str, int] = {}
+    for k, c in enumerate(v, 1):
+        if not _text(c):
+            raise UserError(f"{p}: line {ln}: option {k} of field '{field}' must be text (or a number), got "
+                            f"{type(c).__name__}")
+        if not str(c).strip():
+            raise UserError(f"{p}: line {ln}: option {k} of field '{field}' is empty")
+        key = " ".join(str(c).split())
+        if key in seen:  # two letters for one answer: the gold is ambiguous and the option orders repeat
+            raise UserError(f"{p}: line {ln}: options {seen[key]} and {k} of field '{field}' are the same text "
+                            f"{key[:40]!r}")
+        seen[key] = k
+    return [str(c) for c in v]
+
+
+#: the gold answer of a choice task without options: the letter of an option the prompt itself lists
+_LETTER = re.compile(r"\(?([A-Za-z])\)?")
+
+
 def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
-                choices_field: str | None, *, id_prefix: str | None = None, what: str | None = None) -> list[Item]:
+                choices_field: str | None, *, id_prefix: str | None = None, what: str | None = None,
+                scorer: str | None = None) -> list[Item]:
     """Every item of the file; each problem is one line naming the file and the line."""
     out: list[Item] = []
     seen: set[str] = set()
@@ -141,15 +171,12 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
         for f_ in (prompt_field, answer_field) + ((choices_field,) if choices_field else ()):
             if f_ not in r:
                 raise UserError(f"{p}: line {ln}: missing field '{f_}'")
-            if f_ != choices_field and (isinstance(r[f_], bool) or not isinstance(r[f_], (str, int, float))):
+            if f_ != choices_field and not _text(r[f_]):
                 raise UserError(f"{p}: line {ln}: field '{f_}' must be text (or a number), got "
                                 f"{type(r[f_]).__name__}")
-        choices = None
-        if choices_field:
-            if not isinstance(r[choices_field], list) or not 2 <= len(r[choices_field]) <= len(LETTERS):
-                raise UserError(f"{p}: line {ln}: field '{choices_field}' must be a list of 2 to {len(LETTERS)} "
-                                "options")
-            choices = [str(c) for c in r[choices_field]]
+            if f_ != choices_field and not str(r[f_]).strip():
+                raise UserError(f"{p}: line {ln}: field '{f_}' is empty")
+        choices = _options(p, ln, choices_field, r[choices_field]) if choices_field else None
         q = mc_question(str(r[prompt_field]), choices) if choices else str(r[prompt_field])
         ans = str(r[answer_field])
         if choices and ans not in LETTERS[: len(choices)]:
@@ -160,6 +187,12 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
             else:
                 raise UserError(f"{p}: line {ln}: answer {ans[:40]!r} is neither an option, its letter nor its "
                                 "index")
+        elif scorer == "choice" and not choices:
+            if not (m := _LETTER.fullmatch(ans.strip())) or m.group(1).upper() not in LETTERS:
+                raise UserError(f"{p}: line {ln}: answer {ans[:40]!r} is not an option letter ({LETTERS[0]}–"
+                                f"{LETTERS[-1]}); scorer: choice without choices_field reads the options from the "
+                                "prompt and needs their letter as the answer (or give choices_field)")
+            ans = m.group(1).upper()
         iid = str(r.get("id", f"{id_prefix or name}-{ln}"))
         if iid in seen:
             raise UserError(f"{p}: line {ln}: duplicate id {iid[:40]!r}")
