@@ -280,6 +280,10 @@ DATA = {  # case: (profile, setup(tmp), what the one line must say)
                                           "line 1: option 2 of field 'o' must be text (or a number), got dict"),
     "jsonl: an empty option": (_jsonl_choice("m.jsonl"), _rows("m.jsonl", {"q": "x?", "o": ["a", ""], "a": "A"}),
                                "line 1: option 2 of field 'o' is empty"),
+    "jsonl: code without tests": (_jsonl("t.jsonl").replace("scorer: exact", "scorer: code"),
+                                  _rows("t.jsonl", {"q": "Write f.", "a": "def f(): pass", "test": "assert f() is None"},
+                                        {"q": "Write g.", "a": "def g(): pass"}),
+                                  "line 2: a code task's row needs a 'test' field"),
     # a built-in task ran every example it had while the card said the count asked for
     "shots: more than the few-shot split": ("lpp: {enabled: false}\ntasks:\n  - {name: gsm8k, limit: 2, shots: 9}\n",
                                             None, "tasks['gsm8k'].shots: 9 is more few-shot examples than task 'gsm8k' "

@@ -157,6 +157,13 @@ def _options(p: Path, ln: int, field: str, v: Any) -> list[str]:
     return [str(c) for c in v]
 
 
+def _has_tests(v: Any) -> bool:
+    """Whether a code row's ``test`` holds a test: a non-empty string, or a list of strings one of which is."""
+    if isinstance(v, str):
+        return bool(v.strip())
+    return isinstance(v, list) and all(isinstance(t, str) for t in v) and any(t.strip() for t in v)
+
+
 #: the gold answer of a choice task without options: the letter of an option the prompt itself lists
 _LETTER = re.compile(r"\(?([A-Za-z])\)?")
 
@@ -174,8 +181,8 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
             if f_ != choices_field and not _text(r[f_]):
                 raise UserError(f"{p}: line {ln}: field '{f_}' must be text (or a number), got "
                                 f"{type(r[f_]).__name__}")
-            if f_ != choices_field and not str(r[f_]).strip():
-                raise UserError(f"{p}: line {ln}: field '{f_}' is empty")
+            if f_ != choices_field and not str(r[f_]).strip() and (f_ == prompt_field or scorer != "code"):
+                raise UserError(f"{p}: line {ln}: field '{f_}' is empty")  # a code task's answer is unused
         choices = _options(p, ln, choices_field, r[choices_field]) if choices_field else None
         q = mc_question(str(r[prompt_field]), choices) if choices else str(r[prompt_field])
         ans = str(r[answer_field])
@@ -193,6 +200,9 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
                                 f"{LETTERS[-1]}); scorer: choice without choices_field reads the options from the "
                                 "prompt and needs their letter as the answer (or give choices_field)")
             ans = m.group(1).upper()
+        if scorer == "code" and not _has_tests(r.get("test")):  # without tests any program that runs passed
+            raise UserError(f"{p}: line {ln}: a code task's row needs a 'test' field: the assertions (a string or "
+                            "a list of strings) the generated code must pass")
         iid = str(r.get("id", f"{id_prefix or name}-{ln}"))
         if iid in seen:
             raise UserError(f"{p}: line {ln}: duplicate id {iid[:40]!r}")
