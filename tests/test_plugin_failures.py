@@ -44,6 +44,14 @@ PLUGIN = textwrap.dedent('''
             raise RuntimeError("cannot load data")
         return Task(name="pf_t_loadfail", scorer="exact", instruction="A.", answer_prefix="Answer:", load=load)
 
+    @register_task("pf_t_factory")
+    def factory():  # a Task without instruction and answer_prefix: the factory itself raises TypeError
+        return Task(name="pf_t_factory", scorer="exact", load=_items)
+
+    @register_task("pf_t_notatask")
+    def notatask():
+        return {"name": "pf_t_notatask"}
+
     MODE = os.environ.get("PF_MODE", "")
 
     class _Noop:
@@ -77,7 +85,8 @@ def files(tmp_path):
     from reporter.scoring.scorers import SCORERS
     from reporter.tasks.base import TASKS
 
-    for registry, names in ((SCORERS, ("pf_boom", "pf_big")), (TASKS, ("pf_t_boom", "pf_t_big", "pf_t_loadfail")),
+    for registry, names in ((SCORERS, ("pf_boom", "pf_big")), (TASKS, ("pf_t_boom", "pf_t_big", "pf_t_loadfail",
+                                                                            "pf_t_factory", "pf_t_notatask")),
                             (COLLECTORS, ("pf_metric",)), (SECTIONS, ("pf_bad",))):
         for name in names:
             registry.remove(name)
@@ -122,6 +131,28 @@ def test_a_task_that_fails_stops_only_itself(files):
     assert res["models"]["A"]["status"] == "partial"
     tb = json.loads((root / "run" / "models" / "A" / "tasks" / "pf_t_boom" / "error.json").read_text())["traceback"]
     assert "scorer exploded" in tb
+
+
+@pytest.mark.parametrize("task, want", [
+    ("pf_t_factory", "task 'pf_t_factory' could not be built: its factory raised TypeError: "),
+    ("pf_t_notatask", "task 'pf_t_notatask' could not be built: its factory returned dict, not a reporter.tasks.Task"),
+])
+def test_a_task_factory_that_fails_is_refused_before_a_model_loads(files, task, want):
+    """It passed validate; at run time the model failed whole (the held-out reference pass asks every task whether
+    it is a probe, outside the guard that lets a task fail alone), and arc_easy never ran."""
+    root = files("arc_easy", task)
+    for command in ("validate", "run"):
+        args = [str(root / "models.yaml"), "--profile", str(root / "profile.yaml")]
+        args += ["-o", str(root / "run"), "--no-progress"] if command == "run" else []
+        r = CliRunner().invoke(main, ["--plugin", str(root / "pf_plugin.py"), command, *args])
+        errors = _errors(r)
+        assert r.exit_code == 2 and len(errors) == 1, r.output
+        assert f"profile.yaml: tasks['{task}']: {want}" in errors[0], errors
+    assert not (root / "run").exists()
+    r = CliRunner().invoke(main, ["--plugin", str(root / "pf_plugin.py"), "validate", str(files("arc_easy", "pf_t_boom")
+                                                                                           / "models.yaml"),
+                                  "--profile", str(root / "profile.yaml")])
+    assert r.exit_code == 0, r.output  # negative control: a factory that builds (its scorer fails only at run time)
 
 
 def test_a_value_reporter_would_call_damaged_is_refused_when_made_not_on_every_rerun(files):

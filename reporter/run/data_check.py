@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..collect.plan import build_task
 from ..config import Profile
 from ..errors import UserError
-from ..tasks import Task
+from ..tasks import Task, get_task
 from ..tasks.corpora import fixed_texts, most_tokens
 
 __all__ = ["check_user_data"]
@@ -37,6 +37,8 @@ def _check(profile: Profile) -> None:
                 task = resolve(t.lm_eval_group or t.lm_eval, include_dirs(profile.lm_eval_include)).task(t.lm_eval)
                 select_docs(len(task.eval_docs), t.name, limit=None, seed=0, only=t.items)
             continue
+        if t.type != "jsonl":
+            _check_factory(t.name)
         if not (t.type == "jsonl" or t.items is not None or t.other_split or t.shots):
             continue
         task = build_task(t)
@@ -100,3 +102,20 @@ def _check_lpp_corpus(profile: Profile) -> None:
         raise UserError(f"lpp.min_tokens: no text of the LPP corpus {lpp.corpus!r} can have {lpp.min_tokens} tokens "
                         f"(its {len(texts)} text(s) have at most {max(longest - 8, 0)} UTF-8 bytes); give longer "
                         f"texts or lower lpp.min_tokens (the official LPP code uses 128)")
+
+
+def _check_factory(name: str) -> None:
+    """A registered task's factory (a plugin's, most often) builds a :class:`Task`: one that raised failed every
+    model after loading, outside the guard that lets a task fail alone (its data and scorer run inside it).
+    """
+    try:
+        task = get_task(name)
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001  (a plugin's code: any exception is its problem, said in one line)
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise UserError(f"tasks[{name!r}]: task '{name}' could not be built: its factory raised "
+                        f"{type(e).__name__}: {first}") from None
+    if not isinstance(task, Task):
+        raise UserError(f"tasks[{name!r}]: task '{name}' could not be built: its factory returned "
+                        f"{type(task).__name__}, not a reporter.tasks.Task")
