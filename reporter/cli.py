@@ -52,6 +52,11 @@ def _nonblank_path(ctx: click.Context, param: click.Parameter, value: str | None
     return Path(value) if value is not None else None
 
 
+def _board_or_new(path: Path) -> bool:
+    """Whether ``path`` holds a board an earlier ``reporter board`` wrote (its ``board.json``), or nothing yet."""
+    return (path / "board.json").is_file() or not path.exists() or (path.is_dir() and not any(path.iterdir()))
+
+
 @main.command()
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(file_okay=False), callback=_nonblank_path,
@@ -388,8 +393,10 @@ def board(run_dirs, output, title, seed, resamples):
     from .card.board import write_board
 
     try:
-        # a run's directory (named, or matched by a glob that would then leave it out as the board's own)
-        if (Path(output) / "manifest.json").exists() or Path(output).resolve() in {Path(r).resolve() for r in run_dirs}:
+        # a run's directory; or one of the paths given that is not a board (an earlier build, which a glob the
+        # shell expanded names: it is left out as the board's own) nor new
+        named = Path(output).resolve() in {Path(r).resolve() for r in run_dirs}
+        if (Path(output) / "manifest.json").exists() or (named and not _board_or_new(Path(output))):
             raise UserError(f"-o {output}: is a run directory; give the board a directory of its own")
         doc = build_board(run_dirs, seed=seed, n_resamples=resamples, cache=BoardCache(Path(output) / ".cache"),
                           title=title, exclude=[output])  # `reports/*` may match the board's own directory

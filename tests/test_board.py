@@ -242,6 +242,12 @@ def test_rebuild_after_adding_a_run_reads_only_the_new_one(runs, tmp_path):
                                       "--resamples", "200"])
         assert r.exit_code == 0 and "warning" not in r.stderr, r.output
     assert "from 3 runs" in r.stdout
+    # the same glob unquoted: the shell names the YAML files and the board's own directory; it was refused as
+    # "a run directory" and the files were warned about
+    expanded = sorted(str(p) for p in runs["root"].glob("r*"))
+    assert str(runs["root"] / "r-board") in expanded and any(p.endswith(".yaml") for p in expanded)
+    r = CliRunner().invoke(main, ["board", *expanded, "-o", str(runs["root"] / "r-board"), "--resamples", "200"])
+    assert r.exit_code == 0 and "warning" not in r.stderr and "from 3 runs" in r.stdout, r.output
     assert second["cache"]["compared"] == 1
     cache = BoardCache(tmp_path / "cache")
     third = build_board([runs["r1"], runs["r3"], runs["r2"]], n_resamples=200, cache=cache)

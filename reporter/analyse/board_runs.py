@@ -89,12 +89,16 @@ def expand_runs(args: Iterable[str | Path]) -> list[Path]:
     >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a").mkdir(); (d / "b").mkdir(); _ = (d / "a.yaml").write_text("")
     >>> [p.name for p in expand_runs([d / "*", d / "a"])]
     ['a', 'b']
+    >>> [p.name for p in expand_runs(sorted(d.iterdir()))]  # an unquoted `d/*`, expanded by the shell
+    ['a', 'b']
     """
     out: list[Path] = []
     for a in args:
         text = str(a)
-        # a pattern's matches that are files (a models YAML beside its run) are not runs; a named path is checked
-        hits = sorted(h for h in glob.glob(text) if Path(h).is_dir()) if glob.has_magic(text) else [text]
+        # files (a models YAML beside its run) are not runs, whether a pattern matched them or the shell expanded an
+        # unquoted `reports/*` into their names; any other named path is checked (a missing one is a warning)
+        hits = (sorted(h for h in glob.glob(text) if Path(h).is_dir()) if glob.has_magic(text)
+                else [] if Path(text).is_file() else [text])
         for h in hits:
             p = Path(h)
             if p.resolve() not in {q.resolve() for q in out}:
