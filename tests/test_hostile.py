@@ -310,6 +310,26 @@ def test_a_bad_data_file_is_refused_by_validate_and_by_run_before_anything_is_ma
     assert sorted(x.name for x in tmp_path.iterdir()) == before  # no run directory
 
 
+def test_every_data_problem_and_a_duplicate_after_a_bad_entry_are_listed_at_once(tmp_path):
+    """Validation stopped at the first data file, and a model entry with a problem hid a later duplicate of its
+    name: a user fixed one line to be shown the next."""
+    p = _models(tmp_path, "lpp: {corpus: short.txt}\ntasks:\n"
+                          "  - {name: one, type: jsonl, path: gone1.jsonl, prompt_field: q, answer_field: a, scorer: exact}\n"
+                          "  - {name: two, type: jsonl, path: gone2.jsonl, prompt_field: q, answer_field: a, scorer: exact}\n",
+                models=f"models:\n  - {{name: a, source: random:llama, max_batch_size: -3, random: {TINY}}}\n"
+                       f"  - {{name: a, source: random:llama, random: {TINY}}}\n")
+    (tmp_path / "short.txt").write_text("too short\n")
+    r = _invoke("validate", str(p))
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 2 and "models[0].max_batch_size" in errors[0] and "models[1].name: duplicate name 'a'" in \
+        errors[1], errors
+    (tmp_path / "models.yaml").write_text(small_random(f"profile: profile.yaml\nmodels:\n  - {{name: a, source: "
+                                                       f"random:llama, random: {TINY}}}\n"))
+    errors = [ln for ln in _invoke("validate", str(p)).stderr.splitlines() if ln.startswith("error: ")]
+    assert [e.split(": ")[2] for e in errors] == ["lpp.min_tokens", "tasks['one'].path", "tasks['two'].path"], errors
+
+
 def test_choice_rows_that_can_be_scored_pass_validate(tmp_path):
     """Negative controls of the row refusals above: a letter answer without options (in any of its spellings),
     options of numbers, an answer given as an option's text."""

@@ -5,7 +5,7 @@ Its own module so that ``reporter validate`` checks them without importing the a
 from __future__ import annotations
 
 from ..collect.plan import build_task
-from ..config import Profile
+from ..config import Profile, TaskConfig
 from ..errors import UserError
 from ..tasks import Task, get_task
 from ..tasks.corpora import fixed_texts, most_tokens
@@ -28,43 +28,56 @@ def check_user_data(profile: Profile) -> None:
 
 
 def _check(profile: Profile) -> None:
-    _check_lpp_corpus(profile)
-    for t in profile.tasks:
-        if t.lm_eval is not None:
-            if t.items is not None:  # document ids: lm-eval's task is loaded (once per process) to check them
-                from ..tasks.lm_eval_source import include_dirs, resolve, select_docs
+    """The LPP corpus's problem and every task's first one, listed at once (a task's later checks read what its
+    first one refused).
+    """
+    lines: list[str] = []
+    for check, args in [(_check_lpp_corpus, (profile,))] + [(_check_task, (profile, t)) for t in profile.tasks]:
+        try:
+            check(*args)
+        except UserError as e:
+            lines += e.lines
+    if lines:
+        raise UserError(lines)
 
-                task = resolve(t.lm_eval_group or t.lm_eval, include_dirs(profile.lm_eval_include)).task(t.lm_eval)
-                select_docs(len(task.eval_docs), t.name, limit=None, seed=0, only=t.items)
-            continue
-        if t.type != "jsonl":
-            _check_factory(t.name)
-        if not (t.type == "jsonl" or t.items is not None or t.other_split or t.shots):
-            continue
-        task = build_task(t)
-        if t.shots and t.type != "jsonl":
-            _check_shots(t.name, t.shots, task)
-        if t.type == "jsonl" or t.items is not None:
-            try:
-                known = {it.id for it in task.items()}
-            except UserError as e:
-                if t.type != "jsonl":
-                    raise
-                own = f"task '{t.name}': "
-                raise UserError([f"tasks[{t.name!r}].path: {line.removeprefix(own)}" for line in e.lines]) from None
-            if t.type == "jsonl" and t.shots is not None and len(known) <= t.shots:
-                raise UserError(f"tasks[{t.name!r}]: its {len(known)} item(s) would all be taken as few-shot "
-                                f"examples (shots: {t.shots}), leaving none to evaluate; add items or lower shots")
-            if t.items is not None and not set(t.items) <= known:
-                missing = sorted(set(t.items) - known)
-                raise UserError(f"tasks[{t.name!r}].items: {len(missing)} of its {len(t.items)} item ids are not items "
-                                f"of the task (first: {missing[0]!r}); was {t.items_from or 'the list'} written for "
-                                "this task?")
-        if t.other_split and task.other_split is not None:
-            try:
-                task.other_split()
-            except UserError as e:
-                raise UserError(f"tasks[{t.name!r}].other_split: {e}") from None
+
+def _check_task(profile: Profile, t: TaskConfig) -> None:
+    """One task's data: its first problem."""
+    if t.lm_eval is not None:
+        if t.items is not None:  # document ids: lm-eval's task is loaded (once per process) to check them
+            from ..tasks.lm_eval_source import include_dirs, resolve, select_docs
+
+            task = resolve(t.lm_eval_group or t.lm_eval, include_dirs(profile.lm_eval_include)).task(t.lm_eval)
+            select_docs(len(task.eval_docs), t.name, limit=None, seed=0, only=t.items)
+        return
+    if t.type != "jsonl":
+        _check_factory(t.name)
+    if not (t.type == "jsonl" or t.items is not None or t.other_split or t.shots):
+        return
+    task = build_task(t)
+    if t.shots and t.type != "jsonl":
+        _check_shots(t.name, t.shots, task)
+    if t.type == "jsonl" or t.items is not None:
+        try:
+            known = {it.id for it in task.items()}
+        except UserError as e:
+            if t.type != "jsonl":
+                raise
+            own = f"task '{t.name}': "
+            raise UserError([f"tasks[{t.name!r}].path: {line.removeprefix(own)}" for line in e.lines]) from None
+        if t.type == "jsonl" and t.shots is not None and len(known) <= t.shots:
+            raise UserError(f"tasks[{t.name!r}]: its {len(known)} item(s) would all be taken as few-shot "
+                            f"examples (shots: {t.shots}), leaving none to evaluate; add items or lower shots")
+        if t.items is not None and not set(t.items) <= known:
+            missing = sorted(set(t.items) - known)
+            raise UserError(f"tasks[{t.name!r}].items: {len(missing)} of its {len(t.items)} item ids are not items "
+                            f"of the task (first: {missing[0]!r}); was {t.items_from or 'the list'} written for "
+                            "this task?")
+    if t.other_split and task.other_split is not None:
+        try:
+            task.other_split()
+        except UserError as e:
+            raise UserError(f"tasks[{t.name!r}].other_split: {e}") from None
 
 
 def _check_shots(name: str, shots: int, task: Task) -> None:
