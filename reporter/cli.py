@@ -422,7 +422,8 @@ def board(run_dirs, output, title, seed, resamples):
 @boundary
 def validate(file, profile, only_tasks, limit, device, seed):
     """Check what reporter run with the same arguments would read (the models YAML FILE, the profile it
-    names or --profile gives, every data file of the profile's tasks) without loading any model.
+    names or --profile gives, every data file of the profile's tasks on disk) without loading any model.
+    A task with no offline copy, read from the Hugging Face hub when it runs, is named in a note.
 
     \b
     Examples:
@@ -431,7 +432,7 @@ def validate(file, profile, only_tasks, limit, device, seed):
     """
     from .config import check_sae
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
-    from .run.data_check import check_user_data
+    from .run.data_check import check_user_data, hub_only_tasks
 
     try:
         cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
@@ -443,6 +444,9 @@ def validate(file, profile, only_tasks, limit, device, seed):
             check_sae_files(cfg, prof)
     except UserError as e:
         fail(e)
+    for name, where in hub_only_tasks(prof):
+        click.echo(f"note: task '{name}' has no offline copy: it reads {where} from the Hugging Face hub when it "
+                   "runs, and fails alone where the hub cannot be reached", err=True)
     n_models, n_tasks = len(cfg.models), len(prof.tasks)
     click.echo(f"{file or cfg.path}: OK ({n_models} model{'s' if n_models != 1 else ''}, profile "
                f"{prof.name or cfg.profile}, {n_tasks} task{'s' if n_tasks != 1 else ''})")

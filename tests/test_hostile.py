@@ -330,6 +330,18 @@ def test_every_data_problem_and_a_duplicate_after_a_bad_entry_are_listed_at_once
     assert [e.split(": ")[2] for e in errors] == ["lpp.min_tokens", "tasks['one'].path", "tasks['two'].path"], errors
 
 
+def test_validate_names_a_task_it_cannot_read_offline(tmp_path):
+    """`validate --profile standard` said OK offline, and BBH (hub only) then failed in the run."""
+    p = _models(tmp_path, PROFILE)
+    r = _invoke("validate", str(p), "--profile", "standard")
+    assert r.exit_code == 0, r.output
+    assert [ln for ln in r.stderr.splitlines() if ln.startswith("note: ")] == [
+        "note: task 'bbh' has no offline copy: it reads lukaemon/bbh from the Hugging Face hub when it runs, and "
+        "fails alone where the hub cannot be reached"]
+    r = _invoke("validate", str(p), "--profile", "quick")  # negative control: every task ships offline
+    assert r.exit_code == 0 and "note:" not in r.stderr, r.output
+
+
 def test_choice_rows_that_can_be_scored_pass_validate(tmp_path):
     """Negative controls of the row refusals above: a letter answer without options (in any of its spellings),
     options of numbers, an answer given as an option's text."""

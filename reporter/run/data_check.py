@@ -10,7 +10,7 @@ from ..errors import UserError
 from ..tasks import Task, get_task
 from ..tasks.corpora import fixed_texts, most_tokens
 
-__all__ = ["check_user_data"]
+__all__ = ["check_user_data", "hub_only_tasks"]
 
 
 def check_user_data(profile: Profile) -> None:
@@ -132,3 +132,18 @@ def _check_factory(name: str) -> None:
     if not isinstance(task, Task):
         raise UserError(f"tasks[{name!r}]: task '{name}' could not be built: its factory returned "
                         f"{type(task).__name__}, not a reporter.tasks.Task")
+
+
+def hub_only_tasks(profile: Profile) -> list[tuple[str, str]]:
+    """``(task, hub dataset)`` for each built-in task of the profile that has no offline copy (its ``source``
+    says ``hub:``): ``validate`` cannot read its data without the network, so it says so.
+
+    >>> from reporter.config import Profile, TaskConfig
+    >>> hub_only_tasks(Profile("p", tasks=(TaskConfig(name="bbh"), TaskConfig(name="gsm8k"))))
+    [('bbh', 'lukaemon/bbh')]
+    """
+    out = []
+    for t in profile.tasks:
+        if t.lm_eval is None and t.type != "jsonl" and (src := get_task(t.name).source).startswith("hub:"):
+            out.append((t.name, src.removeprefix("hub:").strip()))
+    return out
