@@ -305,4 +305,35 @@ def test_a_task_whose_items_all_scored_the_same_gets_the_exact_binomial_interval
     else:
         assert r.ci_high == 1.0 and r.ci_low == pytest.approx(bound, rel=1e-9)
     assert score_ci([value] * n, seed=0).method == "degenerate"  # a difference of scores keeps its zero width
-    assert score_ci([0.5] * n, seed=0, exact_binary=True).method == "degenerate"  # equal scores strictly between
+    assert score_ci([0.5] * n, seed=0, exact_binary=True).method == "exact-bounded"  # equal scores strictly between
+
+
+def _all_equal_bounds_by_search(c, n, alpha=0.05, grid=2001):
+    """The means m of a score in [0, 1] under which n items all at c are not refused (probability of it >= α/2),
+    by a plain search: for each m on a grid, the largest P(X = c)^n over the two-point scores {c, a} with mean m,
+    a on a grid of [0, 1] (more support points only take mass from c)."""
+    kept = []
+    for i in range(grid):
+        m = i / (grid - 1)
+        best = 1.0 if m == c else 0.0
+        for j in range(grid):
+            a = j / (grid - 1)
+            if a != c and 0.0 <= (q := (a - m) / (a - c)) <= 1.0:
+                best = max(best, q ** n)
+        if best >= alpha / 2:
+            kept.append(m)
+    return min(kept), max(kept)
+
+
+@pytest.mark.parametrize("c, n", [(0.5, 5), (0.25, 3), (0.9, 12), (1 / 3, 1)])
+def test_equal_partial_credit_gets_the_exact_bounded_interval_not_zero_width(c, n):
+    """Every item of a partial-credit task at 0.5 was "50% [50, 50]": a certainty 5 items cannot give."""
+    r = score_ci([c] * n, seed=0, exact_binary=True)
+    low, high = _all_equal_bounds_by_search(c, n)
+    assert r.method == "exact-bounded" and r.score == pytest.approx(c)
+    assert r.ci_low == pytest.approx(low, abs=1e-3) and r.ci_high == pytest.approx(high, abs=1e-3)
+    assert r.ci_low < c < r.ci_high
+    # at the bound, the two-point score most likely to give all c gives it with probability α/2
+    rng = np.random.default_rng(0)
+    q = (1 - r.ci_high) / (1 - c)
+    assert abs((rng.random((200_000, n)) < q).all(axis=1).mean() - 0.025) < 0.002

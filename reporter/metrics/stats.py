@@ -43,7 +43,7 @@ class ScoreCI:
     ci_high: float
     n: int
     seed: int
-    method: str  # "bootstrap-bca", "bootstrap-percentile", "exact-binomial" or "degenerate"
+    method: str  # "bootstrap-bca", "bootstrap-percentile", "exact-binomial", "exact-bounded" or "degenerate"
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict, e.g. ``{"score": 0.5, "ci_low": ..., "n": 4, ...}``."""
@@ -90,13 +90,14 @@ def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
 
     ``method`` is ``"bca"`` (default) or ``"percentile"``. One item, or all scores
     equal, gives the zero-width interval ``(score, score)`` with method
-    ``"degenerate"``, except with ``exact_binary`` where every item scored 0 (or every item 1): every
-    resample is then the same, so the bootstrap says nothing, and the interval is the exact binomial one
-    (Clopper–Pearson, ``scipy.stats.binomtest``; method ``"exact-binomial"``). It is exact for right/wrong
+    ``"degenerate"``, except with ``exact_binary``: every resample is then the same, so the bootstrap says
+    nothing. Where every item scored 0 (or every item 1) the interval is the exact binomial one
+    (Clopper–Pearson, ``scipy.stats.binomtest``; method ``"exact-binomial"``), exact for right/wrong
     scores and conservative for any score in [0, 1] (partial credit): a score X in [0, 1] with mean m has
-    P(X = 0) <= 1 - m, so n zeros have probability at most (1 - m)^n, the Bernoulli case. A task's score sets
-    it; a difference of two models' scores does not (not a score in [0, 1]). Raises ``ValueError`` for no
-    items or non-finite scores.
+    P(X = 0) <= 1 - m, so n zeros have probability at most (1 - m)^n, the Bernoulli case. Where every item
+    scored the same partial credit c, it is the same argument's interval at c (:func:`constant_score_bounds`;
+    method ``"exact-bounded"``). A task's score sets ``exact_binary``; a difference of two models' scores does
+    not (not a score in [0, 1]). Raises ``ValueError`` for no items or non-finite scores.
 
     >>> r = score_ci([1, 0, 1, 1], seed=0)
     >>> r.score, r.method
@@ -118,6 +119,9 @@ def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
         if exact_binary and x[0] in (0.0, 1.0):
             ci = stats.binomtest(int(x.sum()), int(x.size)).proportion_ci(confidence, method="exact")
             return ScoreCI(score, float(ci.low), float(ci.high), int(x.size), seed, "exact-binomial")
+        if exact_binary and 0.0 < x[0] < 1.0:
+            low, high = constant_score_bounds(float(x[0]), int(x.size), confidence)
+            return ScoreCI(score, low, high, int(x.size), seed, "exact-bounded")
         return ScoreCI(score, score, score, int(x.size), seed, "degenerate")
 
     def boot(m: str, previous=None):
@@ -139,6 +143,25 @@ def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
             ci = boot(used, previous=res).confidence_interval
     return ScoreCI(score, float(ci.low), float(ci.high), int(x.size), seed,
                    f"bootstrap-{used}")
+
+
+def constant_score_bounds(c: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The exact interval of the mean m of a score in [0, 1] whose n items all scored c.
+
+    Among the scores in [0, 1] with mean m > c, the one most likely to give c every time puts mass at c and at 1
+    only, P(X = c) = (1 - m) / (1 - c); below c, at c and at 0, P(X = c) = m / c. So n items all at c have
+    probability at most ((1 - m) / (1 - c))^n, or (m / c)^n, and the means not refused at level 1 - confidence
+    (each side half of it) are [c·(α/2)^(1/n), 1 - (1 - c)·(α/2)^(1/n)]. At c = 0 or 1 it is Clopper–Pearson's.
+
+    >>> [round(v, 4) for v in constant_score_bounds(0.5, 5)]
+    [0.2391, 0.7609]
+    >>> [round(v, 4) for v in constant_score_bounds(0.0, 5)]  # Clopper-Pearson's 0 of 5
+    [0.0, 0.5218]
+    """
+    if not 0.0 <= c <= 1.0 or n < 1:
+        raise ValueError(f"need a score in [0, 1] and n >= 1, got {c}, {n}")
+    tail = ((1.0 - confidence) / 2.0) ** (1.0 / n)
+    return c * tail, 1.0 - (1.0 - c) * tail
 
 
 def mcnemar_exact(n01: int, n10: int) -> float:
