@@ -168,6 +168,14 @@ def test_lm_eval_command_line_with_model_reporter_writes_reporters_run(env, lm, 
     r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir},output={out},colour=red",
              "--tasks", "arc_challenge", "--include_path", env["packaged"], "--limit", "5")
     assert r.exit_code == 2 and "colour" in r.output and "valid keys" in r.output, r.output
+    # a source or a setting the models YAML would refuse: the same line, named by its --model_args key
+    for args, want in ((f"pretrained=packaged:nope,output={out}",
+                        "error: --model_args pretrained: unknown packaged model 'nope'; available: packaged:"),
+                       (f"pretrained={model_dir},dtype=fp8,output={out}",
+                        "error: --model_args dtype: 'fp8' is not valid; use one of auto")):
+        r = _cli("lm-eval", "--model", "reporter", "--model_args", args, "--tasks", "arc_challenge",
+                 "--include_path", env["packaged"], "--limit", "5")
+        assert r.exit_code == 2 and want in r.output and "KeyError" not in r.output, r.output
 
 
 def test_lm_evals_own_index_is_stored_once_and_read_back_the_same(env, monkeypatch):

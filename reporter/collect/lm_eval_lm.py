@@ -93,6 +93,7 @@ class ReporterLM(HFLM):  # type: ignore[misc]
         directory to write, ``profile`` the reporter profile whose collector settings apply (default ``quick``'s).
         """
         from ..config import parse_config
+        from ..models import preflight  # noqa: F401  (the checks of packaged: and random: sources, as validate's)
         from ..models.loading import load_model
         from ..registry import unknown_name
 
@@ -115,7 +116,11 @@ class ReporterLM(HFLM):  # type: ignore[misc]
         data: dict[str, Any] = {"models": [entry]}
         if args.get("seed") is not None:
             data["seed"] = args["seed"]
-        cfg = parse_config(data, "--model_args")
+        try:
+            cfg = parse_config(data, "--model_args")
+        except UserError as e:  # the entry's keys are --model_args' own: pretrained= is its source
+            raise UserError([ln.replace("--model_args: models[0].source:", "--model_args pretrained:")
+                             .replace("--model_args: models[0].", "--model_args ") for ln in e.lines]) from None
         try:
             lm = load_model(cfg.models[0], run_device=cfg.device, run_dtype=cfg.dtype, run_seed=cfg.seed)
         except UserError:
