@@ -109,6 +109,68 @@ def test_hub_only_dataset_offline_says_how_to_give_a_local_copy(env, tmp_path):
     assert "lm_eval_include: [packaged]" in line
 
 
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the block ends: a connection to it is refused
+
+
+def test_a_hub_dataset_without_offline_mode_fails_at_once_not_after_retries(env, tmp_path, monkeypatch):
+    """Without HF_HUB_OFFLINE the hub client retried with back-off: about 23 s and six "Retrying in Ns" lines
+    before the one line. One failed connection now turns its offline mode on while the data loads, and the line
+    says which host could not be reached. (The hub here is a closed port of this machine: nothing leaves it.)"""
+    import datasets.config
+    from huggingface_hub import constants
+
+    from reporter.tasks import hub_reach, lm_eval_source
+
+    for module, attr in ((constants, "HF_HUB_OFFLINE"), (datasets.config, "HF_HUB_OFFLINE"),
+                         (datasets.config, "HF_DATASETS_OFFLINE")):
+        monkeypatch.setattr(module, attr, False)
+    for proxy in hub_reach._PROXIES:
+        monkeypatch.delenv(proxy, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setattr(lm_eval_source, "_LOADED", {})
+    hub_reach.hub_unreachable.cache_clear()
+    try:
+        line = _bad(tmp_path, "tasks:\n  - {lm_eval: winogrande}\n")
+    finally:
+        hub_reach.hub_unreachable.cache_clear()
+    assert "which could not be reached (127.0.0.1 could not be reached: Connection refused)" in line, line
+    assert constants.HF_HUB_OFFLINE is False and datasets.config.HF_HUB_OFFLINE is False  # restored after the load
+
+
+def test_a_reachable_hub_is_left_alone(monkeypatch):
+    """Negative control: a hub that accepts the connection (a socket listening here) keeps the client as it was."""
+    import socket
+
+    from reporter.tasks import hub_reach
+
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    for proxy in hub_reach._PROXIES:
+        monkeypatch.delenv(proxy, raising=False)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        hub_reach.hub_unreachable.cache_clear()
+        try:
+            assert hub_reach.hub_unreachable() is None
+            with hub_reach.offline_while_unreachable() as reason:
+                assert reason is None
+        finally:
+            hub_reach.hub_unreachable.cache_clear()
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # behind a proxy only a request can tell
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    hub_reach.hub_unreachable.cache_clear()
+    try:
+        assert hub_reach.hub_unreachable() is None
+    finally:
+        hub_reach.hub_unreachable.cache_clear()
+
+
 def test_a_task_yaml_with_a_syntax_error_names_its_file(env, tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "broken.yaml").write_text("task: broken\ndataset_path: [json\n")

@@ -285,16 +285,19 @@ def _manager_or_error(include: tuple[str, ...], defaults: bool) -> Any:
 
 def _load(tm: Any, name: str) -> dict[str, Any]:
     """``tm.load([name])`` with lm-eval's failures as one line (KeyError passes: a missing group member)."""
-    try:
-        return tm.load([name])  # type: ignore[no-any-return]
-    except KeyError:
-        raise
-    except Exception as e:
-        import yaml
+    from .hub_reach import offline_while_unreachable
 
-        if isinstance(e, yaml.YAMLError):
-            raise UserError(f"lm-eval task '{name}': {_yaml_problem(e, ())}") from None
-        raise UserError(_data_problem(tm, name, e)) from None
+    with offline_while_unreachable() as unreachable:  # a hub dataset offline fails at once, not after retries
+        try:
+            return tm.load([name])  # type: ignore[no-any-return]
+        except KeyError:
+            raise
+        except Exception as e:
+            import yaml
+
+            if isinstance(e, yaml.YAMLError):
+                raise UserError(f"lm-eval task '{name}': {_yaml_problem(e, ())}") from None
+            raise UserError(_data_problem(tm, name, e, unreachable)) from None
 
 
 def _first_line(e: BaseException) -> str:
@@ -312,14 +315,16 @@ def _yaml_problem(e: Exception, include: tuple[str, ...]) -> str:
     return f"lm-eval could not read its task configs{where}: {_first_line(e)}"
 
 
-def _data_problem(tm: Any, name: str, e: Exception) -> str:
-    """Why a task's data did not load, with the way to give a local copy when it is a hub dataset."""
+def _data_problem(tm: Any, name: str, e: Exception, unreachable: str | None = None) -> str:
+    """Why a task's data did not load, with the way to give a local copy when it is a hub dataset (``unreachable``:
+    why the hub could not be reached, when a connection to it failed).
+    """
     path = _dataset_path(tm, name)
     local = path is None or path in ("json", "csv", "parquet", "text", "arrow") or Path(str(path)).exists()
     if local:
         return f"lm-eval task '{name}': its data could not be loaded ({_first_line(e)})"
     return (f"lm-eval task '{name}': its dataset '{path}' is on the Hugging Face hub, which could not be reached "
-            f"({_first_line(e)}); give a local copy: a task YAML in a directory listed in lm_eval_include, with "
+            f"({unreachable or _first_line(e)}); give a local copy: a task YAML in a directory listed in lm_eval_include, with "
             f"'include: <lm-eval's YAML>', 'dataset_path: json' and 'dataset_kwargs: {{data_files: ...}}' "
             f"(reporter's offline copies of ARC, HellaSwag, BoolQ and MMLU: lm_eval_include: [{PACKAGED}])")
 

@@ -1,0 +1,67 @@
+"""Whether the Hugging Face hub can be reached, asked once per process: :func:`hub_unreachable`.
+
+Offline, the hub's client retried each request with back-off, so a hub dataset took tens of seconds and six
+"Retrying in Ns" lines to fail. :func:`offline_while_unreachable` turns the client's own offline mode on while a
+dataset loads when one connection to the hub failed: a copy in the local cache is still read, and anything else
+fails at once.
+
+>>> hub_address("https://hf-mirror.example:8443/x")
+('hf-mirror.example', 8443)
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from functools import lru_cache
+from typing import Iterator
+from urllib.parse import urlsplit
+
+__all__ = ["hub_address", "hub_unreachable", "offline_while_unreachable"]
+
+#: seconds one connection to the hub may take before it counts as unreachable
+TIMEOUT = 3.0
+_PROXIES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy")
+
+
+def hub_address(endpoint: str | None = None) -> tuple[str, int]:
+    """The host and port of ``HF_ENDPOINT`` (default ``https://huggingface.co``)."""
+    url = urlsplit(endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+
+
+@lru_cache(maxsize=1)
+def hub_unreachable() -> str | None:
+    """Why the hub cannot be reached (its name does not resolve, or no connection within :data:`TIMEOUT`), or
+    None: reachable, already in offline mode, or behind a proxy (which only a request through it can tell).
+    """
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or any(os.environ.get(p) for p in _PROXIES):
+        return None
+    host, port = hub_address()
+    try:
+        socket.create_connection((host, port), timeout=TIMEOUT).close()
+    except OSError as e:
+        return f"{host} could not be reached: {e.strerror or type(e).__name__}"
+    return None
+
+
+@contextlib.contextmanager
+def offline_while_unreachable() -> Iterator[str | None]:
+    """The hub client's offline mode (``HF_HUB_OFFLINE``) for the ``with`` block where :func:`hub_unreachable`;
+    yields its reason, or None (nothing changed).
+    """
+    reason = hub_unreachable()
+    if reason is None:
+        yield None
+        return
+    import datasets.config
+    from huggingface_hub import constants
+
+    saved = constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE
+    constants.HF_HUB_OFFLINE = datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
+    try:
+        yield reason
+    finally:
+        constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE = saved
