@@ -28,8 +28,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
-from reporter.analyse.contamination import FDR_Q, MIN_TOKENS, MINK_K, _ranks, option_order_signal, split_signal
+from reporter.analyse.contamination import FDR_Q
 from reporter.analyse.order_null import order_null_for
+from reporter.analyse.signals import MIN_TOKENS, MINK_K, _ranks, option_order_signal, split_signal
 from reporter.metrics.min_k import min_k_percent_prob
 from reporter.metrics.rank_tests import MIN_ITEMS
 

@@ -50,8 +50,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from reporter.analyse.contamination import FDR_Q, STRONG_P, _ranks, option_order_signal, split_signal
+from reporter.analyse.contamination import FDR_Q, STRONG_P
 from reporter.analyse.order_null import order_null_for
+from reporter.analyse.signals import _ranks, option_order_signal, split_signal
 
 
 def tree_lines(orders: Iterable[Sequence[int]]) -> int:

@@ -34,20 +34,11 @@ from ..store.layout import (
 from ..store.logprobs import load_logprobs
 from ..store.ragged import ragged_ok
 from ..tasks import is_probe
-from .contamination import (
-    TESTS,
-    ContaminationVerdict,
-    SignalResult,
-    apply_fdr,
-    assess,
-    min_k_signal,
-    option_order_signal,
-    order_null_for,
-    split_signal,
-    verbatim_signal,
-)
+from .contamination import TESTS, ContaminationVerdict, apply_fdr, assess
 from .control_power import POWER_TESTS, power_at_size, why_not
 from .law_points import law_signal
+from .order_null import order_null_for
+from .signals import SignalResult, min_k_signal, option_order_signal, split_signal, verbatim_signal
 
 __all__ = ["contamination_rows", "min_k_from_artifacts"]
 

@@ -22,10 +22,10 @@ import numpy as np
 from ..metrics.mui import LEGACY_DEFINITION
 from ..schema import is_untrained
 from ..tasks import is_probe
-from .contamination import SignalResult, law_residual_signal
 from .fairness import FairnessResult, fairness
 from .law import MIN_POINTS, FitDescription, LawFit, describe_fit, fit_points
 from .leaderboard import PerItem
+from .signals import SignalResult, law_residual_signal
 from .training import TrainingResult, training_phases
 
 __all__ = ["LawAndFairness", "LawSection", "MUI_SETTINGS", "Points", "averages", "finite", "law_and_fairness",
