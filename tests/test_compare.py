@@ -301,7 +301,7 @@ def test_a_cleared_notes_every_way_the_new_run_can_differ():
     baseline too), one its analysis has no record of, a law residual (its size is the law's models), a size between
     the table's rows (a lower bound, and the row read), and a base run analysed with another table (both runs are
     read against the current one)."""
-    from reporter.analyse.compare import cleared_note
+    from reporter.analyse.compare_notes import cleared_note
     from reporter.analyse.control_power import power_at_size
 
     fired = {"measured": True, "test": True, "fires": True, "n": 44, "orders": 8, "n_tests": 3,
