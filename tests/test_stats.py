@@ -337,3 +337,26 @@ def test_equal_partial_credit_gets_the_exact_bounded_interval_not_zero_width(c, 
     rng = np.random.default_rng(0)
     q = (1 - r.ci_high) / (1 - c)
     assert abs((rng.random((200_000, n)) < q).all(axis=1).mean() - 0.025) < 0.002
+
+
+def test_a_card_of_an_older_run_names_the_zero_width_intervals_it_still_holds(tmp_path):
+    """An older run's constant partial credit keeps its recorded "degenerate" interval; the methods now describe the
+    exact bound, so the card names the tasks whose numbers do not follow it (and none where every task does)."""
+    import copy
+    import shutil
+    from pathlib import Path
+
+    from reporter.card.data import build_card
+    from reporter.card.render import render
+
+    data = Path(__file__).parent / "data" / "run2"
+    results = json.loads((data / "results.json").read_text())
+    manifest = json.loads((data / "manifest.json").read_text())
+    assert build_card(copy.deepcopy(results), manifest)["zero_width"] == []
+    t = results["models"]["smol"]["tasks"]["boolq"]
+    t.update(score=0.5, ci_low=0.5, ci_high=0.5, method="degenerate")
+    assert build_card(copy.deepcopy(results), manifest)["zero_width"] == ["smol on boolq"]
+    shutil.copytree(data, tmp_path / "run")
+    (tmp_path / "run" / "results.json").write_text(json.dumps(results))
+    page = Path(render(tmp_path / "run", formats=("html",))["html"]).read_text()
+    assert "Analysed before that rule, smol on boolq keeps the zero-width interval recorded then" in page

@@ -76,6 +76,9 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     card["lm_eval"] = lm_eval_view(card)
     card["task_rows"] = task_rows(card)
     card["own_shots"] = shots_phrase(card)
+    # a constant partial-credit score analysed before its exact bound (metrics.stats.constant_score_bounds)
+    card["zero_width"] = [f"{m['name']} on {t}" for m in models for t, s in m["tasks"].items()
+                          if s.get("method") == "degenerate" and 0 < s.get("score", 0) < 1]
     for key, fn in (("neighbours", _neighbours), ("warnings", _warnings), ("summary", _summary),
                     ("limitations", _limitations), ("extra_measurements", extra_measurements)):
         card[key] = fn(card)
