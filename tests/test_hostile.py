@@ -340,6 +340,10 @@ def test_validate_names_a_task_it_cannot_read_offline(tmp_path):
         "fails alone where the hub cannot be reached"]
     r = _invoke("validate", str(p), "--profile", "quick")  # negative control: every task ships offline
     assert r.exit_code == 0 and "note:" not in r.stderr, r.output
+    # BBH 3-shot (as it is usually run): its data cannot be counted offline, so the run is not refused for it
+    p = _models(tmp_path, "lpp: {enabled: false}\ntasks:\n  - {name: bbh, limit: 5, shots: 3}\n")
+    r = _invoke("validate", str(p))
+    assert r.exit_code == 0 and "note: task 'bbh' has no offline copy" in r.stderr, r.output
 
 
 def test_choice_rows_that_can_be_scored_pass_validate(tmp_path):

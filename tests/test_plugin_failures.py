@@ -153,6 +153,11 @@ def test_a_task_factory_that_fails_is_refused_before_a_model_loads(files, task, 
                                                                                            / "models.yaml"),
                                   "--profile", str(root / "profile.yaml")])
     assert r.exit_code == 0, r.output  # negative control: a factory that builds (its scorer fails only at run time)
+    # a loader that raises is the task's own failure at run time, even where shots: asks validate to count its data
+    (root / "profile.yaml").write_text("lpp: {enabled: false}\ntasks:\n  - {name: pf_t_loadfail, limit: 2, shots: 2}\n")
+    r = CliRunner().invoke(main, ["--plugin", str(root / "pf_plugin.py"), "validate", str(root / "models.yaml"),
+                                  "--profile", str(root / "profile.yaml")])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
 
 
 def test_a_value_reporter_would_call_damaged_is_refused_when_made_not_on_every_rerun(files):

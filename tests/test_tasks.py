@@ -259,3 +259,26 @@ def test_a_choice_task_without_options_scores_the_letter_answers_in_every_spelli
     assert [it.answer for it in items] == ["B"] * 4
     assert all(get_scorer("choice")("The answer is B.", it.scorer_item())[1] == 1.0 for it in items)
     assert all(get_scorer("choice")("The answer is A.", it.scorer_item())[1] == 0.0 for it in items)
+
+
+def test_letters_with_options_empty_f1_gold_and_an_unscored_other_split_pass(tmp_path):
+    """Negative controls of the row rules: with options too an answer "b" or "(B)" is the letter; an f1 row may have
+    an empty gold (an unanswerable question, as in SQuAD 2.0); the other split is question text only, so a code
+    task's other-split rows need no tests and a choice task's need no letters."""
+    mc = tmp_path / "mc.jsonl"
+    mc.write_text("".join(json.dumps({"q": "x?", "o": ["yes", "no", "maybe"], "a": a}) + "\n"
+                          for a in ("b", "(B)", "no", 1)))
+    assert [it.answer for it in jsonl_task("mc", str(mc), "q", "a", "choice", choices_field="o").items()] == ["B"] * 4
+    f1 = tmp_path / "f1.jsonl"
+    f1.write_text(json.dumps({"q": "Who?", "a": ""}) + "\n" + json.dumps({"q": "What?", "a": "x"}) + "\n")
+    assert [it.answer for it in jsonl_task("f", str(f1), "q", "a", "f1").items()] == ["", "x"]
+    with pytest.raises(UserError, match=r"line 1: field 'a' is empty"):
+        jsonl_task("e", str(f1), "q", "a", "exact").items()
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"q": "Write g.", "a": "def g(): pass"}) + "\n" + json.dumps({"q": "A) x B) y",
+                                                                                           "a": "y"}) + "\n")
+    code = tmp_path / "code.jsonl"
+    code.write_text(json.dumps({"q": "Write f.", "a": "def f(): pass", "test": "assert f() is None"}) + "\n")
+    for scorer in ("code", "choice"):
+        task = jsonl_task("c", str(code), "q", "a", scorer)
+        assert len(task.other_split_from_file(other)) == 2

@@ -30,8 +30,10 @@ def jsonl_task(name: str, path: str, prompt_field: str, answer_field: str, score
         return _read_items(name, p, prompt_field, answer_field, choices_field, scorer=scorer)
 
     def other_split_from_file(other: Path) -> list[Item]:
+        # the other split gives question text only (Min-K% against it): its rows are not scored, so not checked
+        # for what scoring needs (letters, tests)
         return _read_items(name, other, prompt_field, answer_field, choices_field, id_prefix=f"{name}-other",
-                           what=f"the other split of task '{name}'", scorer=scorer)
+                           what=f"the other split of task '{name}'")
 
     default_instr = MC_INSTRUCTION if scorer == "choice" else "Answer the question."
     return Task(name=name, scorer=scorer, load=load, instruction=instruction or default_instr,
@@ -164,6 +166,10 @@ def _has_tests(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(t, str) for t in v) and any(t.strip() for t in v)
 
 
+#: the scorers whose gold answer cannot be empty (f1 may be: an unanswerable question, as in SQuAD 2.0; a code
+#: task's answer is unused, its row's tests decide)
+_GOLD_NEEDED = ("exact", "numeric", "choice")
+
 #: the gold answer of a choice task without options: the letter of an option the prompt itself lists
 _LETTER = re.compile(r"\(?([A-Za-z])\)?")
 
@@ -181,11 +187,14 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
             if f_ != choices_field and not _text(r[f_]):
                 raise UserError(f"{p}: line {ln}: field '{f_}' must be text (or a number), got "
                                 f"{type(r[f_]).__name__}")
-            if f_ != choices_field and not str(r[f_]).strip() and (f_ == prompt_field or scorer != "code"):
-                raise UserError(f"{p}: line {ln}: field '{f_}' is empty")  # a code task's answer is unused
+            if f_ != choices_field and not str(r[f_]).strip() and (f_ == prompt_field or scorer in _GOLD_NEEDED):
+                raise UserError(f"{p}: line {ln}: field '{f_}' is empty")
         choices = _options(p, ln, choices_field, r[choices_field]) if choices_field else None
         q = mc_question(str(r[prompt_field]), choices) if choices else str(r[prompt_field])
         ans = str(r[answer_field])
+        if choices and (m := _LETTER.fullmatch(ans.strip())) and m.group(1).upper() in LETTERS[: len(choices)] \
+                and ans not in choices:
+            ans = m.group(1).upper()  # "b" or "(B)": the letter, as without options
         if choices and ans not in LETTERS[: len(choices)]:
             if ans in choices:
                 ans = LETTERS[choices.index(ans)]
