@@ -248,6 +248,12 @@ def test_rebuild_after_adding_a_run_reads_only_the_new_one(runs, tmp_path):
     assert str(runs["root"] / "r-board") in expanded and any(p.endswith(".yaml") for p in expanded)
     r = CliRunner().invoke(main, ["board", *expanded, "-o", str(runs["root"] / "r-board"), "--resamples", "200"])
     assert r.exit_code == 0 and "warning" not in r.stderr and "from 3 runs" in r.stdout, r.output
+    # a run's results.json stands for its directory; any other file named is still a warning, not skipped silently
+    (runs["root"] / "notes.txt").write_text("x")
+    r = CliRunner().invoke(main, ["board", str(runs["r1"] / "results.json"), str(runs["r3"]),
+                                  str(runs["root"] / "notes.txt"), "-o", str(tmp_path / "b2"), "--resamples", "200"])
+    assert r.exit_code == 0 and "from 2 runs" in r.stdout, r.output
+    assert "notes.txt: left out: " in r.stderr and "is a file, not a run directory" in r.stderr, r.output
     assert second["cache"]["compared"] == 1
     cache = BoardCache(tmp_path / "cache")
     third = build_board([runs["r1"], runs["r3"], runs["r2"]], n_resamples=200, cache=cache)

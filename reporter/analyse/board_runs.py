@@ -91,14 +91,20 @@ def expand_runs(args: Iterable[str | Path]) -> list[Path]:
     ['a', 'b']
     >>> [p.name for p in expand_runs(sorted(d.iterdir()))]  # an unquoted `d/*`, expanded by the shell
     ['a', 'b']
+    >>> _ = (d / "b" / "results.json").write_text("{}"); [p.name for p in expand_runs([d / "b" / "results.json"])]
+    ['b']
     """
     out: list[Path] = []
     for a in args:
         text = str(a)
-        # files (a models YAML beside its run) are not runs, whether a pattern matched them or the shell expanded an
-        # unquoted `reports/*` into their names; any other named path is checked (a missing one is a warning)
+        # a pattern's matches that are files are not runs; nor are the YAML files among named paths (the models YAML
+        # beside its run, which the shell names when it expands an unquoted `reports/*`); a run's results.json or
+        # manifest.json stands for its directory; any other named path is checked (a file is then a warning)
+        path = Path(text)
         hits = (sorted(h for h in glob.glob(text) if Path(h).is_dir()) if glob.has_magic(text)
-                else [] if Path(text).is_file() else [text])
+                else [] if path.is_file() and path.suffix in (".yaml", ".yml")
+                else [str(path.parent)] if path.is_file() and path.name in ("results.json", "manifest.json")
+                else [text])
         for h in hits:
             p = Path(h)
             if p.resolve() not in {q.resolve() for q in out}:
