@@ -96,3 +96,46 @@ def test_a_run_without_comparisons_describes_no_pairwise_method():
     assert "pairwise tests" not in text and "interval ," not in text
     results, manifest = _load()
     assert "pairwise tests: McNemar's exact test, with the 95% interval" in markdown_card(build_card(results, manifest))
+
+
+def test_an_ar_probe_whose_flags_could_not_be_read_states_no_overconfidence(tmp_path):
+    """The probe table showed "0.0" over-confidence for models none of whose flags could be read (unparsed_flag 1):
+    the card's view dropped ``unparsed_flag``, so the template's "not stated" never applied."""
+    import shutil
+
+    from reporter.card.render import render
+
+    results, manifest = _load("full")
+    results["models"]["Gemma-3-270M"]["tasks"]["ar"]["ar"].update(
+        flag_accuracy=0.0, overconfidence=0.0, unparsed_flag=1.0)
+    card = build_card(copy.deepcopy(results), manifest)
+    rows = {m["name"]: m["tasks"]["ar"] for m in card["models"] if "ar" in m["tasks"]}
+    assert rows["Gemma-3-270M"]["unparsed_flag"] == 1.0 and rows["SmolLM2-135M-Instruct"]["unparsed_flag"] == 0.0
+    shutil.copytree(DATA / "full", tmp_path / "run")
+    (tmp_path / "run" / "results.json").write_text(json.dumps(results))
+    page = Path(render(tmp_path / "run", formats=("html",))["html"]).read_text()
+    assert page.count("— (no flag read)") == 1  # Gemma's row alone; the others show their rates
+
+
+def test_the_markdown_card_states_each_kind_of_pair_with_its_own_test_and_interval(tmp_path):
+    """With right/wrong and partial-credit comparisons the sentence read "with the 95% interval right/wrong scores:
+    ...", and a missing law-adjusted ranking "not available: no fair adjustment is possible: ...\""""
+    results, manifest = _load("full")
+    for c in results["comparisons"]:  # as this code records them: SPC is partial credit, the rest right/wrong
+        partial = c["task"] == "spc"
+        c.update(test="sign-flip" if partial else "mcnemar-exact",
+                 method="sign-flip-exact" if partial else "mcnemar-compatible-exact")
+    text = markdown_card(build_card(copy.deepcopy(results), manifest))
+    assert ("pairwise tests (right/wrong scores: McNemar's exact test, with the 95% interval the exact interval that "
+            "agrees with McNemar's test") in text
+    assert "; partial credit: the paired sign-flip test of the mean difference, with the 95% interval" in text
+    assert "with the 95% interval right/wrong" not in text
+    results["analysis"]["fairness"] = {"available": False, "reason": "no fair adjustment is possible: 2 trained "
+                                       "models were compared; the law needs at least 3", "rows": []}
+    for m in results["models"].values():
+        for t in m["tasks"].values():
+            t.pop("fair", None)
+        m.pop("fair", None)
+    text = markdown_card(build_card(results, manifest))
+    assert "not available: 2 trained models were compared; the law needs at least 3" in text
+    assert "not available: no fair adjustment" not in text

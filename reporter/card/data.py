@@ -25,7 +25,7 @@ _SEVERITIES = ("strong", "weak", "none")
 #: a task summary's own fields, and those the card adds to it (the chance marks of :func:`_ranks`), which no plugin measured
 _CORE_TASK_KEYS = frozenset(TaskSummary.__annotations__) | {"at_chance", "chance_p"}
 #: AR probe metrics the tables read at the top level of a task (older runs nest them under "ar" only)
-_AR_FIELDS = ("flag_accuracy", "answer_accuracy", "format_validity", "overconfidence")
+_AR_FIELDS = ("flag_accuracy", "answer_accuracy", "format_validity", "overconfidence", "unparsed_flag")
 
 
 def load_card(run_dir: str | Path) -> dict[str, Any]:
@@ -446,7 +446,7 @@ def empty_elements(card: dict[str, Any]) -> dict[str, str]:
         fair = a.get("fairness") or {}
         k = len(trained)
         out["law_adjusted"] = ("Law-adjusted score and law rank: " + (
-            f"not available: {fair['reason']}." if fair.get("reason") else
+            f"not available: {str(fair['reason']).removeprefix('no fair adjustment is possible: ')}." if fair.get("reason") else
             f"need ≥3 trained models (this run has {k})." if k < 3 else "not computed in this run."))
     div = a.get("diversity") or {}
     if div and not any(d.get("advice") for d in div.values()):

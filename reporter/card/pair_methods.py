@@ -68,7 +68,7 @@ def pair_methods(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     Keys: ``kinds`` (``binary``: ``exact``/``bootstrap``/None; ``partial``: ``sign-flip``/``bootstrap``/None);
     ``test`` and ``ci`` (what the test and the 95 % interval are, per kind present, joined with "; "; short enough
     for a sentence's parentheses); ``explained`` (a sentence per kind present: its test and interval, explained, for
-    the methods); ``agree``
+    the methods); ``pairs`` (per kind present, its test with its interval, for a sentence of its own); ``agree``
     (every interval excludes 0 exactly where its unadjusted test rejects); ``caveat`` (where one does not: a
     sentence, else empty). No rows: the methods this code uses.
 
@@ -76,6 +76,8 @@ def pair_methods(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     ...                   {"test": "mcnemar-exact", "method": "mcnemar-compatible-exact"}])
     >>> m["agree"], m["ci"].startswith("right/wrong scores: the exact interval")
     (True, True)
+    >>> m["pairs"].startswith("right/wrong scores: McNemar's exact test, with the 95% interval the exact interval")
+    True
     """
     kinds: dict[str, str | None] = {"binary": None, "partial": None}
     rows = list(rows)
@@ -106,5 +108,10 @@ def pair_methods(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     explained = " ".join(
         f"{f'For {label[s]} the' if both else 'The'} test is {_TEST_LONG['wilcoxon' if k == 'bootstrap' and s == 'partial' else k]}, "
         f"and the 95% interval {_CI_LONG[k]}." for s, k in present)
+    def test_key(s: str, k: str) -> str:
+        return "wilcoxon" if s == "partial" and k == "bootstrap" else k
+
+    pairs = "; ".join(f"{label[s] + ': ' if both else ''}{_TEST[test_key(s, k)]}, with the 95% interval {_CI[k]}"
+                      for s, k in present)
     return {"kinds": kinds, "test": joined(_TEST, True), "ci": joined(_CI, False), "explained": explained,
-            "agree": agree, "caveat": caveat}
+            "agree": agree, "caveat": caveat, "pairs": pairs}
