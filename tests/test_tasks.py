@@ -236,18 +236,26 @@ def test_most_tokens_bounds_every_tokenizer_count():
     """The refusal above is sound only if no tokenizer makes more tokens of a text than most_tokens says: checked
     with SmolLM2's byte-level BPE and the suite's cut copy of it (about 1.3 times as many tokens), on CoQA's stories
     and on text of every UTF-8 width."""
-    from transformers import AutoTokenizer
+    from tokenizers import Tokenizer, normalizers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     from reporter.models.packaged import PACKAGED, tokenizer_dir
     from reporter.tasks.corpora import fixed_texts, most_tokens
 
     from .conftest import small_tokenizer_dir
 
-    texts = fixed_texts("coqa")[:40] + ["", "a", "é" * 50, "漢字かな" * 30, "🙂👍🏽" * 40, "e\u0301" * 60, "\n\t " * 20]
-    for d in (tokenizer_dir(PACKAGED["smollm2-135m-instruct"]), small_tokenizer_dir()):
-        tok = AutoTokenizer.from_pretrained(str(d))
+    texts = fixed_texts("coqa")[:40] + ["", "a", "é" * 50, "漢字かな" * 30, "🙂👍🏽" * 40, "e\u0301" * 60, "\n\t " * 20,
+                                        "ﷺ" * 10, "क़" * 30, "ﬃ" * 20]
+    toks = [AutoTokenizer.from_pretrained(str(d)) for d in (tokenizer_dir(PACKAGED["smollm2-135m-instruct"]),
+                                                            small_tokenizer_dir())]
+    for form in (normalizers.NFKC(), normalizers.NFD()):  # a normalizer that expands before the bytes are split
+        raw = Tokenizer.from_file(str(small_tokenizer_dir() / "tokenizer.json"))
+        raw.normalizer = form
+        toks.append(PreTrainedTokenizerFast(tokenizer_object=raw))
+    assert len(toks[-2]("ﷺ" * 10)["input_ids"]) > 30 * 3  # NFKC: far more tokens than the text's 30 bytes
+    for tok in toks:
         for t in texts:
-            assert len(tok(t, add_special_tokens=True)["input_ids"]) <= most_tokens(t), (d, t[:40])
+            assert len(tok(t, add_special_tokens=True)["input_ids"]) <= most_tokens(t), (tok, t[:40])
 
 
 def test_a_choice_task_without_options_scores_the_letter_answers_in_every_spelling(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import unicodedata
 from functools import lru_cache
 from itertools import islice
 from pathlib import Path
@@ -144,12 +145,13 @@ def fixed_texts(corpus: str) -> list[str] | None:
 
 def most_tokens(text: str) -> int:
     """An upper bound on the tokens any tokenizer makes of ``text`` with its special tokens: one per UTF-8 byte
-    (byte-level BPE and byte fallback never split finer) and a margin of 8 special tokens.
+    (byte-level BPE and byte fallback never split finer) of the longest of its Unicode normal forms (a tokenizer's
+    normalizer may decompose or expand first: NFKC makes 18 characters of "ﷺ"), and a margin of 8 special tokens.
 
-    >>> most_tokens("héllo")
-    14
+    >>> most_tokens("héllo"), most_tokens("ﷺ")
+    (15, 41)
     """
-    return len(text.encode("utf-8")) + 8
+    return max(len(unicodedata.normalize(form, text).encode("utf-8")) for form in ("NFC", "NFD", "NFKC", "NFKD")) + 8
 
 
 def lpp_corpus(n: int, min_tokens: int, tokenizer: Any = None, corpus: str = "coqa") -> list[str]:
