@@ -30,8 +30,11 @@ def shots_phrase(card: dict[str, Any]) -> str:
     ...     {"meta": {"kind": "instruct"}, "tasks": {"arc": {"shots": 3}}},
     ...     {"meta": {"kind": "base"}, "tasks": {"arc": {"shots": 1}}}]})
     'instruct models zero-shot with their chat template, base models 1-shot, except arc: 3-shot for instruct models, 1-shot for base models'
+    >>> shots_phrase({"benchmarks": ["arc", "gsm8k"], "models": [{"meta": {}, "tasks": {  # a paper profile: shots 0
+    ...     "arc": {"shots": 0}, "gsm8k": {"shots": 0}}}]})
+    "every model zero-shot on every task (the profile's shots), instruct models with their chat template"
     """
-    exceptions = []
+    exceptions, uniform, tasks = [], set(), 0
     for task in card.get("benchmarks") or []:
         by_kind: dict[str, set[int]] = {}
         differs = False
@@ -39,17 +42,21 @@ def shots_phrase(card: dict[str, Any]) -> str:
             rec = (m.get("tasks") or {}).get(task)
             if not rec or rec.get("scorer") == "lm_eval" or not isinstance(rec.get("shots"), int):
                 continue
-            kind = str((m.get("meta") or {}).get("kind") or "unknown")
+            kind = "instruct" if (m.get("meta") or {}).get("kind") == "instruct" else "base"  # as plan_task reads it
             by_kind.setdefault(kind, set()).add(rec["shots"])
-            differs |= rec["shots"] != DEFAULT_SHOTS.get(kind)
+            differs |= rec["shots"] != DEFAULT_SHOTS[kind]
+        tasks += bool(by_kind)
         if not differs:
             continue
         counts = {s for ss in by_kind.values() for s in ss}
         if len(counts) == 1:
+            uniform |= counts
             exceptions.append(f"{task}: {_n(next(iter(counts)))} for every model")
         else:
             exceptions.append(f"{task}: " + ", ".join(f"{' or '.join(_n(s) for s in sorted(ss))} for {kind} models"
                                                       for kind, ss in sorted(by_kind.items(), key=_kind_order)))
+    if exceptions and len(exceptions) == tasks and len(uniform) == 1 and all("for every model" in e for e in exceptions):
+        return f"every model {_n(uniform.pop())} on every task (the profile's shots), instruct models with their chat template"
     return _DEFAULTS + (", except " + "; ".join(exceptions) if exceptions else "")
 
 
@@ -57,5 +64,5 @@ def _n(shots: int) -> str:
     return "zero-shot" if shots == 0 else f"{shots}-shot"
 
 
-def _kind_order(item: tuple[str, set[int]]) -> tuple[int, str]:
-    return (list(DEFAULT_SHOTS).index(item[0]) if item[0] in DEFAULT_SHOTS else len(DEFAULT_SHOTS), item[0])
+def _kind_order(item: tuple[str, set[int]]) -> int:
+    return list(DEFAULT_SHOTS).index(item[0])
