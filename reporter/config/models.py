@@ -524,10 +524,11 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
                 spec = _parse_model(p, i, m, base_dir, run.get("executor", "local") == "local")
                 if spec is None:  # its other problems are listed; a later entry of the same name is one more
                     raw = m.get("name") if isinstance(m, dict) else None
-                    if isinstance(raw, str) and raw in seen:
+                    raw = raw.strip() if isinstance(raw, str) else ""  # as a valid entry's name is read
+                    if raw and raw in seen:
                         p.add(f"models[{i}].name", f"duplicate name '{raw}' (also models[{seen[raw]}].name); names "
                                                    "must be unique")
-                    elif isinstance(raw, str):
+                    elif raw:
                         seen[raw] = i
                     continue
                 if spec.name in seen:
