@@ -116,11 +116,17 @@ class ReporterLM(HFLM):  # type: ignore[misc]
         data: dict[str, Any] = {"models": [entry]}
         if args.get("seed") is not None:
             data["seed"] = args["seed"]
+        # where each key of the entry came from, to name it as the user wrote it
+        written = {"source": "--model_args pretrained", "name": "--model_args name" if args.get("name") else
+                   "--model_args pretrained (the model's name where name= is not given)"}
+        written.update({k: f"--model_args {k}" for k in ("dtype", "device", "kind", "max_batch_size") if args.get(k)
+                        is not None})
+        written.setdefault("max_batch_size", "--batch_size")
+        written.setdefault("device", "--device")
         try:
             cfg = parse_config(data, "--model_args")
-        except UserError as e:  # the entry's keys are --model_args' own: pretrained= is its source
-            raise UserError([ln.replace("--model_args: models[0].source:", "--model_args pretrained:")
-                             .replace("--model_args: models[0].", "--model_args ") for ln in e.lines]) from None
+        except UserError as e:
+            raise UserError([_as_written(ln, written) for ln in e.lines]) from None
         try:
             lm = load_model(cfg.models[0], run_device=cfg.device, run_dtype=cfg.dtype, run_seed=cfg.seed)
         except UserError:
@@ -250,3 +256,17 @@ class ReporterLM(HFLM):  # type: ignore[misc]
     def can_fuse(self) -> str | None:
         """Why the collectors cannot ride this model's generation (None: they can)."""
         return fusable_generation(self.reporter_lm)
+
+
+def _as_written(line: str, written: dict[str, str]) -> str:
+    """A models-YAML line about ``models[0].KEY`` named by the option the user wrote (``--model_args dtype``,
+    ``--batch_size``).
+
+    >>> _as_written("--model_args: models[0].dtype: 'fp8' is not valid", {"dtype": "--model_args dtype"})
+    "--model_args dtype: 'fp8' is not valid"
+    """
+    head = "--model_args: models[0]."
+    if line.startswith(head):
+        key, _, rest = line[len(head):].partition(":")
+        return f"{written.get(key, '--model_args ' + key)}:{rest}"
+    return line
