@@ -95,7 +95,7 @@ def test_a_run_without_comparisons_describes_no_pairwise_method():
     text = markdown_card(build_card(results, manifest))
     assert "pairwise tests" not in text and "interval ," not in text
     results, manifest = _load()
-    assert "pairwise tests: McNemar's exact test, with the 95% interval" in markdown_card(build_card(results, manifest))
+    assert "pairwise tests (McNemar's exact test, with the 95% interval" in markdown_card(build_card(results, manifest))
 
 
 def test_an_ar_probe_whose_flags_could_not_be_read_states_no_overconfidence(tmp_path):

@@ -326,9 +326,9 @@ def test_every_data_problem_and_a_duplicate_after_a_bad_entry_are_listed_at_once
         errors[1], errors
     # names as a valid entry reads them (stripped); blank names are blank, not duplicates
     (tmp_path / "models.yaml").write_text(small_random(
-        f"profile: profile.yaml\nmodels:\n  - {{name: 'a ', source: random:llama, max_batch_size: -3}}\n"
-        f"  - {{name: a, source: random:llama, max_batch_size: -3}}\n  - {{name: ' ', source: random:llama}}\n"
-        f"  - {{name: ' ', source: random:llama}}\n"))
+        "profile: profile.yaml\nmodels:\n  - {name: 'a ', source: random:llama, max_batch_size: -3}\n"
+        "  - {name: a, source: random:llama, max_batch_size: -3}\n  - {name: ' ', source: random:llama}\n"
+        "  - {name: ' ', source: random:llama}\n"))
     errors = [ln for ln in _invoke("validate", str(p)).stderr.splitlines() if ln.startswith("error: ")]
     assert sum("duplicate name 'a'" in e for e in errors) == 1 and not any("duplicate name ' '" in e for e in errors)
     assert sum("is blank" in e for e in errors) == 2, errors

@@ -309,6 +309,42 @@ def test_the_most_common_answer_row_averages_each_tasks_floor():
     assert "(bq)" in refs["majority"]["reason"]
 
 
+def test_the_most_common_answer_row_also_scores_the_evaluated_items_and_the_card_says_when_it_matches_a_model():
+    """On 8 lopsided items the split's most common answer scored what the winner did (27.4 %), and the card only
+    showed its 19.3 % over the split. The row now carries the same rule's score on the evaluated items, and a model
+    whose mean does not exceed it gets a warning (and a model above it none)."""
+    from reporter.card.data import _warnings
+
+    gold = {"bq": ["yes"] * 6 + ["no"] * 2, "mc": ["D"] * 4 + ["A", "B", "C", "A"]}
+    majority = {"bq": ("yes", 0.62), "mc": ("D", 0.278)}
+    chance = {"bq": 0.5, "mc": 0.25}
+    per = {"always": {t: {f"q{i}": float(g == majority[t][0]) for i, g in enumerate(gold[t])} for t in gold},
+           "better": {t: {f"q{i}": 1.0 for i in range(8)} for t in gold}}
+    # the rule on the evaluated items, by a plain loop: the constant answer's share where it beats chance, else chance
+    here = [sum(g == majority[t][0] for g in gold[t]) / len(gold[t]) if majority[t][1] > chance[t] else chance[t]
+            for t in sorted(gold)]
+    results = {"models": {m: {"source": f"./{m}", "status": "complete", "tasks": {
+        t: {"chance": chance[t], "score": float(np.mean(list(per[m][t].values()))), "ci_low": 0.0, "ci_high": 1.0,
+            "n": 8, "majority": {"answer": majority[t][0], "share": majority[t][1], "over": 300,
+                                 "evaluated": sum(g == majority[t][0] for g in gold[t]) / 8}} for t in gold}}
+        for m in per}}
+    lb = leaderboard(results, per, seed=0, n_resamples=50)
+    row = next(r for r in lb["references"] if r["kind"] == "majority")
+    assert row["score"] == pytest.approx((0.62 + 0.278) / 2) and row["evaluated_score"] == pytest.approx(np.mean(here))
+    card = {"ranked": [{"name": "always", "rank": 2, "avg": np.mean([np.mean(list(v.values())) for v in
+                                                                      per["always"].values()])},
+                       {"name": "better", "rank": 1, "avg": 1.0}],
+            "majority_baseline": row}
+    base = {"models": [], "analysis": None, "manifest": {}, "lpp_correlations": [], "benchmarks": ["bq", "mc"],
+            "probes": []}
+    said = [w for _, w in _warnings({**base, **card}) if "always giving each task's most common answer" in w]
+    assert said == [f"On the evaluated items, always giving each task's most common answer scores "
+                    f"{100 * np.mean(here):.1f}%, as much as or more than always ({100 * card['ranked'][0]['avg']:.1f}%"
+                    "): on these items their mean scores show nothing a constant answer would not get."]
+    del row["evaluated_score"]  # a run from before it was recorded: no claim
+    assert not [w for _, w in _warnings({**base, **card}) if "always giving" in w]
+
+
 def test_a_model_from_a_run_before_the_most_common_answer_is_tested_against_it_too():
     """A board merges a run that recorded the most common answer with one from before it: the older run's model is
     tested against the same level (the answer named from the model that recorded it), not left out or broken."""

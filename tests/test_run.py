@@ -275,3 +275,15 @@ def test_a_run_that_passes_midnight_renders_the_directory_it_wrote(tiny_yaml, tm
     assert "run directory: reports/late-2026-12-04" in r.output
     assert (tmp_path / "reports" / "late-2026-12-04" / "card.md").is_file()
     assert not (tmp_path / "reports" / "late-2026-12-05").exists()
+
+
+def test_the_most_common_answer_is_scored_on_the_evaluated_items_too(finished_run):
+    """summary.json's ``majority.evaluated``: the share of the very items the model answered whose gold is the
+    split's most common answer, counted here from samples.jsonl's gold by a plain loop."""
+    for summary_path in sorted(finished_run.glob("models/*/tasks/arc_easy/summary.json")):
+        summary = json.loads(summary_path.read_text())
+        gold = [json.loads(x)["gold"] for x in (summary_path.parent / "samples.jsonl").read_text().splitlines()]
+        answer = summary["majority"]["answer"]
+        letters = [str(g).strip().strip("()").upper() if not isinstance(g, int) else "ABCDEFGHIJ"[g] for g in gold]
+        assert summary["majority"]["evaluated"] == pytest.approx(sum(x == answer for x in letters) / len(gold))
+        assert summary["majority"]["over"] > len(gold)  # the split's share is over more items than were evaluated

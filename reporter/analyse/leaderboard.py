@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Required, TypedDict
 
 import numpy as np
 
@@ -52,15 +52,16 @@ FALLBACK_CHANCE = {"bool": 0.5, "exact": 0.0, "numeric": 0.0, "math": 0.0, "code
 PerItem = dict[str, dict[str, dict[str, float]]]  # {model: {task: {item id: score}}}
 
 
-class ReferenceRow(TypedDict):
+class ReferenceRow(TypedDict, total=False):
     """An untrained model's score, or the theoretical chance level or the most common answers' (``model`` null),
-    below the ranking.
+    below the ranking; ``evaluated_score``: the most common answers' score on the evaluated items.
     """
 
-    model: str | None
-    score: float
-    kind: str
-    reason: str
+    model: Required[str | None]
+    score: Required[float]
+    kind: Required[str]
+    reason: Required[str]
+    evaluated_score: float
 
 
 class PowerRow(TypedDict, total=False):
@@ -138,6 +139,7 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     chance: dict[str, float | None] = {}
     majority: dict[str, float | None] = {}
     answer: dict[str, str] = {}
+    evaluated: dict[str, float | None] = {}  # the constant answer's share of the evaluated items, where recorded
     for t in benchmarks:
         levels = {_chance(e["tasks"][t]) for e in usable.values() if t in (e.get("tasks") or {})}
         chance[t] = levels.pop() if len(levels) == 1 else None
@@ -148,6 +150,9 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
         majority[t] = agreed[1] if agreed else None
         if agreed:
             answer[t] = agreed[0]
+            here = {float(v) for e in usable.values() if isinstance(m := (e.get("tasks") or {}).get(t, {}).get("majority"),
+                                                                      dict) and isinstance(v := m.get("evaluated"), (int, float))}
+            evaluated[t] = here.pop() if len(here) == 1 else None
     ranked: list[str] = []
     not_ranked: list[NotRanked] = []
     references: list[str] = []
@@ -184,10 +189,13 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
         floor = {t: max(c, m) if (m := majority[t]) is not None else c for t, c in zip(benchmarks, known)}
         if trivial := [t for t, c in zip(benchmarks, known) if floor[t] > c]:
             # a trivial answer that scores more than guessing somewhere: the floor a model must clear
-            out["references"].append({
+            ref: ReferenceRow = {
                 "model": None, "score": float(np.mean(list(floor.values()))), "kind": "majority",
                 "reason": "always each task's most common answer where that scores more than chance ("
-                          + ", ".join(trivial) + "), chance elsewhere, averaged over the tasks of the mean score"})
+                          + ", ".join(trivial) + "), chance elsewhere, averaged over the tasks of the mean score"}
+            if all(evaluated.get(t) is not None for t in trivial):  # the same rule on the items the models answered
+                ref["evaluated_score"] = float(np.mean([evaluated[t] if t in trivial else floor[t] for t in benchmarks]))
+            out["references"].append(ref)
     for name in ranked + references:
         for t in benchmarks:
             if t in (models[name].get("tasks") or {}) and per_item.get(name, {}).get(t):

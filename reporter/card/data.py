@@ -248,6 +248,17 @@ def _warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
         widest = max(t["ci_high"] - t["ci_low"] for m in card["models"] for t in m["tasks"].values())
         out.append(("medium", f"Small samples: tasks have {min(ns)}–{max(ns)} items; the widest 95% CI spans "
                               f"{100 * widest:.0f} percentage points, so small score gaps are noise."))
+    mb = card.get("majority_baseline") or {}
+    if isinstance(mb.get("evaluated_score"), (int, float)):  # the constant answers on the very items the models answered
+        level = float(mb["evaluated_score"])
+        below = [m for m in card.get("ranked") or [] if m.get("rank") is not None and m.get("avg") is not None
+                 and m["avg"] <= level + 1e-12]
+        if below:
+            out.append(("medium", f"On the evaluated items, always giving each task's most common answer scores "
+                                  f"{100 * level:.1f}%, as much as or more than "
+                                  + _names([f"{m['name']} ({100 * m['avg']:.1f}%)" for m in below])
+                                  + ": on these items their mean scores show nothing a constant answer would not "
+                                    "get."))
     if (k := len(_trained(card))) < 3:
         out.append(("medium", f"Only {k} trained model{'s' * (k != 1)}: the Utility Law fit and the "
                               "law-adjusted ranking need ≥3 models."))

@@ -34,7 +34,7 @@ from ..instrument.batch import teacher_forced_batch
 from ..instrument.hooked_pass import hooked_pass
 from ..metrics.stats import score_ci
 from ..models.generation import fusable_generation, generate, generate_collecting
-from ..scoring import chance_level, get_scorer, majority_answer
+from ..scoring import answer_share, chance_level, get_scorer, majority_answer
 from ..store.atomic import read_json, write_json
 from ..store.checked import check_before_writing, document_ok, merge_fields
 from ..store.layout import SAMPLES, SUMMARY
@@ -204,7 +204,9 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
     # sample of it, so there the level is what the constant answer scores on those very items
     population = plan.items if ctx.config.items is not None else plan.task.items()
     if (best := majority_answer(plan.task.scorer, [it.scorer_item() for it in population])) is not None:
-        summary["majority"] = {"answer": best[0], "share": best[1], "over": len(population)}
+        summary["majority"] = {"answer": best[0], "share": best[1], "over": len(population),
+                               "evaluated": answer_share(plan.task.scorer, best[0],
+                                                         [it.scorer_item() for it in plan.items])}
     if fallback:
         summary["collection_fallback"] = fallback
     for p in plugins:

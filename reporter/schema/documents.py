@@ -158,12 +158,15 @@ class LMEvalInfo(TypedDict, total=False):
     doc_ids: list[int]
 
 
-class Majority(TypedDict):
+class Majority(TypedDict, total=False):
     """A task's best constant answer (``summary.json``'s ``majority``)."""
 
-    answer: str
-    share: Fraction
-    over: int
+    answer: Required[str]
+    #: the share of the split (``over`` items) it gets right
+    share: Required[Fraction]
+    over: Required[int]
+    #: the share of the evaluated items it gets right (what always giving it scores on the items the models answered)
+    evaluated: Fraction
 
 
 class TaskSummary(TypedDict, total=False):
@@ -660,6 +663,8 @@ class Reference(TypedDict, total=False):
     score: Required[Fraction]
     kind: Required[Literal["chance", "theoretical", "majority"]]
     reason: str
+    #: ``majority``: the same rule's mean score on the evaluated items (every task recorded its share there)
+    evaluated_score: Fraction
 
 
 class NotRanked(TypedDict, total=False):

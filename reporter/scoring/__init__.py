@@ -5,7 +5,17 @@ Every scorer is ``fn(response, item) -> (extracted answer or None, score in [0, 
 >>> get_scorer("choice")("The answer is (B)", {"answer": "B", "choices": ["x", "y"]})
 ('B', 1.0)
 """
-from .scorers import ANSWER_KEYS, CHANCE, SCORERS, Scorer, chance_level, get_scorer, majority_answer, register_scorer
+from .scorers import (
+                      ANSWER_KEYS,
+                      CHANCE,
+                      SCORERS,
+                      Scorer,
+                      answer_share,
+                      chance_level,
+                      get_scorer,
+                      majority_answer,
+                      register_scorer,
+)
 
-__all__ = ["ANSWER_KEYS", "CHANCE", "SCORERS", "Scorer", "chance_level", "get_scorer", "majority_answer",
+__all__ = ["ANSWER_KEYS", "CHANCE", "SCORERS", "Scorer", "answer_share", "chance_level", "get_scorer", "majority_answer",
            "register_scorer"]

@@ -133,6 +133,19 @@ def majority_answer(scorer: str, items: Sequence[dict[str, Any]]) -> tuple[str, 
     return best, counts[best] / len(items)
 
 
+def answer_share(scorer: str, answer: str, items: Sequence[dict[str, Any]]) -> float | None:
+    """The share of ``items`` that accept ``answer`` (a key of :data:`ANSWER_KEYS`, as :func:`majority_answer` gives):
+    what always giving it scores on them. None for a scorer without answer keys or no items.
+
+    >>> answer_share("choice", "B", [{"answer": "B"}, {"answer": 0}, {"answer": "(b)"}])
+    0.6666666666666666
+    """
+    keys = ANSWER_KEYS.get(scorer)
+    if keys is None or not items:
+        return None
+    return sum(answer in keys(it) for it in items) / len(items)
+
+
 def get_scorer(name: str) -> Scorer:
     """The scorer registered as ``name``; a did-you-mean error otherwise.
 
