@@ -100,7 +100,7 @@ def test_card_md_is_gfm_with_the_leaderboard_numbers(full):
         assert rows[name][3].split(" [")[0] == f"{100 * mean:.1f}", name
     ranked = [r for r in board[1:] if re.match(r"\d", r[0])]
     assert [int(r[0].split()[0]) for r in ranked] == sorted(int(r[0].split()[0]) for r in ranked)
-    assert any(r[0] == "reference: chance" for r in board[1:])  # untrained: never ranked
+    assert any(r[0] == "reference: untrained" for r in board[1:])  # untrained: never ranked
     # the per-task table: one row per benchmark task, every model's score with its CI
     tasks = tables["Per-task scores"]
     arc = next(r for r in tasks[1:] if r[0].replace("\\", "") == "arc_challenge")

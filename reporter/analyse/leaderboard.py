@@ -4,7 +4,7 @@
   task (LPP probes are not benchmarks). Their score is the mean of the task scores; rank
   intervals and tiers come from the paired item bootstrap of :mod:`reporter.metrics.ranking`
   on the items every ranked model answered.
-* References: untrained models, shown below the ranked models as "reference: chance" rows with
+* References: untrained models, shown below the ranked models as "reference: untrained" rows with
   their score, never with a rank; the theoretical chance level; and, where some task's most common
   answer scores more than chance, always giving each task's most common answer.
 * Chance: each (model, benchmark task) is tested against the task's chance level, or the share
@@ -178,7 +178,7 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     for name in references if benchmarks else []:  # no finished benchmark: no score to show
         s = float(np.mean([models[name]["tasks"][t]["score"] for t in benchmarks]))
         out["references"].append({"model": name, "score": s, "kind": "chance",
-                                  "reason": "untrained reference: what chance looks like; never ranked"})
+                                  "reason": "untrained reference: what a model that learnt nothing scores; never ranked"})
     theoretical = [chance[t] for t in benchmarks]
     known = [c for c in theoretical if c is not None]
     if benchmarks and len(known) == len(theoretical):
