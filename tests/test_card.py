@@ -750,14 +750,14 @@ def test_a_model_named_like_the_null_studys_own_clean_models_is_told_so(tmp_path
     res["models"]["SmolLM2-135M-Instruct"]["meta"]["identity"] = "packaged:smollm2-135m-instruct:" + "0" * 64
     (root / "results.json").write_text(json.dumps(res))
     text = " ".join(render(root, formats=("html",))["html"].read_text().split()).replace("<b>", "").replace("</b>", "")
-    assert ("The null study's clean models were SmolLM2-135M-Instruct and Gemma-3-270M; Gemma-3-270M in this run has "
-            "the same weights (by content hash): its own preference is part of the null") in text
+    assert ("The null study's clean models were SmolLM2-135M-Instruct and Gemma-3-270M; Gemma-3-270M in this run is, "
+            "by content hash, one of those models: its own preference is part of the null") in text
     assert "carr" not in text.split("The null study's clean models")[1].split("</p>")[0]
     # from the hub, its commit cannot be compared with the GGUF's hash: the name is all there is, and the card says so
     res["models"]["SmolLM2-135M-Instruct"]["meta"]["identity"] = "hub:HuggingFaceTB/SmolLM2-135M-Instruct@abc123"
     (root / "results.json").write_text(json.dumps(res))
     text = " ".join(render(root, formats=("html",))["html"].read_text().split()).replace("<b>", "").replace("</b>", "")
-    assert ("Gemma-3-270M in this run has the same weights (by content hash): its own preference is part of the null, "
+    assert ("Gemma-3-270M in this run is, by content hash, one of those models: its own preference is part of the null, "
             "and a preference it already had cannot show as contamination; SmolLM2-135M-Instruct in this run carries "
             "that name: if it is the same model") in text
     for m in res["models"].values():
