@@ -117,6 +117,10 @@ def print_specs(card: dict[str, Any], names: Iterable[str]) -> dict[str, dict[st
 MOST_COMMON = "always the most common answer"
 
 
+#: the scorers whose item scores are partial credit in [0, 1], not right or wrong
+PARTIAL = ("f1", "char_f1")
+
+
 @CHARTS.register("task_scores")
 def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
     """Grouped bars of each trained model's score per task with 95% CI error bars; the task's theoretical
@@ -145,7 +149,8 @@ def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
            alt.Tooltip("score:Q", title="Score (%)", format=".1f"), alt.Tooltip("lo:Q", title="CI low (%)", format=".1f"),
            alt.Tooltip("hi:Q", title="CI high (%)", format=".1f"), alt.Tooltip("n:Q", title="Items"),
            alt.Tooltip("chance:N", title="Chance")]
-    y = alt.Y("score:Q", title="Score (% correct)", scale=alt.Scale(domain=[0, 100]))
+    partial = sorted({t for m in trained for t in tasks if (r := m["tasks"].get(t)) and r.get("scorer") in PARTIAL})
+    y = alt.Y("score:Q", title="Score (%)" if partial else "Score (% correct)", scale=alt.Scale(domain=[0, 100]))
     step = max(6, min(36, 480 // max(1, len(tasks) * max(1, len(bar_models)))))
     layers = []
     if rows:
@@ -168,7 +173,8 @@ def _task_scores(card: dict[str, Any]) -> dict[str, Any] | None:
     chart = alt.layer(*layers).resolve_scale(color="independent").properties(width=width, height=240)
     return _finish(chart, "Score per task", "bars: trained models, black lines: 95% CI; ticks: theoretical chance "
                                             "(red), " + ("always the most common answer (orange), " if common else "")
-                   + "untrained reference models")
+                   + "untrained reference models" + (f"; % correct, partial credit on {', '.join(partial)}"
+                                                     if partial else ""))
 
 
 def _law_points(card: dict[str, Any], fit: dict[str, Any] | None = None, task: str | None = None) -> list[dict[str, Any]]:
@@ -364,10 +370,14 @@ def _overlap(card: dict[str, Any]) -> dict[str, Any] | None:
                                           symbolSize=150)),
         tooltip=[alt.Tooltip("model:N", title="Model"), alt.Tooltip("a:N", title="Task"),
                  alt.Tooltip("b:N", title="Task"), alt.Tooltip("v:Q", title=kind.capitalize(), format=".2f")])
-    text = base.mark_text(fontSize=9).encode(text=alt.Text("v:Q", format=".2f"),
-                                             color=alt.condition("datum.v < 0.6", alt.value("white"), alt.value("black")))
-    side = max(110, min(180, 30 * max(len(o["tasks"]) for o in div.values())))
-    chart = alt.layer(rect, text, data=_data(rows)).properties(width=side, height=side).facet(
+    n_tasks = max(len(o["tasks"]) for o in div.values())
+    side = max(110, min(180, 30 * n_tasks))
+    # the values as text where a cell holds them (two decimals up to 6 tasks, one up to 12), else colour and tooltip
+    digits, size = (".2f", 9) if n_tasks <= 6 else (".1f", 7) if n_tasks <= 12 else (None, 0)
+    layers = [rect] if digits is None else [rect, base.mark_text(fontSize=size).encode(
+        text=alt.Text("v:Q", format=digits),
+        color=alt.condition("datum.v < 0.6", alt.value("white"), alt.value("black")))]
+    chart = alt.layer(*layers, data=_data(rows)).properties(width=side, height=side).facet(
         facet=alt.Facet("model:N", title=None, sort=list(div)), columns=3)
     return _finish(chart, "Key-neuron overlap between tasks",
                    f"{kind.capitalize()} overlap of the tasks' key-neuron unions, per model (1 = the same neurons)")
