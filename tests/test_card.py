@@ -254,7 +254,7 @@ def test_pdf_has_sections_tables_and_vector_charts(full):
     assert "Qwen2.5-1.5B-Instruct" in text and "59.2" in text and "smol-ft-step3000" in text
     assert "Entropy floor" in text and "ECE" in text and "Core sets" in text and "config_hash" in text
     # charts drawn as vector graphics: their titles and axis labels are PDF text, and no raster images
-    for label in ("Score per task", "Score (% correct)", "Utility Law: MUI against score", "MUI (% of FFN neurons)",
+    for label in ("Score per task", "Score (%)", "Utility Law: MUI against score", "MUI (% of FFN neurons)",
                   "Layer (0 = first)", "Prefix length m (tokens)", "Samples (n)", "Checkpoint (training step)",
                   "Jaccard (0–1)", "Key neurons in the union", "Effective rank"):
         assert label in text, label
