@@ -139,3 +139,19 @@ def test_the_markdown_card_states_each_kind_of_pair_with_its_own_test_and_interv
     text = markdown_card(build_card(results, manifest))
     assert "not available: 2 trained models were compared; the law needs at least 3" in text
     assert "not available: no fair adjustment" not in text
+
+
+def test_the_power_headline_gives_what_the_other_tasks_need_too():
+    """The headline is the largest task (ties: the fewest items needed); the others needed up to 3,200 items while
+    the summary named only the headline's 1,200."""
+    from reporter.card.data import _power_sentence
+
+    rows = [{"task": "arc", "n": 8, "n_needed": 1211}, {"task": "mmlu", "n": 8, "n_needed": 1634},
+            {"task": "boolq", "n": 5, "n_needed": 3190}, {"task": "gsm8k", "n": 3, "n_needed": None}]
+    pw = {"models": ["A", "B"], "planned_difference": 0.05, "power": 0.8, "per_task": rows,
+          "underpowered": ["arc", "mmlu", "boolq", "gsm8k"], "headline": {"task": "arc", "n": 8, "n_needed": 1211}}
+    text = _power_sentence({"power": pw})
+    assert text.endswith("this run used 8. Also underpowered: mmlu, boolq, gsm8k (about 1,600–3,200 items needed "
+                         "there).")
+    rows[1]["n_needed"] = rows[2]["n_needed"] = None  # nothing known to plan from elsewhere: no range
+    assert _power_sentence({"power": pw}).endswith("Also underpowered: mmlu, boolq, gsm8k.")

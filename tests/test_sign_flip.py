@@ -205,3 +205,18 @@ def test_the_benchmark_script_runs_and_the_shipped_interval_never_disagrees(caps
     doc = _json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     rows = [r for r in doc["rows"] if r["method"] == "melded"]
     assert len(rows) == len(bench.SCENARIOS) and all(r["disagreement"] == 0 for r in rows)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_five_or_fewer_differing_items_give_the_whole_range_as_the_card_says(n):
+    """The card's methods: with 5 or fewer items scored differently the smallest two-sided p is 2/2^n >= 1/16, so the
+    interval is the whole range even when every difference is large and one-sided; at 6 it excludes 0."""
+    from reporter.metrics.stats import paired_comparison
+
+    c = paired_comparison("a", {f"q{i}": 0.9 for i in range(n)}, "b", {f"q{i}": 0.0 for i in range(n)}, task="t",
+                          seed=0)
+    assert c.p_value == pytest.approx(2 / 2 ** n)
+    if n <= 5:
+        assert (c.ci_low, c.ci_high) == (pytest.approx(-1.0), pytest.approx(1.0))
+    else:
+        assert c.ci_low > 0

@@ -354,10 +354,15 @@ def _power_sentence(a: dict[str, Any]) -> str | None:
     h = pw["headline"]
     x, y = pw["models"]
     more = [t for t in pw["underpowered"] if t != h["task"]]
+    # what the other tasks need: the headline is the largest task (ties: the fewest items needed), not the worst
+    need = sorted(int(r["n_needed"]) for r in pw.get("per_task") or [] if r.get("task") in more
+                  and isinstance(r.get("n_needed"), (int, float)))
+    lo, hi = (fmt_about(need[0]), fmt_about(need[-1])) if need else ("", "")
+    span = f" (about {lo}{'–' + hi if hi != lo else ''} items needed there)" if need else ""
     return (f"Underpowered: to detect a {100 * pw['planned_difference']:.0f}-point difference between the top two "
             f"models ({x} and {y}) on {h['task']} with {100 * pw['power']:.0f}% power, about {fmt_about(h['n_needed'])} "
             f"items are needed; this run used {h['n']}."
-            + (f" Also underpowered: {', '.join(more)}." if more else ""))
+            + (f" Also underpowered: {', '.join(more)}{span}." if more else ""))
 
 
 def _limitations(card: dict[str, Any]) -> list[str]:
