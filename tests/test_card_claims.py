@@ -155,3 +155,22 @@ def test_the_power_headline_gives_what_the_other_tasks_need_too():
                          "there).")
     rows[1]["n_needed"] = rows[2]["n_needed"] = None  # nothing known to plan from elsewhere: no range
     assert _power_sentence({"power": pw}).endswith("Also underpowered: mmlu, boolq, gsm8k.")
+
+
+def test_calibration_on_few_items_is_called_noise_and_on_enough_it_is_not(tmp_path):
+    """ECE over 10 bins on 6-8 items showed three decimals and no caveat (the untrained model 'best calibrated')."""
+    import shutil
+
+    from reporter.card.render import render
+
+    results, manifest = _load("full")  # 100 items a task: no caveat
+    shutil.copytree(DATA / "full", tmp_path / "run")
+    page = Path(render(tmp_path / "run", formats=("html",))["html"]).read_text()
+    assert "Calibration" in page and "these values are noise" not in page
+    for m in results["models"].values():
+        for t in m["tasks"].values():
+            if t.get("calibration"):
+                t["n"] = 8
+    (tmp_path / "run" / "results.json").write_text(json.dumps(results))
+    page = Path(render(tmp_path / "run", formats=("html",))["html"]).read_text()
+    assert "With 8 items a task, ECE over 10 confidence bins rests on a few items a bin at most" in page
