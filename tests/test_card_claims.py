@@ -151,8 +151,8 @@ def test_the_power_headline_gives_what_the_other_tasks_need_too():
     pw = {"models": ["A", "B"], "planned_difference": 0.05, "power": 0.8, "per_task": rows,
           "underpowered": ["arc", "mmlu", "boolq", "gsm8k"], "headline": {"task": "arc", "n": 8, "n_needed": 1211}}
     text = _power_sentence({"power": pw})
-    assert text.endswith("this run used 8. Also underpowered: mmlu, boolq, gsm8k (about 1,600–3,200 items needed "
-                         "there).")
+    assert text.endswith("this run used 8. Also underpowered: mmlu, boolq (about 1,600–3,200 items needed); gsm8k (no "
+                         "disagreement or spread to plan from).")
     rows[1]["n_needed"] = rows[2]["n_needed"] = None  # nothing known to plan from elsewhere: no range
     assert _power_sentence({"power": pw}).endswith("Also underpowered: mmlu, boolq, gsm8k.")
 
@@ -170,7 +170,7 @@ def test_calibration_on_few_items_is_called_noise_and_on_enough_it_is_not(tmp_pa
     for m in results["models"].values():
         for t in m["tasks"].values():
             if t.get("calibration"):
-                t["n"] = 8
+                t["n"] = t["calibration"]["n"] = 8
     (tmp_path / "run" / "results.json").write_text(json.dumps(results))
     page = Path(render(tmp_path / "run", formats=("html",))["html"]).read_text()
-    assert "With 8 items a task, ECE over 10 confidence bins rests on a few items a bin at most" in page
+    assert "with fewer than 5 items a confidence bin (10 bins), ECE and Brier are noise" in page

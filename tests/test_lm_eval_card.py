@@ -62,6 +62,7 @@ def test_results_json_validates_and_carries_the_lm_eval_blocks_and_groups(result
     assert "majority" not in results["models"]["Llama chat"]["tasks"]["arc_challenge"]
     mj = m["tasks"]["mmlu_anatomy"]["majority"]
     assert mj["answer"] in "ABCD" and 0.25 <= mj["share"] < 0.5 and mj["over"] > 100
+    assert 0 <= mj["evaluated"] <= 1  # the same answer on the evaluated documents (test_lm_eval_offline counts it)
     assert m["lm_eval_groups"] == groups and len(groups["mmlu_mini"]["subtasks"]) == 3
     with pytest.raises(Exception, match="lm_eval.n_shot"):
         bad = json.loads(json.dumps(results))

@@ -241,6 +241,19 @@ def test_the_best_constant_option_is_counted_once_per_task_object(loaded, monkey
     assert majority_option(task) == first and first["over"] == 3270
 
 
+def test_the_best_constant_options_share_of_the_evaluated_documents(loaded):
+    """summary.json's ``majority.evaluated`` of an lm-eval task: the split's answer on the chosen documents, counted
+    here one document at a time (each document's own best option is its gold)."""
+    from reporter.collect.lm_eval_majority import majority_option, option_share
+
+    task = loaded[0]["boolq"]
+    answer = majority_option(task)["answer"]
+    chosen = [task.eval_docs[i] for i in range(0, 40, 3)]
+    plain = sum(majority_option(task, docs=[d])["answer"] == answer for d in chosen) / len(chosen)
+    assert option_share(task, answer, chosen) == pytest.approx(plain)
+    assert option_share(task, "not an option", chosen) is None and option_share(task, answer, []) is None
+
+
 def test_the_best_constant_option_reads_golds_as_lm_eval_does():
     """lm-eval's ``acc``: a gold at or past the option count is never right, numpy integers and bools are indices,
     a text gold is its option's index, a list of golds accepts any. Hand-counted over seven documents."""

@@ -320,9 +320,8 @@ def test_the_most_common_answer_row_also_scores_the_evaluated_items_and_the_card
     chance = {"bq": 0.5, "mc": 0.25}
     per = {"always": {t: {f"q{i}": float(g == majority[t][0]) for i, g in enumerate(gold[t])} for t in gold},
            "better": {t: {f"q{i}": 1.0 for i in range(8)} for t in gold}}
-    # the rule on the evaluated items, by a plain loop: the constant answer's share where it beats chance, else chance
-    here = [sum(g == majority[t][0] for g in gold[t]) / len(gold[t]) if majority[t][1] > chance[t] else chance[t]
-            for t in sorted(gold)]
+    # the rule on the evaluated items, by a plain loop: the better of chance and the split's constant answer's share
+    here = [max(chance[t], sum(g == majority[t][0] for g in gold[t]) / len(gold[t])) for t in sorted(gold)]
     results = {"models": {m: {"source": f"./{m}", "status": "complete", "tasks": {
         t: {"chance": chance[t], "score": float(np.mean(list(per[m][t].values()))), "ci_low": 0.0, "ci_high": 1.0,
             "n": 8, "majority": {"answer": majority[t][0], "share": majority[t][1], "over": 300,
@@ -338,11 +337,27 @@ def test_the_most_common_answer_row_also_scores_the_evaluated_items_and_the_card
     base = {"models": [], "analysis": None, "manifest": {}, "lpp_correlations": [], "benchmarks": ["bq", "mc"],
             "probes": []}
     said = [w for _, w in _warnings({**base, **card}) if "always giving each task's most common answer" in w]
-    assert said == [f"On the evaluated items, always giving each task's most common answer scores "
-                    f"{100 * np.mean(here):.1f}%, as much as or more than always ({100 * card['ranked'][0]['avg']:.1f}%"
+    assert said == [f"On the evaluated items, always giving each task's most common answer (or guessing, where that "
+                    f"does better) scores {100 * np.mean(here):.1f}%, as much as or more than always ({100 * card['ranked'][0]['avg']:.1f}%"
                     "): on these items their mean scores show nothing a constant answer would not get."]
     del row["evaluated_score"]  # a run from before it was recorded: no claim
     assert not [w for _, w in _warnings({**base, **card}) if "always giving" in w]
+
+
+@pytest.mark.parametrize("split, items, want", [
+    (0.62, 0.2, 0.5),    # the split's "yes" is rare among these items: guessing is the floor here, not 20 %
+    (0.5, 1.0, 1.0),     # a balanced split, but every evaluated item "yes": the row appears for the items alone
+    (0.62, 0.75, 0.75),
+])
+def test_the_evaluated_items_floor_is_the_better_of_guessing_and_the_constant_answer(split, items, want):
+    per = {"m": {"bq": {f"q{i}": 1.0 for i in range(4)}}}
+    results = {"models": {"m": {"source": "./m", "status": "complete", "tasks": {"bq": {
+        "chance": 0.5, "score": 1.0, "majority": {"answer": "yes", "share": split, "over": 300, "evaluated": items}}}}}}
+    refs = {r["kind"]: r for r in leaderboard(results, per, seed=0, n_resamples=50)["references"]}
+    assert refs["majority"]["evaluated_score"] == pytest.approx(want)
+    assert refs["majority"]["score"] == pytest.approx(max(0.5, split))
+    if split <= 0.5:
+        assert "on the evaluated items the most common answer also beats chance on bq" in refs["majority"]["reason"]
 
 
 def test_a_model_from_a_run_before_the_most_common_answer_is_tested_against_it_too():

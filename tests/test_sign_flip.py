@@ -208,9 +208,10 @@ def test_the_benchmark_script_runs_and_the_shipped_interval_never_disagrees(caps
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
-def test_five_or_fewer_differing_items_give_the_whole_range_as_the_card_says(n):
-    """The card's methods: with 5 or fewer items scored differently the smallest two-sided p is 2/2^n >= 1/16, so the
-    interval is the whole range even when every difference is large and one-sided; at 6 it excludes 0."""
+def test_five_or_fewer_differing_items_cannot_exclude_0_as_the_card_says(n):
+    """The card's methods: with k <= 5 items scored differently the smallest two-sided p is 2/2^k >= 1/16, so the
+    interval contains 0, and is the whole range where every item differs, even when each difference is large and
+    one-sided; at 6 it excludes 0."""
     from reporter.metrics.stats import paired_comparison
 
     c = paired_comparison("a", {f"q{i}": 0.9 for i in range(n)}, "b", {f"q{i}": 0.0 for i in range(n)}, task="t",
@@ -220,3 +221,10 @@ def test_five_or_fewer_differing_items_give_the_whole_range_as_the_card_says(n):
         assert (c.ci_low, c.ci_high) == (pytest.approx(-1.0), pytest.approx(1.0))
     else:
         assert c.ci_low > 0
+    # the same k differing items among 100 that tie: the interval contains 0 up to k = 5, narrower than the range
+    same = {f"t{i}": 0.5 for i in range(100 - n)}
+    c = paired_comparison("a", {**same, **{f"q{i}": 0.9 for i in range(n)}}, "b", {**same, **{f"q{i}": 0.0
+                                                                                             for i in range(n)}},
+                          task="t", seed=0)
+    assert c.p_value == pytest.approx(2 / 2 ** n)
+    assert (c.ci_low <= 0 <= c.ci_high) == (n <= 5) and c.ci_high - c.ci_low < 0.5

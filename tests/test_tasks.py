@@ -290,3 +290,18 @@ def test_letters_with_options_empty_f1_gold_and_an_unscored_other_split_pass(tmp
     for scorer in ("code", "choice"):
         task = jsonl_task("c", str(code), "q", "a", scorer)
         assert len(task.other_split_from_file(other)) == 2
+
+
+def test_an_answer_of_two_letters_is_no_option_and_the_other_split_is_not_held_to_its_answers(tmp_path):
+    """"BC" passed as the gold of a 4-option row (a substring of "ABCD"); an other-split row whose answer is not one
+    of its options was refused although the other split gives question text only."""
+    p = tmp_path / "mc.jsonl"
+    p.write_text(json.dumps({"q": "x?", "o": ["w", "x", "y", "z"], "a": "BC"}) + "\n")
+    with pytest.raises(UserError, match=r"line 1: answer 'BC' is neither an option, its letter nor its index"):
+        jsonl_task("mc", str(p), "q", "a", "choice", choices_field="o").items()
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text(json.dumps({"q": "x?", "o": ["w", "x", "y", "z"], "a": "C"}) + "\n")
+    task = jsonl_task("mc", str(ok), "q", "a", "choice", choices_field="o")
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"q": "y?", "o": ["a1", "b1"], "a": "zzz"}) + "\n")
+    assert [it.question for it in task.other_split_from_file(other)] == ["y?\nA. a1\nB. b1"]

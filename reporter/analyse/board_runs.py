@@ -93,6 +93,8 @@ def expand_runs(args: Iterable[str | Path]) -> list[Path]:
     ['a', 'b']
     >>> _ = (d / "b" / "results.json").write_text("{}"); [p.name for p in expand_runs([d / "b" / "results.json"])]
     ['b']
+    >>> [p.name for p in expand_runs([d / "*" / "results.json"])]  # a quoted pattern of runs' results
+    ['b']
     """
     out: list[Path] = []
     for a in args:
@@ -101,9 +103,11 @@ def expand_runs(args: Iterable[str | Path]) -> list[Path]:
         # beside its run, which the shell names when it expands an unquoted `reports/*`); a run's results.json or
         # manifest.json stands for its directory; any other named path is checked (a file is then a warning)
         path = Path(text)
-        hits = (sorted(h for h in glob.glob(text) if Path(h).is_dir()) if glob.has_magic(text)
+        run_file = ("results.json", "manifest.json")
+        hits = (sorted(h if Path(h).is_dir() else str(Path(h).parent) for h in glob.glob(text)
+                       if Path(h).is_dir() or Path(h).name in run_file) if glob.has_magic(text)
                 else [] if path.is_file() and path.suffix in (".yaml", ".yml")
-                else [str(path.parent)] if path.is_file() and path.name in ("results.json", "manifest.json")
+                else [str(path.parent)] if path.is_file() and path.name in run_file
                 else [text])
         for h in hits:
             p = Path(h)

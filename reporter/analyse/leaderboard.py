@@ -187,14 +187,26 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
                                             "0 for generative tasks, averaged over the tasks of the mean score ("
                                             + ", ".join(benchmarks) + ")"})
         floor = {t: max(c, m) if (m := majority[t]) is not None else c for t, c in zip(benchmarks, known)}
-        if trivial := [t for t, c in zip(benchmarks, known) if floor[t] > c]:
+        # the same rule on the items the models answered: the better of guessing and the split's constant answer's
+        # share of them; unknown where a task has a constant answer but recorded no share of its items (a run from
+        # before it was recorded, an lm-eval generated-answer task)
+        on_items = {t: max(c, e) if (e := evaluated.get(t)) is not None else c if majority[t] is None else None
+                for t, c in zip(benchmarks, known)}
+        complete = all(v is not None for v in on_items.values())
+        trivial = [t for t, c in zip(benchmarks, known) if floor[t] > c]
+        lopsided = [t for t, c in zip(benchmarks, known) if complete and (on_items[t] or 0.0) > c and t not in trivial]
+        if trivial or lopsided:
             # a trivial answer that scores more than guessing somewhere: the floor a model must clear
             ref: ReferenceRow = {
                 "model": None, "score": float(np.mean(list(floor.values()))), "kind": "majority",
-                "reason": "always each task's most common answer where that scores more than chance ("
-                          + ", ".join(trivial) + "), chance elsewhere, averaged over the tasks of the mean score"}
-            if all(evaluated.get(t) is not None for t in trivial):  # the same rule on the items the models answered
-                ref["evaluated_score"] = float(np.mean([evaluated[t] if t in trivial else floor[t] for t in benchmarks]))
+                "reason": ("always each task's most common answer where that scores more than chance ("
+                           + ", ".join(trivial) + "), chance elsewhere, averaged over the tasks of the mean score"
+                           if trivial else "chance on every task over its split: no task's most common answer scores "
+                                           "more there")
+                          + (f"; on the evaluated items the most common answer also beats chance on "
+                             f"{', '.join(lopsided)}" if lopsided else "")}
+            if complete:
+                ref["evaluated_score"] = float(np.mean([on_items[t] for t in benchmarks]))
             out["references"].append(ref)
     for name in ranked + references:
         for t in benchmarks:

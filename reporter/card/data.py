@@ -254,8 +254,8 @@ def _warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
         below = [m for m in card.get("ranked") or [] if m.get("rank") is not None and m.get("avg") is not None
                  and m["avg"] <= level + 1e-12]
         if below:
-            out.append(("medium", f"On the evaluated items, always giving each task's most common answer scores "
-                                  f"{100 * level:.1f}%, as much as or more than "
+            out.append(("medium", f"On the evaluated items, always giving each task's most common answer (or "
+                                  f"guessing, where that does better) scores {100 * level:.1f}%, as much as or more than "
                                   + _names([f"{m['name']} ({100 * m['avg']:.1f}%)" for m in below])
                                   + ": on these items their mean scores show nothing a constant answer would not "
                                     "get."))
@@ -355,14 +355,19 @@ def _power_sentence(a: dict[str, Any]) -> str | None:
     x, y = pw["models"]
     more = [t for t in pw["underpowered"] if t != h["task"]]
     # what the other tasks need: the headline is the largest task (ties: the fewest items needed), not the worst
-    need = sorted(int(r["n_needed"]) for r in pw.get("per_task") or [] if r.get("task") in more
-                  and isinstance(r.get("n_needed"), (int, float)))
+    needed = {r["task"]: int(r["n_needed"]) for r in pw.get("per_task") or []
+              if r.get("task") in more and isinstance(r.get("n_needed"), (int, float))}
+    need = sorted(needed.values())
     lo, hi = (fmt_about(need[0]), fmt_about(need[-1])) if need else ("", "")
-    span = f" (about {lo}{'–' + hi if hi != lo else ''} items needed there)" if need else ""
+    planned = [t for t in more if t in needed]
+    rest = [t for t in more if t not in needed]
+    parts = ([f"{', '.join(planned)} (about {lo}{'–' + hi if hi != lo else ''} items needed)"] if planned else []) + (
+        [f"{', '.join(rest)} (no disagreement or spread to plan from)"] if rest and planned
+        else [", ".join(rest)] if rest else [])
     return (f"Underpowered: to detect a {100 * pw['planned_difference']:.0f}-point difference between the top two "
             f"models ({x} and {y}) on {h['task']} with {100 * pw['power']:.0f}% power, about {fmt_about(h['n_needed'])} "
             f"items are needed; this run used {h['n']}."
-            + (f" Also underpowered: {', '.join(more)}{span}." if more else ""))
+            + (f" Also underpowered: {'; '.join(parts)}." if more else ""))
 
 
 def _limitations(card: dict[str, Any]) -> list[str]:

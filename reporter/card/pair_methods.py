@@ -49,9 +49,9 @@ _CI_LONG = {
     SIGN_FLIP: "the interval that agrees with the sign-flip test (the confidence distributions of the share of "
                "items the two models score differently, Clopper-Pearson, and of the mean of those differences, the "
                "sign-flip test's subset means after Hartigan 1969, melded as Fay & Lumbard 2021 do for right/wrong "
-               "scores; with no item scored differently it is what n items allow, not the point 0; with 5 or fewer items scored "
-               "differently the test cannot reach p < 0.05, its smallest p being 2/2^n, so the interval is the whole "
-               "range, −100 to +100 points, whatever the differences)",
+               "scores; with no item scored differently it is what n items allow, not the point 0; with k ≤ 5 items scored "
+               "differently the test cannot reach p < 0.05, its smallest p being 2/2^k, so the interval always "
+               "contains 0, and where every item differs it is the whole range, −100 to +100 points)",
 }
 
 

@@ -32,7 +32,7 @@ def shots_phrase(card: dict[str, Any]) -> str:
     'instruct models zero-shot with their chat template, base models 1-shot, except arc: 3-shot for instruct models, 1-shot for base models'
     >>> shots_phrase({"benchmarks": ["arc", "gsm8k"], "models": [{"meta": {}, "tasks": {  # a paper profile: shots 0
     ...     "arc": {"shots": 0}, "gsm8k": {"shots": 0}}}]})
-    "every model zero-shot on every task (the profile's shots), instruct models with their chat template"
+    "every model zero-shot on every task (the profile's shots)"
     """
     exceptions, uniform, tasks = [], set(), 0
     for task in card.get("benchmarks") or []:
@@ -56,7 +56,9 @@ def shots_phrase(card: dict[str, Any]) -> str:
             exceptions.append(f"{task}: " + ", ".join(f"{' or '.join(_n(s) for s in sorted(ss))} for {kind} models"
                                                       for kind, ss in sorted(by_kind.items(), key=_kind_order)))
     if exceptions and len(exceptions) == tasks and len(uniform) == 1 and all("for every model" in e for e in exceptions):
-        return f"every model {_n(uniform.pop())} on every task (the profile's shots), instruct models with their chat template"
+        chat = any((m.get("meta") or {}).get("kind") == "instruct" for m in card.get("models") or [])
+        return (f"every model {_n(uniform.pop())} on every task (the profile's shots)"
+                + (", instruct models with their chat template" if chat else ""))
     return _DEFAULTS + (", except " + "; ".join(exceptions) if exceptions else "")
 
 

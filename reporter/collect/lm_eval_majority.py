@@ -42,16 +42,8 @@ def majority_option(task: Any, *, docs: Sequence[Any] | None = None) -> dict[str
     counts = [0] * len(options)
     evaluated = task.eval_docs if docs is None else docs
     for doc in evaluated:
-        gold = task.doc_to_text(doc) if task.multiple_input else task.doc_to_target(doc)
-        for g in set(gold) if isinstance(gold, list) else {gold}:
-            if isinstance(g, str):
-                g = options.index(g) if g in options else -1
-            try:
-                j = operator.index(g)  # ints, numpy integers and bools, as lm-eval compares them
-            except TypeError:
-                continue
-            if 0 <= j < len(options):
-                counts[j] += 1
+        for j in _gold_options(task, doc, options):
+            counts[j] += 1
     best = None
     if any(counts) and len(evaluated):
         j = max(range(len(options)), key=lambda k: (counts[k], -k))
@@ -59,6 +51,34 @@ def majority_option(task: Any, *, docs: Sequence[Any] | None = None) -> dict[str
     if docs is None:
         task._reporter_majority = best
     return best
+
+
+def _gold_options(task: Any, doc: Any, options: list[str]) -> set[int]:
+    """The positions of the options ``doc``'s gold accepts, as lm-eval's ``acc`` reads it."""
+    gold = task.doc_to_text(doc) if task.multiple_input else task.doc_to_target(doc)
+    out = set()
+    for g in set(gold) if isinstance(gold, list) else {gold}:
+        if isinstance(g, str):
+            g = options.index(g) if g in options else -1
+        try:
+            j = operator.index(g)  # ints, numpy integers and bools, as lm-eval compares them
+        except TypeError:
+            continue
+        if 0 <= j < len(options):
+            out.add(j)
+    return out
+
+
+def option_share(task: Any, answer: str, docs: Sequence[Any]) -> float | None:
+    """The share of ``docs`` that always answering the fixed option ``answer`` gets right (as :func:`majority_option`
+    counts it); None where the task's options are not one fixed list holding it, or without documents.
+    """
+    static = getattr(task.config, "doc_to_choice", None)
+    options = [str(c) for c in static] if isinstance(static, list) else []
+    if answer not in options or not docs:
+        return None
+    j = options.index(answer)
+    return sum(j in _gold_options(task, doc, options) for doc in docs) / len(docs)
 
 
 def _filtered(task: Any, name: str, responses: list[str], docs: list[Any]) -> list[Any] | None:

@@ -195,12 +195,12 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
         if choices and (m := _LETTER.fullmatch(ans.strip())) and m.group(1).upper() in LETTERS[: len(choices)] \
                 and ans not in choices:
             ans = m.group(1).upper()  # "b" or "(B)": the letter, as without options
-        if choices and ans not in LETTERS[: len(choices)]:
+        if choices and ans not in tuple(LETTERS[: len(choices)]):  # one letter ("BC" was a substring of "ABCD")
             if ans in choices:
                 ans = LETTERS[choices.index(ans)]
             elif ans.isdigit() and int(ans) < len(choices):
                 ans = LETTERS[int(ans)]
-            else:
+            elif scorer is not None:  # the other split's rows give question text only: their answers are not read
                 raise UserError(f"{p}: line {ln}: answer {ans[:40]!r} is neither an option, its letter nor its "
                                 "index")
         elif scorer == "choice" and not choices:

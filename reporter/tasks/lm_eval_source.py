@@ -334,6 +334,8 @@ def _hub_dataset(tm: Any, name: str) -> bool:
     """Whether task ``name``'s data is a hub dataset: its ``dataset_path`` is no builder of local files and no
     path on this machine (None, unknown, counts as one).
     """
+    if name in set(getattr(tm, "all_groups", ()) or ()) | set(getattr(tm, "all_tags", ()) or ()):
+        return True  # a group's members may read from different places: ask, in case one is the hub's
     path = _dataset_path(tm, name)
     return path is None or not (path in _LOCAL_BUILDERS or Path(str(path)).exists())
 
