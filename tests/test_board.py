@@ -129,6 +129,27 @@ def test_merges_the_runs_with_rank_intervals_over_all_models(runs, site):
 
 
 @pytest.mark.slow
+def test_the_board_shows_the_most_common_answer_on_the_rows_items(site, tmp_path):
+    """The card shows the constant answers' score on the evaluated items beside their score over the split; the
+    board's reference row did not."""
+    import copy
+
+    from reporter.card.board import write_board
+
+    doc = copy.deepcopy(site["doc"])
+    doc["leaderboard"]["references"] = [r for r in doc["leaderboard"]["references"] if r["kind"] != "majority"] + [
+        {"model": None, "kind": "majority", "score": 0.3, "evaluated_score": 0.5, "reason": "always …"}]
+    write_board(doc, tmp_path / "b")
+    page = (tmp_path / "b" / "index.html").read_text()
+    row = page[page.index("always the most common answer"):].split("</tr>")[0]
+    assert "30.0" in row and "50.0 on these items" in row
+    doc["leaderboard"]["references"][-1]["evaluated_score"] = 0.3  # the same figure (a core-set run): said once
+    write_board(doc, tmp_path / "c")
+    page = (tmp_path / "c" / "index.html").read_text()
+    assert "on these items" not in page
+
+
+@pytest.mark.slow
 def test_the_run_on_other_items_is_left_out_saying_so(site):
     doc = site["doc"]
     out = [x for x in doc["left_out"] if x["run"] == "odd"]
