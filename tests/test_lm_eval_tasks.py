@@ -179,6 +179,24 @@ def test_the_best_constant_response_of_a_generated_task_is_what_lm_eval_scores_i
     assert majority_generated(task, "exact_match,strict-match", candidates=2) == {
         "answer": "5", "share": pytest.approx(3 / 12), "over": 12}
     assert majority_generated(task, "exact_match,strict-match", docs=docs[7:11]) is None  # no "#### N": nothing right
+    # the split's best constant response on the evaluated documents (summary.json's majority.evaluated): the first
+    # gold text of the split with that answer, scored by lm-eval's filters and process_results on those documents
+    from lm_eval.api.instance import Instance
+
+    from reporter.collect.lm_eval_majority import generated_share
+
+    chosen = [docs[i] for i in (0, 3, 5, 7)]  # golds 5, 1,000, 1000 and "It is 7"
+    for metric in ("exact_match,strict-match", "exact_match,flexible-extract"):
+        name, _, filter_name = metric.partition(",")
+        ensemble = next(f for f in task._filters if f.name == filter_name)
+        instances = [Instance(request_type="generate_until", doc=d, arguments=("", {}), idx=0) for d in chosen]
+        for inst in instances:
+            inst.resps = ["So 1,000 #### 1,000"]  # the first gold text whose answer is "1,000"
+        ensemble.apply(instances)
+        plain = sum(task.process_results(d, [i.filtered_resps[filter_name]])[name]
+                    for d, i in zip(chosen, instances)) / len(chosen)
+        assert generated_share(task, metric, "1,000", chosen) == pytest.approx(plain) == pytest.approx(2 / 4)
+    assert generated_share(task, "exact_match,strict-match", "not a gold", chosen) is None
 
 
 def test_generate_until_equals_lm_evals_hf_model_with_its_regex_filters(env, lm, gsm_dir):
@@ -388,6 +406,10 @@ def test_generate_until_collectors_ride_the_generation(env, lm, gsm_dir, tmp_pat
     brute = _constant_response_shares(lp.task, "exact_match,strict-match", docs)
     assert summary["majority"]["over"] == len(docs) == 8
     assert summary["majority"]["share"] == pytest.approx(max(brute.values())) == pytest.approx(1 / 8)
+    from reporter.collect.lm_eval_majority import generated_share
+
+    assert summary["majority"]["evaluated"] == pytest.approx(generated_share(
+        lp.task, "exact_match,strict-match", summary["majority"]["answer"], [docs[i] for i in lp.ids]))
     # the Min-K% reference is the split the task's config names as its training split (gsm8k: train)
     other = lp.plan.task.other_split()
     train = list(lp.task.training_docs())

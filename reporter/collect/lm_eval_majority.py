@@ -139,3 +139,26 @@ def majority_generated(task: Any, metric: str, *, docs: Sequence[Any] | None = N
                 best = {"answer": value, "share": share, "over": len(evaluated)}
     memo[key] = best
     return best
+
+
+def generated_share(task: Any, metric: str, answer: str, docs: Sequence[Any]) -> float | None:
+    """The share of ``docs`` that always giving the constant response :func:`majority_generated` found over the whole
+    split (``answer``: what the task's filters keep of it) gets right under ``metric``, scored by lm-eval as there.
+    The response is the first gold text of the split whose filtered form is ``answer``; None where none is, or
+    without documents.
+    """
+    name, _, filter_name = metric.partition(",")
+    every = list(task.eval_docs)
+    texts = [(g, doc) for doc in every for g in (lambda t: t if isinstance(t, list) else [t])(task.doc_to_target(doc))
+             if isinstance(g, str) and g]
+    kept = _filtered(task, filter_name or "none", [t for t, _ in texts], [d for _, d in texts]) if texts else None
+    text = next((t for (t, _), v in zip(texts, kept or []) if v == answer), None)
+    if text is None or not docs:
+        return None
+    responses = _filtered(task, filter_name or "none", [text] * len(docs), list(docs)) or []
+    try:
+        scores = [float(task.process_results(doc, [r]).get(name)) for doc, r in zip(docs, responses)]
+    except Exception:  # noqa: BLE001  (as majority_generated: a baseline figure the task cannot give is left out)
+        return None
+    return sum(scores) / len(docs) if len(scores) == len(docs) else None
+

@@ -51,7 +51,7 @@ from ..store.samples import append_samples, read_samples
 from ..tasks import LETTERS, Item, Task
 from ..tasks.lm_eval_source import FEWSHOT_SEED, Resolved, include_dirs, lm_eval_version, resolve, select_docs
 from .collectors import BatchContext, CollectorPlugin, OptionPasses, TaskContext, enabled_collectors
-from .lm_eval_majority import majority_generated, majority_option, option_share
+from .lm_eval_majority import generated_share, majority_generated, majority_option, option_share
 from .plan import TaskPlan
 from .task_run import _collect, collection_choice, task_complete
 
@@ -522,8 +522,10 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
                 else majority_generated(lp.task, metric, docs=chosen))
         if best is not None:
             summary["majority"] = dict(best)
-            if lp.output_type == "multiple_choice" and (here := option_share(
-                    lp.task, best["answer"], [lp.task.eval_docs[i] for i in lp.ids])) is not None:
+            evaluated_docs = [lp.task.eval_docs[i] for i in lp.ids]
+            here = (option_share(lp.task, best["answer"], evaluated_docs) if lp.output_type == "multiple_choice"
+                    else generated_share(lp.task, metric, best["answer"], evaluated_docs))
+            if here is not None:
                 summary["majority"]["evaluated"] = here  # the same answer on the evaluated documents
     for p in plugins:
         merge_fields(summary, p.finish_task(ctx, samples), f"collector '{p.label or p.name}'")
