@@ -313,7 +313,7 @@ def test_the_most_common_answer_row_also_scores_the_evaluated_items_and_the_card
     """On 8 lopsided items the split's most common answer scored what the winner did (27.4 %), and the card only
     showed its 19.3 % over the split. The row now carries the same rule's score on the evaluated items, and a model
     whose mean does not exceed it gets a warning (and a model above it none)."""
-    from reporter.card.data import _warnings
+    from reporter.card.warnings import card_warnings as _warnings
 
     gold = {"bq": ["yes"] * 6 + ["no"] * 2, "mc": ["D"] * 4 + ["A", "B", "C", "A"]}
     majority = {"bq": ("yes", 0.62), "mc": ("D", 0.278)}

@@ -18,8 +18,8 @@ from .format import finite, fmt_about
 from .lm_eval import lm_eval_view, task_rows
 from .readings import logprob_answers, null_own, task_levels
 from .shots import shots_phrase
+from .warnings import card_warnings, join_names, trained
 
-_LEVELS = ("high", "medium", "low")
 _SEVERITIES = ("strong", "weak", "none")
 #: the task summary keys the built-in sections show; any other key is a plugin's measurement
 #: a task summary's own fields, and those the card adds to it (the chance marks of :func:`_ranks`), which no plugin measured
@@ -79,7 +79,7 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     # a constant partial-credit score analysed before its exact bound (metrics.stats.constant_score_bounds)
     card["zero_width"] = [f"{m['name']} on {t}" for m in models for t, s in m["tasks"].items()
                           if s.get("method") == "degenerate" and 0 < s.get("score", 0) < 1]
-    for key, fn in (("neighbours", _neighbours), ("warnings", _warnings), ("summary", _summary),
+    for key, fn in (("neighbours", _neighbours), ("warnings", card_warnings), ("summary", _summary),
                     ("limitations", _limitations), ("extra_measurements", extra_measurements)):
         card[key] = fn(card)
     card["empty"] = empty_elements(card)
@@ -207,73 +207,6 @@ def _neighbours(card: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _trained(card: dict[str, Any]) -> list[dict[str, Any]]:
-    return [m for m in card["models"] if not m["reference"] and m["status"] != "failed"]
-
-
-def _warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
-    """(level, sentence) pairs, most severe first."""
-    out = []
-    a = card["analysis"] or {}
-    for m in card["models"]:
-        if m["status"] == "failed":
-            out.append(("high", f"{m['name']} failed to evaluate: {m['error'] or 'no error recorded'}."))
-        elif m["status"] in ("partial", "pending"):
-            planned = [t["name"] for t in (card["manifest"].get("resolved", {}).get("profile") or {}).get("tasks", [])
-                       if isinstance(t, dict)]
-            missing = [t for t in dict.fromkeys(planned + card["benchmarks"] + card["probes"]) if t not in m["tasks"]]
-            no_mean = any(not is_probe(t) for t in missing)
-            out.append(("medium", f"{m['name']} is {m['status']}: " + (
-                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
-                + (", so it has no mean score." if no_mean else ".")
-                if missing else "its model.json or smoke.json is missing (an interrupted run, or a file removed): "
-                                "rerun `reporter run` to complete it.")))
-    if card["analysis"] is None:
-        out.append(("medium", "This run has not been analysed (results.json has no analysis section): places are "
-                              "the raw order of mean scores, with no rank intervals, tiers, tests against chance, "
-                              "Utility Law or contamination verdicts; run `reporter analyse` on the run directory "
-                              "to add them."))
-    for c in a.get("contamination") or []:
-        fired = [k.replace("_", " ") for k, v in c["signals"].items() if isinstance(v, dict) and v.get("fires")]
-        if c["severity"] != "none":
-            out.append(("high" if c["severity"] == "strong" else "medium",
-                        f"Possible test-set contamination ({c['severity']}): {c['model']} on {c['task']}"
-                        + (f" ({' and '.join(fired)} signal{'s' * (len(fired) > 1)})" if fired else "")
-                        + "; see Contamination."))
-    if (a.get("training") or {}).get("collapse"):
-        out.append(("high", "Training diagnostics: the checkpoint series shows a collapsing phase "
-                            "(score down while MUI rises)."))
-    ns = [t["n"] for m in card["models"] for t in m["tasks"].values()]
-    if ns and min(ns) < 100:
-        widest = max(t["ci_high"] - t["ci_low"] for m in card["models"] for t in m["tasks"].values())
-        out.append(("medium", f"Small samples: tasks have {min(ns)}–{max(ns)} items; the widest 95% CI spans "
-                              f"{100 * widest:.0f} percentage points, so small score gaps are noise."))
-    mb = card.get("majority_baseline") or {}
-    if isinstance(mb.get("evaluated_score"), (int, float)):  # the constant answers on the very items the models answered
-        level = float(mb["evaluated_score"])
-        below = [m for m in card.get("ranked") or [] if m.get("rank") is not None and m.get("avg") is not None
-                 and m["avg"] <= level + 1e-12]
-        if below:
-            out.append(("medium", f"On the evaluated items, always giving each task's most common answer (or "
-                                  f"guessing, where that does better) scores {100 * level:.1f}%, as much as or more than "
-                                  + _names([f"{m['name']} ({100 * m['avg']:.1f}%)" for m in below])
-                                  + ": on these items their mean scores show nothing a constant answer would not "
-                                    "get."))
-    if (k := len(_trained(card))) < 3:
-        out.append(("medium", f"Only {k} trained model{'s' * (k != 1)}: the Utility Law fit and the "
-                              "law-adjusted ranking need ≥3 models."))
-    pooled = ((a.get("law") or {}).get("pooled")) or {}
-    if pooled.get("r2") is not None and pooled["r2"] < 0.5:
-        out.append(("low", f"The pooled Utility Law fit is weak (R² = {pooled['r2']:.2f}); law-based "
-                           "adjustments are indicative only."))
-    if card["lpp_correlations"] and not any(c["reliable"] for c in card["lpp_correlations"]):
-        out.append(("low", "No LPP–benchmark correlation is reliable at this number of models."))
-    if any(m["meta"].get("source_type") == "packaged" for m in card["models"]):
-        out.append(("low", "Offline demo models are quantised GGUF files dequantised to float; their scores "
-                           "can differ from the original full-precision weights."))
-    return sorted(out, key=lambda w: _LEVELS.index(w[0]))
-
-
 def _summary(card: dict[str, Any]) -> dict[str, Any]:
     """Who wins on raw score (and is the lead significant?), the tiers, chance, power, law-adjusted, the top warnings."""
     ranked = [m for m in card["ranked"] if m["rank"] is not None]
@@ -282,13 +215,9 @@ def _summary(card: dict[str, Any]) -> dict[str, Any]:
                and {c["model_a"], c["model_b"]} == {w["name"], r["name"]} and _oriented(c, w["name"])["mean_diff"] > 0)
     top = next((m for m in card["models"] if m["fair"] and m["fair"]["rank_adjusted"] == 1), None)
     a = card["analysis"] or {}
-    return {"winner": w, "runner_up": r, "wins": wins, "top_adjusted": top, "n_trained": len(_trained(card)),
+    return {"winner": w, "runner_up": r, "wins": wins, "top_adjusted": top, "n_trained": len(trained(card)),
             "tiers": _tier_sentence(ranked, a), "chance": _chance_sentence(card), "power": _power_sentence(a),
             "warnings": card["warnings"][:4]}
-
-
-def _names(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _tier_sentence(ranked: list[dict[str, Any]], a: dict[str, Any]) -> str | None:
@@ -302,10 +231,10 @@ def _tier_sentence(ranked: list[dict[str, Any]], a: dict[str, Any]) -> str | Non
                 else str(m["rank_low"]) for m in ranked}
     tiers = [[n for n in tier if n in interval] for tier in rk["tiers"]]
     if len(tiers) == 1:
-        text = (f"{_names(tiers[0])} are statistically tied over all benchmark tasks (one tier; rank intervals "
+        text = (f"{join_names(tiers[0])} are statistically tied over all benchmark tasks (one tier; rank intervals "
                 f"{', '.join(interval[n] for n in tiers[0])}).")
     else:
-        text = "Tiers: " + "; ".join(f"{k}. {_names(t)}" + (" (statistically tied)" if len(t) > 1 else "")
+        text = "Tiers: " + "; ".join(f"{k}. {join_names(t)}" + (" (statistically tied)" if len(t) > 1 else "")
                                      for k, t in enumerate(tiers, 1)) + "."
     ties = a.get("ties")
     if ties and ties["n_tasks"]:
@@ -331,8 +260,8 @@ def _majority_levels(card: dict[str, Any]) -> str:
 
 def _chance_sentence(card: dict[str, Any]) -> str | None:
     bench = card["benchmarks"]
-    rows = [(m["name"], m["at_chance_tasks"]) for m in _trained(card) if m["at_chance_tasks"]]
-    if not _trained(card):  # untrained references only: "every trained model" would be a claim about none
+    rows = [(m["name"], m["at_chance_tasks"]) for m in trained(card) if m["at_chance_tasks"]]
+    if not trained(card):  # untrained references only: "every trained model" would be a claim about none
         return None
     if not rows:
         tested = any(c.get("above") is not None for c in (card["analysis"] or {}).get("above_chance") or [])
@@ -473,7 +402,7 @@ def empty_elements(card: dict[str, Any]) -> dict[str, str]:
     if div and not any(d.get("advice") for d in div.values()):
         withheld = {m: list(d.get("withheld") or []) for m, d in div.items()}
         reasons = list(dict.fromkeys(w for ws in withheld.values() for w in ws))
-        who = _names(list(div)) if len(div) > 1 else list(div)[0]
+        who = join_names(list(div)) if len(div) > 1 else list(div)[0]
         if not reasons:
             why = "the evidence in this run cannot support any"
         elif all(ws == reasons for ws in withheld.values()):

@@ -1,0 +1,92 @@
+"""The card's warnings, most severe first: :func:`card_warnings`.
+
+Each is a sentence someone may act on (a failed or partial model, an unanalysed run, a contamination verdict, small
+samples, too few models for the law, a constant answer that scores as much as a ranked model on these items), with
+its level: ``high``, ``medium`` or ``low``.
+
+>>> join_names(["A", "B", "C"])
+'A, B and C'
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..tasks import is_probe
+
+__all__ = ["LEVELS", "card_warnings", "join_names", "trained"]
+
+#: the warnings' levels, most severe first
+LEVELS = ("high", "medium", "low")
+
+
+def join_names(names: list[str]) -> str:
+    """Names as a sentence lists them: "A", "A and B", "A, B and C"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def trained(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """The card's trained models that did not fail (untrained references are never among them)."""
+    return [m for m in card["models"] if not m["reference"] and m["status"] != "failed"]
+
+
+def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """(level, sentence) pairs, most severe first."""
+    out = []
+    a = card["analysis"] or {}
+    for m in card["models"]:
+        if m["status"] == "failed":
+            out.append(("high", f"{m['name']} failed to evaluate: {m['error'] or 'no error recorded'}."))
+        elif m["status"] in ("partial", "pending"):
+            planned = [t["name"] for t in (card["manifest"].get("resolved", {}).get("profile") or {}).get("tasks", [])
+                       if isinstance(t, dict)]
+            missing = [t for t in dict.fromkeys(planned + card["benchmarks"] + card["probes"]) if t not in m["tasks"]]
+            no_mean = any(not is_probe(t) for t in missing)
+            out.append(("medium", f"{m['name']} is {m['status']}: " + (
+                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
+                + (", so it has no mean score." if no_mean else ".")
+                if missing else "its model.json or smoke.json is missing (an interrupted run, or a file removed): "
+                                "rerun `reporter run` to complete it.")))
+    if card["analysis"] is None:
+        out.append(("medium", "This run has not been analysed (results.json has no analysis section): places are "
+                              "the raw order of mean scores, with no rank intervals, tiers, tests against chance, "
+                              "Utility Law or contamination verdicts; run `reporter analyse` on the run directory "
+                              "to add them."))
+    for c in a.get("contamination") or []:
+        fired = [k.replace("_", " ") for k, v in c["signals"].items() if isinstance(v, dict) and v.get("fires")]
+        if c["severity"] != "none":
+            out.append(("high" if c["severity"] == "strong" else "medium",
+                        f"Possible test-set contamination ({c['severity']}): {c['model']} on {c['task']}"
+                        + (f" ({' and '.join(fired)} signal{'s' * (len(fired) > 1)})" if fired else "")
+                        + "; see Contamination."))
+    if (a.get("training") or {}).get("collapse"):
+        out.append(("high", "Training diagnostics: the checkpoint series shows a collapsing phase "
+                            "(score down while MUI rises)."))
+    ns = [t["n"] for m in card["models"] for t in m["tasks"].values()]
+    if ns and min(ns) < 100:
+        widest = max(t["ci_high"] - t["ci_low"] for m in card["models"] for t in m["tasks"].values())
+        out.append(("medium", f"Small samples: tasks have {min(ns)}–{max(ns)} items; the widest 95% CI spans "
+                              f"{100 * widest:.0f} percentage points, so small score gaps are noise."))
+    mb = card.get("majority_baseline") or {}
+    if isinstance(mb.get("evaluated_score"), (int, float)):  # the constant answers on the very items the models answered
+        level = float(mb["evaluated_score"])
+        below = [m for m in card.get("ranked") or [] if m.get("rank") is not None and m.get("avg") is not None
+                 and m["avg"] <= level + 1e-12]
+        if below:
+            out.append(("medium", f"On the evaluated items, always giving each task's most common answer (or "
+                                  f"guessing, where that does better) scores {100 * level:.1f}%, as much as or more than "
+                                  + join_names([f"{m['name']} ({100 * m['avg']:.1f}%)" for m in below])
+                                  + ": on these items their mean scores show nothing a constant answer would not "
+                                    "get."))
+    if (k := len(trained(card))) < 3:
+        out.append(("medium", f"Only {k} trained model{'s' * (k != 1)}: the Utility Law fit and the "
+                              "law-adjusted ranking need ≥3 models."))
+    pooled = ((a.get("law") or {}).get("pooled")) or {}
+    if pooled.get("r2") is not None and pooled["r2"] < 0.5:
+        out.append(("low", f"The pooled Utility Law fit is weak (R² = {pooled['r2']:.2f}); law-based "
+                           "adjustments are indicative only."))
+    if card["lpp_correlations"] and not any(c["reliable"] for c in card["lpp_correlations"]):
+        out.append(("low", "No LPP–benchmark correlation is reliable at this number of models."))
+    if any(m["meta"].get("source_type") == "packaged" for m in card["models"]):
+        out.append(("low", "Offline demo models are quantised GGUF files dequantised to float; their scores "
+                           "can differ from the original full-precision weights."))
+    return sorted(out, key=lambda w: LEVELS.index(w[0]))
