@@ -15,7 +15,7 @@ __all__ = ["check_user_data", "hub_only_tasks"]
 
 def check_user_data(profile: Profile) -> None:
     """Read every ``type: jsonl`` task's file and every ``other_split:`` file, and check every ``items:``
-    core set against its task and every built-in task's ``shots`` against the examples it can draw, now, so that
+    core set against its task and every task's ``shots`` against the examples it can draw, now, so that
     their problems stop the run before a model loads. Each problem is one line naming the profile (its file) and
     the task's key path by name (``tasks['mine'].path``: an index would count the tasks left after ``--tasks`` and
     lm-eval's groups, not the file's).
@@ -55,8 +55,7 @@ def _check_task(profile: Profile, t: TaskConfig) -> None:
     if not (t.type == "jsonl" or t.items is not None or t.other_split or t.shots):
         return
     task = build_task(t)
-    if t.shots and t.type != "jsonl":
-        _check_shots(t.name, t.shots, task)
+    known: set[str] | None = None
     if t.type == "jsonl" or t.items is not None:
         try:
             known = {it.id for it in task.items()}
@@ -65,14 +64,13 @@ def _check_task(profile: Profile, t: TaskConfig) -> None:
                 raise
             own = f"task '{t.name}': "
             raise UserError([f"tasks[{t.name!r}].path: {line.removeprefix(own)}" for line in e.lines]) from None
-        if t.type == "jsonl" and t.shots is not None and len(known) <= t.shots:
-            raise UserError(f"tasks[{t.name!r}]: its {len(known)} item(s) would all be taken as few-shot "
-                            f"examples (shots: {t.shots}), leaving none to evaluate; add items or lower shots")
-        if t.items is not None and not set(t.items) <= known:
-            missing = sorted(set(t.items) - known)
-            raise UserError(f"tasks[{t.name!r}].items: {len(missing)} of its {len(t.items)} item ids are not items "
-                            f"of the task (first: {missing[0]!r}); was {t.items_from or 'the list'} written for "
-                            "this task?")
+    if t.shots:
+        _check_shots(t.name, t.shots, task, None if known is None else len(known))
+    if t.items is not None and known is not None and not set(t.items) <= known:
+        missing = sorted(set(t.items) - known)
+        raise UserError(f"tasks[{t.name!r}].items: {len(missing)} of its {len(t.items)} item ids are not items "
+                        f"of the task (first: {missing[0]!r}); was {t.items_from or 'the list'} written for "
+                        "this task?")
     if t.other_split and task.other_split is not None:
         try:
             task.other_split()
@@ -80,17 +78,17 @@ def _check_task(profile: Profile, t: TaskConfig) -> None:
             raise UserError(f"tasks[{t.name!r}].other_split: {e}") from None
 
 
-def _check_shots(name: str, shots: int, task: Task) -> None:
-    """A built-in task's ``shots`` within what it can draw: its few-shot split, or all but one of its items
-    (held out of evaluation). A larger count ran every example it had while the card said ``shots``. Data that
-    cannot be read here (a hub-only task, a plugin's loader that raises) is not checked: the task reads it when it
-    runs, and fails alone there (``plan_task`` refuses the count then).
+def _check_shots(name: str, shots: int, task: Task, n_items: int | None = None) -> None:
+    """A task's ``shots`` within what it can draw: its few-shot split, or all but one of its items (held out of
+    evaluation; ``n_items``: their number where the caller read them). A larger count ran every example it had
+    while the card said ``shots``. Data that cannot be read here (a hub-only task, a plugin's loader that raises)
+    is not checked: the task reads it when it runs, and fails alone there (``plan_task`` refuses the count then).
     """
     if task.source.startswith("hub:"):
         return
     try:
         most = len(task.fewshot_pool()) if task.fewshot_pool is not None else None
-        n = len(task.items()) if most is None else 0
+        n = (n_items if n_items is not None else len(task.items())) if most is None else 0
     except Exception:  # noqa: BLE001  (whatever a loader raises is the task's own failure, at run time)
         return
     if most is not None:
