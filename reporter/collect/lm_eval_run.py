@@ -48,9 +48,10 @@ from ..store.atomic import json_ok, read_json, write_json
 from ..store.checked import check_before_writing, merge_fields
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
-from ..tasks import LETTERS, Item, Task
+from ..tasks import Task
 from ..tasks.lm_eval_source import FEWSHOT_SEED, Resolved, include_dirs, lm_eval_version, resolve, select_docs
 from .collectors import BatchContext, CollectorPlugin, OptionPasses, TaskContext, enabled_collectors
+from .lm_eval_items import doc_item, other_split
 from .lm_eval_majority import generated_share, majority_generated, majority_option, option_share
 from .plan import TaskPlan
 from .task_run import _collect, collection_choice, task_complete
@@ -124,7 +125,7 @@ def plan_leaf(rlm: Any, resolved: Resolved, config: TaskConfig, seed: int) -> Le
     items, prompts, prompt_ids = [], [], []
     for k, doc_id in enumerate(ids):
         context = requests[k][0].args[0]
-        items.append(_item(task, kind, docs[doc_id], str(doc_id), context))
+        items.append(doc_item(task, kind, docs[doc_id], str(doc_id), context))
         prompts.append(context)
         prompt_ids.append(_context_ids(rlm, kind, requests[k][0]))
     version = (task.dump_config().get("metadata") or {}).get("version")
@@ -134,83 +135,10 @@ def plan_leaf(rlm: Any, resolved: Resolved, config: TaskConfig, seed: int) -> Le
     other = other_split(task)
     if other is not None:
         split, read = other
-        rtask.other_split = lambda: [_item(task, kind, d, f"{split}:{i}", "") for i, d in enumerate(read())]
+        rtask.other_split = lambda: [doc_item(task, kind, d, f"{split}:{i}", "") for i, d in enumerate(read())]
         rtask.other_split_source = f"the {split} split of lm-eval task {config.lm_eval} (its config's {split} split)"
     plan = TaskPlan(rtask, items, prompts, prompt_ids, int(task.get_config("num_fewshot") or 0), ())
     return LeafPlan(config, task, ids, requests, plan, kind, chat)
-
-
-def _item(task: Any, kind: str, doc: Any, item_id: str, context: str) -> Item:
-    """One document as reporter's item: its own text (no few-shot examples), its gold answer and options.
-
-    A task whose choices are the option labels (lm-eval's MMLU: ``["A", "B", "C", "D"]``, the options listed
-    in the question as ``A. text`` lines) gets the options' texts, as the published order shows them.
-    """
-    question = _question(task, doc, context)
-    choices = [str(c) for c in task.doc_to_choice(doc)] if kind == "multiple_choice" else None
-    if choices is not None:
-        choices = listed_options(question, choices) or choices
-    return Item(id=item_id, question=question, answer=_gold(task, doc, choices), choices=choices)
-
-
-def listed_options(question: str, choices: list[str]) -> list[str] | None:
-    """The texts of options listed as ``A. text`` lines at the end of ``question``, when ``choices`` are their labels.
-
-    >>> listed_options("Sky?\\nA. blue\\nB. green", ["A", "B"])
-    ['blue', 'green']
-    >>> listed_options("Question: Sky?", ["blue", "green"]) is None
-    True
-    """
-    n = len(choices)
-    if n < 2 or [c.strip() for c in choices] != list(LETTERS[:n]):
-        return None
-    lines = question.split("\n")
-    tail = lines[-n:]
-    if len(lines) <= n or not all(line.startswith(f"{LETTERS[i]}. ") for i, line in enumerate(tail)):
-        return None
-    return [line[3:] for line in tail]
-
-
-def other_split(task: Any) -> tuple[str, Any] | None:
-    """The split the task's config names as its ``training_split`` or ``validation_split``, when it exists and is
-    not the evaluated one: ``(name, read documents)``; None when it names none (the Min-K% test against the other
-    split is then not measurable).
-    """
-    cfg = task.config
-    evaluated = cfg.test_split if task.has_test_docs() else cfg.validation_split
-    dataset = getattr(task, "dataset", None) or {}
-    for split, read in ((cfg.training_split, task.training_docs), (cfg.validation_split, task.validation_docs)):
-        if split and split != evaluated and split in dataset:
-            return str(split), read
-    return None
-
-
-def _question(task: Any, doc: Any, context: str) -> str:
-    """The item's own text (no few-shot examples), as it appears in the prompt; a trailing answer cue
-    (``"\\nAnswer:"``) is left out, so that a question listing its options reads as reporter's ``A. option`` block.
-    """
-    try:
-        text = task.doc_to_text(doc)
-    except Exception:
-        text = None
-    if not isinstance(text, str) or not text.strip():
-        return context
-    text = text.rstrip()
-    for cue in ("\nAnswer:", "\nA:", "Answer:"):
-        if text.endswith(cue) and len(text) > len(cue):
-            return text[: -len(cue)].rstrip()
-    return text
-
-
-def _gold(task: Any, doc: Any, choices: list[str] | None) -> str:
-    """The gold answer as text: the correct option of a multiple-choice item, else lm-eval's target."""
-    target = task.doc_to_target(doc)
-    if choices is not None:
-        if isinstance(target, int) and 0 <= target < len(choices):
-            return choices[target]
-        if isinstance(target, list) and target and isinstance(target[0], int):
-            return choices[target[0]]
-    return str(target)
 
 
 def _context_ids(rlm: Any, kind: str, inst: Any) -> list[int]:
