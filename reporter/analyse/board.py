@@ -46,7 +46,7 @@ from ..tasks import is_probe
 from .board_history import histories, natural_key
 from .board_runs import BOARD_VERSION, MUI_KEYS, BoardCache, BoardRun, expand_runs, load_runs
 from .law_points import law_and_fairness
-from .leaderboard import leaderboard
+from .leaderboard import leaderboard, not_above_constant
 
 __all__ = ["BOARD_VERSION", "BoardCache", "BoardRun", "build_board", "expand_runs", "load_runs", "natural_key",
            "ranking_tasks"]
@@ -205,6 +205,13 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
     ranked_like = {"models": {m: {**e, "tasks": {t: s for t, s in e["tasks"].items() if t in rank_tasks}}
                               for m, e in merged.items()}}
     board = leaderboard(ranked_like, per_item, seed=seed, n_resamples=n_resamples)
+    cautions: list[str] = []
+    means = {r["model"]: r["score"] for r in (board["ranking"] or {}).get("models", [])}
+    if (low := not_above_constant(board["references"], means)) is not None:
+        cautions.append(f"On the items the rows answered, always giving each task's most common answer (or guessing, "
+                        f"where that does better) scores {100 * low[0]:.1f}%, as much as or more than "
+                        + ", ".join(f"{m} ({100 * means[m]:.1f}%)" for m in low[1])
+                        + ": on these items their mean scores show nothing a constant answer would not get.")
     for x in board.get("not_ranked") or []:  # on a board, a missing task means: not evaluated on the board's items
         x["reason"] = x["reason"].replace("did not finish ", "no result on the board's items of ")
     # the law over the rows that have the ranked tasks (per-model averages need the same tasks for every model)
@@ -225,7 +232,7 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
         "version": BOARD_VERSION, "title": title or "Model leaderboard", "seed": seed, "n_resamples": n_resamples,
         "runs": [{"label": r.label, "dir": r.dir, "created": r.created, "digest": r.digest,
                   "models": sorted(r.models)} for r in runs],
-        "warnings": warnings, "left_out": left_out, "tasks": benchmarks, "probes": sorted(
+        "warnings": warnings, "cautions": cautions, "left_out": left_out, "tasks": benchmarks, "probes": sorted(
             {t for row in rows.values() for t in row["tasks"] if is_probe(t)}),
         "groups": groups, "ranking_tasks": rank_tasks, "mui_settings": mui_columns, "rows": [rows[k] for k in sorted(rows)],
         "leaderboard": board, "law": law.law, "fairness": law.fairness, "notes": notes + law.notes,

@@ -222,6 +222,26 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     return out
 
 
+def not_above_constant(references: list[ReferenceRow] | list[dict[str, Any]],
+                       means: dict[str, float | None]) -> tuple[float, list[str]] | None:
+    """The constant answers' mean score on the evaluated items (the ``majority`` reference's ``evaluated_score``) and
+    the models of ``means`` (name: mean score over the same tasks) that do not score above it, in ``means``'s order;
+    None where no such level was recorded (a run from before it was) or every model is above it.
+
+    >>> refs = [{"model": None, "kind": "majority", "score": 0.19, "evaluated_score": 0.28, "reason": "…"}]
+    >>> not_above_constant(refs, {"a": 0.27, "b": 0.6, "c": None})
+    (0.28, ['a'])
+    >>> not_above_constant(refs[:0], {"a": 0.27}) is None
+    True
+    """
+    row = next((r for r in references if r.get("kind") == "majority"), None) or {}
+    level = row.get("evaluated_score")
+    if not isinstance(level, (int, float)):
+        return None
+    below = [m for m, v in means.items() if v is not None and v <= float(level) + 1e-12]
+    return (float(level), below) if below else None
+
+
 def _significant(c: dict[str, Any]) -> bool:
     if "significant" in c:
         return bool(c["significant"])

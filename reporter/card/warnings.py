@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analyse.leaderboard import not_above_constant
 from ..tasks import is_probe
 
 __all__ = ["LEVELS", "card_warnings", "join_names", "trained"]
@@ -66,17 +67,14 @@ def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
         widest = max(t["ci_high"] - t["ci_low"] for m in card["models"] for t in m["tasks"].values())
         out.append(("medium", f"Small samples: tasks have {min(ns)}–{max(ns)} items; the widest 95% CI spans "
                               f"{100 * widest:.0f} percentage points, so small score gaps are noise."))
-    mb = card.get("majority_baseline") or {}
-    if isinstance(mb.get("evaluated_score"), (int, float)):  # the constant answers on the very items the models answered
-        level = float(mb["evaluated_score"])
-        below = [m for m in card.get("ranked") or [] if m.get("rank") is not None and m.get("avg") is not None
-                 and m["avg"] <= level + 1e-12]
-        if below:
-            out.append(("medium", f"On the evaluated items, always giving each task's most common answer (or "
-                                  f"guessing, where that does better) scores {100 * level:.1f}%, as much as or more than "
-                                  + join_names([f"{m['name']} ({100 * m['avg']:.1f}%)" for m in below])
-                                  + ": on these items their mean scores show nothing a constant answer would not "
-                                    "get."))
+    avg = {m["name"]: m["avg"] for m in card.get("ranked") or [] if m.get("rank") is not None}
+    if (low := not_above_constant([card.get("majority_baseline") or {}], avg)) is not None:
+        level, below = low  # the constant answers on the very items the models answered
+        out.append(("medium", f"On the evaluated items, always giving each task's most common answer (or "
+                              f"guessing, where that does better) scores {100 * level:.1f}%, as much as or more than "
+                              + join_names([f"{m} ({100 * avg[m]:.1f}%)" for m in below])
+                              + ": on these items their mean scores show nothing a constant answer would not "
+                                "get."))
     if (k := len(trained(card))) < 3:
         out.append(("medium", f"Only {k} trained model{'s' * (k != 1)}: the Utility Law fit and the "
                               "law-adjusted ranking need ≥3 models."))
