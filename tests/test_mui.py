@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import copy
 import math
+import operator
 
 import numpy as np
 import pytest
 import torch
 from transformers import (
+    Gemma2Config,
+    Gemma2ForCausalLM,
     Gemma3ForCausalLM,
     Gemma3TextConfig,
     GPT2Config,
@@ -21,6 +24,8 @@ from transformers import (
     GPTNeoXForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
 )
 
 from reporter.collect.ablation import ablate
@@ -33,7 +38,12 @@ from reporter.models.adapters import get_adapter
 from reporter.store.neurons import load_neuron_sets, merge_neuron_sets, save_neuron_sets
 
 V, D, F, L = 97, 32, 64, 2
-ARCHS = ("llama", "gemma3", "gpt2", "gpt_neox")
+ARCHS = ("llama", "qwen2", "gemma2", "gemma3", "gpt2", "gpt_neox")
+#: where each family keeps its layers, MLP and down projection, written out here so that the reference does not find
+#: them through the adapters it checks
+REF_PATHS = {"llama": ("model.layers", "down_proj"), "qwen2": ("model.layers", "down_proj"),
+             "gemma2": ("model.layers", "down_proj"), "gemma3_text": ("model.layers", "down_proj"),
+             "gpt2": ("transformer.h", "c_proj"), "gpt_neox": ("gpt_neox.layers", "dense_4h_to_h")}
 MODES = ("score", "activation", "topscore", "global_topk")
 
 
@@ -42,6 +52,11 @@ def make_model(arch: str, dtype=torch.float32, seed: int = 0):
     common = dict(vocab_size=V, hidden_size=D, intermediate_size=F, num_hidden_layers=L, num_attention_heads=4)
     if arch == "llama":
         m = LlamaForCausalLM(LlamaConfig(num_key_value_heads=2, initializer_range=0.1, **common))
+    elif arch == "qwen2":
+        m = Qwen2ForCausalLM(Qwen2Config(num_key_value_heads=2, initializer_range=0.1, **common))
+    elif arch == "gemma2":
+        m = Gemma2ForCausalLM(Gemma2Config(num_key_value_heads=2, head_dim=8, initializer_range=0.1,
+                                           sliding_window=6, **common))
     elif arch == "gemma3":
         m = Gemma3ForCausalLM(Gemma3TextConfig(num_key_value_heads=2, head_dim=8, initializer_range=0.1,
                                                sliding_window=6, **common))
@@ -113,33 +128,36 @@ def reference_scores(model, batch: PassBatch, align: str = "next", definition: s
     act(gate_proj(x)) recomputed from the MLP's input x with the MLP's own gate_proj and act_fn (in
     the model's dtype, so the same numbers as the forward), for a plain MLP the down input.
     """
-    ad = get_adapter(model)
-    acts = [None] * ad.n_layers
-    mlp_in = [None] * ad.n_layers
+    where, down = REF_PATHS[model.config.model_type]
+    layers = list(operator.attrgetter(where)(model))
+    n_layers, d_ff, d_model = len(layers), F, D
+    acts = [None] * n_layers
+    mlp_in = [None] * n_layers
     am = batch.attention_mask
     pos_ids = (am.long().cumsum(-1) - 1).clamp(min=0)
     with HookSet() as hs:
-        for l in range(ad.n_layers):
-            hs.on_input(ad.down_proj(l), lambda x, l=l: acts.__setitem__(l, x.detach().to(torch.float64).numpy()))
-            hs.on_input(ad.layers[l].mlp, lambda x, l=l: mlp_in.__setitem__(l, x.detach()))
+        for l in range(n_layers):
+            hs.on_input(getattr(layers[l].mlp, down),
+                        lambda x, l=l: acts.__setitem__(l, x.detach().to(torch.float64).numpy()))
+            hs.on_input(layers[l].mlp, lambda x, l=l: mlp_in.__setitem__(l, x.detach()))
         with torch.no_grad():
             model(input_ids=batch.input_ids, attention_mask=am, position_ids=pos_ids, use_cache=False)
-    if definition == "paper" and hasattr(ad.layers[0].mlp, "gate_proj"):
+    if definition == "paper" and hasattr(layers[0].mlp, "gate_proj"):
         with torch.no_grad():
-            acts = [ad.layers[l].mlp.act_fn(ad.layers[l].mlp.gate_proj(mlp_in[l])).to(torch.float64).numpy()
-                    for l in range(ad.n_layers)]
-    w_down = [_module_matrix(ad.down_proj(l), ad.d_ff) for l in range(ad.n_layers)]  # [d, F]
-    w_u = _module_matrix(model.get_output_embeddings(), ad.d_model)  # [V, d]
+            acts = [layers[l].mlp.act_fn(layers[l].mlp.gate_proj(mlp_in[l])).to(torch.float64).numpy()
+                    for l in range(n_layers)]
+    w_down = [_module_matrix(getattr(layers[l].mlp, down), d_ff) for l in range(n_layers)]  # [d, F]
+    w_u = _module_matrix(model.get_output_embeddings(), d_model)  # [V, d]
     ids, amn, rm = batch.input_ids.numpy(), am.numpy(), batch.response_mask.numpy()
     B, T = ids.shape
     out = []
     for b in range(B):
         entries = []
         positions = [t for t in range(T - 1) if rm[b, t + 1] and amn[b, t + 1] and amn[b, t]]
-        for l in range(ad.n_layers):
+        for l in range(n_layers):
             for t in positions:
                 y = ids[b, t + 1] if align == "next" else ids[b, t]
-                for i in range(ad.d_ff):
+                for i in range(d_ff):
                     a = float(acts[l][b, t, i])
                     proj = float(np.dot(w_down[l][:, i], w_u[y]))
                     entries.append((a * proj, a, l, t, i))
