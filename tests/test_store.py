@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -86,4 +87,24 @@ def test_a_line_torn_inside_a_utf8_character_is_skipped_and_a_damaged_line_is_re
     assert sorted(read_samples(p)) == ["a", "c"]
     p.write_bytes(cut + b"\n" + p.read_bytes())
     with pytest.raises(UserError, match=r"samples.jsonl: line 1: not UTF-8 text; the file is damaged"):
+        read_samples(p)
+
+
+@pytest.mark.parametrize("text, reason", [("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+                                          ('{"n": ' + "9" * 5000 + "}", "Exceeds the limit (4300 digits)")])
+def test_json_nested_past_the_recursion_limit_or_an_endless_integer_is_damaged_not_a_traceback(tmp_path, text, reason):
+    """json.loads raises RecursionError and a plain ValueError besides JSONDecodeError; every reader of a user's or a
+    run's JSON names the file (and the line) instead of a traceback."""
+    from reporter.store.atomic import read_json
+    from reporter.tasks.jsonl import jsonl_rows
+
+    (tmp_path / "results.json").write_text(text)
+    with pytest.raises(UserError, match=re.escape(f"results.json: damaged, not valid JSON ({reason}")):
+        read_json(tmp_path / "results.json")
+    (tmp_path / "t.jsonl").write_text('{"q": "a", "a": "b"}\n' + text + "\n")
+    with pytest.raises(UserError, match=re.escape(f"t.jsonl: line 2: not valid JSON ({reason}")):
+        list(jsonl_rows(tmp_path / "t.jsonl", "task t"))
+    p = tmp_path / "samples.jsonl"
+    p.write_text('{"id": "a"}\n' + text + "\n")
+    with pytest.raises(UserError, match=re.escape(f"samples.jsonl: line 2: {reason}")):
         read_samples(p)

@@ -27,6 +27,7 @@ from ..errors import ConfigError, UserError
 from ..metrics.mui import DEFINITIONS as MUI_DEFINITIONS
 from ..metrics.mui import MODES as MUI_MODES
 from ..registry import declared_settings, did_you_mean, unknown_name
+from ..store.atomic import JSON_ERRORS, why_not_json
 from ..store.layout import slugify
 from ..tasks import JSONL_SCORERS, TASKS, get_task
 from ..tasks.corpora import BUILTIN_CORPORA, names_a_file
@@ -440,8 +441,9 @@ def _items(p: Problems, key: str, v: Any, task: str, base_dir: Path) -> tuple[tu
     except ConfigError as e:
         p.add(key, str(e))
         return None, None
-    except json.JSONDecodeError as e:
-        p.add(key, f"{path}: not valid JSON (line {e.lineno}); give a coreset.json written by `reporter run`")
+    except JSON_ERRORS as e:
+        where = f"line {e.lineno}" if isinstance(e, json.JSONDecodeError) else why_not_json(e)
+        p.add(key, f"{path}: not valid JSON ({where}); give a coreset.json written by `reporter run`")
         return None, None
     tasks = doc.get("tasks") if isinstance(doc, dict) else None
     if not isinstance(tasks, dict):

@@ -219,7 +219,7 @@ def load_sae_file(path: str | Path, *, layer: int | None = None, hook: str | Non
                         "a params.npz file (Gemma Scope)")
     try:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (UnicodeDecodeError, RecursionError, ValueError) as e:
         raise UserError(f"{cfg_path}: not valid JSON ({e.__class__.__name__})") from None
     if not isinstance(cfg, dict):
         raise UserError(f"{cfg_path}: holds a JSON {type(cfg).__name__}, not a SAELens cfg.json object")

@@ -119,10 +119,32 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
 MAX_JSON_BYTES = 512 << 20
 
 
+#: what json.loads raises on a damaged text: a syntax error (JSONDecodeError, a ValueError), an integer past the
+#: conversion limit (ValueError), or nesting past Python's recursion limit (RecursionError)
+JSON_ERRORS = (ValueError, RecursionError)
+
+
+def why_not_json(e: BaseException) -> str:
+    """The reason of a :data:`JSON_ERRORS` error, in a few words, with the line where JSON gives one.
+
+    >>> try:
+    ...     json.loads("[" * 100_000)
+    ... except JSON_ERRORS as e:
+    ...     why_not_json(e)
+    'nested too deeply'
+    """
+    if isinstance(e, json.JSONDecodeError):
+        return e.msg
+    if isinstance(e, RecursionError):
+        return "nested too deeply"
+    return str(e).split(":")[0].split(";")[0]
+
+
 def read_json(path: str | os.PathLike[str], default: Any = None) -> Any:
     """The parsed JSON object at ``path``, or ``default`` when the file does not exist.
 
-    A damaged file (not JSON, not UTF-8, or JSON that is not an object: every document reporter writes is one) is
+    A damaged file (not JSON, not UTF-8, nested past Python's recursion limit, an integer too long to convert, or
+    JSON that is not an object: every document reporter writes is one) is
     a one-line :class:`~reporter.errors.UserError` naming it, so resume recomputes it (:func:`json_ok`).
     """
     try:
@@ -142,6 +164,8 @@ def read_json(path: str | os.PathLike[str], default: Any = None) -> Any:
         where = f" at line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
         reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
         raise UserError(f"{path}: damaged, not valid JSON{where} ({reason})") from None
+    except JSON_ERRORS as e:  # nested past Python's limit, or an integer of over 4,300 digits
+        raise UserError(f"{path}: damaged, not valid JSON ({why_not_json(e)})") from None
 
 
 def json_ok(path: str | os.PathLike[str]) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UserError
-from .atomic import named_errors
+from .atomic import JSON_ERRORS, named_errors, why_not_json
 
 #: the largest samples.jsonl reporter reads (a million items with their generations fit well under it)
 MAX_SAMPLES_BYTES = 2 << 30
@@ -47,6 +47,9 @@ def read_samples(path: Path) -> dict[str, dict[str, Any]]:
                 if torn:
                     continue
                 raise UserError(f"{path}: line {n}: not UTF-8 text; the file is damaged (rerun `reporter run` on its "
+                                "run directory to redo it)") from None
+            except JSON_ERRORS as e:
+                raise UserError(f"{path}: line {n}: {why_not_json(e)}; the file is damaged (rerun `reporter run` on its "
                                 "run directory to redo it)") from None
             if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
                 raise UserError(f"{path}: line {n}: not a sample record (no string id); the file is damaged (rerun "

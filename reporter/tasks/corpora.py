@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UserError
+from ..store.atomic import JSON_ERRORS, why_not_json
 from .sources import lambada_texts, read_requests
 
 CORPUS_SEED = 42  # the official code's seed (used to sample hub corpora)
@@ -75,8 +76,8 @@ def _read_local(path: Path) -> list[str]:
             if path.suffix in (".jsonl", ".json"):
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise UserError(f"{path}: line {ln}: not valid JSON ({e.msg})") from None
+                except JSON_ERRORS as e:
+                    raise UserError(f"{path}: line {ln}: not valid JSON ({why_not_json(e)})") from None
                 if isinstance(rec, str):
                     texts.append(rec)
                 elif isinstance(rec, dict) and "text" in rec:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import UserError
+from ..store.atomic import JSON_ERRORS, why_not_json
 from .base import LETTERS, MC_INSTRUCTION, Item, Task, mc_question
 
 #: the scorers a jsonl task may name
@@ -102,8 +103,8 @@ def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         try:
             r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{p}: line {ln}: not valid JSON ({e.msg})") from None
+        except JSON_ERRORS as e:
+            raise UserError(f"{p}: line {ln}: not valid JSON ({why_not_json(e)})") from None
         if not isinstance(r, dict):
             raise UserError(f"{p}: line {ln}: expected a JSON object, got {type(r).__name__}")
         yield ln, r
