@@ -166,3 +166,26 @@ def test_identity_is_the_content_of_the_model(tmp_path, monkeypatch):
     assert model_identity(hub) == "hub:org/model@0123abcd"
     hub.model.config._commit_hash = None
     assert model_identity(hub) is None  # no commit: nothing to key on, nothing cached
+
+
+def test_a_local_lpp_corpus_counts_by_its_content_not_its_path(tmp_path, monkeypatch):
+    """The LPP pass of a local corpus file was cached by the file's path: after the file was edited, a new run
+    reused the old signature (and the run's hash did not change). Now an edited file is measured again, and the same
+    texts at another path are the same pass."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    words = "the cat sat on the mat and then it ran off to see the dog who was asleep by the door ".split()
+    texts = [" ".join(words[(i + j) % len(words)] for j in range(60)) for i in range(3)]
+    (tmp_path / "corp.txt").write_text("\n".join(texts) + "\n")
+    profile = "name: corpus\n" + PROFILE.replace("lpp: {", "lpp: {corpus: corp.txt, ")
+    first = _run(tmp_path, "first", profile=profile)
+    (tmp_path / "corp.txt").write_text("\n".join(t.replace("cat", "fox") for t in texts) + "\n")
+    edited = _run(tmp_path, "edited", profile=profile)
+    (tmp_path / "elsewhere").mkdir()
+    shutil.copy(tmp_path / "corp.txt", tmp_path / "elsewhere" / "corp.txt")
+    moved = _run(tmp_path, "moved", profile=profile.replace("corpus: corp.txt", "corpus: elsewhere/corp.txt"))
+    assert _work(first)["lpp"] == "computed" and _work(edited)["lpp"] == "computed" and _work(moved)["lpp"] == "cached"
+    lpp = {k: json.loads((r / "models" / "tiny" / "lpp.json").read_text()) for k, r in
+           (("first", first), ("edited", edited), ("moved", moved))}
+    assert lpp["first"] != lpp["edited"] and lpp["moved"] == lpp["edited"]
+    hashes = [json.loads((r / "manifest.json").read_text())["config_hash"] for r in (first, edited, moved)]
+    assert hashes[0] != hashes[1] and hashes[1] == hashes[2]

@@ -15,6 +15,7 @@ from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
 from ..errors import UserError
 from ..store.atomic import read_json
+from ..store.digest import corpus_for_hash, file_sha256
 from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir
 
 
@@ -36,8 +37,8 @@ def config_hash(resolved: dict[str, Any]) -> str:
 
     Where the files live (the ``profile`` path, the ``output`` directory, a task's core-set
     file) is left out, so a run directory can be moved and resumed with its models file; a
-    task's ``other_split`` file, a ``jsonl`` task's data file and a random model's tokenizer directory count
-    by their content.
+    task's ``other_split`` file, a ``jsonl`` task's data file, a local LPP corpus file and a random model's
+    tokenizer directory count by their content.
 
     >>> config_hash({"config": {"seed": 1, "output": "a"}, "profile": {}}) == \\
     ...     config_hash({"config": {"seed": 1, "output": "b"}, "profile": {}})
@@ -51,6 +52,8 @@ def config_hash(resolved: dict[str, Any]) -> str:
         profile["mui"] = {**profile["mui"], "sae": _sae_for_hash(profile["mui"]["sae"])}
     if isinstance(profile.get("tasks"), list):
         profile["tasks"] = [_task_for_hash(t) if isinstance(t, dict) else t for t in profile["tasks"]]
+    if isinstance(profile.get("lpp"), dict):
+        profile["lpp"] = corpus_for_hash(profile["lpp"])
     blob = json.dumps({"config": config, "profile": profile}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -128,24 +131,6 @@ def _task_for_hash(t: dict[str, Any]) -> dict[str, Any]:
     if out.get("type") == "jsonl" and isinstance(out.get("path"), str):  # its questions and answers, not its place
         out["path"] = file_sha256(out["path"]) or out["path"]
     return out
-
-
-def file_sha256(path: str | Path) -> str | None:
-    """``sha256:<hex>`` of a file's bytes, or None when it cannot be read.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "f.txt"; _ = p.write_text("abc")
-    >>> file_sha256(p)[:19], file_sha256(p.with_name("missing"))
-    ('sha256:ba7816bf8f01', None)
-    """
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError:
-        return None
-    return f"sha256:{h.hexdigest()}"
 
 
 def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:

@@ -70,6 +70,7 @@ from ...metrics.spectra import (
 )
 from ...store.atomic import write_json
 from ...store.checked import document_ok
+from ...store.digest import corpus_for_hash
 from ...store.layout import LPP
 from ...tasks.corpora import lpp_corpus
 from .base import CollectorPlugin, register_collector
@@ -363,5 +364,7 @@ class LPPPlugin(CollectorPlugin):
         return document_ok(model_dir / LPP, "lpp")
 
     def model_cache_key(self, profile: Profile) -> Any:
-        """The LPP settings (the corpus, its texts and lengths, the probes): the signature depends on nothing else."""
-        return {"lpp": dataclasses.asdict(profile.lpp), "version": 1}
+        """The LPP settings (the corpus, by content where it is a local file, its texts and lengths, the probes): the
+        signature depends on nothing else.
+        """
+        return {"lpp": corpus_for_hash(dataclasses.asdict(profile.lpp)), "version": 1}
