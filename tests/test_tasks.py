@@ -305,3 +305,19 @@ def test_an_answer_of_two_letters_is_no_option_and_the_other_split_is_not_held_t
     other = tmp_path / "other.jsonl"
     other.write_text(json.dumps({"q": "y?", "o": ["a1", "b1"], "a": "zzz"}) + "\n")
     assert [it.question for it in task.other_split_from_file(other)] == ["y?\nA. a1\nB. b1"]
+
+@pytest.mark.parametrize("value, off", [("false", "to turn it off: mui: {enabled: false}"), ('""', "to turn it off"),
+                                        ("[]", "to turn it off")])
+@pytest.mark.parametrize("section", ["mui", "lpp", "contamination"])
+def test_a_section_that_is_not_a_mapping_is_refused_saying_how_to_turn_it_off(tmp_path, section, value, off):
+    """``mui: false`` was read as "no settings": validate and run said OK and measured MUI with its defaults."""
+    p = tmp_path / "p.yaml"
+    p.write_text(f"{section}: {value}\ntasks:\n  - {{name: arc_easy, limit: 2}}\n")
+    with pytest.raises(UserError) as e:
+        load_profile(str(p))
+    msg = str(e.value)
+    assert msg.startswith(f"{p}: {section}: must be a mapping of settings (valid keys: ")
+    assert (off.replace("mui", section) if section != "contamination" else
+            "to collect none of it: contamination: {verbatim_items: 0, order_items: 0, split_items: 0}") in msg
+    p.write_text(f"{section}:\ntasks:\n  - {{name: arc_easy, limit: 2}}\n")  # left empty: the defaults
+    assert load_profile(str(p)).name == "p"

@@ -461,12 +461,21 @@ def _items(p: Problems, key: str, v: Any, task: str, base_dir: Path) -> tuple[tu
 
 
 def _section(p: Problems, data: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """A mapping-valued profile key, with its unknown keys reported."""
-    value = data.get(name) or {}
-    if not isinstance(value, dict):
-        p.add(name, "must be a mapping")
-        return {}
+    """A mapping-valued profile key, with its unknown keys reported (left out or empty: the defaults).
+
+    ``mui: false`` was read as "no settings" and MUI ran with its defaults; anything but a mapping is refused, saying
+    how to turn the section off where it can be.
+    """
+    value = data.get(name)
     keys = tuple(f.name for f in dataclasses.fields(_SECTIONS[name]))
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        off = (f"; to turn it off: {name}: {{enabled: false}}" if "enabled" in keys else
+               "; to collect none of it: contamination: {verbatim_items: 0, order_items: 0, split_items: 0}"
+               if name == "contamination" else "")
+        p.add(name, f"must be a mapping of settings (valid keys: {', '.join(keys)}), got {short(value)}{off}")
+        return {}
     for key in value:
         if key not in keys:
             p.add(f"{name}.{key}", unknown_name("key", str(key), keys, listing="valid keys"))
