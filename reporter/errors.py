@@ -5,6 +5,8 @@ Internal invariants (a bug in reporter, not in the user's input) raise ``Runtime
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class UserError(Exception):
     """An error caused by the user's input or environment, printed without a traceback.
@@ -20,6 +22,19 @@ class UserError(Exception):
     def __init__(self, lines: list[str] | str):
         self.lines = [lines] if isinstance(lines, str) else list(lines)
         super().__init__("\n".join(self.lines))
+
+
+def user_path(path: str) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded; as written where it cannot be (no such user, no home
+    directory), so that the check that follows names it as a path that does not exist instead of a traceback.
+
+    >>> str(user_path("~no-such-user-here/model"))
+    '~no-such-user-here/model'
+    """
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # "Could not determine home directory"
+        return Path(path)
 
 
 class ConfigError(UserError):

@@ -32,7 +32,7 @@ import sys
 from importlib import metadata
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
-from .errors import UserError
+from .errors import UserError, user_path
 
 T = TypeVar("T")
 
@@ -205,11 +205,10 @@ def import_plugin(module: str) -> Any:
     import importlib
     import importlib.util
     import os
-    from pathlib import Path
 
     try:
         if module.endswith(".py") or os.sep in module:
-            path = Path(module).expanduser().resolve()
+            path = user_path(module).resolve()
             if not path.is_file():
                 what = "is a directory; give a .py file or a module name" if path.is_dir() else "no such file"
                 raise UserError(f"--plugin {module}: {what} ({path})")

@@ -523,6 +523,39 @@ def test_a_relative_profile_path_is_relative_to_the_models_file(tmp_path, monkey
     assert load_config(tmp_path / "cfg" / "models.yaml").profile == str(tmp_path / "cfg" / "profile.yaml")
 
 
+def test_a_bare_model_directory_name_is_relative_to_the_models_file_too(tmp_path, monkeypatch):
+    """``source: tiny0`` beside the models file passed validate (which looked beside the file) and then ran as the
+    hub id 'tiny0' from any other directory (the run looked in the current one): five hub retries and a failure."""
+    from reporter.config import load_config
+
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "tiny0").mkdir()
+    (tmp_path / "cfg" / "tiny0" / "config.json").write_text("{}")  # what validation reads of a model directory
+    (tmp_path / "cfg" / "models.yaml").write_text("models:\n  - {name: t0, source: tiny0}\n")
+    monkeypatch.chdir(tmp_path)  # somewhere else
+    assert load_config(tmp_path / "cfg" / "models.yaml").models[0].source == str(tmp_path / "cfg" / "tiny0")
+
+
+def test_a_home_directory_in_any_path_is_expanded_and_an_unknown_user_is_a_clean_error(tmp_path, monkeypatch):
+    """``output: ~/x`` made a directory named '~' in the current one, a JSONL task's ``path: ~/x.jsonl`` was looked
+    for beside the profile, and ``~nosuchuser/...`` anywhere was a RuntimeError traceback."""
+    from reporter.config import load_config, load_profile
+
+    home = tmp_path / "home"
+    (home / "data").mkdir(parents=True)
+    (home / "data" / "t.jsonl").write_text('{"q": "1+1?", "a": "2"}\n')
+    monkeypatch.setenv("HOME", str(home))
+    (tmp_path / "m.yaml").write_text("output: ~/runs/x\nmodels:\n  - {name: a, source: random:llama}\n")
+    assert load_config(tmp_path / "m.yaml").output == str(home / "runs" / "x")
+    (tmp_path / "p.yaml").write_text("tasks:\n  - {name: t, type: jsonl, path: ~/data/t.jsonl, prompt_field: q, "
+                                     "answer_field: a, scorer: exact}\n")
+    assert load_profile(str(tmp_path / "p.yaml")).tasks[0].path == str(home / "data" / "t.jsonl")
+    (tmp_path / "n.yaml").write_text("models:\n  - {name: a, source: ~no-such-user-here/model}\n")
+    r = _run("validate", str(tmp_path / "n.yaml"))
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "models[0].source: local model directory '~no-such-user-here/model' does not exist" in r.output
+
+
 def test_a_model_whose_error_cannot_be_written_stops_the_run_only_when_every_model_would_meet_it(tmp_path, monkeypatch):
     """Writing a failed model's error.json: a full disk stops the run with the disk's own error (a review found it
     taken for that model's failure while an empty file could still be made); a file where the model's directory

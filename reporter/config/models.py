@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import yaml
 
-from ..errors import ConfigError
+from ..errors import ConfigError, user_path
 from ..registry import Registry, unknown_name
 from ..store.layout import slugify
 from .files import Problems, load_yaml, short, type_name
@@ -138,7 +138,7 @@ def source_type(source: str) -> str:
         return "packaged"
     if source.startswith("random:"):
         return "random"
-    if source.startswith(("/", "./", "../", "~")) or Path(source).expanduser().is_dir():
+    if source.startswith(("/", "./", "../", "~")) or user_path(source).is_dir():
         return "local"
     return source_prefix(source) or "hub"  # a prefix a plugin registered (reporter.config.sources), or a hub id
 
@@ -189,6 +189,8 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
         p.add(key, f"must be a hub id, a local model directory, packaged:NAME or random:ARCH, got {got}")
         return None
     kind = source_type(v)
+    if kind == "hub" and (base_dir / user_path(v)).is_dir():  # a bare name of a directory next to the models file
+        kind = "local"
     if kind in ("packaged", "random"):
         if kind in SOURCE_CHECKS and (problem := SOURCE_CHECKS.get(kind)(v.split(":", 1)[1])) is not None:
             p.add(key, problem)
@@ -205,7 +207,7 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
             return None
         return v
     if kind == "local":
-        path = Path(v).expanduser()
+        path = user_path(v)
         if not path.is_absolute():
             path = (base_dir / path)
         if path.is_file():
@@ -397,7 +399,7 @@ def _random_tokenizer(p: Problems, key: str, v: Any, base_dir: Path) -> str | No
             p.add(key, problem)
             return None
         return v
-    path = Path(v).expanduser()
+    path = user_path(v)
     path = path if path.is_absolute() else base_dir / path
     if not path.is_dir():
         what = "is a file, not a directory" if path.is_file() else "does not exist"
@@ -485,10 +487,10 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
                     p.add(key, f"must be {what}, got {type_name(data[key])}")
                 elif not data[key].strip():
                     p.add(key, f"is blank; give {what}, or leave the key out")
-                else:
-                    run[key] = data[key]
+                else:  # an output directory is relative to the current directory; "~" is the home directory
+                    run[key] = str(user_path(data[key])) if key == "output" else data[key]
         if _is_path(run.get("profile", "")):  # a profile file next to the models file, as model sources are
-            run["profile"] = str((base_dir / Path(run["profile"]).expanduser()).resolve())
+            run["profile"] = str((base_dir / user_path(run["profile"])).resolve())
         if "seed" in data:
             if isinstance(data["seed"], bool) or not isinstance(data["seed"], int) or not 0 <= data["seed"] < 2 ** 32:
                 p.add("seed", f"must be an integer from 0 to 2**32 - 1, got {short(data['seed'])}")

@@ -23,7 +23,7 @@ from typing import Any, Literal, Mapping, Sequence, Union
 
 import yaml
 
-from ..errors import ConfigError, UserError
+from ..errors import ConfigError, UserError, user_path
 from ..metrics.mui import DEFINITIONS as MUI_DEFINITIONS
 from ..metrics.mui import MODES as MUI_MODES
 from ..registry import declared_settings, did_you_mean, unknown_name
@@ -382,8 +382,10 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
                 p.add(f"{k}.{req}", "is required for a jsonl task")
         if t.get("scorer") not in (None, *JSONL_SCORERS):
             p.add(f"{k}.scorer", f"{short(t['scorer'])} is not valid; use one of {', '.join(JSONL_SCORERS)}")
-        if isinstance(t.get("path"), str) and not Path(t["path"]).is_absolute():
+        if isinstance(t.get("path"), str) and not user_path(t["path"]).is_absolute():
             values["path"] = str((base_dir / t["path"]).resolve())
+        elif isinstance(t.get("path"), str):
+            values["path"] = str(user_path(t["path"]))
     elif "type" in t:
         p.add(f"{k}.type", f"{short(t['type'])} is not valid; the only task type is jsonl (omit it for built-in tasks)")
     elif name not in TASKS and not recorded:
@@ -410,7 +412,7 @@ def _other_split(p: Problems, key: str, v: Any, task: str, jsonl: bool, base_dir
     if not isinstance(v, str) or not v.strip():
         p.add(key, f"must be the path of a JSON-lines file of the task's other split, got {short(v)}")
         return None
-    path = Path(v).expanduser()
+    path = user_path(v)
     path = path if path.is_absolute() else (base_dir / path).resolve()
     if recorded:
         return str(path)
@@ -435,7 +437,7 @@ def _items(p: Problems, key: str, v: Any, task: str, base_dir: Path) -> tuple[tu
     if not isinstance(v, str):
         p.add(key, f"must be the path of a coreset.json or a list of item ids, got {short(v)}")
         return None, None
-    path = Path(v) if Path(v).is_absolute() else (base_dir / v).resolve()
+    path = user_path(v) if user_path(v).is_absolute() else (base_dir / v).resolve()
     try:
         doc = json.loads(read_text(path, "coreset.json"))
     except ConfigError as e:
@@ -489,7 +491,7 @@ def _corpus(p: Problems, corpus: str, base_dir: Path) -> str:
     """
     if corpus in BUILTIN_CORPORA:
         return corpus
-    path = Path(corpus).expanduser()
+    path = user_path(corpus)
     for candidate in (base_dir / path, path):
         if candidate.is_file():
             return str(candidate.resolve())
@@ -593,7 +595,7 @@ def _lm_eval_include(p: Problems, raw: Any, base_dir: Path, recorded: bool) -> t
         if d == "packaged":
             out.append(d)
             continue
-        path = Path(d).expanduser()
+        path = user_path(d)
         path = path if path.is_absolute() else (base_dir / path).resolve()
         if not recorded and not path.is_dir():
             p.add(f"lm_eval_include[{i}]", f"{path} is not a directory; give a directory of lm-eval task YAMLs, or "

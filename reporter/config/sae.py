@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import user_path
 from ..registry import unknown_name
 from .files import Problems, short
 
@@ -90,7 +91,7 @@ def parse_sae(p: Problems, key: str, v: Any, base_dir: Path, *, recorded: bool =
     if isinstance(path, str) and len(p.lines) == n0:
         if len(layers) > 1 and "{layer}" not in path:
             p.add(f"{key}.path", "several layers need one SAE each: put {layer} in the path")
-        path = str(Path(path).expanduser() if Path(path).expanduser().is_absolute() else (base_dir / path).resolve())
+        path = str(user_path(path) if user_path(path).is_absolute() else (base_dir / path).resolve())
         if not recorded:
             for layer in layers or [None]:
                 one = Path(path.replace("{layer}", str(layer)))

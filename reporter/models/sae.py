@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import UserError
+from ..errors import UserError, user_path
 
 __all__ = ["HOOKS", "ARCHITECTURES", "SAE", "load_sae_file", "load_saes", "hook_module", "encode", "activate"]
 
@@ -204,7 +204,7 @@ def load_sae_file(path: str | Path, *, layer: int | None = None, hook: str | Non
     ``layer``/``hook`` are required for ``.npz`` (it records neither) and, for a SAELens
     directory, must agree with its ``cfg.json`` when given. See the module example.
     """
-    p = Path(path).expanduser()
+    p = user_path(path)
     if not p.exists():
         raise UserError(f"SAE file {p} does not exist")
     if p.is_file() and p.suffix == ".npz":

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from pathlib import Path
 from typing import Any
+
+from ..errors import user_path
 
 __all__ = ["corpus_for_hash", "file_sha256"]
 
@@ -45,6 +46,6 @@ def corpus_for_hash(lpp: dict[str, Any]) -> dict[str, Any]:
     (False, {'corpus': 'coqa'})
     """
     corpus = lpp.get("corpus")
-    if isinstance(corpus, str) and Path(corpus).expanduser().is_file():
-        return {**lpp, "corpus": file_sha256(Path(corpus).expanduser()) or corpus}
+    if isinstance(corpus, str) and user_path(corpus).is_file():
+        return {**lpp, "corpus": file_sha256(user_path(corpus)) or corpus}
     return lpp

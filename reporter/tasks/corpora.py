@@ -19,7 +19,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import UserError
+from ..errors import UserError, user_path
 from ..store.atomic import JSON_ERRORS, why_not_json
 from .sources import lambada_texts, read_requests
 
@@ -139,7 +139,7 @@ def fixed_texts(corpus: str) -> list[str] | None:
     """
     if corpus == "coqa":
         return _round_robin(_coqa_stories())
-    if corpus != "lambada" and (p := Path(corpus).expanduser()).is_file():
+    if corpus != "lambada" and (p := user_path(corpus)).is_file():
         return _read_local(p)
     return None
 

@@ -14,7 +14,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from ..errors import UserError
+from ..errors import UserError, user_path
 from ..store.atomic import JSON_ERRORS, why_not_json
 from .base import LETTERS, MC_INSTRUCTION, Item, Task, mc_question
 
@@ -25,7 +25,7 @@ JSONL_SCORERS = ("exact", "numeric", "choice", "f1", "code")
 def jsonl_task(name: str, path: str, prompt_field: str, answer_field: str, scorer: str,
                choices_field: str | None = None, max_new_tokens: int = 64, instruction: str = "") -> Task:
     """A task over a user's own JSON-lines file."""
-    p = Path(path).expanduser()
+    p = user_path(path)
 
     def load() -> list[Item]:
         return _read_items(name, p, prompt_field, answer_field, choices_field, scorer=scorer)
