@@ -437,7 +437,7 @@ def validate(file, profile, only_tasks, limit, device, seed):
     try:
         cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
         check_sae(cfg, prof)
-        check_user_data(prof)  # every data file `run` would read: jsonl tasks, other_split files, items lists
+        check_user_data(prof, cfg.models)  # every data file `run` would read: jsonl tasks, other_split files, items lists
         if prof.mui.unit in ("sae", "both"):  # and every SAE file (torch is imported only then)
             from .models.sae import check_sae_files
 

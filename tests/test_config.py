@@ -78,6 +78,12 @@ BAD = [
     ("modles:\n  - name: a\n", "modles: unknown key 'modles' (did you mean 'models'?)"),
     ("- name: a\n  source: random:llama\n  checkpoint: soon\n", "models[0].checkpoint: must be a non-negative training step"),
     ("- name: a\n  source: random:llama\n  random: {layers: two}\n", "models[0].random.layers: must be a positive integer, got 'two'"),
+    # accepted by validate, then: a checkpoint of infinity blamed reporter's own model.json on every rerun; a NaN GPU
+    # count reached the manifest as a bare NaN; a seed past 64 bits failed with "Overflow when unpacking long long"
+    ("- name: a\n  source: random:llama\n  checkpoint: .inf\n", "models[0].checkpoint: must be a non-negative training"),
+    ("- name: a\n  source: random:llama\n  num_gpus: .nan\n", "models[0].num_gpus: must be a non-negative number, got nan"),
+    ("- {name: a, source: 'random:llama', random: {seed: 99999999999999999999999}}\n",
+     "models[0].random.seed: must be an integer from 0 to 2**64 - 1, got 99999999999999999999999"),
     ("- name: a\n  source: random:llama\n  random: {tokenizer: ./no-such-dir}\n",
      "models[0].random.tokenizer: tokenizer directory './no-such-dir' does not exist"),
     ("- name: a\n  source: random:llama\n  random: {tokenizer: packaged:smolm2}\n",

@@ -251,6 +251,20 @@ DATA = {  # case: (profile, setup(tmp), what the one line must say)
     "jsonl: fewer items than shots": (_jsonl("one.jsonl").replace("scorer: exact", "scorer: exact, shots: 1"),
                                       lambda t: (t / "one.jsonl").write_text(json.dumps({"q": "1+1?", "a": "2"}) + "\n"),
                                       "would all be taken as few-shot examples (shots: 1)"),
+    # a one-item file and the base model's default shot: validate said OK, run found no item left after loading
+    "jsonl: one item, a base model's default shot": (
+        _jsonl("one.jsonl"), _rows("one.jsonl", {"q": "1+1?", "a": "2"}),
+        "would all be taken as few-shot examples (shots: 1; not set: base model 'tiny' takes 1 by default), leaving "
+        "none to evaluate; set shots: 0 or add items"),
+    # rows that parse and then failed after the model loaded, naming no file: a text no tokenizer encodes, and a
+    # code row's entry point that is not program text
+    "jsonl: a lone surrogate": (_jsonl("s.jsonl"), lambda t: (t / "s.jsonl").write_text(
+        '{"q": "1+1?", "a": "2"}\n{"q": "bad \\ud800 text", "a": "3"}\n'),
+        "line 2: field 'q' holds an invalid character (U+D800"),
+    "jsonl: code, an entry point that is not text": (
+        _jsonl("c.jsonl").replace("scorer: exact", "scorer: code, shots: 0"),
+        _rows("c.jsonl", {"q": "Write f.", "a": "", "test": "assert f() is None", "entry_point": 5}),
+        "line 1: field 'entry_point' must be a string, got int"),
     "jsonl: a device": (_jsonl("/dev/zero"), None, "is not a regular file (a device or a pipe)"),
     "jsonl: a pipe": (_jsonl("fifo.jsonl"), lambda t: os.mkfifo(t / "fifo.jsonl"), "is not a regular file"),
     "jsonl: a gzip bomb": (_jsonl("bomb.jsonl.gz"), lambda t: _bomb(t / "bomb.jsonl.gz"), "expands to more than 512 MiB"),

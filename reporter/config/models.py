@@ -14,6 +14,7 @@ checked by the functions registered in :data:`SOURCE_CHECKS` and :data:`DEVICE_C
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,7 +157,7 @@ def _parse_checkpoint(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
-        return float(v) if v >= 0 else None
+        return float(v) if 0 <= v < math.inf else None  # NaN and infinity are no step
     if isinstance(v, str):
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMbBgGtT]?)\s*", v)
         if m:
@@ -316,8 +317,10 @@ def _choice(choices: tuple[str, ...]) -> Callable[[Problems, str, Any, _Entry], 
 
 
 def _non_negative(p: Problems, key: str, v: Any, e: _Entry) -> float | None:
-    """``num_gpus``, ``num_cpus``: a non-negative number."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+    """``num_gpus``, ``num_cpus``: a non-negative, finite number (NaN is neither: ``.nan`` reached the manifest as a
+    bare ``NaN`` that JSON parsers refuse).
+    """
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
         p.add(key, f"must be a non-negative number, got {short(v)}")
         return None
     return v
@@ -375,6 +378,8 @@ def _model_random(p: Problems, key: str, v: Any, e: _Entry) -> dict[str, Any] | 
                 ok[rk] = tok
         elif isinstance(rv, bool) or not isinstance(rv, int) or (rv < 1 and rk != "seed") or rv < 0:
             p.add(f"{key}.{rk}", f"must be a positive integer, got {short(rv)}")
+        elif rk == "seed" and rv >= 2 ** 64:  # torch's generator takes 64 bits
+            p.add(f"{key}.{rk}", f"must be an integer from 0 to 2**64 - 1, got {short(rv)}")
         else:
             ok[rk] = rv
     if e.local and len(ok) == len(v):  # sizes this machine cannot hold: refused now, not at allocation

@@ -4,35 +4,48 @@ Its own module so that ``reporter validate`` checks them without importing the a
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from ..collect.plan import build_task
-from ..config import Profile, TaskConfig
+from ..config import ModelSpec, Profile, TaskConfig
 from ..errors import UserError
 from ..tasks import Task, get_task
+from ..tasks.base import DEFAULT_SHOTS
 from ..tasks.corpora import fixed_texts, most_tokens
 
 __all__ = ["check_user_data", "hub_only_tasks"]
 
 
-def check_user_data(profile: Profile) -> None:
+def check_user_data(profile: Profile, models: Sequence[ModelSpec] = ()) -> None:
     """Read every ``type: jsonl`` task's file and every ``other_split:`` file, and check every ``items:``
     core set against its task and every task's ``shots`` against the examples it can draw, now, so that
     their problems stop the run before a model loads. Each problem is one line naming the profile (its file) and
     the task's key path by name (``tasks['mine'].path``: an index would count the tasks left after ``--tasks`` and
-    lm-eval's groups, not the file's).
+    lm-eval's groups, not the file's). ``models``: the run's models; a task without ``shots`` is checked at the
+    default of the base models among them (1), which a one-item task cannot give.
     """
     try:
-        _check(profile)
+        _check(profile, _base_model(models))
     except UserError as e:
         at = f"{profile.origin}: " if profile.origin else ""
         raise UserError([f"{at}{line}" for line in e.lines]) from None
 
 
-def _check(profile: Profile) -> None:
+def _base_model(models: Sequence[ModelSpec]) -> str | None:
+    """The first model that is a base model for certain (``kind: base``, or an untrained ``random:`` one without a
+    kind), whose default shots a task without ``shots`` gives; None if there is none (a hub or local model's kind is
+    read from its files when it loads).
+    """
+    return next((m.name for m in models if m.kind == "base" or (m.kind is None and m.source.startswith("random:"))),
+                None)
+
+
+def _check(profile: Profile, base: str | None = None) -> None:
     """The LPP corpus's problem and every task's first one, listed at once (a task's later checks read what its
     first one refused).
     """
     lines: list[str] = []
-    for check, args in [(_check_lpp_corpus, (profile,))] + [(_check_task, (profile, t)) for t in profile.tasks]:
+    for check, args in [(_check_lpp_corpus, (profile,))] + [(_check_task, (profile, t, base)) for t in profile.tasks]:
         try:
             check(*args)
         except UserError as e:
@@ -41,8 +54,8 @@ def _check(profile: Profile) -> None:
         raise UserError(lines)
 
 
-def _check_task(profile: Profile, t: TaskConfig) -> None:
-    """One task's data: its first problem."""
+def _check_task(profile: Profile, t: TaskConfig, base: str | None = None) -> None:
+    """One task's data: its first problem (``base``: a base model of the run, see :func:`_base_model`)."""
     if t.lm_eval is not None:
         if t.items is not None:  # document ids: lm-eval's task is loaded (once per process) to check them
             from ..tasks.lm_eval_source import include_dirs, resolve, select_docs
@@ -52,7 +65,9 @@ def _check_task(profile: Profile, t: TaskConfig) -> None:
         return
     if t.type != "jsonl":
         _check_factory(t.name)
-    if not (t.type == "jsonl" or t.items is not None or t.other_split or t.shots):
+    # a built-in task's few-shot split has the default's one example: only a jsonl file may be too small for it
+    shots = t.shots if t.shots is not None else DEFAULT_SHOTS["base"] if base and t.type == "jsonl" else 0
+    if not (t.type == "jsonl" or t.items is not None or t.other_split or shots):
         return
     task = build_task(t)
     known: set[str] | None = None
@@ -64,8 +79,9 @@ def _check_task(profile: Profile, t: TaskConfig) -> None:
                 raise
             own = f"task '{t.name}': "
             raise UserError([f"tasks[{t.name!r}].path: {line.removeprefix(own)}" for line in e.lines]) from None
-    if t.shots:
-        _check_shots(t.name, t.shots, task, None if known is None else len(known))
+    if shots:
+        by = None if t.shots is not None else f"not set: base model '{base}' takes {shots} by default"
+        _check_shots(t.name, shots, task, None if known is None else len(known), by)
     if t.items is not None and known is not None and not set(t.items) <= known:
         missing = sorted(set(t.items) - known)
         raise UserError(f"tasks[{t.name!r}].items: {len(missing)} of its {len(t.items)} item ids are not items "
@@ -78,11 +94,12 @@ def _check_task(profile: Profile, t: TaskConfig) -> None:
             raise UserError(f"tasks[{t.name!r}].other_split: {e}") from None
 
 
-def _check_shots(name: str, shots: int, task: Task, n_items: int | None = None) -> None:
+def _check_shots(name: str, shots: int, task: Task, n_items: int | None = None, default: str | None = None) -> None:
     """A task's ``shots`` within what it can draw: its few-shot split, or all but one of its items (held out of
     evaluation; ``n_items``: their number where the caller read them). A larger count ran every example it had
     while the card said ``shots``. Data that cannot be read here (a hub-only task, a plugin's loader that raises)
     is not checked: the task reads it when it runs, and fails alone there (``plan_task`` refuses the count then).
+    ``default``: why the count applies where the task sets none (then 0 is what to set).
     """
     if task.source.startswith("hub:"):
         return
@@ -98,7 +115,8 @@ def _check_shots(name: str, shots: int, task: Task, n_items: int | None = None) 
         return
     if shots >= n:
         raise UserError(f"tasks[{name!r}].shots: its {n} item(s) would all be taken as few-shot examples "
-                        f"(shots: {shots}), leaving none to evaluate; use at most {max(n - 1, 0)}")
+                        f"(shots: {shots}{'; ' + default if default else ''}), leaving none to evaluate; "
+                        + ("set shots: 0 or add items" if default else f"use at most {max(n - 1, 0)}"))
 
 
 def _check_lpp_corpus(profile: Profile) -> None:

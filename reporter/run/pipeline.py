@@ -50,7 +50,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
     profile = profile or Profile(name=None)
     rd = RunDir(output or cfg.output or default_output(cfg))
     run_jobs = jobs or get_executor(executor or cfg.executor, address or cfg.address)
-    check_user_data(profile)
+    check_user_data(profile, cfg.models)
     check_sae(cfg, profile)
     if (connect := getattr(run_jobs, "connect", None)) is not None:  # a cluster: reachable before anything is written
         connect()

@@ -107,7 +107,27 @@ def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
             raise UserError(f"{p}: line {ln}: not valid JSON ({why_not_json(e)})") from None
         if not isinstance(r, dict):
             raise UserError(f"{p}: line {ln}: expected a JSON object, got {type(r).__name__}")
+        if (bad := _lone_surrogate(r)) is not None:  # "\ud800" parses, then no tokenizer can encode it
+            raise UserError(f"{p}: line {ln}: field '{bad[0]}' holds an invalid character (U+{bad[1]:04X}, half of "
+                            "a UTF-16 pair escaped alone); fix the text")
         yield ln, r
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(row: dict[str, Any]) -> tuple[str, int] | None:
+    """The first field of ``row`` whose text (or a text in its list) holds a lone UTF-16 surrogate, and that code
+    point; None when there is none.
+
+    >>> _lone_surrogate({"q": "ok", "options": ["a", "b" + chr(0xD800)]})
+    ('options', 55296)
+    """
+    for k, v in row.items():
+        for t in v if isinstance(v, list) else (v,):
+            if isinstance(t, str) and (m := _SURROGATE.search(t)):
+                return str(k), ord(m.group())
+    return None
 
 
 def rows_as_items(p: Path, what: str, fields: Sequence[str], convert: Callable[[int, dict[str, Any]], Item]) -> list[Item]:
@@ -213,6 +233,9 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
         if scorer == "code" and not _has_tests(r.get("test")):  # without tests any program that runs passed
             raise UserError(f"{p}: line {ln}: a code task's row needs a 'test' field: the assertions (a string or "
                             "a list of strings) the generated code must pass")
+        for f_ in ("entry_point", "test_setup") if scorer == "code" else ():  # read as program text
+            if f_ in r and not isinstance(r[f_], str):
+                raise UserError(f"{p}: line {ln}: field '{f_}' must be a string, got {type(r[f_]).__name__}")
         iid = str(r.get("id", f"{id_prefix or name}-{ln}"))
         if iid in seen:
             raise UserError(f"{p}: line {ln}: duplicate id {iid[:40]!r}")
