@@ -225,6 +225,14 @@ def test_bad_keys_and_values_are_one_line_each(env, tmp_path):
 
 # --- the other direction: an lm-eval command line with --model reporter ---------------------------------------
 
+def test_an_unknown_task_on_the_lm_eval_command_line_is_one_line(env, tmp_path):
+    """lm-eval's own refusal of a task name was a ValueError traceback, exit 1."""
+    r = _cli("lm-eval", "--model", "reporter", "--model_args", "pretrained=random:llama", "--tasks", "nosuchtask",
+             "--limit", "1")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "error: --tasks: nosuchtask: no such lm-eval task (`reporter lm-eval ls tasks` lists them" in r.output
+
+
 def test_lm_eval_command_line_with_model_reporter_writes_reporters_run(env, lm, tmp_path):
     """`reporter lm-eval` is lm-eval's own command line; --model reporter with output= also writes reporter's run,
     on exactly the documents the command chose, and lm-eval scores from the answers reporter collected."""

@@ -55,6 +55,11 @@ def main(argv: list[str]) -> None:
             from lm_eval.__main__ import cli_evaluate
 
             cli_evaluate()
+    except ValueError as e:  # lm-eval's own refusal of a task name, as a traceback
+        if not str(e).startswith("Tasks not found: "):
+            raise
+        raise UserError(f"--tasks: {str(e).removeprefix('Tasks not found: ')}: no such lm-eval task (`reporter lm-eval "
+                        "ls tasks` lists them; --include_path DIR adds your own task YAMLs)") from None
     finally:
         sys.argv = old
 
