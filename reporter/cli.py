@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from .cli_boundary import OneLineGroup, boundary, fail, interrupted
 from .config.models import EXECUTORS
@@ -95,6 +96,9 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
 
     out_dir = cfg = prof = None
     try:
+        if no_render and click.get_current_context().get_parameter_source("formats") == ParameterSource.COMMANDLINE:
+            raise UserError(f"--format {formats!r}: nothing is rendered with --no-render; leave out one of them "
+                            "(reporter render RUN_DIR --format … draws the card later)")
         wanted = _run_formats(formats, render=not no_render)  # checked before anything runs
         cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
         if address and (executor or cfg.executor) != "ray":
@@ -149,6 +153,9 @@ def _resolve(file: Path | None, profile: str | None, only_tasks: str | None, lim
     """
     from .config import default_config, load_config, load_profile, parse_config
 
+    for option, value in (("--profile", profile), ("--device", device)):  # "" fell back to the default in silence
+        if value is not None and not value.strip():
+            raise UserError(f"{option}: is blank; give a value, or leave the option out")
     cfg = load_config(file) if file else None
     origin = "--profile" if profile else (f"{cfg.path}: profile" if cfg and cfg.profile else None)
     prof = load_profile(profile or (cfg.profile if cfg else None), origin)
@@ -372,7 +379,8 @@ def compare(base_run, new_run, output, pairs, no_mui, shared_only):
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), default=Path("board"),
               show_default=True, help="The site's directory (index.html, models/, history/, runs/, board.json).")
 @click.option("--title", default=None, help="The leaderboard's title (default: Model leaderboard).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resamples.")
+@click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=0, show_default=True,
+              help="Seed of the bootstrap resamples.")
 @click.option("--resamples", type=click.IntRange(100, 100_000), default=2000, show_default=True,
               help="Bootstrap resamples of the rank intervals and the law fit.")
 @boundary

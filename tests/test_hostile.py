@@ -510,6 +510,23 @@ def test_a_blank_output_is_refused_not_the_working_directory(tmp_path):
     assert not (Path.cwd() / "manifest.json").exists()
 
 
+@pytest.mark.parametrize("command, args, want", [
+    *((c, ("--profile", ""), "--profile: is blank") for c in ("validate", "run")),  # fell back to the file's profile
+    *((c, ("--device", " "), "--device: is blank") for c in ("validate", "run")),  # fell back to each model's device
+    ("run", ("--no-render", "--format", "pdf"), "--format 'pdf': nothing is rendered with --no-render"),  # ignored
+])
+def test_a_blank_option_or_a_format_with_no_render_is_refused(tmp_path, command, args, want):
+    p = _models(tmp_path, PROFILE)
+    line = _refused(_invoke(command, str(p), *args, *(["-o", str(tmp_path / "out")] if command == "run" else [])))
+    assert line.startswith(f"error: {want}"), line
+    assert not (tmp_path / "out").exists()
+
+
+def test_board_refuses_a_negative_seed_as_run_does(tmp_path):
+    line = _refused(_invoke("board", str(tmp_path), "--seed", "-1"))
+    assert "Invalid value for '--seed': -1 is not in the range 0<=x<=4294967295" in line, line
+
+
 def test_validate_checks_the_profile_cut_that_run_would_use(tmp_path):
     """``validate --tasks/--limit/--profile`` reports the run that ``run`` with the same arguments would make."""
     p = _models(tmp_path, PROFILE.replace("tasks:\n", "tasks:\n  - {name: boolq, limit: 3}\n"))
