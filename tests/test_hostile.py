@@ -372,7 +372,8 @@ def test_choice_rows_that_can_be_scored_pass_validate(tmp_path):
     """Negative controls of the row refusals above: a letter answer without options (in any of its spellings),
     options of numbers, an answer given as an option's text."""
     _rows("c.jsonl", {"q": "A) Rome B) Paris", "a": "B"}, {"q": "A) 1 B) 2", "a": "(a)"})(tmp_path)
-    _rows("d.jsonl", {"q": "x?", "o": [1, 2.5, "three"], "a": "2.5"})(tmp_path)
+    _rows("d.jsonl", {"q": "x?", "o": [1, 2.5, "three"], "a": "2.5"},  # two rows: one is the base model's shot
+          {"q": "y?", "o": ["yes", "no"], "a": "no"})(tmp_path)
     for profile in (_jsonl_choice("c.jsonl", options=False), _jsonl_choice("d.jsonl")):
         r = _invoke("validate", str(_models(tmp_path, profile)))
         assert r.exit_code == 0, r.output

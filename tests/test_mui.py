@@ -130,7 +130,7 @@ def reference_scores(model, batch: PassBatch, align: str = "next", definition: s
     """
     where, down = REF_PATHS[model.config.model_type]
     layers = list(operator.attrgetter(where)(model))
-    n_layers, d_ff, d_model = len(layers), F, D
+    n_layers = len(layers)
     acts = [None] * n_layers
     mlp_in = [None] * n_layers
     am = batch.attention_mask
@@ -146,6 +146,7 @@ def reference_scores(model, batch: PassBatch, align: str = "next", definition: s
         with torch.no_grad():
             acts = [layers[l].mlp.act_fn(layers[l].mlp.gate_proj(mlp_in[l])).to(torch.float64).numpy()
                     for l in range(n_layers)]
+    d_ff, d_model = acts[0].shape[-1], model.config.hidden_size  # the down projection's input, the residual
     w_down = [_module_matrix(getattr(layers[l].mlp, down), d_ff) for l in range(n_layers)]  # [d, F]
     w_u = _module_matrix(model.get_output_embeddings(), d_model)  # [V, d]
     ids, amn, rm = batch.input_ids.numpy(), am.numpy(), batch.response_mask.numpy()
