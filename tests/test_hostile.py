@@ -144,6 +144,27 @@ def test_a_run_still_being_written_is_not_read(finished_run, tmp_path):
     assert not (run / "card.md").exists()
 
 
+@pytest.mark.parametrize("link, target", [(".lock", "file"), ("card_files", "folder"), ("models", "folder")])
+def test_a_run_directory_with_links_is_not_written_through(finished_run, tmp_path, link, target):
+    """A run directory handed on with ``.lock -> /etc/passwd`` had that file overwritten with a pid by `analyse` and
+    `run`; a linked card_files had the card's charts written wherever it pointed."""
+    run = copy_run(finished_run, tmp_path / "run")
+    victim = tmp_path / "victim"
+    if target == "file":
+        victim.write_text("precious\n")
+    else:
+        shutil.move(run / link, victim) if (run / link).exists() else victim.mkdir()
+    (run / link).unlink(missing_ok=True)
+    (run / link).symlink_to(victim)
+    before = _tree(victim) if target == "folder" else victim.read_text()
+    for args in (["analyse", str(run)], ["render", str(run), "--format", "md"]):
+        if args[0] == "render" and target == "file":
+            continue  # render takes no lock
+        line = _refused(_invoke(*args))
+        assert ("(a symbolic link)" if target == "file" else f"{run / link}: is a symbolic link to a folder") in line
+    assert (_tree(victim) if target == "folder" else victim.read_text()) == before
+
+
 @pytest.mark.parametrize("args, want", [
     (["render", "{run}", "--format", "hf"], "--format hf writes one model's Hugging Face README: name it with --model"),
     (["render", "{run}", "--format", "docx"], "unknown card format(s) docx"),

@@ -120,7 +120,11 @@ def write_compare(doc: dict[str, Any], out_dir: str | Path,
     """Write the comparison's files into ``out_dir``; returns their paths by format."""
     import vl_convert
 
+    from ..store.lock import refuse_linked_folders
+
     root = Path(out_dir)
+    if root.is_dir():
+        refuse_linked_folders(root)
     out: dict[str, Path] = {}
     spec = compare_chart(doc)
     if "json" in formats:

@@ -131,6 +131,9 @@ def _check_targets(root: Path, formats: Sequence[str]) -> None:
 
     files = [name for key, name in (("html", CARD_HTML), ("pdf", CARD_PDF), ("md", CARD_MD)) if key in formats]
     dirs = [MODEL_INDEX_DIR] + ([CHARTS_DIR] if "md" in formats else []) + ([HF_DIR] if "hf" in formats else [])
+    from ..store.lock import refuse_linked_folders
+
+    refuse_linked_folders(root)
     blocked = [OSError(errno.EISDIR, os.strerror(errno.EISDIR), str(root / n)) for n in files if (root / n).is_dir()]
     blocked += [OSError(errno.EEXIST, "a file, not a directory", str(root / n)) for n in dirs
                 if (root / n).exists() and not (root / n).is_dir()]
