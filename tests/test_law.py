@@ -288,3 +288,20 @@ def test_equal_scores_share_their_raw_rank_whatever_their_float_noise():
            {"label": "c", "P": 60.0, "MUI": 5.0}, {"label": "d", "P": 10.0, "MUI": 7.0}]
     ranks = {r["label"]: r["rank_raw"] for r in adjusted_scores(fit, pts)}
     assert ranks == {"c": 1, "a": 2, "b": 2, "d": 4}
+
+
+def test_the_same_mui_for_every_model_is_no_fit_not_an_analysis_the_schema_refuses():
+    """Three tiny models with MUI 3.125 % each (every item its own key neurons): R² was 0/0, written as null, and the
+    schema refused the analysis: no card, and `analyse` failed the same way forever."""
+    from reporter.analyse.law_points import law_and_fairness
+
+    with pytest.raises(LawError, match=r"same MUI \(3.125%\)"):
+        fit_utility_law([25, 50, 75], [3.125] * 3)
+    settings = {"top_ratio": 0.01, "mode": "score", "definition": "paper", "unit": "neurons", "n_samples": 4}
+    results = {"models": {m: {"source": f"./{m}", "status": "complete", "meta": {"n_params": 1000},
+                              "tasks": {"faq": {"score": s, "mui": 3.125, "mui_settings": settings, "n": 4}}}
+                          for m, s in (("a", 0.25), ("b", 0.5), ("c", 0.75))}}
+    per_item = {m: {"faq": {f"q{i}": float(i < 4 * s) for i in range(4)}} for m, s in (("a", 0.25), ("b", 0.5),
+                                                                                     ("c", 0.75))}
+    out = law_and_fairness(results, per_item, seed=0, n_resamples=200)
+    assert "slope" not in out.law["pooled"] and "same MUI" in out.law["pooled"]["reason"]

@@ -204,7 +204,7 @@ def fit_utility_law(performance_pct: Sequence[float], mui_pct: Sequence[float], 
                     confidence: float = 0.95) -> LawFit:
     """Fit MUI = a + b ln P by OLS; P <= 0 / non-finite points are excluded (listed in ``excluded``).
 
-    Raises :class:`LawError` (with ``reason``) with fewer than 3 usable points or constant ln P.
+    Raises :class:`LawError` (with ``reason``) with fewer than 3 usable points, constant ln P or constant MUI.
 
     >>> f = fit_utility_law([0, 10, 30, 90], [12, 8, 6, 3], labels=["z", "a", "b", "c"])
     >>> f.n, [e["label"] for e in f.excluded]
@@ -234,6 +234,8 @@ def fit_utility_law(performance_pct: Sequence[float], mui_pct: Sequence[float], 
     x = np.log(P)
     if np.ptp(x) <= 1e-12:
         raise LawError("all points have the same performance; the slope is undefined")
+    if np.ptp(M) <= 1e-12:  # R² is 0/0 (it reached results.json as null, which the schema refused: no analysis)
+        raise LawError(f"all points have the same MUI ({float(M[0]):.4g}%); the law's slope and R² say nothing")
     r = stats.linregress(x, M)
     s_ci, i_ci, used, b_slopes, b_icpts = _bootstrap(x, M, seed, n_resamples, confidence)
     return LawFit(slope=float(r.slope), intercept=float(r.intercept), r2=float(r.rvalue ** 2), n=int(P.size),
