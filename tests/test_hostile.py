@@ -144,6 +144,18 @@ def test_a_run_still_being_written_is_not_read(finished_run, tmp_path):
     assert not (run / "card.md").exists()
 
 
+def test_a_run_directory_whose_path_is_not_utf8_renders(finished_run, tmp_path):
+    """A run made under a path with a byte that is not UTF-8 recorded it (Python's surrogateescape: '\\udcff') in
+    the manifest's command line, and every card format failed to encode it: a traceback, and no card ever."""
+    run = copy_run(finished_run, tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["command"] = [*manifest["command"], "-o", "/tmp/bad\udcffdir/run"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    r = _invoke("render", str(run), "--format", "html,md")
+    assert r.exit_code == 0, r.output
+    assert "bad[U+DCFF]dir" in (run / "card.html").read_text() and (run / "card.md").stat().st_size
+
+
 @pytest.mark.parametrize("link, target", [(".lock", "file"), ("card_files", "folder"), ("models", "folder")])
 def test_a_run_directory_with_links_is_not_written_through(finished_run, tmp_path, link, target):
     """A run directory handed on with ``.lock -> /etc/passwd`` had that file overwritten with a pid by `analyse` and

@@ -29,8 +29,10 @@ _GRAPHEME = regex.compile(r"\X")
 
 
 #: what :func:`neutral` shows as ``[U+XXXX]``: every character a model name may not hold
-#: (:data:`~reporter.config.models.CONTROL_CHARACTER`) except newline, tab and carriage return
-_SHOWN = re.compile(r"(?![\n\t\r])" + CONTROL_CHARACTER.pattern)
+#: (:data:`~reporter.config.models.CONTROL_CHARACTER`) except newline, tab and carriage return, and the lone
+#: surrogates of a path's bytes that are not UTF-8 (Python's surrogateescape: '\udcff' for 0xff), which no output
+#: can encode
+_SHOWN = re.compile(r"(?![\n\t\r])" + CONTROL_CHARACTER.pattern + "|[\ud800-\udfff]")
 
 
 def _shown(m: re.Match[str]) -> str:
