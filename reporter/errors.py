@@ -60,6 +60,8 @@ _ENVIRONMENT = {
     "ENFILE": "too many open files on this machine",
     "EIO": "an input/output error: the disk or network file system failed",
     "ELOOP": "too many levels of symbolic links",
+    "EFBIG": "a file would pass this process's file-size limit (`ulimit -f`) or the file system's: raise it and "
+             "rerun the same command (finished work is kept)",
 }
 
 
@@ -76,12 +78,17 @@ def environment_error(e: BaseException, *, cache: str | None = None) -> UserErro
     '/c/reporter/models: Read-only file system; reporter keeps converted models and task indexes in its cache /c/reporter: set XDG_CACHE_HOME to a writable directory'
     >>> environment_error(ValueError("a bug")) is None
     True
+    >>> str(environment_error(FileNotFoundError(errno.ENOENT, "No usable temporary directory found in ['/tmp']")))
+    'no writable temporary directory (tried TMPDIR, /tmp, /var/tmp, /usr/tmp and the working directory); set TMPDIR to a writable directory'
     """
     import errno
 
     if isinstance(e, MemoryError):
         return UserError(f"not enough memory ({str(e).strip() or 'MemoryError'}); use smaller models, a smaller "
                          "dtype or another device, or free memory and rerun the same command")
+    if isinstance(e, FileNotFoundError) and str(e.strerror).startswith("No usable temporary directory found"):
+        return UserError("no writable temporary directory (tried TMPDIR, /tmp, /var/tmp, /usr/tmp and the working "
+                         "directory); set TMPDIR to a writable directory")  # tempfile's own error names no errno
     if not isinstance(e, OSError) or e.errno is None:
         return None
     name = errno.errorcode.get(e.errno, "")

@@ -144,6 +144,28 @@ def test_a_run_still_being_written_is_not_read(finished_run, tmp_path):
     assert not (run / "card.md").exists()
 
 
+def test_a_file_size_limit_is_one_line_and_the_rerun_finishes(finished_run, tmp_path):
+    """``ulimit -f`` below the card's size: EFBIG was not among the environment's errors, so a traceback."""
+    import resource
+    import subprocess
+    import sys
+
+    run = copy_run(finished_run, tmp_path / "run")
+    (run / "card.html").unlink()
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))  # the card's inlined Vega bundle is larger
+
+    r = subprocess.run([sys.executable, "-m", "reporter.cli", "render", str(run), "--format", "html"],
+                       capture_output=True, text=True, preexec_fn=limit)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip() == f"error: {run / 'card.html'}: File too large; a file would pass this process's " \
+                               "file-size limit (`ulimit -f`) or the file system's: raise it and rerun the same " \
+                               "command (finished work is kept)", r.stderr
+    assert not (run / "card.html").exists()  # whole or not at all
+    assert _invoke("render", str(run), "--format", "html").exit_code == 0 and (run / "card.html").stat().st_size
+
+
 def test_a_run_directory_whose_path_is_not_utf8_renders(finished_run, tmp_path):
     """A run made under a path with a byte that is not UTF-8 recorded it (Python's surrogateescape: '\\udcff') in
     the manifest's command line, and every card format failed to encode it: a traceback, and no card ever."""
