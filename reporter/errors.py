@@ -99,8 +99,9 @@ def environment_error(e: BaseException, *, cache: str | None = None) -> UserErro
         where += f" → {e.filename2}"
     why = e.strerror or name
     if cache is not None and e.filename is not None and (str(e.filename) + "/").startswith(cache.rstrip("/") + "/"):
-        hint = (f"reporter keeps converted models and task indexes in its cache {cache}: set XDG_CACHE_HOME to a "
-                "writable directory")
+        hint = (f"reporter keeps converted models and task indexes in its cache {cache}: "
+                + ("free some space there, or set XDG_CACHE_HOME to a directory with room" if name in ("ENOSPC", "EDQUOT")
+                   else "set XDG_CACHE_HOME to a writable directory"))
     elif cache is not None and e.filename is not None and (cache + "/").startswith(str(e.filename).rstrip("/") + "/"):
         hint = (f"it is on the path of reporter's cache {cache}: set XDG_CACHE_HOME to a writable directory")
     else:

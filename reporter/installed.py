@@ -16,9 +16,12 @@ from pathlib import Path
 
 def cache_root() -> Path:
     """The reporter cache directory (``$XDG_CACHE_HOME/reporter`` or ``~/.cache/reporter``): converted models,
-    reporter's offline copies of lm-eval tasks, lm-eval's task index.
+    reporter's offline copies of lm-eval tasks, lm-eval's task index. A relative ``XDG_CACHE_HOME`` is ignored, as
+    the XDG specification says (it made a cache in whatever directory reporter ran from).
     """
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base or not os.path.isabs(base):  # a relative XDG_CACHE_HOME is invalid (the XDG spec): ignored
+        base = str(Path.home() / ".cache")
     return Path(base) / "reporter"
 
 

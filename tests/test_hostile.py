@@ -621,8 +621,10 @@ def test_one_models_directory_that_cannot_be_written_is_that_models_failure_alon
     res = json.loads((tmp_path / "run" / "results.json").read_text())
     # b is "failed" with its reason (it was "pending", as if not yet run), and the card says so
     assert {n: m["status"] for n, m in res["models"].items()} == {"a": "complete", "b": "failed", "c": "complete"}
-    assert res["models"]["b"]["error"].startswith("model 'b': failed with NotADirectoryError")
-    assert "b failed to evaluate: model 'b': failed with NotADirectoryError" in (tmp_path / "run" / "card.md").read_text()
+    said = f"model 'b': {tmp_path / 'run' / 'models' / 'b' / 'error.json'}: Not a directory; a part of that path is a file"
+    assert res["models"]["b"]["error"].startswith(said)  # the path and what is wrong, not "failed with NotADirectoryError"
+    card = (tmp_path / "run" / "card.md").read_text()  # Markdown escapes the path's underscores
+    assert "b failed to evaluate: model 'b': " in card and "error.json: Not a directory; a part of that path" in card
     (tmp_path / "run" / "models" / "b").unlink()  # unblocked: the rerun measures b, and its old failure goes
     r = _invoke("run", str(p), "-o", str(tmp_path / "run"), "--no-progress", "--format", "md")
     assert r.exit_code == 0, r.output

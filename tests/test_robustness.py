@@ -556,6 +556,45 @@ def test_a_home_directory_in_any_path_is_expanded_and_an_unknown_user_is_a_clean
     assert "models[0].source: local model directory '~no-such-user-here/model' does not exist" in r.output
 
 
+def test_a_full_cache_during_a_conversion_is_that_models_failure_saying_where_and_what_to_do(tmp_path, monkeypatch):
+    """safetensors reports a full disk as its own SafetensorError ("No space left on device (os error 28)"): the
+    model's line named neither the cache nor XDG_CACHE_HOME. Now it is the disk's error on the cache, that model's
+    failure alone (a local model needs no conversion and still runs)."""
+    import errno
+
+    from reporter.collect import job
+    from reporter.config import parse_config
+    from reporter.models import packaged
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    final = tmp_path / "cache" / "reporter" / "models" / "x" / "model"
+    final.parent.mkdir(parents=True)
+
+    def full(tmp):
+        raise RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    with pytest.raises(OSError) as e:
+        packaged._cached(final, packaged.PACKAGED["smollm2-135m-instruct"], full)
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(final.parent)
+    assert not job._stops_every_model(e.value, str(tmp_path / "run"))  # the cache, not the run's disk
+    assert job._stops_every_model(OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "x")),
+                                  str(tmp_path / "run"))
+    cfg = parse_config({"models": [{"name": "S", "source": "packaged:smollm2-135m-instruct"}]}, "m.yaml")
+    (tmp_path / "run" / "models").mkdir(parents=True)
+    [line] = job._crashed(cfg, 0, str(tmp_path / "run"), e.value)
+    assert line == (f"model 'S': {final.parent}: No space left on device; reporter keeps converted models and task "
+                    f"indexes in its cache {tmp_path / 'cache' / 'reporter'}: free some space there, or set "
+                    "XDG_CACHE_HOME to a directory with room")
+
+
+def test_a_relative_xdg_cache_home_is_ignored(tmp_path, monkeypatch):
+    from reporter.installed import cache_root
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert cache_root() == tmp_path / ".cache" / "reporter"
+
+
 def test_a_model_whose_error_cannot_be_written_stops_the_run_only_when_every_model_would_meet_it(tmp_path, monkeypatch):
     """Writing a failed model's error.json: a full disk stops the run with the disk's own error (a review found it
     taken for that model's failure while an empty file could still be made); a file where the model's directory

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from ..config import ModelSpec, Profile, RunConfig, TaskConfig
 from ..errors import UserError, environment_error
+from ..installed import cache_root
 from ..models.heap import return_free_memory
 from ..models.identity import model_identity, source_identity
 from ..models.loading import load_model
@@ -103,16 +104,24 @@ def _stops_every_model(e: OSError, root: str) -> bool:
     True
     >>> _stops_every_model(OSError(errno.EACCES, "Permission denied", "/models/m/config.json"), "/runs/a")
     False
+
+    A full cache (a packaged model's conversion) is that model's failure: the models that need no conversion run.
     """
     import errno
 
     if environment_error(e) is None:
         return False
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
+        return not _in_cache(e.filename)
     # in the run directory: every model's failure where the directory itself cannot be written, else this model's
     # (its own directory blocked by a file, or made read-only)
     return str(e.filename or "").startswith(str(root).rstrip("/") + "/") and not _writable(root)
+
+
+def _in_cache(path: Any) -> bool:
+    """Whether ``path`` lies in reporter's cache (:func:`~reporter.installed.cache_root`)."""
+    cache = str(cache_root()).rstrip("/") + "/"
+    return path is not None and (str(path).rstrip("/") + "/").startswith(cache)
 
 
 def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str]:
@@ -124,6 +133,8 @@ def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[st
     if isinstance(e, MemoryError) or _out_of_memory(e):
         line = (f"model '{spec.name}': ran out of memory ({_first_line(e)}); use a smaller model, dtype or batch "
                 "size, or another device")
+    elif isinstance(e, OSError) and (env := environment_error(e, cache=str(cache_root()))) is not None:
+        line = f"model '{spec.name}': {env}"  # the environment's line (a full cache: where, and what to do)
     else:
         line = (f"model '{spec.name}': failed with {type(e).__name__}: {_first_line(e)} (the traceback is in "
                 f"{mdir / ERROR})")

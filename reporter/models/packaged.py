@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import functools
 import hashlib
 import importlib.metadata
 import json
+import os
+import re
 import shutil
 import sys
 import tempfile
@@ -223,7 +226,12 @@ def _cached(final: Path, pm: PackagedModel, build: Callable[[Path], None],
         build(tmp)
         _write_checksums(tmp)
 
-    return atomic_directory(final, build_with_checksums)
+    try:
+        return atomic_directory(final, build_with_checksums)
+    except Exception as e:  # safetensors' own SafetensorError says "No space left on device (os error 28)" only
+        if isinstance(e, OSError) or not re.search(r"No space left on device|os error 28\b", str(e)):
+            raise
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(final.parent)) from e
 
 
 @contextlib.contextmanager
