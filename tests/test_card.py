@@ -786,3 +786,17 @@ def test_answers_read_from_the_log_probs_are_named_on_the_card(tmp_path):
     m["tasks"][task]["answer_from_logprob_share"] = 0.0
     (root / "results.json").write_text(json.dumps(res))
     assert "Part of these trained models' scores" not in render(root, formats=("html",))["html"].read_text()
+
+
+def test_a_failed_models_reason_ending_in_a_period_gets_no_second_one():
+    """"…is not a valid JSON file.." on the card: the sentence added its own period to one that had it."""
+    from reporter.card.warnings import card_warnings
+
+    card = {"models": [{"name": "m", "status": "failed", "error": "model 'm': tokenizer.json is not a valid JSON file.",
+                        "reference": False, "tasks": {}, "meta": {}},
+                       {"name": "n", "status": "failed", "error": "model 'n': out of memory", "reference": False,
+                        "tasks": {}, "meta": {}}],
+            "analysis": None, "manifest": {}, "lpp_correlations": [], "benchmarks": [], "probes": [], "ranked": []}
+    said = [w for _, w in card_warnings(card) if "failed to evaluate" in w]
+    assert said == ["m failed to evaluate: model 'm': tokenizer.json is not a valid JSON file.",
+                    "n failed to evaluate: model 'n': out of memory."]

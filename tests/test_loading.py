@@ -219,3 +219,18 @@ def test_packaged_source_converts_once_then_loads_from_cache(tmp_path, monkeypat
     torch.testing.assert_close(first.model(**ids).logits, second.model(**ids).logits)
     out = second.model.generate(**ids, max_new_tokens=3, do_sample=False)
     assert "Paris" in second.tokenizer.decode(out[0, ids["input_ids"].shape[1]:])
+
+
+def test_a_damaged_json_file_of_a_local_model_is_named(tmp_path):
+    """An empty tokenizer.json failed as "cannot load local model '…': Expecting value: line 1 column 1 (char 0)",
+    naming no file."""
+    from .conftest import tiny_lm
+
+    lm = tiny_lm()
+    lm.model.save_pretrained(tmp_path / "m")
+    lm.tokenizer.save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "tokenizer.json").write_text("")
+    with pytest.raises(UserError) as e:
+        load_model(ModelSpec(name="m", source=str(tmp_path / "m")), progress=False)
+    assert str(e.value) == (f"model 'm': cannot load local model '{tmp_path / 'm'}': tokenizer.json is not valid JSON "
+                            "(Expecting value: line 1 column 1 (char 0))")

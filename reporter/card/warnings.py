@@ -36,7 +36,8 @@ def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
     a = card["analysis"] or {}
     for m in card["models"]:
         if m["status"] == "failed":
-            out.append(("high", f"{m['name']} failed to evaluate: {m['error'] or 'no error recorded'}."))
+            why = (m["error"] or "no error recorded").rstrip()
+            out.append(("high", f"{m['name']} failed to evaluate: {why}" + ("" if why.endswith(".") else ".")))
         elif m["status"] in ("partial", "pending"):
             planned = [t["name"] for t in (card["manifest"].get("resolved", {}).get("profile") or {}).get("tasks", [])
                        if isinstance(t, dict)]

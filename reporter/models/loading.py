@@ -9,8 +9,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 import torch
@@ -69,6 +71,19 @@ def load_tokenizer(path: str, **kw: Any) -> Any:
     return tok
 
 
+def _damaged_json(folder: str) -> str | None:
+    """The first JSON file of a local model directory that does not parse (its name), or None (a hub id, or none)."""
+    d = Path(folder)
+    if not d.is_dir():
+        return None
+    for p in sorted(d.glob("*.json")):
+        try:
+            json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return p.name
+    return None
+
+
 def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM
 
@@ -79,6 +94,8 @@ def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str) 
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw, **extra)
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if isinstance(e, json.JSONDecodeError) and (bad := _damaged_json(path)) is not None:
+            first = f"{bad} is not valid JSON ({first})"  # the decoder's message names no file
         raise UserError(f"model '{spec.name}': cannot load {what} '{spec.source}': {first}") from None
     except (MemoryError, torch.OutOfMemoryError):
         raise
