@@ -165,7 +165,9 @@ def _resolve(file: Path | None, profile: str | None, only_tasks: str | None, lim
             raise UserError("--tasks: no task named; give the profile's task names separated by commas")
         prof = prof.restricted(names, limit)
     if cfg is None:
-        cfg = parse_config(list(prof.models), f"profile {prof.name}") if prof.models else default_config()
+        # a profile file's models are named by its file (a built-in profile's by its name)
+        where = prof.origin if prof.origin and prof.origin.endswith((".yaml", ".yml")) else f"profile {prof.name}"
+        cfg = parse_config(list(prof.models), where) if prof.models else default_config()
     if device or seed is not None:
         data = cfg.to_dict()
         if device:

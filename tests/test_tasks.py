@@ -321,3 +321,15 @@ def test_a_section_that_is_not_a_mapping_is_refused_saying_how_to_turn_it_off(tm
             "to collect none of it: contamination: {verbatim_items: 0, order_items: 0, split_items: 0}") in msg
     p.write_text(f"{section}:\ntasks:\n  - {{name: arc_easy, limit: 2}}\n")  # left empty: the defaults
     assert load_profile(str(p)).name == "p"
+
+
+def test_a_profile_files_own_models_are_named_by_the_file(tmp_path):
+    """A bad entry of a profile file's ``models:`` was reported as "profile p: models[0]", naming no file."""
+    from click.testing import CliRunner
+
+    from reporter.cli import main
+
+    p = tmp_path / "p.yaml"
+    p.write_text("tasks:\n  - {name: arc_easy, limit: 2}\nmodels: [5]\n")
+    r = CliRunner().invoke(main, ["validate", "--profile", str(p)])
+    assert r.exit_code == 2 and f"error: {p}: models[0]: each model must be a mapping" in r.output, r.output
