@@ -320,6 +320,8 @@ DATA = {  # case: (profile, setup(tmp), what the one line must say)
         _jsonl("c.jsonl").replace("scorer: exact", "scorer: code, shots: 0"),
         _rows("c.jsonl", {"q": "Write f.", "a": "", "test": "assert f() is None", "entry_point": 5}),
         "line 1: field 'entry_point' must be a string, got int"),
+    "jsonl: a key written twice": (_jsonl("k.jsonl"), lambda t: (t / "k.jsonl").write_text(
+        '{"q": "1+1?", "a": "2"}\n{"q": "2+2?", "a": "4", "a": "5"}\n'), "line 2: the key 'a' is written twice"),
     "jsonl: a device": (_jsonl("/dev/zero"), None, "is not a regular file (a device or a pipe)"),
     "jsonl: a pipe": (_jsonl("fifo.jsonl"), lambda t: os.mkfifo(t / "fifo.jsonl"), "is not a regular file"),
     "jsonl: a gzip bomb": (_jsonl("bomb.jsonl.gz"), lambda t: _bomb(t / "bomb.jsonl.gz"), "expands to more than 512 MiB"),

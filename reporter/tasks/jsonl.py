@@ -102,7 +102,9 @@ def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            r = json.loads(line)
+            r = json.loads(line, object_pairs_hook=_once)
+        except _Twice as e:  # {"a": "1", "a": "2"}: JSON keeps the last in silence, as YAML would not
+            raise UserError(f"{p}: line {ln}: the key {e.args[0]!r} is written twice; keep one") from None
         except JSON_ERRORS as e:
             raise UserError(f"{p}: line {ln}: not valid JSON ({why_not_json(e)})") from None
         if not isinstance(r, dict):
@@ -111,6 +113,22 @@ def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
             raise UserError(f"{p}: line {ln}: field '{bad[0]}' holds an invalid character (U+{bad[1]:04X}, half of "
                             "a UTF-16 pair escaped alone); fix the text")
         yield ln, r
+
+
+class _Twice(Exception):
+    """A JSON object with one key written twice (its ``args[0]``)."""
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object from its pairs, refusing a key written twice.
+
+    >>> json.loads('{"a": 1, "b": {"a": 2}}', object_pairs_hook=_once)
+    {'a': 1, 'b': {'a': 2}}
+    """
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        raise _Twice(next(k for i, (k, _) in enumerate(pairs) if any(k == j for j, _ in pairs[:i])))
+    return out
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
