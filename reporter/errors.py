@@ -59,7 +59,8 @@ _ENVIRONMENT = {
     "EMFILE": "too many open files in this process: raise `ulimit -n`",
     "ENFILE": "too many open files on this machine",
     "EIO": "an input/output error: the disk or network file system failed",
-    "ELOOP": "too many levels of symbolic links",
+    "ELOOP": "a symbolic link stands where reporter writes, and it never writes through one: replace it with a copy "
+             "of what it points to",
     "EFBIG": "a file would pass this process's file-size limit (`ulimit -f`) or the file system's: raise it and "
              "rerun the same command (finished work is kept)",
 }

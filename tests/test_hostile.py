@@ -199,6 +199,29 @@ def test_a_run_directory_with_links_is_not_written_through(finished_run, tmp_pat
     assert (_tree(victim) if target == "folder" else victim.read_text()) == before
 
 
+def test_a_fifo_lock_neither_hangs_a_reader_nor_is_taken_by_a_writer(finished_run, tmp_path):
+    """A handed-on run whose .lock was a fifo hung render, compare and board forever (opening it blocked)."""
+    run = copy_run(finished_run, tmp_path / "run")
+    (run / ".lock").unlink(missing_ok=True)
+    os.mkfifo(run / ".lock")
+    assert _invoke("render", str(run), "--format", "md").exit_code == 0  # no one holds a fifo: the run is readable
+    line = _refused(_invoke("analyse", str(run)))
+    assert "(not a regular file)" in line, line
+
+
+def test_ordinary_links_outside_the_folders_reporter_writes_are_left_alone(finished_run, tmp_path):
+    """Only the folders reporter writes into are checked: ``compare -o .`` in a project whose .venv holds
+    ``lib64 -> lib`` was refused, and so was a run directory with a linked folder of the user's own."""
+    run = copy_run(finished_run, tmp_path / "run")
+    (tmp_path / "elsewhere").mkdir()
+    (run / "notes").symlink_to(tmp_path / "elsewhere")
+    assert _invoke("render", str(run), "--format", "md").exit_code == 0
+    (tmp_path / "out" / "venv").mkdir(parents=True)
+    (tmp_path / "out" / "venv" / "lib64").symlink_to(tmp_path / "elsewhere")
+    r = _invoke("compare", str(run), str(finished_run), "-o", str(tmp_path / "out"))
+    assert r.exit_code == 0 and (tmp_path / "out" / "compare.md").is_file(), r.output
+
+
 @pytest.mark.parametrize("args, want", [
     (["render", "{run}", "--format", "hf"], "--format hf writes one model's Hugging Face README: name it with --model"),
     (["render", "{run}", "--format", "docx"], "unknown card format(s) docx"),
@@ -434,6 +457,15 @@ def test_choice_rows_that_can_be_scored_pass_validate(tmp_path):
     for profile in (_jsonl_choice("c.jsonl", options=False), _jsonl_choice("d.jsonl")):
         r = _invoke("validate", str(_models(tmp_path, profile)))
         assert r.exit_code == 0, r.output
+
+
+def test_fields_reporter_does_not_read_are_the_users_own(tmp_path):
+    """Negative control of the surrogate and written-twice refusals: they hold for the fields a task reads, not for
+    a row's metadata (a tweet cut at a UTF-16 boundary, a scraped record with a repeated key)."""
+    (tmp_path / "m.jsonl").write_text('{"q": "1+1?", "a": "2", "meta": "tweet cut \\ud83d", "src": {"k": 1, "k": 2}}\n'
+                                      '{"q": "2+2?", "a": "4", "note": "x", "note": "y"}\n')
+    r = _invoke("validate", str(_models(tmp_path, _jsonl("m.jsonl"))))
+    assert r.exit_code == 0, r.output
 
 
 def test_shots_a_built_in_task_can_draw_pass_validate(tmp_path):

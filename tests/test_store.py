@@ -108,3 +108,13 @@ def test_json_nested_past_the_recursion_limit_or_an_endless_integer_is_damaged_n
     p.write_text('{"id": "a"}\n' + text + "\n")
     with pytest.raises(UserError, match=re.escape(f"samples.jsonl: line 2: {reason}")):
         read_samples(p)
+
+
+def test_samples_are_never_appended_through_a_link(tmp_path):
+    """A handed-on run with ``samples.jsonl -> ~/notes``: the notes were cut to their last newline and appended to."""
+    victim = tmp_path / "notes"
+    victim.write_text("precious, no newline")
+    (tmp_path / "samples.jsonl").symlink_to(victim)
+    with pytest.raises(OSError):
+        append_samples(tmp_path / "samples.jsonl", [{"id": "x"}])
+    assert victim.read_text() == "precious, no newline"

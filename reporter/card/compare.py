@@ -123,8 +123,7 @@ def write_compare(doc: dict[str, Any], out_dir: str | Path,
     from ..store.lock import refuse_linked_folders
 
     root = Path(out_dir)
-    if root.is_dir():
-        refuse_linked_folders(root)
+    refuse_linked_folders(root, (COMPARE_FILES,))  # the only folder it writes into
     out: dict[str, Path] = {}
     spec = compare_chart(doc)
     if "json" in formats:

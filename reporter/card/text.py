@@ -21,6 +21,7 @@ from typing import Any
 import regex
 
 from ..config.models import CONTROL_CHARACTER
+from ..tasks.jsonl import LONE_SURROGATE
 
 #: the most graphemes a chart label shows (longer ones end in …; Vega then never cuts a label itself): about the
 #: 220 px a legend showed before, so "untrained: Random-init baseline" stays whole
@@ -32,7 +33,7 @@ _GRAPHEME = regex.compile(r"\X")
 #: (:data:`~reporter.config.models.CONTROL_CHARACTER`) except newline, tab and carriage return, and the lone
 #: surrogates of a path's bytes that are not UTF-8 (Python's surrogateescape: '\udcff' for 0xff), which no output
 #: can encode
-_SHOWN = re.compile(r"(?![\n\t\r])" + CONTROL_CHARACTER.pattern + "|[\ud800-\udfff]")
+_SHOWN = re.compile(r"(?![\n\t\r])" + CONTROL_CHARACTER.pattern + "|" + LONE_SURROGATE.pattern)
 
 
 def _shown(m: re.Match[str]) -> str:

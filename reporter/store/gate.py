@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,12 @@ def writer_pid(root: Path) -> str | None:
     >>> writer_pid(pathlib.Path(tempfile.mkdtemp())) is None
     True
     """
-    try:
-        fd = os.open(root / LOCK, os.O_RDONLY)
+    try:  # a fifo blocked this open forever (render, compare, board); a link is nobody's lock
+        fd = os.open(root / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:  # no lock file (never run here) or one that is not a file: nobody can hold it
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         return None
     try:
         try:

@@ -19,11 +19,15 @@ import os
 import stat
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from ..errors import UserError
+from .layout import CARD_FILES, COMPARE_DIR, HF_DIR, MODEL_INDEX_DIR
 
 LOCK = ".lock"
+
+#: the folders of a run directory reporter writes into (the files at its top are replaced, never written through)
+WRITTEN_FOLDERS = ("models", CARD_FILES, MODEL_INDEX_DIR, HF_DIR, COMPARE_DIR)
 
 
 @contextmanager
@@ -54,18 +58,24 @@ def run_lock(root: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def refuse_linked_folders(root: Path) -> None:
-    """Refuse a run directory holding a folder that is a symbolic link: reporter would write through it, into
-    wherever it points (a run directory handed on with ``card_files -> /somewhere``). ``root`` itself may be a link.
+def refuse_linked_folders(root: Path, names: Sequence[str] = WRITTEN_FOLDERS) -> None:
+    """Refuse a folder reporter writes into (``names`` under ``root``, and every folder below them) that is a
+    symbolic link: reporter would write through it, wherever it points (a run directory handed on with
+    ``card_files -> /somewhere``). ``root`` itself may be a link, and so may folders reporter never writes.
 
     >>> import tempfile, pathlib
     >>> root = pathlib.Path(tempfile.mkdtemp()); (root / "card_files").symlink_to(tempfile.mkdtemp())
+    >>> (root / "notes").symlink_to(tempfile.mkdtemp()); refuse_linked_folders(root, ("notes-not-ours",))
     >>> refuse_linked_folders(root)
     Traceback (most recent call last):
     reporter.errors.UserError: .../card_files: is a symbolic link to a folder; reporter writes only into a run directory's own folders: replace it with a copy of what it points to
     """
-    for here, dirs, _ in os.walk(root, followlinks=False):
-        for d in dirs:
-            if os.path.islink(os.path.join(here, d)):
-                raise UserError(f"{os.path.join(here, d)}: is a symbolic link to a folder; reporter writes only into a "
-                                "run directory's own folders: replace it with a copy of what it points to")
+    for name in names:
+        top = root / name
+        linked = [str(top)] if top.is_symlink() else []
+        if not linked and top.is_dir():
+            linked = [os.path.join(here, d) for here, dirs, _ in os.walk(top, followlinks=False) for d in dirs
+                      if os.path.islink(os.path.join(here, d))][:1]
+        if linked:
+            raise UserError(f"{linked[0]}: is a symbolic link to a folder; reporter writes only into a run directory's "
+                            "own folders: replace it with a copy of what it points to")

@@ -13,8 +13,10 @@ new record can never be glued onto half an old one.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -68,11 +70,22 @@ def append_samples(path: Path, records: Iterable[dict[str, Any]]) -> None:
     '{"id": "a"}\\n{"id": "c"}\\n'
     """
     blob = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
-    with named_errors(path), open(path, "a+b") as fh:
+    with named_errors(path), open(path, "a+b", opener=_own_file) as fh:
         _cut_torn_tail(fh)
         fh.write(blob)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _own_file(path: str, flags: int) -> int:
+    """Open ``path`` never through a link, and only as a regular file: a handed-on run with ``samples.jsonl ->
+    ~/notes`` had that file cut to its last newline and appended to.
+    """
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
 
 
 def _cut_torn_tail(fh: Any) -> None:

@@ -12,7 +12,7 @@ import json
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import UserError, user_path
 from ..store.atomic import JSON_ERRORS, why_not_json
@@ -70,11 +70,13 @@ def _gunzip_bounded(raw: bytes, limit: int, p: Path, what: str) -> bytes:
     return b"".join(out)
 
 
-def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def jsonl_rows(p: Path, what: str, fields: Collection[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank line of a JSON-lines file (``.gz`` read compressed).
 
     Every problem is one :class:`UserError` naming the file and the line; ``what`` names the file's
-    role when it is missing ("task 'faq'", "the other split of task 'gsm8k'").
+    role when it is missing ("task 'faq'", "the other split of task 'gsm8k'"). ``fields``: the row's keys
+    the caller reads (None: all), which must not be written twice nor hold a text no tokenizer encodes; the
+    other fields are the user's own (metadata, a tweet cut mid-character) and are not checked.
 
     >>> import json, tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "rows.jsonl"
@@ -101,37 +103,46 @@ def jsonl_rows(p: Path, what: str) -> Iterator[tuple[int, dict[str, Any]]]:
             raise UserError(f"{p}: line {ln}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save it as UTF-8") from None
         if not line.strip():
             continue
+        twice: list[list[str]] = []  # per object, its keys written twice; the row's own object is parsed last
         try:
-            r = json.loads(line, object_pairs_hook=_once)
-        except _Twice as e:  # {"a": "1", "a": "2"}: JSON keeps the last in silence, as YAML would not
-            raise UserError(f"{p}: line {ln}: the key {e.args[0]!r} is written twice; keep one") from None
+            r = json.loads(line, object_pairs_hook=lambda pairs: _once(pairs, twice))
         except JSON_ERRORS as e:
             raise UserError(f"{p}: line {ln}: not valid JSON ({why_not_json(e)})") from None
         if not isinstance(r, dict):
             raise UserError(f"{p}: line {ln}: expected a JSON object, got {type(r).__name__}")
-        if (bad := _lone_surrogate(r)) is not None:  # "\ud800" parses, then no tokenizer can encode it
+        if read := [k for k in twice[-1] if fields is None or k in fields]:  # JSON keeps the last in silence
+            raise UserError(f"{p}: line {ln}: the key {read[0]!r} is written twice; keep one")
+        checked = r if fields is None else {k: r[k] for k in fields if k in r}
+        if (bad := _lone_surrogate(checked)) is not None:  # "\ud800" parses, then no tokenizer can encode it
             raise UserError(f"{p}: line {ln}: field '{bad[0]}' holds an invalid character (U+{bad[1]:04X}, half of "
                             "a UTF-16 pair escaped alone); fix the text")
         yield ln, r
 
 
-class _Twice(Exception):
-    """A JSON object with one key written twice (its ``args[0]``)."""
+def _once(pairs: list[tuple[str, Any]], twice: list[list[str]]) -> dict[str, Any]:
+    """A JSON object from its pairs; its keys written twice are appended to ``twice`` (one list per object).
 
-
-def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object from its pairs, refusing a key written twice.
-
-    >>> json.loads('{"a": 1, "b": {"a": 2}}', object_pairs_hook=_once)
-    {'a': 1, 'b': {'a': 2}}
+    >>> twice = []; json.loads('{"a": 1, "b": {"c": 2, "c": 3}}', object_pairs_hook=lambda p: _once(p, twice)), twice
+    ({'a': 1, 'b': {'c': 3}}, [['c'], []])
     """
     out = dict(pairs)
+    dup: list[str] = []
     if len(out) < len(pairs):
-        raise _Twice(next(k for i, (k, _) in enumerate(pairs) if any(k == j for j, _ in pairs[:i])))
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                dup.append(k)
+            seen.add(k)
+    twice.append(dup)
     return out
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+#: the fields of a row the code scorer reads besides the prompt and the answer
+_CODE_FIELDS = ("test", "entry_point", "prompt", "test_setup")
+
+#: a lone UTF-16 surrogate: what a JSON "\ud800" escape or a path byte that is not UTF-8 (Python's surrogateescape)
+#: leaves in a text, which no tokenizer and no output encoding takes
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _lone_surrogate(row: dict[str, Any]) -> tuple[str, int] | None:
@@ -143,7 +154,7 @@ def _lone_surrogate(row: dict[str, Any]) -> tuple[str, int] | None:
     """
     for k, v in row.items():
         for t in v if isinstance(v, list) else (v,):
-            if isinstance(t, str) and (m := _SURROGATE.search(t)):
+            if isinstance(t, str) and (m := LONE_SURROGATE.search(t)):
                 return str(k), ord(m.group())
     return None
 
@@ -159,7 +170,7 @@ def rows_as_items(p: Path, what: str, fields: Sequence[str], convert: Callable[[
     '1'
     """
     out = []
-    for ln, r in jsonl_rows(p, what):
+    for ln, r in jsonl_rows(p, what, fields):
         missing = [f for f in fields if f not in r]
         if missing:
             raise UserError(f"{p}: line {ln}: missing field(s) {', '.join(missing)}; each line of {what} needs "
@@ -219,7 +230,8 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
     """Every item of the file; each problem is one line naming the file and the line."""
     out: list[Item] = []
     seen: set[str] = set()
-    for ln, r in jsonl_rows(p, what or f"task '{name}'"):
+    read = {prompt_field, answer_field, *((choices_field,) if choices_field else ()), "id", *_CODE_FIELDS}
+    for ln, r in jsonl_rows(p, what or f"task '{name}'", read):
         for f_ in (prompt_field, answer_field) + ((choices_field,) if choices_field else ()):
             if f_ not in r:
                 raise UserError(f"{p}: line {ln}: missing field '{f_}'")
@@ -258,7 +270,7 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
         if iid in seen:
             raise UserError(f"{p}: line {ln}: duplicate id {iid[:40]!r}")
         seen.add(iid)
-        meta = {k: v for k, v in r.items() if k in ("test", "entry_point", "prompt", "test_setup")}
+        meta = {k: v for k, v in r.items() if k in _CODE_FIELDS}
         out.append(Item(id=iid, question=q, answer=ans, choices=choices, meta=meta))
     if not out:
         raise UserError(f"{what or f'task {name!r}'}: {p} has no items")
