@@ -165,9 +165,11 @@ def _resolve(file: Path | None, profile: str | None, only_tasks: str | None, lim
             raise UserError("--tasks: no task named; give the profile's task names separated by commas")
         prof = prof.restricted(names, limit)
     if cfg is None:
-        # a profile file's models are named by its file (a built-in profile's by its name)
-        where = prof.origin if prof.origin and prof.origin.endswith((".yaml", ".yml")) else f"profile {prof.name}"
-        cfg = parse_config(list(prof.models), where) if prof.models else default_config()
+        # a profile file's models are named by its file, and their paths are relative to it (a built-in profile's
+        # by its name)
+        own = prof.origin if prof.origin and prof.origin.endswith((".yaml", ".yml")) else None
+        cfg = (parse_config(list(prof.models), own or f"profile {prof.name}",
+                            base_dir=Path(own).resolve().parent if own else None) if prof.models else default_config())
     if device or seed is not None:
         data = cfg.to_dict()
         if device:

@@ -584,7 +584,8 @@ def test_a_full_cache_during_a_conversion_is_that_models_failure_saying_where_an
     [line] = job._crashed(cfg, 0, str(tmp_path / "run"), e.value)
     assert line == (f"model 'S': {final.parent}: No space left on device; reporter keeps converted models and task "
                     f"indexes in its cache {tmp_path / 'cache' / 'reporter'}: free some space there, or set "
-                    "XDG_CACHE_HOME to a directory with room")
+                    f"XDG_CACHE_HOME to a directory with room (the traceback is in "
+                    f"{tmp_path / 'run' / 'models' / 'S' / 'error.json'})")
 
 
 def test_a_relative_xdg_cache_home_is_ignored(tmp_path, monkeypatch):

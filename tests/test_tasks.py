@@ -323,7 +323,7 @@ def test_a_section_that_is_not_a_mapping_is_refused_saying_how_to_turn_it_off(tm
     assert load_profile(str(p)).name == "p"
 
 
-def test_a_profile_files_own_models_are_named_by_the_file(tmp_path):
+def test_a_profile_files_own_models_are_named_by_the_file(tmp_path, monkeypatch):
     """A bad entry of a profile file's ``models:`` was reported as "profile p: models[0]", naming no file."""
     from click.testing import CliRunner
 
@@ -333,3 +333,9 @@ def test_a_profile_files_own_models_are_named_by_the_file(tmp_path):
     p.write_text("tasks:\n  - {name: arc_easy, limit: 2}\nmodels: [5]\n")
     r = CliRunner().invoke(main, ["validate", "--profile", str(p)])
     assert r.exit_code == 2 and f"error: {p}: models[0]: each model must be a mapping" in r.output, r.output
+    (tmp_path / "m").mkdir()  # its models' paths are relative to it too, from any working directory
+    (tmp_path / "m" / "config.json").write_text("{}")
+    p.write_text("tasks:\n  - {name: arc_easy, limit: 2}\nmodels:\n  - {name: a, source: ./m}\n")
+    monkeypatch.chdir(tmp_path.parent)
+    r = CliRunner().invoke(main, ["validate", "--profile", str(p)])
+    assert r.exit_code == 0, r.output

@@ -46,7 +46,7 @@ from ..tasks import is_probe
 from .board_history import histories, natural_key
 from .board_runs import BOARD_VERSION, MUI_KEYS, BoardCache, BoardRun, expand_runs, load_runs
 from .law_points import law_and_fairness
-from .leaderboard import leaderboard, not_above_constant
+from .leaderboard import constant_answer_caution, leaderboard, not_above_constant
 
 __all__ = ["BOARD_VERSION", "BoardCache", "BoardRun", "build_board", "expand_runs", "load_runs", "natural_key",
            "ranking_tasks"]
@@ -208,10 +208,8 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
     cautions: list[str] = []
     means = {r["model"]: r["score"] for r in (board["ranking"] or {}).get("models", [])}
     if (low := not_above_constant(board["references"], means)) is not None:
-        cautions.append(f"On the items the rows answered, always giving each task's most common answer (or guessing, "
-                        f"where that does better) scores {100 * low[0]:.1f}%, as much as or more than "
-                        + ", ".join(f"{m} ({100 * means[m]:.1f}%)" for m in low[1])
-                        + ": on these items their mean scores show nothing a constant answer would not get.")
+        cautions.append(constant_answer_caution(low[0], ", ".join(f"{m} ({100 * means[m]:.1f}%)" for m in low[1]),
+                                                "On the items the rows answered"))
     for x in board.get("not_ranked") or []:  # on a board, a missing task means: not evaluated on the board's items
         x["reason"] = x["reason"].replace("did not finish ", "no result on the board's items of ")
     # the law over the rows that have the ranked tasks (per-model averages need the same tasks for every model)

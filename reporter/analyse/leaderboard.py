@@ -242,6 +242,17 @@ def not_above_constant(references: list[ReferenceRow] | list[dict[str, Any]],
     return (float(level), below) if below else None
 
 
+def constant_answer_caution(level: float, named: str, where: str = "On the evaluated items") -> str:
+    """The sentence for :func:`not_above_constant`'s finding (``named``: the models with their scores, joined).
+
+    >>> constant_answer_caution(0.283, "a (27.4%)")[:60]
+    "On the evaluated items, always giving each task's most commo"
+    """
+    return (f"{where}, always giving each task's most common answer (or guessing, where that does better) scores "
+            f"{100 * level:.1f}%, as much as or more than {named}: on these items their mean scores show nothing a "
+            "constant answer would not get.")
+
+
 def _significant(c: dict[str, Any]) -> bool:
     if "significant" in c:
         return bool(c["significant"])

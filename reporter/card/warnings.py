@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analyse.leaderboard import not_above_constant
+from ..analyse.leaderboard import constant_answer_caution, not_above_constant
 from ..tasks import is_probe
 
 __all__ = ["LEVELS", "card_warnings", "join_names", "trained"]
@@ -71,11 +71,7 @@ def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
     avg = {m["name"]: m["avg"] for m in card.get("ranked") or [] if m.get("rank") is not None}
     if (low := not_above_constant([card.get("majority_baseline") or {}], avg)) is not None:
         level, below = low  # the constant answers on the very items the models answered
-        out.append(("medium", f"On the evaluated items, always giving each task's most common answer (or "
-                              f"guessing, where that does better) scores {100 * level:.1f}%, as much as or more than "
-                              + join_names([f"{m} ({100 * avg[m]:.1f}%)" for m in below])
-                              + ": on these items their mean scores show nothing a constant answer would not "
-                                "get."))
+        out.append(("medium", constant_answer_caution(level, join_names([f"{m} ({100 * avg[m]:.1f}%)" for m in below]))))
     if (k := len(trained(card))) < 3:
         out.append(("medium", f"Only {k} trained model{'s' * (k != 1)}: the Utility Law fit and the "
                               "law-adjusted ranking need ≥3 models."))

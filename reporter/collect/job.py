@@ -118,10 +118,10 @@ def _stops_every_model(e: OSError, root: str) -> bool:
     return str(e.filename or "").startswith(str(root).rstrip("/") + "/") and not _writable(root)
 
 
-def _in_cache(path: Any) -> bool:
-    """Whether ``path`` lies in reporter's cache (:func:`~reporter.installed.cache_root`)."""
-    cache = str(cache_root()).rstrip("/") + "/"
-    return path is not None and (str(path).rstrip("/") + "/").startswith(cache)
+def _in_cache(path: Any, folder: str | Path | None = None) -> bool:
+    """Whether ``path`` lies in ``folder`` (default: reporter's cache, :func:`~reporter.installed.cache_root`)."""
+    inside = str(folder if folder is not None else cache_root()).rstrip("/") + "/"
+    return path is not None and (str(path).rstrip("/") + "/").startswith(inside)
 
 
 def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str]:
@@ -133,8 +133,10 @@ def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[st
     if isinstance(e, MemoryError) or _out_of_memory(e):
         line = (f"model '{spec.name}': ran out of memory ({_first_line(e)}); use a smaller model, dtype or batch "
                 "size, or another device")
-    elif isinstance(e, OSError) and (env := environment_error(e, cache=str(cache_root()))) is not None:
-        line = f"model '{spec.name}': {env}"  # the environment's line (a full cache: where, and what to do)
+    elif isinstance(e, OSError) and (_in_cache(e.filename) or _in_cache(e.filename, root)) \
+            and (env := environment_error(e, cache=str(cache_root()))) is not None:
+        # reporter's own places (its cache, the run directory): the environment's line, where and what to do
+        line = f"model '{spec.name}': {env} (the traceback is in {mdir / ERROR})"
     else:
         line = (f"model '{spec.name}': failed with {type(e).__name__}: {_first_line(e)} (the traceback is in "
                 f"{mdir / ERROR})")

@@ -190,7 +190,7 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
         p.add(key, f"must be a hub id, a local model directory, packaged:NAME or random:ARCH, got {got}")
         return None
     kind = source_type(v)
-    if kind == "hub" and (base_dir / user_path(v)).is_dir():  # a bare name of a directory next to the models file
+    if kind == "hub" and (base_dir / user_path(v) / "config.json").is_file():  # a model directory beside the file
         kind = "local"
     if kind in ("packaged", "random"):
         if kind in SOURCE_CHECKS and (problem := SOURCE_CHECKS.get(kind)(v.split(":", 1)[1])) is not None:
