@@ -339,3 +339,11 @@ def test_a_profile_files_own_models_are_named_by_the_file(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path.parent)
     r = CliRunner().invoke(main, ["validate", "--profile", str(p)])
     assert r.exit_code == 0, r.output
+
+
+def test_a_scorer_that_is_not_a_string_is_one_problem_not_two(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text("tasks:\n  - {name: t, type: jsonl, path: x.jsonl, prompt_field: q, answer_field: a, scorer: [exact]}\n")
+    with pytest.raises(UserError) as e:
+        load_profile(str(p))
+    assert [ln for ln in e.value.lines if ".scorer" in ln] == [f"{p}: tasks[0].scorer: must be a string, got ['exact']"]

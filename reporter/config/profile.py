@@ -380,7 +380,7 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
         for req in ("path", "prompt_field", "answer_field", "scorer"):
             if req not in t:
                 p.add(f"{k}.{req}", "is required for a jsonl task")
-        if t.get("scorer") not in (None, *JSONL_SCORERS):
+        if isinstance(t.get("scorer"), str) and t["scorer"] not in JSONL_SCORERS:  # a non-string: said above
             p.add(f"{k}.scorer", f"{short(t['scorer'])} is not valid; use one of {', '.join(JSONL_SCORERS)}")
         if isinstance(t.get("path"), str) and not user_path(t["path"]).is_absolute():
             values["path"] = str((base_dir / t["path"]).resolve())
