@@ -18,7 +18,7 @@ from click.core import ParameterSource
 
 from .cli_boundary import OneLineGroup, boundary, fail, interrupted
 from .config.models import EXECUTORS
-from .errors import UserError
+from .errors import UserError, user_path
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,10 +47,12 @@ def main(plugins: tuple[str, ...] = ()) -> None:
 
 
 def _nonblank_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
-    """A path option given as an empty string is refused (``Path("")`` is the working directory)."""
+    """A path option given as an empty string is refused (``Path("")`` is the working directory); a quoted ``~``
+    is the home directory, as the models file's ``output: ~/…`` is (it made a folder named ``~``).
+    """
     if value is not None and not value.strip():
         raise click.BadParameter("is blank; give a directory (or leave the option out for the default)")
-    return Path(value) if value is not None else None
+    return user_path(value) if value is not None else None
 
 
 def _board_or_new(path: Path) -> bool:
@@ -328,7 +330,8 @@ def render(run_dir, formats, model, section):
             from .card.data import load_card
             from .card.markdown import markdown_card
 
-            if wanted != ("md",):
+            given = click.get_current_context().get_parameter_source("formats") == ParameterSource.COMMANDLINE
+            if given and wanted != ("md",):  # without --format, --section means card.md
                 raise UserError(f"--section prints one section of card.md: use it with --format md (not {formats})")
             text = markdown_card(load_card(run_dir), section=section)
         else:
@@ -445,6 +448,7 @@ def validate(file, profile, only_tasks, limit, device, seed):
     from .config import check_sae
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
     from .run.data_check import check_user_data, hub_only_tasks
+    from .tasks.corpora import fixed_texts
 
     try:
         cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
@@ -459,6 +463,10 @@ def validate(file, profile, only_tasks, limit, device, seed):
     for name, where in hub_only_tasks(prof):
         click.echo(f"note: task '{name}' has no offline copy: it reads {where} from the Hugging Face hub when it "
                    "runs, and fails alone where the hub cannot be reached", err=True)
+    if prof.lpp.enabled and fixed_texts(prof.lpp.corpus) is None and prof.lpp.corpus != "lambada":
+        click.echo(f"note: the LPP corpus '{prof.lpp.corpus}' is a hub dataset: it is read from the Hugging Face hub "
+                   "when a model's LPP pass runs, and that pass fails where the hub cannot be reached (coqa and "
+                   "lambada ship offline)", err=True)
     n_models, n_tasks = len(cfg.models), len(prof.tasks)
     click.echo(f"{file or cfg.path}: OK ({n_models} model{'s' if n_models != 1 else ''}, profile "
                f"{prof.name or cfg.profile}, {n_tasks} task{'s' if n_tasks != 1 else ''})")

@@ -459,6 +459,13 @@ def test_choice_rows_that_can_be_scored_pass_validate(tmp_path):
         assert r.exit_code == 0, r.output
 
 
+def test_a_jsonl_file_saved_with_a_byte_order_mark_reads(tmp_path):
+    """A UTF-8 byte-order mark (Windows editors) failed as "Unexpected UTF-8 BOM (decode using utf-8-sig)"."""
+    (tmp_path / "b.jsonl").write_bytes('\ufeff{"q": "1+1?", "a": "2"}\n{"q": "2+2?", "a": "4"}\n'.encode())
+    r = _invoke("validate", str(_models(tmp_path, _jsonl("b.jsonl"))))
+    assert r.exit_code == 0, r.output
+
+
 def test_fields_reporter_does_not_read_are_the_users_own(tmp_path):
     """Negative control of the surrogate and written-twice refusals: they hold for the fields a task reads, not for
     a row's metadata (a tweet cut at a UTF-16 boundary, a scraped record with a repeated key)."""
@@ -466,6 +473,20 @@ def test_fields_reporter_does_not_read_are_the_users_own(tmp_path):
                                       '{"q": "2+2?", "a": "4", "note": "x", "note": "y"}\n')
     r = _invoke("validate", str(_models(tmp_path, _jsonl("m.jsonl"))))
     assert r.exit_code == 0, r.output
+
+
+def test_validate_names_an_lpp_corpus_read_from_the_hub(tmp_path):
+    """A hub LPP corpus passed validate without a word, then every model's LPP pass failed offline."""
+    r = _invoke("validate", str(_models(tmp_path, "lpp: {corpus: some/hub-ds}\ntasks: [{name: arc_easy, limit: 2}]\n")))
+    assert r.exit_code == 0 and "note: the LPP corpus 'some/hub-ds' is a hub dataset" in r.stderr, r.output
+    r = _invoke("validate", str(_models(tmp_path, "tasks: [{name: arc_easy, limit: 2}]\n")))  # coqa: offline
+    assert r.exit_code == 0 and "LPP corpus" not in r.stderr, r.output
+
+
+def test_a_section_without_format_prints_it(finished_run):
+    """``render RUN --section title`` said "use it with --format md (not html,pdf,md)": the default it never chose."""
+    r = _invoke("render", str(finished_run), "--section", "title")
+    assert r.exit_code == 0 and r.output.startswith("# Model card: "), r.output
 
 
 def test_shots_a_built_in_task_can_draw_pass_validate(tmp_path):
@@ -615,6 +636,15 @@ def test_a_blank_option_or_a_format_with_no_render_is_refused(tmp_path, command,
 def test_board_refuses_a_negative_seed_as_run_does(tmp_path):
     line = _refused(_invoke("board", str(tmp_path), "--seed", "-1"))
     assert "Invalid value for '--seed': -1 is not in the range 0<=x<=4294967295" in line, line
+
+
+def test_a_quoted_home_in_the_output_option_is_the_home_directory(tmp_path, monkeypatch):
+    """``-o '~/runs/x'`` (quoted, so the shell left it) made a folder named '~' in the working directory, while
+    ``output: ~/runs/x`` in the models file went home."""
+    from reporter.cli import _nonblank_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert _nonblank_path(None, None, "~/runs/x") == tmp_path / "runs" / "x"  # type: ignore[arg-type]
 
 
 def test_validate_checks_the_profile_cut_that_run_would_use(tmp_path):

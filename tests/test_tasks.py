@@ -346,4 +346,5 @@ def test_a_scorer_that_is_not_a_string_is_one_problem_not_two(tmp_path):
     p.write_text("tasks:\n  - {name: t, type: jsonl, path: x.jsonl, prompt_field: q, answer_field: a, scorer: [exact]}\n")
     with pytest.raises(UserError) as e:
         load_profile(str(p))
-    assert [ln for ln in e.value.lines if ".scorer" in ln] == [f"{p}: tasks[0].scorer: must be a string, got ['exact']"]
+    assert [ln for ln in e.value.lines if ".scorer" in ln] == [
+        f"{p}: tasks[0].scorer: ['exact'] is not valid; use one of exact, numeric, choice, f1, code"]

@@ -367,7 +367,7 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
         other = next(n for n, s in names.items() if s == slugify(name))
         p.add(f"{k}.name", f"'{name}' and '{other}' would share the directory '{slugify(name)}'; rename one")
     names[name] = slugify(name)
-    for key in ("path", "prompt_field", "answer_field", "choices_field", "scorer", "instruction"):
+    for key in ("path", "prompt_field", "answer_field", "choices_field", "instruction"):  # scorer: its own check
         if key in t and not isinstance(t[key], str):
             p.add(f"{k}.{key}", f"must be a string, got {short(t[key])}")
     values = {key: t[key] for key in TASK_KEYS if key in t}
@@ -380,7 +380,7 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
         for req in ("path", "prompt_field", "answer_field", "scorer"):
             if req not in t:
                 p.add(f"{k}.{req}", "is required for a jsonl task")
-        if isinstance(t.get("scorer"), str) and t["scorer"] not in JSONL_SCORERS:  # a non-string: said above
+        if t.get("scorer") is not None and t["scorer"] not in JSONL_SCORERS:
             p.add(f"{k}.scorer", f"{short(t['scorer'])} is not valid; use one of {', '.join(JSONL_SCORERS)}")
         if isinstance(t.get("path"), str) and not user_path(t["path"]).is_absolute():
             values["path"] = str((base_dir / t["path"]).resolve())

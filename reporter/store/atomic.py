@@ -134,7 +134,8 @@ def why_not_json(e: BaseException) -> str:
     'nested too deeply'
     """
     if isinstance(e, json.JSONDecodeError):
-        return e.msg
+        return ("it starts with a UTF-8 byte-order mark: save it without one" if e.msg.startswith("Unexpected UTF-8 BOM")
+                else e.msg)
     if isinstance(e, RecursionError):
         return "nested too deeply"
     return str(e).split(":")[0].split(";")[0]

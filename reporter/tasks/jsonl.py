@@ -101,6 +101,8 @@ def jsonl_rows(p: Path, what: str, fields: Collection[str] | None = None) -> Ite
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise UserError(f"{p}: line {ln}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save it as UTF-8") from None
+        if ln == 1:
+            line = line.removeprefix("\ufeff")  # a byte-order mark, as Windows editors save UTF-8
         if not line.strip():
             continue
         twice: list[list[str]] = []  # per object, its keys written twice; the row's own object is parsed last
