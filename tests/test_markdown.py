@@ -122,8 +122,8 @@ def test_card_md_sections_print_alone():
     bad = CliRunner().invoke(main, ["render", str(DATA / "full"), "--format", "md", "--section", "nope"])
     assert bad.exit_code == 2 and "unknown card section 'nope'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
-    bad = CliRunner().invoke(main, ["render", str(DATA / "full"), "--section", "summary"])
-    assert bad.exit_code == 2 and "use it with --format md" in bad.stderr
+    bad = CliRunner().invoke(main, ["render", str(DATA / "full"), "--format", "html", "--section", "summary"])
+    assert bad.exit_code == 2 and "use it with --format md (not html)" in bad.stderr
 
 
 def test_hf_readme_parses_with_huggingface_hub_and_gives_the_scores(tmp_path):
