@@ -91,6 +91,9 @@ GATE = {  # case: (command, damage of the second run, what the one line must say
                                                     .replace('"score": 1.0', '"score": "x"')), "not a number"),
     "compare: results.json truncated": ("compare", lambda r: (r / "results.json").write_text('{"schema_vers'),
                                         "damaged, not valid JSON at line 1"),
+    "render md: results.json nested past the recursion limit": (  # a traceback, then no remedy
+        "render-md", lambda r: (r / "results.json").write_text("[" * 100_000 + "]" * 100_000),
+        "results.json: damaged, not valid JSON (nested too deeply); `reporter analyse "),
     "compare: results.json is a directory": (
         "compare", lambda r: ((r / "results.json").unlink(), (r / "results.json").mkdir()),
         "is a directory, not a JSON file"),

@@ -101,7 +101,10 @@ def open_run(run_dir: str | Path, command: str, *, manifest: bool = True, result
                         "`reporter run`")
     view = RunView(rd=rd, manifest=man or {})
     if results:
-        res = read_json(rd.results)
+        try:
+            res = read_json(rd.results)
+        except UserError as e:  # damaged: the file and why, and what rewrites it
+            raise UserError(f"{e}; `reporter analyse {root}` writes it again from the run's artifacts") from None
         if res is None:
             raise UserError(f"{rd.results}: no results.json; run `reporter run` (or `reporter analyse {root}`) first")
         check_version(res, str(rd.results))
