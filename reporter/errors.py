@@ -37,6 +37,18 @@ def user_path(path: str) -> Path:
         return Path(path)
 
 
+def unknown_home(path: str) -> str | None:
+    """Why ``path``'s leading ``~user`` could not be expanded (no such user, or no home directory), or None.
+
+    >>> unknown_home("~no-such-user-here/model"), unknown_home("./model")
+    ("'~no-such-user-here' is no home directory on this machine (no such user)", None)
+    """
+    if not path.startswith("~") or user_path(path) != Path(path):
+        return None
+    head = path.split("/", 1)[0]
+    return f"{head!r} is no home directory on this machine ({'no such user' if head != '~' else 'HOME is not set'})"
+
+
 class ConfigError(UserError):
     """Problems found while validating a models YAML file."""
 

@@ -553,7 +553,8 @@ def test_a_home_directory_in_any_path_is_expanded_and_an_unknown_user_is_a_clean
     (tmp_path / "n.yaml").write_text("models:\n  - {name: a, source: ~no-such-user-here/model}\n")
     r = _run("validate", str(tmp_path / "n.yaml"))
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
-    assert "models[0].source: local model directory '~no-such-user-here/model' does not exist" in r.output
+    assert ("models[0].source: local model directory '~no-such-user-here/model' does not exist "
+            "('~no-such-user-here' is no home directory on this machine (no such user))") in r.output
 
 
 def test_a_full_cache_during_a_conversion_is_that_models_failure_saying_where_and_what_to_do(tmp_path, monkeypatch):

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import yaml
 
-from ..errors import ConfigError, user_path
+from ..errors import ConfigError, unknown_home, user_path
 from ..registry import Registry, unknown_name
 from ..store.layout import slugify
 from .files import Problems, load_yaml, short, type_name
@@ -215,7 +215,8 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
             p.add(key, f"'{v}' is a file; a local source is a Hugging Face model directory (with config.json)")
             return None
         if not path.is_dir():
-            p.add(key, f"local model directory '{v}' does not exist (looked at {path})")
+            p.add(key, f"local model directory '{v}' does not exist ("
+                       + (unknown_home(v) or f"looked at {path}") + ")")
             return None
         if not (path / "config.json").is_file():
             p.add(key, f"'{v}' has no config.json; a local source must be a Hugging Face model directory")

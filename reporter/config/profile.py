@@ -382,7 +382,7 @@ def _task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Path, re
                 p.add(f"{k}.{req}", "is required for a jsonl task")
         if t.get("scorer") is not None and t["scorer"] not in JSONL_SCORERS:
             p.add(f"{k}.scorer", f"{short(t['scorer'])} is not valid; use one of {', '.join(JSONL_SCORERS)}")
-        if isinstance(t.get("path"), str) and not user_path(t["path"]).is_absolute():
+        if isinstance(t.get("path"), str) and not user_path(t["path"]).is_absolute() and not t["path"].startswith("~"):
             values["path"] = str((base_dir / t["path"]).resolve())
         elif isinstance(t.get("path"), str):
             values["path"] = str(user_path(t["path"]))

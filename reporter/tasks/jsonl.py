@@ -14,7 +14,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Sequence
 
-from ..errors import UserError, user_path
+from ..errors import UserError, unknown_home, user_path
 from ..store.atomic import JSON_ERRORS, why_not_json
 from .base import LETTERS, MC_INSTRUCTION, Item, Task, mc_question
 
@@ -89,7 +89,7 @@ def jsonl_rows(p: Path, what: str, fields: Collection[str] | None = None) -> Ite
     if p.exists() and not p.is_file():  # a device (/dev/zero) or a pipe: it could be read forever
         raise UserError(f"{what}: {p} is not a regular file (a device or a pipe); give a JSON-lines file")
     if not p.is_file():
-        raise UserError(f"{what}: data file {p} does not exist")
+        raise UserError(f"{what}: data file {p} does not exist" + (f" ({why})" if (why := unknown_home(str(p))) else ""))
     if p.stat().st_size > MAX_BYTES:
         raise UserError(f"{what}: {p} is larger than {MAX_BYTES >> 20} MiB")
     try:
