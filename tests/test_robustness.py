@@ -405,6 +405,7 @@ def test_a_hostile_model_name_leaves_every_chart_rendering(tmp_path):
     ("negative-n", "render", ".tasks.arc_easy.n: expected a count (an integer >= 0), got -5"),  # "n=-5" on the card
     ("truncate-results", "render", "results.json: damaged, not valid JSON at line"),
     ("truncate-manifest", "analyse", "manifest.json: damaged, not valid JSON at line"),
+    ("truncate-manifest", "render", "it records how the run was made and only `reporter run … --force` into"),
     ("empty-manifest", "analyse", "manifest.json: has no resolved.config.models; it is not the manifest of a run"),
 ])
 def test_damaged_run_files_are_one_line_errors(damage, command, want, tmp_path):
@@ -621,3 +622,18 @@ def test_a_model_whose_error_cannot_be_written_stops_the_run_only_when_every_mod
     (root / "models" / "m").write_text("in the way")
     (line,) = job._crashed(cfg, 0, str(root), ValueError("the model's own bug"))
     assert line.startswith("model 'm': failed with ValueError: the model's own bug (") and "File exists" in line
+
+
+def test_a_run_onto_a_damaged_manifest_says_what_to_do_and_force_makes_it_again(tmp_path):
+    """A rerun into a run directory whose manifest.json was cut said only that the file was damaged."""
+    _write(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"config_ha')
+    r = _run("run", str(tmp_path / "models.yaml"), "-o", str(out), "--no-progress", "--no-render")
+    line = _one_error(r)
+    assert "manifest.json: damaged" in line and "rerun with --force to make the run again there, or choose another -o" \
+        in line, line
+    r = _run("run", str(tmp_path / "models.yaml"), "-o", str(out), "--no-progress", "--no-render", "--force")
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "manifest.json").read_text())["config_hash"]

@@ -56,7 +56,13 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
         connect()
     create_run_dir(rd.root)
     with run_lock(rd.root):
-        old = read_json(rd.manifest)
+        try:
+            old = read_json(rd.manifest)
+        except UserError as e:  # what made the run cannot be read, so nothing in it can be trusted to resume
+            if not force:
+                raise UserError(f"{e}; it records how the run was made, so nothing in {rd.root} can be resumed: "
+                                "rerun with --force to make the run again there, or choose another -o") from None
+            old = None
         manifest = build_manifest(cfg, profile, command)
         if old and old.get("config_hash") != manifest["config_hash"] and not force:
             raise UserError(f"{rd.root}: holds a run with a different configuration (config hash "

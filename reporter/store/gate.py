@@ -95,7 +95,11 @@ def open_run(run_dir: str | Path, command: str, *, manifest: bool = True, result
                         "`reporter run`")
     if not locked_ok and (pid := writer_pid(root)) is not None:
         raise UserError(f"{root}: a run is still writing it (pid {pid}); wait for it to finish, then {command} it")
-    man: Any = read_json(rd.manifest)
+    try:
+        man: Any = read_json(rd.manifest)
+    except UserError as e:  # how the run was made: nothing rebuilds it but the run
+        raise UserError(f"{e}; it records how the run was made and only `reporter run … --force` into {root} "
+                        "writes it again") from None
     if man is None and manifest:
         raise UserError(f"{root}: not a run directory (no manifest.json); {command} reads the output directory of "
                         "`reporter run`")
