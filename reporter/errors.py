@@ -37,6 +37,15 @@ def user_path(path: str) -> Path:
         return Path(path)
 
 
+def inside(path: object, folder: object) -> bool:
+    """Whether ``path`` is ``folder`` or lies in it (by their text: no link is resolved).
+
+    >>> inside("/c/reporter/models/x", "/c/reporter"), inside("/c/reporter2", "/c/reporter"), inside(None, "/c")
+    (True, False, False)
+    """
+    return path is not None and (str(path).rstrip("/") + "/").startswith(str(folder).rstrip("/") + "/")
+
+
 def unknown_home(path: str) -> str | None:
     """Why ``path``'s leading ``~user`` could not be expanded (no such user, or no home directory), or None.
 
@@ -111,11 +120,11 @@ def environment_error(e: BaseException, *, cache: str | None = None) -> UserErro
     if e.filename2 is not None:
         where += f" → {e.filename2}"
     why = e.strerror or name
-    if cache is not None and e.filename is not None and (str(e.filename) + "/").startswith(cache.rstrip("/") + "/"):
+    if cache is not None and inside(e.filename, cache):
         hint = (f"reporter keeps converted models and task indexes in its cache {cache}: "
                 + ("free some space there, or set XDG_CACHE_HOME to a directory with room" if name in ("ENOSPC", "EDQUOT")
                    else "set XDG_CACHE_HOME to a writable directory"))
-    elif cache is not None and e.filename is not None and (cache + "/").startswith(str(e.filename).rstrip("/") + "/"):
+    elif cache is not None and e.filename is not None and inside(cache, e.filename):
         hint = (f"it is on the path of reporter's cache {cache}: set XDG_CACHE_HOME to a writable directory")
     else:
         hint = _ENVIRONMENT[name]

@@ -29,7 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..config import ModelSpec, Profile, RunConfig, TaskConfig
-from ..errors import UserError, environment_error
+from ..errors import UserError, environment_error, inside
 from ..installed import cache_root
 from ..models.heap import return_free_memory
 from ..models.identity import model_identity, source_identity
@@ -120,8 +120,7 @@ def _stops_every_model(e: OSError, root: str) -> bool:
 
 def _in_cache(path: Any, folder: str | Path | None = None) -> bool:
     """Whether ``path`` lies in ``folder`` (default: reporter's cache, :func:`~reporter.installed.cache_root`)."""
-    inside = str(folder if folder is not None else cache_root()).rstrip("/") + "/"
-    return path is not None and (str(path).rstrip("/") + "/").startswith(inside)
+    return inside(path, folder if folder is not None else cache_root())
 
 
 def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str]:
