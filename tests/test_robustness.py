@@ -564,7 +564,7 @@ def test_a_full_cache_during_a_conversion_is_that_models_failure_saying_where_an
     failure alone (a local model needs no conversion and still runs)."""
     import errno
 
-    from reporter.collect import job
+    from reporter.collect import failures
     from reporter.config import parse_config
     from reporter.models import packaged
 
@@ -578,12 +578,12 @@ def test_a_full_cache_during_a_conversion_is_that_models_failure_saying_where_an
     with pytest.raises(OSError) as e:
         packaged._cached(final, packaged.PACKAGED["smollm2-135m-instruct"], full)
     assert e.value.errno == errno.ENOSPC and e.value.filename == str(final.parent)
-    assert not job._stops_every_model(e.value, str(tmp_path / "run"))  # the cache, not the run's disk
-    assert job._stops_every_model(OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "x")),
+    assert not failures.stops_every_model(e.value, str(tmp_path / "run"))  # the cache, not the run's disk
+    assert failures.stops_every_model(OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "run" / "x")),
                                   str(tmp_path / "run"))
     cfg = parse_config({"models": [{"name": "S", "source": "packaged:smollm2-135m-instruct"}]}, "m.yaml")
     (tmp_path / "run" / "models").mkdir(parents=True)
-    [line] = job._crashed(cfg, 0, str(tmp_path / "run"), e.value)
+    [line] = failures.crashed(cfg, 0, str(tmp_path / "run"), e.value)
     assert line == (f"model 'S': {final.parent}: No space left on device; reporter keeps converted models and task "
                     f"indexes in its cache {tmp_path / 'cache' / 'reporter'}: free some space there, or set "
                     f"XDG_CACHE_HOME to a directory with room (the traceback is in "
@@ -604,7 +604,7 @@ def test_a_model_whose_error_cannot_be_written_stops_the_run_only_when_every_mod
     goes is that model's failure alone."""
     import errno
 
-    from reporter.collect import job
+    from reporter.collect import failures
     from reporter.config import parse_config
 
     cfg = parse_config({"models": [{"name": "m", "source": "random:llama"}]}, "m.yaml")
@@ -614,13 +614,13 @@ def test_a_model_whose_error_cannot_be_written_stops_the_run_only_when_every_mod
     def full(path, data):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(job, "write_json", full)
+    monkeypatch.setattr(failures, "write_json", full)
     with pytest.raises(OSError) as e:
-        job._crashed(cfg, 0, str(root), ValueError("the model's own bug"))
+        failures.crashed(cfg, 0, str(root), ValueError("the model's own bug"))
     assert e.value.errno == errno.ENOSPC  # the environment's error, not the model's ValueError
     monkeypatch.undo()
     (root / "models" / "m").write_text("in the way")
-    (line,) = job._crashed(cfg, 0, str(root), ValueError("the model's own bug"))
+    (line,) = failures.crashed(cfg, 0, str(root), ValueError("the model's own bug"))
     assert line.startswith("model 'm': failed with ValueError: the model's own bug (") and "File exists" in line
 
 

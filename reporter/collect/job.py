@@ -15,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-import re
 import shutil
-import sys
 import time
 import weakref
 from dataclasses import dataclass
@@ -26,11 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from ..config import ModelSpec, Profile, RunConfig, TaskConfig
-from ..errors import UserError, environment_error, inside
-from ..installed import cache_root
+from ..errors import UserError
 from ..models.heap import return_free_memory
 from ..models.identity import model_identity, source_identity
 from ..models.loading import load_model
@@ -40,17 +36,13 @@ from ..store.layout import ERROR, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SM
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
+from .failures import crashed, first_line, log, not_the_tasks, out_of_memory, stops_every_model, task_crashed
 from .model_cache import ModelStep, run_cached
 from .plan import plan_task
 from .smoke import runs_finite, smoke
 from .task_run import run_task, task_complete
 
 __all__ = ["collect_model", "log", "model_done", "task_done", "wants_evidence"]
-
-
-def log(msg: str) -> None:
-    """Progress messages go to stderr (stdout carries only the final summary)."""
-    tqdm.write(msg, file=sys.stderr)
 
 
 def task_done(profile: Profile, spec: ModelSpec, task: TaskConfig, task_dir: Path) -> bool:
@@ -87,88 +79,11 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
     except (KeyboardInterrupt, SystemExit):
         raise
     except OSError as e:
-        if _stops_every_model(e, root):
+        if stops_every_model(e, root):
             raise
-        return _crashed(cfg, index, root, e)
+        return crashed(cfg, index, root, e)
     except Exception as e:  # a bug in reporter or in the model's own code, or no memory: one line, traceback kept
-        return _crashed(cfg, index, root, e)
-
-
-def _stops_every_model(e: OSError, root: str) -> bool:
-    """Whether an environment failure would meet every model the same way: a full disk, or a run directory that
-    cannot be written. A model's own unreadable files, or its own directory that cannot be written, are that
-    model's failure.
-
-    >>> import errno
-    >>> _stops_every_model(OSError(errno.ENOSPC, "No space left on device", "/elsewhere/x"), "/runs/a")
-    True
-    >>> _stops_every_model(OSError(errno.EACCES, "Permission denied", "/models/m/config.json"), "/runs/a")
-    False
-
-    A full cache (a packaged model's conversion) is that model's failure: the models that need no conversion run.
-    """
-    import errno
-
-    if environment_error(e) is None:
-        return False
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return not _in_cache(e.filename)
-    # in the run directory: every model's failure where the directory itself cannot be written, else this model's
-    # (its own directory blocked by a file, or made read-only)
-    return str(e.filename or "").startswith(str(root).rstrip("/") + "/") and not _writable(root)
-
-
-def _in_cache(path: Any, folder: str | Path | None = None) -> bool:
-    """Whether ``path`` lies in ``folder`` (default: reporter's cache, :func:`~reporter.installed.cache_root`)."""
-    return inside(path, folder if folder is not None else cache_root())
-
-
-def _crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str]:
-    """Record an unexpected failure of model ``index`` in its error.json (with the traceback); its one line."""
-    import traceback
-
-    spec = cfg.models[index]
-    mdir = RunDir(root).model_dir(spec.slug)
-    if isinstance(e, MemoryError) or _out_of_memory(e):
-        line = (f"model '{spec.name}': ran out of memory ({_first_line(e)}); use a smaller model, dtype or batch "
-                "size, or another device")
-    elif isinstance(e, OSError) and (_in_cache(e.filename) or _in_cache(e.filename, root)) \
-            and (env := environment_error(e, cache=str(cache_root()))) is not None:
-        # reporter's own places (its cache, the run directory): the environment's line, where and what to do
-        line = f"model '{spec.name}': {env} (the traceback is in {mdir / ERROR})"
-    else:
-        line = (f"model '{spec.name}': failed with {type(e).__name__}: {_first_line(e)} (the traceback is in "
-                f"{mdir / ERROR})")
-    try:
-        write_json(mdir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
-    except OSError as write_error:
-        if _stops_every_model(write_error, root):  # a full disk, or a run directory that cannot be written
-            raise write_error from e  # the one line of the environment, not the model's own exception
-        # only this model's directory cannot be written: its failure alone, and the others run; its reason goes
-        # beside the directory, for its status
-        line = f"{line.split(' (the traceback is in ')[0]} ({_first_line(write_error)})"
-        with contextlib.suppress(OSError, UserError):
-            write_json(RunDir(root).failure_note(spec.slug), {"error": line})
-    log(f"{spec.name}: FAILED (the reason is listed at the end)")
-    return [line]
-
-
-def _writable(root: str) -> bool:
-    """Whether the run directory ``root`` and its ``models/`` take a byte (not read-only, not full, not a file)."""
-    import os
-    import tempfile
-
-    for d in (Path(root), Path(root) / "models"):
-        if d == Path(root) / "models" and not d.exists():
-            continue
-        try:
-            with tempfile.NamedTemporaryFile(dir=d, prefix=".writable-") as fh:
-                fh.write(b"x")
-                fh.flush()
-                os.fsync(fh.fileno())
-        except OSError:
-            return False
-    return True
+        return crashed(cfg, index, root, e)
 
 
 def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool,
@@ -193,9 +108,9 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
         log(f"{spec.name}: FAILED (the reason is listed at the end)")
         return list(e.lines)
     except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError("... can't allocate memory")
-        if not isinstance(e, MemoryError) and not _out_of_memory(e):
+        if not isinstance(e, MemoryError) and not out_of_memory(e):
             raise
-        line = (f"model '{spec.name}': not enough memory to load it ({_first_line(e)}); use a smaller model or "
+        line = (f"model '{spec.name}': not enough memory to load it ({first_line(e)}); use a smaller model or "
                 "dtype, another device, or device_map: auto")
         write_json(mdir / ERROR, {"error": line})
         log(f"{spec.name}: FAILED (the reason is listed at the end)")
@@ -317,27 +232,6 @@ def _write_smoke(lm: Any, profile: Profile, mdir: Path, progress: bool) -> None:
                                    reference=mdir / REFERENCE_LOGPROBS))
 
 
-def _out_of_memory(e: BaseException) -> bool:
-    """Whether ``e`` is an allocation failure (torch's CPU and CUDA allocators raise RuntimeError subclasses).
-
-    >>> _out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried ...")), _out_of_memory(
-    ...     RuntimeError("shape mismatch"))
-    (True, False)
-    """
-    text = str(e).lower()
-    return isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in text or "out of memory" in text
-
-
-def _first_line(e: BaseException) -> str:
-    """The exception's first line, without torch's ``[enforce fail at …] err == 0.`` prefix, at most 160 characters.
-
-    >>> _first_line(RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate"))
-    "DefaultCPUAllocator: can't allocate"
-    """
-    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    return re.sub(r"^\[enforce fail at [^\]]*\]\s*(err == 0\.\s*)?", "", text)[:160]
-
-
 @dataclass
 class _Scores:
     """How the task-scope evidence uses the score cache (``use``; ``refresh`` under ``--force``), and where its
@@ -372,29 +266,11 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         log(f"{name} / {task.name}: FAILED (the reason is listed at the end)")
         return [f"model '{name}', task '{task.name}': {line}" for line in e.lines]
     except Exception as e:  # a task's or a plugin's own bug: that task fails, the model's other tasks still run
-        if _not_the_tasks(e):
+        if not_the_tasks(e):
             raise
-        return _task_crashed(name, task.name, task_dir, e)
+        return task_crashed(name, task.name, task_dir, e)
     _log_score(name, task.name, summary)
     return _evidence(lm, cfg, profile, task, task_dir, plan, scores)
-
-
-def _not_the_tasks(e: Exception) -> bool:
-    """Whether a task's exception belongs to more than the task: a full disk, a read-only directory, no memory."""
-    return isinstance(e, MemoryError) or isinstance(e, OSError) and environment_error(e) is not None \
-        or _out_of_memory(e)
-
-
-def _task_crashed(model: str, task: str, task_dir: Path, e: BaseException) -> list[str]:
-    """One task's unexpected failure: its line, with the traceback kept in the task's ``error.json``."""
-    import traceback
-
-    line = (f"model '{model}', task '{task}': failed with {type(e).__name__}: {_first_line(e)} (the traceback is in "
-            f"{task_dir / ERROR})")
-    with contextlib.suppress(OSError, UserError):
-        write_json(task_dir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
-    log(f"{model} / {task}: FAILED (the reason is listed at the end)")
-    return [line]
 
 
 def _log_score(model: str, task: str, summary: dict[str, Any]) -> None:
@@ -476,9 +352,9 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
         log(f"{name} / {label}: FAILED (the reason is listed at the end)")
         return [f"model '{name}', {label}: {line.removeprefix(f'{label}: ')}" for line in e.lines]
     except Exception as e:  # lm-eval's or a plugin's own error on this entry: the model's other tasks still run
-        if _not_the_tasks(e):
+        if not_the_tasks(e):
             raise
-        return _task_crashed(name, group or members[0].name, dirs[members[0].name], e)
+        return task_crashed(name, group or members[0].name, dirs[members[0].name], e)
     failures: list[str] = []
     for lp in plans:
         failures += _evidence(lm, cfg, profile, lp.config, dirs[lp.config.name], lp.plan, scores)

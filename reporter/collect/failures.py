@@ -1,0 +1,141 @@
+"""How one model's or one task's failure is told apart and recorded: an environment failure every model would meet
+(a full disk, a run directory that cannot be written) stops the run; anything else is that model's (or task's) one
+line, with its traceback kept in its ``error.json``, and the other models run (:mod:`reporter.collect.job`).
+
+>>> first_line(RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate"))
+"DefaultCPUAllocator: can't allocate"
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from ..config import RunConfig
+from ..errors import UserError, environment_error, inside
+from ..installed import cache_root
+from ..store.atomic import write_json
+from ..store.layout import ERROR, RunDir
+
+__all__ = ["crashed", "first_line", "log", "not_the_tasks", "out_of_memory", "stops_every_model", "task_crashed",
+           "writable"]
+
+
+def log(msg: str) -> None:
+    """Progress messages go to stderr (stdout carries only the final summary)."""
+    tqdm.write(msg, file=sys.stderr)
+
+
+def stops_every_model(e: OSError, root: str) -> bool:
+    """Whether an environment failure would meet every model the same way: a full disk, or a run directory that
+    cannot be written. A model's own unreadable files, or its own directory that cannot be written, are that
+    model's failure.
+
+    >>> import errno
+    >>> stops_every_model(OSError(errno.ENOSPC, "No space left on device", "/elsewhere/x"), "/runs/a")
+    True
+    >>> stops_every_model(OSError(errno.EACCES, "Permission denied", "/models/m/config.json"), "/runs/a")
+    False
+
+    A full cache (a packaged model's conversion) is that model's failure: the models that need no conversion run.
+    """
+    import errno
+
+    if environment_error(e) is None:
+        return False
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return not inside(e.filename, cache_root())
+    # in the run directory: every model's failure where the directory itself cannot be written, else this model's
+    # (its own directory blocked by a file, or made read-only)
+    return inside(e.filename, root) and str(e.filename).rstrip("/") != str(root).rstrip("/") and not writable(root)
+
+
+def crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str]:
+    """Record an unexpected failure of model ``index`` in its error.json (with the traceback); its one line."""
+    import traceback
+
+    spec = cfg.models[index]
+    mdir = RunDir(root).model_dir(spec.slug)
+    if isinstance(e, MemoryError) or out_of_memory(e):
+        line = (f"model '{spec.name}': ran out of memory ({first_line(e)}); use a smaller model, dtype or batch "
+                "size, or another device")
+    elif isinstance(e, OSError) and (inside(e.filename, cache_root()) or inside(e.filename, root)) \
+            and (env := environment_error(e, cache=str(cache_root()))) is not None:
+        # reporter's own places (its cache, the run directory): the environment's line, where and what to do
+        line = f"model '{spec.name}': {env} (the traceback is in {mdir / ERROR})"
+    else:
+        line = (f"model '{spec.name}': failed with {type(e).__name__}: {first_line(e)} (the traceback is in "
+                f"{mdir / ERROR})")
+    try:
+        write_json(mdir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
+    except OSError as write_error:
+        if stops_every_model(write_error, root):  # a full disk, or a run directory that cannot be written
+            raise write_error from e  # the one line of the environment, not the model's own exception
+        # only this model's directory cannot be written: its failure alone, and the others run; its reason goes
+        # beside the directory, for its status
+        line = f"{line.split(' (the traceback is in ')[0]} ({first_line(write_error)})"
+        with contextlib.suppress(OSError, UserError):
+            write_json(RunDir(root).failure_note(spec.slug), {"error": line})
+    log(f"{spec.name}: FAILED (the reason is listed at the end)")
+    return [line]
+
+
+def writable(root: str) -> bool:
+    """Whether the run directory ``root`` and its ``models/`` take a byte (not read-only, not full, not a file)."""
+    import os
+    import tempfile
+
+    for d in (Path(root), Path(root) / "models"):
+        if d == Path(root) / "models" and not d.exists():
+            continue
+        try:
+            with tempfile.NamedTemporaryFile(dir=d, prefix=".writable-") as fh:
+                fh.write(b"x")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            return False
+    return True
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` is an allocation failure (torch's CPU and CUDA allocators raise RuntimeError subclasses).
+
+    >>> out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried ...")), out_of_memory(
+    ...     RuntimeError("shape mismatch"))
+    (True, False)
+    """
+    text = str(e).lower()
+    return isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in text or "out of memory" in text
+
+
+def first_line(e: BaseException) -> str:
+    """The exception's first line, without torch's ``[enforce fail at …] err == 0.`` prefix, at most 160 characters.
+
+    >>> first_line(RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate"))
+    "DefaultCPUAllocator: can't allocate"
+    """
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return re.sub(r"^\[enforce fail at [^\]]*\]\s*(err == 0\.\s*)?", "", text)[:160]
+
+
+def not_the_tasks(e: Exception) -> bool:
+    """Whether a task's exception belongs to more than the task: a full disk, a read-only directory, no memory."""
+    return isinstance(e, MemoryError) or isinstance(e, OSError) and environment_error(e) is not None \
+        or out_of_memory(e)
+
+
+def task_crashed(model: str, task: str, task_dir: Path, e: BaseException) -> list[str]:
+    """One task's unexpected failure: its line, with the traceback kept in the task's ``error.json``."""
+    import traceback
+
+    line = (f"model '{model}', task '{task}': failed with {type(e).__name__}: {first_line(e)} (the traceback is in "
+            f"{task_dir / ERROR})")
+    with contextlib.suppress(OSError, UserError):
+        write_json(task_dir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
+    log(f"{model} / {task}: FAILED (the reason is listed at the end)")
+    return [line]
