@@ -12,7 +12,7 @@ path as ``samples=``, at each of ``--shots`` (default 0 and 5), through these pa
     each distinct context runs once, its KV cache serving every option.
 ``reporter-collect``
     reporter's collect path of an lm-eval task with every collector of the default profile on
-    (``lm_eval_run.plan_leaf`` → ``execute_leaf`` → ``score_entry`` → ``finish_leaf``, as
+    (``lm_eval_run.plan_leaf`` → ``execute_leaf`` → ``lm_eval_score.score_entry`` → ``finish_leaf``, as
     ``collect.job`` chains them, without the evidence passes): the option log-likelihoods with the
     collectors riding those passes (``collection: fused``, the default): MUI on every option's pass,
     the answer's token log-probs from them and the prompt's from the LM head on the context's pass.
@@ -81,7 +81,7 @@ def run_task_path(path: str, lm: Any, resolved: Any, cfg: TaskConfig, ids: list[
     from lm_eval.evaluator import evaluate
     from lm_eval.models.huggingface import HFLM
 
-    from reporter.collect import lm_eval_run
+    from reporter.collect import lm_eval_run, lm_eval_score
     from reporter.collect.lm_eval_lm import ReporterLM
     from reporter.tasks.lm_eval_source import FEWSHOT_SEED
 
@@ -107,14 +107,14 @@ def run_task_path(path: str, lm: Any, resolved: Any, cfg: TaskConfig, ids: list[
             raise AssertionError(f"plan_leaf chose other documents than select_docs: {lp.ids[:5]} vs {ids[:5]}")
         task_dir = where / TASK_NAME
         lm_eval_run.execute_leaf(lm, rlm, profile, lp, task_dir, seed=seed, progress=False)
-        result = lm_eval_run.score_entry(rlm, resolved, [lp])
+        result = lm_eval_score.score_entry(rlm, resolved, [lp])
         if rlm.misses:
             raise AssertionError(f"{rlm.misses} lm-eval requests were not among the answers execute_leaf collected")
         collection, fallback = lm_eval_run.leaf_collection(lm, profile, lp)
         want = "teacher-forced" if path == "reporter-collect-tf" else "fused"
         if collection != want:
             raise AssertionError(f"{path}: the collectors were fed {collection!r}, not {want!r} ({fallback})")
-        lm_eval_run.finish_leaf(lm, profile, lp, task_dir, result, seed=seed, collection=collection, fallback=fallback)
+        lm_eval_score.finish_leaf(lm, profile, lp, task_dir, result, seed=seed, collection=collection, fallback=fallback)
         return _per_doc(result)
     raise ValueError(f"unknown path {path!r}")
 

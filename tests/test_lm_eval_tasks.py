@@ -294,14 +294,8 @@ def _leaf(env, lm, name, limit, tmp, include=None, collection="fused", mui=None,
     names (None: every enabled one)."""
     from reporter.collect.collectors import enabled_collectors
     from reporter.collect.lm_eval_lm import ReporterLM
-    from reporter.collect.lm_eval_run import (
-        execute_leaf,
-        finish_leaf,
-        leaf_collection,
-        plan_leaf,
-        resolve_entry,
-        score_entry,
-    )
+    from reporter.collect.lm_eval_run import execute_leaf, leaf_collection, plan_leaf, resolve_entry
+    from reporter.collect.lm_eval_score import finish_leaf, score_entry
     from reporter.config import MUIConfig
 
     profile = Profile(name="t", lm_eval_include=(include or env["packaged"],), collection=collection,

@@ -309,9 +309,10 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
 def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[TaskConfig], rd: RunDir,
                      progress: bool, scores: _Scores | None = None) -> list[str]:
     """One lm-eval entry (a task, or a group's leaf tasks): reporter answers its requests, lm-eval scores them,
-    then every evidence pass of each leaf (:mod:`reporter.collect.lm_eval_run`).
+    then every evidence pass of each leaf (:mod:`reporter.collect.lm_eval_run`, :mod:`reporter.collect.lm_eval_score`).
     """
     from . import lm_eval_run as run
+    from . import lm_eval_score as score
     from .lm_eval_lm import ReporterLM
 
     name = lm.spec.name
@@ -336,15 +337,15 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
                     t0 = time.perf_counter()
                     run.execute_leaf(lm, rlm, profile, lp, dirs[lp.config.name], seed=cfg.seed, progress=progress)
                     spent[lp.config.name] = time.perf_counter() - t0
-            result = run.score_entry(rlm, resolved, plans)
+            result = score.score_entry(rlm, resolved, plans)
             if rlm.misses:
                 log(f"{name} / {label}: {rlm.misses} lm-eval requests were not among the answers reporter collected")
             if group is not None:
-                write_json(groups_path, {**(read_json(groups_path) or {}), **run.group_results(result, resolved)})
+                write_json(groups_path, {**(read_json(groups_path) or {}), **score.group_results(result, resolved)})
             for lp in plans:
                 if not done[lp.config.name]:
                     collection, fallback = run.leaf_collection(lm, profile, lp)
-                    summary = run.finish_leaf(lm, profile, lp, dirs[lp.config.name], result, seed=cfg.seed,
+                    summary = score.finish_leaf(lm, profile, lp, dirs[lp.config.name], result, seed=cfg.seed,
                                               collection=collection, fallback=fallback,
                                               spent=spent.get(lp.config.name))
                     _log_score(name, lp.config.name, summary)
