@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from .cli_boundary import OneLineGroup, boundary, fail, interrupted
+from .cli_options import forced_run_began, resolve, run_formats, summary
 from .config.models import EXECUTORS
 from .errors import UserError, user_path
 
@@ -101,8 +101,8 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
         if no_render and click.get_current_context().get_parameter_source("formats") == ParameterSource.COMMANDLINE:
             raise UserError(f"--format {formats!r}: nothing is rendered with --no-render; leave out one of them "
                             "(reporter render RUN_DIR --format … draws the card later)")
-        wanted = _run_formats(formats, render=not no_render)  # checked before anything runs
-        cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
+        wanted = run_formats(formats, render=not no_render)  # checked before anything runs
+        cfg, prof = resolve(file, profile, only_tasks, limit, device, seed)
         if address and (executor or cfg.executor) != "ray":
             raise UserError(f"--address {address}: is a Ray cluster's address, for --executor ray (or executor: ray "
                             "in the models file); add it, or leave --address out")
@@ -121,107 +121,13 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     except UserError as e:
         fail(e)
     except KeyboardInterrupt as e:
-        interrupted(e, "run", _forced_run_began(out_dir, cfg, prof) if force else None)
-    click.echo(_summary(res))
+        interrupted(e, "run", forced_run_began(out_dir, cfg, prof) if force else None)
+    click.echo(summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:
         click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf", "md") if k in files))
     if failures:
         fail(UserError(failures))
-
-
-def _forced_run_began(out_dir: Path | None, cfg: Any, prof: Any) -> bool:
-    """Whether an interrupted ``--force`` run had begun: its manifest, of this configuration, is in ``out_dir`` (then
-    a rerun without ``--force`` resumes it; before, the directory still holds the old run, and only ``--force``
-    replaces it).
-    """
-    if out_dir is None or cfg is None or prof is None:
-        return False
-    from .run.manifest import code_version, config_hash
-    from .store.atomic import read_json
-
-    try:
-        manifest = read_json(out_dir / "manifest.json")
-    except UserError:
-        return False
-    return isinstance(manifest, dict) and manifest.get("code_version") == code_version() and manifest.get(
-        "config_hash") == config_hash({"config": cfg.to_dict(), "profile": prof.to_dict()})
-
-
-def _resolve(file: Path | None, profile: str | None, only_tasks: str | None, limit: int | None,
-             device: str | None, seed: int | None) -> tuple[Any, Any]:
-    """The run config and profile ``run`` and ``validate`` read: FILE (or the profile's models, or the default
-    list), ``--profile``, ``--tasks``/``--limit`` and ``--device``/``--seed`` applied, each mistake one line.
-    """
-    from .config import default_config, load_config, load_profile, parse_config
-
-    for option, value in (("--profile", profile), ("--device", device)):  # "" fell back to the default in silence
-        if value is not None and not value.strip():
-            raise UserError(f"{option}: is blank; give a value, or leave the option out")
-    cfg = load_config(file) if file else None
-    origin = "--profile" if profile else (f"{cfg.path}: profile" if cfg and cfg.profile else None)
-    prof = load_profile(profile or (cfg.profile if cfg else None), origin)
-    if only_tasks is not None or limit is not None:
-        names = [t.strip() for t in (only_tasks or "").split(",") if t.strip()]
-        if only_tasks is not None and not names:
-            raise UserError("--tasks: no task named; give the profile's task names separated by commas")
-        prof = prof.restricted(names, limit)
-    if cfg is None:
-        # a profile file's models are named by its file, and their paths are relative to it (a built-in profile's
-        # by its name)
-        own = prof.origin if prof.origin and prof.origin.endswith((".yaml", ".yml")) else None
-        cfg = (parse_config(list(prof.models), own or f"profile {prof.name}",
-                            base_dir=Path(own).resolve().parent if own else None) if prof.models else default_config())
-    if device or seed is not None:
-        data = cfg.to_dict()
-        if device:
-            data["device"] = device
-            for m in data["models"]:
-                m["device"] = None
-        if seed is not None:
-            data["seed"] = seed
-        cfg = _with_overrides(data, cfg.path)
-    return cfg, prof
-
-
-def _with_overrides(data: dict[str, Any], path: str) -> Any:
-    """The run config with ``--device`` / ``--seed`` applied; a bad value is blamed on the option, not the file."""
-    from .config import parse_config
-    from .errors import ConfigError
-
-    try:
-        return parse_config(_strip_defaults(data), path)
-    except ConfigError as e:
-        lines = []
-        for line in e.lines:
-            for key, option in (("seed", "--seed"), ("device", "--device")):
-                if line.startswith(f"{path}: {key}: "):
-                    line = f"{option}: " + line[len(f"{path}: {key}: "):]
-            lines.append(line)
-        raise UserError(lines) from None
-
-
-def _run_formats(formats: str, render: bool = True) -> tuple[str, ...]:
-    """``reporter run --format``: a comma-separated subset of html, pdf and md (``hf`` needs ``render --model``)."""
-    from .card.formats import FORMATS
-
-    wanted = tuple(dict.fromkeys(f.strip() for f in formats.split(",") if f.strip()))
-    run_formats = tuple(f for f in FORMATS if f != "hf")
-    if not wanted or any(f not in run_formats for f in wanted):
-        hint = "; a Hugging Face README: reporter render RUN_DIR --format hf --model NAME" if "hf" in wanted else ""
-        raise UserError(f"--format {formats!r}: use a comma-separated subset of {', '.join(run_formats)}{hint}")
-    if "pdf" in wanted and render:  # before the run, not after it: the PDF is written last
-        import importlib.util
-
-        try:
-            found = importlib.util.find_spec("weasyprint") is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            others = ",".join(f for f in wanted if f != "pdf") or "html,md"
-            raise UserError(f"--format {formats!r}: the PDF needs weasyprint, which is not installed; run: pip install "
-                            f"weasyprint, or leave the PDF out: --format {others}")
-    return wanted
 
 
 @main.command("lm-eval", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
@@ -255,26 +161,6 @@ def lm_eval_command(args: tuple[str, ...]) -> None:
         interrupted(e)
 
 
-def _strip_defaults(data: dict[str, Any]) -> dict[str, Any]:
-    data = dict(data)
-    data["models"] = [{k: v for k, v in m.items() if v is not None and not (k == "random" and not v)}
-                      for m in data["models"]]
-    return {k: v for k, v in data.items() if v is not None}
-
-
-def _summary(res: dict[str, Any]) -> str:
-    lines = []
-    for name, m in res["models"].items():
-        ppl = m.get("smoke", {}).get("perplexity")
-        bits = [f"{name}: {m['status']}"]
-        if ppl is not None:
-            bits.append(f"perplexity {ppl:.1f}")
-        for t, s in m.get("tasks", {}).items():
-            bits.append(f"{t} {100 * s['score']:.1f}% [{100 * s['ci_low']:.1f}, {100 * s['ci_high']:.1f}]")
-        lines.append(", ".join(bits))
-    return "\n".join(lines)
-
-
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @boundary
@@ -299,7 +185,7 @@ def analyse(run_dir):
             write_analysis(run_dir)
     except UserError as e:
         fail(e)
-    click.echo(_summary(read_json(RunDir(run_dir).results)))
+    click.echo(summary(read_json(RunDir(run_dir).results)))
 
 
 @main.command()
@@ -451,7 +337,7 @@ def validate(file, profile, only_tasks, limit, device, seed):
     from .tasks.corpora import fixed_texts
 
     try:
-        cfg, prof = _resolve(file, profile, only_tasks, limit, device, seed)
+        cfg, prof = resolve(file, profile, only_tasks, limit, device, seed)
         check_sae(cfg, prof)
         check_user_data(prof, cfg.models)  # every data file `run` would read: jsonl tasks, other_split files, items lists
         if prof.mui.unit in ("sae", "both"):  # and every SAE file (torch is imported only then)

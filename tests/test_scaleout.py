@@ -68,7 +68,7 @@ def test_ray_executor_equals_local(tiny_yaml, tmp_path):
 def test_a_ray_task_asks_for_a_gpu_where_the_model_runs_on_cuda_by_its_own_device_or_the_runs(tmp_path):
     """The GPUs a model's Ray task asks for: its ``num_gpus`` where given, else 1 for ``cuda`` whether the model or
     the run names it (the YAML's top-level ``device`` or ``--device``), or a ``device_map``; else 0."""
-    from reporter.cli import _resolve
+    from reporter.cli_options import resolve
 
     models = [{"name": "own", "source": "random:llama", "device": "cuda:1"},
               {"name": "run", "source": "random:llama"},
@@ -80,7 +80,7 @@ def test_a_ray_task_asks_for_a_gpu_where_the_model_runs_on_cuda_by_its_own_devic
         assert [m.gpus(cfg.device) for m in cfg.models] == want, device
     p = tmp_path / "m.yaml"
     p.write_text(yaml.safe_dump({"executor": "ray", "models": models}))
-    cfg, _ = _resolve(p, "quick", None, None, "cuda", None)  # --device cuda: every model on cuda, its own value gone
+    cfg, _ = resolve(p, "quick", None, None, "cuda", None)  # --device cuda: every model on cuda, its own value gone
     assert [m.gpus(cfg.device) for m in cfg.models] == [1, 1, 1, 0.5, 1]
 
 
