@@ -192,3 +192,62 @@ def test_a_sections_broken_template_is_one_line_naming_it(files):
     errors = _errors(r)
     assert r.exit_code == 2 and len(errors) == 1, r.output
     assert errors[0].startswith("error: card section 'pf_bad': its template fails (TemplateSyntaxError:"), errors
+
+
+SOURCE_PLUGIN = textwrap.dedent('''
+    import dataclasses
+    import os
+
+    from reporter.config.sources import SOURCES, ModelSource, SourceModel
+
+    def _load(spec, device, dtype, seed):
+        small = dataclasses.replace(spec, source="random:llama", random={
+            "layers": 1, "hidden": 32, "intermediate": 48, "heads": 2, "tokenizer": os.environ["PF_TOKENIZER"]})
+        loaded = SOURCES.get("random").load(small, device, dtype, seed)
+        mode = os.environ["PF_SOURCE"]
+        if mode == "tuple":
+            return loaded.model, loaded.tokenizer
+        if mode == "kind":
+            return SourceModel(loaded.model, loaded.tokenizer, kind="chat")
+        if mode == "meta":
+            return SourceModel(loaded.model, loaded.tokenizer, meta={"source": "somewhere/else"})
+        return SourceModel(loaded.model, loaded.tokenizer, kind="base", meta={"mirror": spec.source})
+
+    SOURCES.add("pf_src", ModelSource("pf_src", load=_load))
+''')
+
+
+@pytest.mark.parametrize("mode, want", [
+    ("tuple", "error: model 'B': source 'pf_src:': its load returned tuple, not a reporter.config.sources.SourceModel"),
+    ("kind", "error: model 'B': source 'pf_src:' returned kind 'chat'; a SourceModel's kind is 'base', 'instruct' or "
+             "None"),
+    ("meta", "error: model 'B': source 'pf_src:' returned meta key(s) source, which reporter writes itself"),
+    ("good", None),
+])
+def test_a_source_plugins_wrong_return_is_that_models_one_line_failure(files, mode, want):
+    """A plugin source's ``load`` that returns a tuple, a kind other than base/instruct, or a ``meta`` key reporter
+    writes itself (``source``: the card would name another origin) is that model's one-line failure; the other
+    model completes. A good one's ``meta`` reaches results.json beside reporter's own keys."""
+    from reporter.config.sources import SOURCES
+
+    root = files("arc_easy")
+    (root / "pf_source.py").write_text(SOURCE_PLUGIN)
+    size = f"random: {{layers: 1, hidden: 32, intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}"
+    (root / "models.yaml").write_text(f"models:\n  - {{name: A, source: random:llama, {size}}}\n"
+                                      "  - {name: B, source: 'pf_src:x'}\n")
+    try:
+        r = CliRunner(env={"PF_SOURCE": mode, "PF_TOKENIZER": str(small_tokenizer_dir())}).invoke(main, [
+            "--plugin", str(root / "pf_source.py"), "run", str(root / "models.yaml"), "--profile",
+            str(root / "profile.yaml"), "-o", str(root / "run"), "--no-progress", "--no-render"])
+    finally:
+        SOURCES.remove("pf_src")
+    errors = _errors(r)
+    models = json.loads((root / "run" / "results.json").read_text())["models"]
+    assert models["A"]["status"] == "complete"
+    if want is None:
+        assert r.exit_code == 0 and errors == [], r.output
+        assert models["B"]["meta"]["mirror"] == "pf_src:x" and models["B"]["meta"]["source"] == "pf_src:x"
+        assert models["B"]["meta"]["kind"] == "base"
+    else:
+        assert r.exit_code == 2 and models["B"]["status"] == "failed"
+        assert any(e.startswith(want) for e in errors), errors

@@ -59,6 +59,40 @@ def _plugin_source(name: str, obj: Any) -> ModelSource:
     return obj
 
 
+#: the keys of a model's ``meta`` that reporter itself writes when it loads the model: a source's own ``meta`` may not
+#: set them (a plugin's ``source`` would hide where the model came from)
+OWN_META = ("source", "source_type", "device_map", "generation_backend", "vllm_path", "model_type", "n_params",
+            "n_layers", "d_ff", "d_model", "vocab_size", "gated_mlp", "kind", "chat_template", "dtype", "device",
+            "load_seconds", "checkpoint")
+
+
+def check_loaded(prefix: str, model: str, loaded: Any) -> SourceModel:
+    """``loaded``, what source ``prefix``'s ``load`` returned for model ``model``, if it is a :class:`SourceModel`
+    whose ``kind`` is base, instruct or None and whose ``meta`` is a mapping of new keys; else a
+    :class:`~reporter.errors.UserError` naming the source and what would be valid.
+
+    >>> check_loaded("toy", "m", SourceModel(model=None, tokenizer=None, kind="chat"))
+    Traceback (most recent call last):
+    reporter.errors.UserError: model 'm': source 'toy:' returned kind 'chat'; a SourceModel's kind is 'base', 'instruct' or None (decided from the tokenizer's chat template)
+    """
+    from ..errors import UserError
+
+    where = f"model '{model}': source '{prefix}:'"
+    if not isinstance(loaded, SourceModel):
+        raise UserError(f"{where}: its load returned {type(loaded).__name__}, not a "
+                        "reporter.config.sources.SourceModel(model, tokenizer, kind=…, meta=…)")
+    if loaded.kind not in (None, "base", "instruct"):
+        raise UserError(f"{where} returned kind {loaded.kind!r}; a SourceModel's kind is 'base', 'instruct' or None "
+                        "(decided from the tokenizer's chat template)")
+    if not isinstance(loaded.meta, dict) or not all(isinstance(k, str) for k in loaded.meta):
+        raise UserError(f"{where} returned meta of type {type(loaded.meta).__name__}; a SourceModel's meta is a dict "
+                        "with text keys")
+    if taken := [k for k in OWN_META if k in loaded.meta]:
+        raise UserError(f"{where} returned meta key(s) {', '.join(taken)}, which reporter writes itself; rename "
+                        "them")
+    return loaded
+
+
 #: model sources by prefix (installed ones, entry-point group ``reporter.sources``, after the built-in ones)
 SOURCES: Registry[ModelSource] = Registry("model source", entry_point_group="reporter.sources", load=_plugin_source)
 

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import torch
 
 from ..config import ModelSpec
-from ..config.sources import SOURCES, ModelSource, SourceModel
+from ..config.sources import SOURCES, ModelSource, SourceModel, check_loaded
 from ..errors import UserError
 from .adapters import Adapter, get_adapter
 from .heap import return_free_memory
@@ -212,7 +212,7 @@ def _load(spec: ModelSpec, run_device: str, run_dtype: str, run_seed: int) -> Lo
     if st in ("hub", "local"):
         model, tok = _from_pretrained(spec.source, spec, dtype, f"{st} model")
     else:  # packaged:, random: or a plugin's prefix (reporter.config.sources.SOURCES)
-        loaded = SOURCES.get(st).load(spec, device, dtype, run_seed)
+        loaded = check_loaded(st, spec.name, SOURCES.get(st).load(spec, device, dtype, run_seed))
         model, tok = loaded.model, loaded.tokenizer
         meta.update(loaded.meta)
         kind = kind or loaded.kind
