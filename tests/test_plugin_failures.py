@@ -48,6 +48,11 @@ PLUGIN = textwrap.dedent('''
     def factory():  # a Task without instruction and answer_prefix: the factory itself raises TypeError
         return Task(name="pf_t_factory", scorer="exact", load=_items)
 
+    @register_task("pf_t_one")
+    def one():  # the plugin guide's example: one item
+        return Task(name="pf_t_one", scorer="exact", instruction="A.", answer_prefix="Answer:",
+                    load=lambda: [Item("q1", "Capital of France?", "Paris")])
+
     @register_task("pf_t_notatask")
     def notatask():
         return {"name": "pf_t_notatask"}
@@ -86,7 +91,7 @@ def files(tmp_path):
     from reporter.tasks.base import TASKS
 
     for registry, names in ((SCORERS, ("pf_boom", "pf_big")), (TASKS, ("pf_t_boom", "pf_t_big", "pf_t_loadfail",
-                                                                            "pf_t_factory", "pf_t_notatask")),
+                                                                            "pf_t_factory", "pf_t_notatask", "pf_t_one")),
                             (COLLECTORS, ("pf_metric",)), (SECTIONS, ("pf_bad",))):
         for name in names:
             registry.remove(name)
@@ -251,3 +256,24 @@ def test_a_source_plugins_wrong_return_is_that_models_one_line_failure(files, mo
     else:
         assert r.exit_code == 2 and models["B"]["status"] == "failed"
         assert any(e.startswith(want) for e in errors), errors
+
+
+def test_a_plugin_task_too_small_for_a_base_models_default_shot_is_refused_by_validate(files):
+    """A plugin's one-item task (the plugin guide's example had one) left nothing to evaluate for a base model, which
+    takes one example shot by default: validate said OK and the run failed after loading. Now validate refuses it,
+    naming the base model and ``shots: 0``; with ``shots: 0``, or the three-item task, it is OK."""
+    root = files("pf_t_one")
+
+    def validate():
+        return CliRunner().invoke(main, ["--plugin", str(root / "pf_plugin.py"), "validate", str(root / "models.yaml"),
+                                         "--profile", str(root / "profile.yaml")])
+
+    r = validate()
+    assert r.exit_code == 2 and _errors(r) == [
+        f"error: {root / 'profile.yaml'}: tasks['pf_t_one'].shots: its 1 item(s) would all be taken as few-shot "
+        "examples (shots: 1; not set: base model 'A' takes 1 by default), leaving none to evaluate; set shots: 0 or "
+        "add items"], r.output
+    (root / "profile.yaml").write_text((root / "profile.yaml").read_text().replace("limit: 2,", "limit: 2, shots: 0,"))
+    assert validate().exit_code == 0
+    files("pf_t_big")
+    assert validate().exit_code == 0

@@ -25,8 +25,9 @@ excludes 0 exactly where the two-sided p-value is below α; with no item scored 
 allow, ``±(1 - (α/2)^(1/n))``, as for right/wrong scores.
 
 Up to :data:`EXACT_MAX_ITEMS` non-zero differences every arrangement is enumerated (exact); above, ``draws``
-random ones are drawn (Monte Carlo, seeded; the p-value counts the observed arrangement, ``(1 + b) / (1 + draws)``,
-Phipson & Smyth 2010).
+random ones are drawn (Monte Carlo, seeded; the p-value counts the observed arrangement on each side, Phipson &
+Smyth 2010: two-sided, ``2 (1 + b) / (1 + draws)`` capped at 1, ``b`` the arrangements at least as extreme on the
+observed side).
 
 >>> r = sign_flip([0.5, 0.25, 0.75, 1.0, 0.1, 0.3], seed=0)
 >>> r.p_value, r.exact, r.low > 0       # all six positive: 2 / 64, and the interval excludes 0

@@ -10,7 +10,7 @@ from ..collect.plan import build_task
 from ..config import ModelSpec, Profile, TaskConfig
 from ..errors import UserError
 from ..tasks import Task, get_task
-from ..tasks.base import DEFAULT_SHOTS
+from ..tasks.base import DEFAULT_SHOTS, TASKS
 from ..tasks.corpora import fixed_texts, most_tokens
 
 __all__ = ["check_user_data", "hub_only_tasks"]
@@ -65,8 +65,10 @@ def _check_task(profile: Profile, t: TaskConfig, base: str | None = None) -> Non
         return
     if t.type != "jsonl":
         _check_factory(t.name)
-    # a built-in task's few-shot split has the default's one example: only a jsonl file may be too small for it
-    shots = t.shots if t.shots is not None else DEFAULT_SHOTS["base"] if base and t.type == "jsonl" else 0
+    # a built-in task's few-shot split has the default's one example: only a jsonl file or a plugin's task (its
+    # few-shot examples drawn from its own items, as few as its author gave) may be too small for it
+    small = t.type == "jsonl" or not _built_in(t.name)
+    shots = t.shots if t.shots is not None else DEFAULT_SHOTS["base"] if base and small else 0
     if not (t.type == "jsonl" or t.items is not None or t.other_split or shots):
         return
     task = build_task(t)
@@ -92,6 +94,16 @@ def _check_task(profile: Profile, t: TaskConfig, base: str | None = None) -> Non
             task.other_split()
         except UserError as e:
             raise UserError(f"tasks[{t.name!r}].other_split: {e}") from None
+
+
+def _built_in(name: str) -> bool:
+    """Whether task ``name`` is one of reporter's own (its factory lives in the ``reporter`` package), not a plugin's.
+
+    >>> _built_in("arc_easy")
+    True
+    """
+    factory = TASKS.get(name)
+    return str(getattr(factory, "__module__", "")).split(".")[0] == "reporter"
 
 
 def _check_shots(name: str, shots: int, task: Task, n_items: int | None = None, default: str | None = None) -> None:
