@@ -109,6 +109,22 @@ def test_entropy_a_few_rows_at_a_time_equals_the_reference(monkeypatch):
     np.testing.assert_allclose(whole.numpy(), ref_entropy(logits.numpy()), rtol=1e-12, atol=1e-12)
 
 
+def ref_robust(per_text, n_clip=5, n_sigma=3.0):
+    """Robust PR/ER in float64 numpy: each text's first row dropped, the ``n_clip`` highest-variance columns clipped
+    to mean +- ``n_sigma`` std (ddof 1), then (pr, er, pr_raw, er_raw) of the stacked rest."""
+    X = np.concatenate([t[1:] for t in per_text])
+    mu, sd = X.mean(0), X.std(0, ddof=1)
+    top = np.argsort(-sd)[:n_clip]
+    X[:, top] = np.clip(X[:, top], mu[top] - n_sigma * sd[top], mu[top] + n_sigma * sd[top])
+    return ref_pr(X), ref_er(X), ref_pr(X, False), ref_er(X, False)
+
+
+def ref_shares(H):
+    """Shares of the total (ddof 1) variance in the 1 and the 5 highest-variance columns, by a plain loop."""
+    var = sorted((float(np.var(H[:, j], ddof=1)) for j in range(H.shape[1])), reverse=True)
+    return var[0] / sum(var), sum(var[:5]) / sum(var)
+
+
 def test_variance_shares_on_constructed_data():
     c = np.array([4.0, 3.0, 2.0, 1.0, 1.0, 0.5, 0.5])
     E = np.diag(c)
@@ -125,13 +141,9 @@ def test_robust_drops_first_positions_and_clips_top_dims():
     for t in texts:
         t[0, 3] = 500.0  # a massive activation on the first token
     r = robust(texts)
-    # reference: drop the first row of each text, clip the 5 highest-variance columns to mean +- 3 std
-    X = np.concatenate([t[1:] for t in texts])
-    mu, sd = X.mean(0), X.std(0, ddof=1)
-    top = np.argsort(-sd)[:5]
-    X[:, top] = np.clip(X[:, top], mu[top] - 3 * sd[top], mu[top] + 3 * sd[top])
-    assert r["participation_ratio"] == pytest.approx(ref_pr(X), rel=1e-10)
-    assert r["er_raw"] == pytest.approx(ref_er(X, False), rel=1e-10)
+    pr, _, _, er_raw = ref_robust(texts)
+    assert r["participation_ratio"] == pytest.approx(pr, rel=1e-10)
+    assert r["er_raw"] == pytest.approx(er_raw, rel=1e-10)
     # the outlier dominates the plain spectrum but not the robust one
     assert participation_ratio(np.concatenate(texts), normalize=False) < 1.5 < r["pr_raw"]
     # clipping actually bounds an outlier that is not on the first position
@@ -171,24 +183,32 @@ def test_one_pass_equals_a_pass_per_prefix(lm, texts):
     with torch.no_grad():
         for row in got["per_prefix"]:
             m = row["m"]
-            H, ents = [], []
+            per_text, ents = [], []
             for s in ids:  # a separate forward pass on each truncated prefix
                 out = lm.model(torch.tensor([s[:m]]), output_hidden_states=True)
-                H.append(out.hidden_states[-1][0].double().numpy())
+                per_text.append(out.hidden_states[-1][0].double().numpy())
                 ents.append(ref_entropy(out.logits[0, -1].double().numpy()[None])[0])
-            H = np.concatenate(H)
+            H = np.concatenate(per_text)
             assert row["n_tokens"] == H.shape[0] == m * len(ids)
             assert row["entropy"] == pytest.approx(np.mean(ents), rel=1e-5)
             assert row["pr"] == pytest.approx(ref_pr(H), rel=1e-4)
             assert row["er"] == pytest.approx(ref_er(H), rel=1e-4)
             assert row["pr_raw"] == pytest.approx(ref_pr(H, False), rel=1e-4)
             assert row["er_raw"] == pytest.approx(ref_er(H, False), rel=1e-4)
+            rob = ref_robust(per_text)  # the first position of each text dropped, the top columns clipped
+            for key, want in zip(("robust_pr", "robust_er", "robust_pr_raw", "robust_er_raw"), rob):
+                assert row[key] == pytest.approx(want, rel=1e-4), (m, key)
+            if m == ctx:  # the variance shares: every row of the whole context
+                top1, top5 = ref_shares(H)
+    assert got["top1_var_share"] == pytest.approx(top1, rel=1e-4)
+    assert got["top5_var_share"] == pytest.approx(top5, rel=1e-4)
     pp = got["per_prefix"]
     assert got["entropy_floor"] == min(p["entropy"] for p in pp)
     assert got["participation_ratio"] == max(p["pr"] for p in pp)
     assert got["effective_rank"] == max(p["er"] for p in pp)
     assert got["er_raw"] == max(p["er_raw"] for p in pp)
-    assert 0 < got["top1_var_share"] <= got["top5_var_share"] <= 1
+    assert got["robust"]["participation_ratio"] == max(p["robust_pr"] for p in pp)
+    assert got["robust"]["er_raw"] == max(p["robust_er_raw"] for p in pp)
     json.dumps(got)  # results.json-ready
 
 
@@ -237,8 +257,12 @@ def test_per_layer_profile_and_gpt2():
     with torch.no_grad():
         hs = lm2.model(ids, output_hidden_states=True).hidden_states
     H0 = hs[1].reshape(-1, hs[1].shape[-1]).double().numpy()  # decoder layer 0's output
-    assert p["per_layer"][0]["pr"] == pytest.approx(ref_pr(H0), rel=1e-5)
-    assert p["per_layer"][0]["er_raw"] == pytest.approx(ref_er(H0, False), rel=1e-5)
+    layer0 = p["per_layer"][0]
+    assert layer0["pr"] == pytest.approx(ref_pr(H0), rel=1e-5)
+    assert layer0["er"] == pytest.approx(ref_er(H0), rel=1e-5)
+    assert layer0["pr_raw"] == pytest.approx(ref_pr(H0, False), rel=1e-5)
+    assert layer0["er_raw"] == pytest.approx(ref_er(H0, False), rel=1e-5)
+    assert (layer0["top1_var_share"], layer0["top5_var_share"]) == pytest.approx(ref_shares(H0), rel=1e-5)
     Hf = hs[-1].reshape(-1, hs[-1].shape[-1]).double().numpy()  # final-norm output: the headline
     assert p["per_prefix"][-1]["pr"] == pytest.approx(ref_pr(Hf), rel=1e-5)
 

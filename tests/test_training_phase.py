@@ -16,7 +16,11 @@ def test_phase_table(dp, dm, label):
 
 
 def test_tolerances():
-    assert phase_label(0.5, -1, mui_scale=10) == "evolving"  # |dP| <= 0.5 is flat
+    # |dP| <= 0.5 is flat: where P's flat and up (or down) steps are told apart, on both sides
+    assert phase_label(0.5, 0, mui_scale=10) == "stable" and phase_label(0.51, 0, mui_scale=10) == "evolving"
+    assert phase_label(-0.5, 0, mui_scale=10) == "stable" and phase_label(-0.51, 0, mui_scale=10) == "coarsening"
+    assert phase_label(-0.5, -1, mui_scale=10) == "evolving" and phase_label(-0.51, -1, mui_scale=10) == "coarsening"
+    assert phase_label(0.5, -1, mui_scale=10) == "evolving"
     assert phase_label(0.51, 1, mui_scale=10) == "accumulating"
     assert phase_label(-3, 0.1, mui_scale=10) == "coarsening"  # |dMUI| <= 0.1 is flat
     assert phase_label(-3, 0.11, mui_scale=10) == "collapsing"
