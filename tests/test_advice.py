@@ -49,6 +49,18 @@ def test_partial_overlap_below_the_threshold_is_not_called_redundant():
     assert not any(x["action"] == "drop" for x in d["advice"])
 
 
+def test_three_quarters_shared_with_a_tight_interval_is_below_the_drop_threshold():
+    """75 % of x's key neurons are y's, and with 60 items from 20 neurons every resample says so too; z holds x's
+    other quarter, so x has nothing of its own to keep it. The interval alone would allow a drop: only the 80 %
+    threshold (REDUNDANT_AT) keeps x in the suite, and nothing calls it redundant."""
+    rng = np.random.default_rng(2)
+    sets = {"x": pool_task(rng, range(0, 20), 60), "y": pool_task(rng, range(5, 25), 60),
+            "z": pool_task(rng, list(range(0, 5)) + list(range(100, 115)), 60)}
+    d = advise("m", sets, seed=0)
+    assert {(x["action"], x["task"]) for x in d["advice"]} == {("keep", "y"), ("keep", "z")}
+    assert not any("redundant" in w for w in d["withheld"])
+
+
 def test_a_growing_union_gets_add_items_and_no_drop_or_core_set():
     rng = np.random.default_rng(3)
     grow = fresh_task(0, 25)

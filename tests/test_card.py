@@ -323,9 +323,26 @@ def test_neighbour_comparisons_are_oriented():
     card = build_card(*_load("full"))
     first = card["neighbours"][0]
     assert (first["a"], first["b"]) == ("Qwen2.5-1.5B-Instruct", "Qwen2.5-0.5B-Instruct")
+    raw = {(c["model_a"], c["model_b"], c["task"]): c for c in card["comparisons"]}
+    swapped = 0
     for pair in card["neighbours"]:
+        a, b = pair["a"], pair["b"]
+        for task, c in pair["cells"].items():
+            assert c["model_a"] == a and c["model_b"] == b and c["ci_low"] <= c["mean_diff"] <= c["ci_high"]
+            if (a, b, task) in raw:  # stored as a minus b: shown as it is
+                r = raw[(a, b, task)]
+                assert (c["mean_diff"], c["ci_low"], c["ci_high"], c["n01"]) == (r["mean_diff"], r["ci_low"],
+                                                                                r["ci_high"], r["n01"])
+            else:  # stored as b minus a: every sign and the discordant counts turned
+                r, swapped = raw[(b, a, task)], swapped + 1
+                assert (c["mean_diff"], c["ci_low"], c["ci_high"], c["n01"], c["n10"]) == (
+                    -r["mean_diff"], -r["ci_high"], -r["ci_low"], r["n10"], r["n01"])
+        wins = losses = 0
         for c in pair["cells"].values():
-            assert c["model_a"] == pair["a"] and c["ci_low"] <= c["mean_diff"] <= c["ci_high"]
+            if c["significant"]:
+                wins, losses = wins + (c["mean_diff"] > 0), losses + (c["mean_diff"] < 0)
+        assert (pair["wins"], pair["losses"]) == (wins, losses)
+    assert swapped > 0  # the fixture holds pairs stored the other way round
 
 
 def test_missing_keys_render_honest_lines(tmp_path):

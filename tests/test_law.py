@@ -119,7 +119,21 @@ def test_describe_fit_marks_points():
     fit, reason = fit_points(pts)
     d = describe_fit(fit, reason, pts)
     assert d["points"][0]["excluded"].startswith("P = 0")
-    assert all("residual" in p for p in d["points"][1:])
+    fitted = [p for p in pts if p["P"] > 0]  # each point's own residuals, by a closed-form fit and leave-one-out refits
+    x, y = [math.log(p["P"]) for p in fitted], [p["MUI"] for p in fitted]
+    b, a, _ = ols(x, y)
+    n, mx = len(x), sum(x) / len(x)
+    s = math.sqrt(sum((yy - a - b * xx) ** 2 for xx, yy in zip(x, y)) / (n - 2))
+    sxx = sum((xx - mx) ** 2 for xx in x)
+    for i, p in enumerate(fitted):
+        row = next(r for r in d["points"] if r["label"] == p["label"])
+        e = y[i] - (a + b * x[i])
+        assert row["residual"] == pytest.approx(e, rel=1e-9) and row["std_residual"] == pytest.approx(e / s, rel=1e-9)
+        xs, ys = x[:i] + x[i + 1:], y[:i] + y[i + 1:]
+        bi, ai, _ = ols(xs, ys)
+        s_i = math.sqrt(sum((yy - ai - bi * xx) ** 2 for xx, yy in zip(xs, ys)) / (n - 3))
+        h = 1 / n + (x[i] - mx) ** 2 / sxx
+        assert row["studentized"] == pytest.approx(e / (s_i * math.sqrt(1 - h)), rel=1e-9)
     assert d["n"] == 4 and d["excluded"][0]["label"] == "m0" and d["reason"] is None and d["slope"] == fit.slope
 
 
