@@ -174,3 +174,40 @@ def test_calibration_on_few_items_is_called_noise_and_on_enough_it_is_not(tmp_pa
     (tmp_path / "run" / "results.json").write_text(json.dumps(results))
     page = Path(render(tmp_path / "run", formats=("html",))["html"]).read_text()
     assert "with fewer than 5 items a confidence bin (10 bins), ECE and Brier are noise" in page
+
+
+def _chance_row(model, task, above, reference=False):
+    return {"model": model, "task": task, "reference": reference, "chance": 0.25, "n": 8, "score": 0.5,
+            "p": 0.01 if above else 0.5, "test": "binomial-exact-one-sided", "above": above, "baseline": 0.25,
+            "baseline_kind": "chance"}
+
+
+def test_the_chance_sentence_says_what_the_tests_found_and_nothing_untested():
+    """The summary's chance sentence and the ≈c marks, read against the chance tests a plain loop tallies: no test,
+    no sentence (it said "every trained model beats chance" of a run that tested nothing); the untrained reference at
+    chance is never marked; a trained model at chance on at most half the tasks is named task by task, on more than
+    half counted ("3 of 4 tasks (all but boolq)")."""
+    results, manifest = _load("run2-analysed")
+    bench = build_card(results, manifest)["benchmarks"]
+    assert len(bench) == 4
+    assert build_card(results, manifest)["summary"]["chance"] is None  # no chance test in the run
+    untestable = [dict(_chance_row("smol", t, None), p=None) for t in bench]  # partial credit: no test
+    results["analysis"]["above_chance"] = untestable
+    assert build_card(results, manifest)["summary"]["chance"] is None
+
+    def card_for(smol_at_chance):
+        results["analysis"]["above_chance"] = (
+            [_chance_row("smol", t, t not in smol_at_chance) for t in bench]
+            + [_chance_row("tiny", t, False, reference=True) for t in bench])
+        card = build_card(results, manifest)
+        marked = {(m["name"], t) for m in card["models"] for t, r in m["tasks"].items() if r["at_chance"]}
+        assert marked == {("smol", t) for t in smol_at_chance}  # the reference, at chance everywhere: no mark
+        return card["summary"]["chance"]
+
+    assert card_for([]).startswith("Every trained model beats chance on every benchmark task.")
+    one, two, three = bench[:1], bench[:2], bench[:3]
+    lead = "Not significantly above chance (one-sided exact binomial test, α = 0.05): smol on "
+    assert card_for(one) == lead + f"{one[0]}."
+    assert card_for(two) == lead + f"{two[0]}, {two[1]}."  # half: still named
+    assert card_for(three) == lead + f"3 of 4 tasks (all but {bench[3]})."
+    assert card_for(bench) == lead + "4 of 4 tasks (all)."
