@@ -16,7 +16,7 @@ import click
 from click.core import ParameterSource
 
 from .cli_boundary import OneLineGroup, boundary, fail, interrupted
-from .cli_options import forced_run_began, resolve, run_formats, summary
+from .cli_options import resolve, run_formats, summary
 from .config.models import EXECUTORS
 from .errors import UserError, user_path
 
@@ -96,7 +96,7 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     """
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
 
-    out_dir = cfg = prof = None
+    began: list[bool] = []  # set once the run's manifest is written (and, with --force, the old models are gone)
     try:
         if no_render and click.get_current_context().get_parameter_source("formats") == ParameterSource.COMMANDLINE:
             raise UserError(f"--format {formats!r}: nothing is rendered with --no-render; leave out one of them "
@@ -112,16 +112,20 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
 
         # named once: a run that passes midnight renders the directory it wrote, not the new day's
         out_dir = Path(output or cfg.output or default_output(cfg))
-        res, failures = run_models(cfg, out_dir, profile=prof, force=force, progress=not no_progress,
-                                   command=sys.argv, executor=executor, address=address)
-        if not no_render:  # also when a model failed: the card shows it as failed, next to the others
+        files: dict[str, Path] = {}
+
+        def draw() -> None:  # also when a model failed: the card shows it as failed, next to the others
             from .card.render import render
 
-            files = render(out_dir, formats=wanted)
+            files.update(render(out_dir, formats=wanted, locked_ok=True))  # under the run's lock
+
+        res, failures = run_models(cfg, out_dir, profile=prof, force=force, progress=not no_progress,
+                                   command=sys.argv, executor=executor, address=address,
+                                   began=lambda: began.append(True), then=None if no_render else draw)
     except UserError as e:
         fail(e)
     except KeyboardInterrupt as e:
-        interrupted(e, "run", forced_run_began(out_dir, cfg, prof) if force else None)
+        interrupted(e, "run", bool(began) if force else None, began=bool(began))
     click.echo(summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:

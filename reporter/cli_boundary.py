@@ -10,6 +10,7 @@ errors are one line naming the command's ``--help``. Anything else is a bug in r
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
@@ -38,12 +39,23 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise _Terminated(signum)
 
 
-def interrupted(e: BaseException | None = None, command: str = "run", forced: bool | None = None) -> NoReturn:
+def interrupted(e: BaseException | None = None, command: str = "run", forced: bool | None = None,
+                began: bool = True) -> NoReturn:
     """The line an interrupted command ends with: what is kept, and how to go on. ``forced``: a ``--force`` run that
-    had begun (True: its manifest is written) or not yet (False); None: not forced.
+    had begun (True: its manifest is written and the old models' results are gone) or not yet (False); None: not
+    forced. ``began``: a run had written its manifest (False: it stopped while checking its input, waiting for the
+    lock or connecting, and wrote nothing of its own).
+
+    A second Ctrl-C while the process exits (torch's exit hooks take a second or two) is ignored: it printed a
+    traceback from an exit hook and turned the exit code into -2.
     """
-    if command == "run" and forced is False:
-        line = "interrupted before the forced run began: the run directory is as it was; rerun the same command"
+    import atexit
+
+    atexit.register(_ignore_interrupts)  # registered last, so run first: before torch's own exit hooks
+    if command == "run" and forced is False:  # the old results may be there, in part: only --force replaces them
+        line = "interrupted before the forced run began: rerun the same command (with --force)"
+    elif command == "run" and not began:
+        line = "interrupted before the run began: rerun the same command"
     elif command == "run":
         how = ("rerun it without --force to resume (with --force it would start over)" if forced
                else "rerun the same command to resume")
@@ -54,6 +66,14 @@ def interrupted(e: BaseException | None = None, command: str = "run", forced: bo
         line = "interrupted: nothing already computed is lost; rerun the same command"
     click.echo(line, err=True)
     sys.exit(128 + e.signum if isinstance(e, _Terminated) else 130)
+
+
+def _ignore_interrupts() -> None:
+    """At exit, after an interrupt: Ctrl-C is ignored from here on (the exit hooks that follow are not ours)."""
+    import signal
+
+    with contextlib.suppress(ValueError):  # only the main thread may set a handler
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def fail(e: UserError) -> NoReturn:

@@ -11,24 +11,6 @@ from typing import Any
 from .errors import UserError
 
 
-def forced_run_began(out_dir: Path | None, cfg: Any, prof: Any) -> bool:
-    """Whether an interrupted ``--force`` run had begun: its manifest, of this configuration, is in ``out_dir`` (then
-    a rerun without ``--force`` resumes it; before, the directory still holds the old run, and only ``--force``
-    replaces it).
-    """
-    if out_dir is None or cfg is None or prof is None:
-        return False
-    from .run.manifest import code_version, config_hash
-    from .store.atomic import read_json
-
-    try:
-        manifest = read_json(out_dir / "manifest.json")
-    except UserError:
-        return False
-    return isinstance(manifest, dict) and manifest.get("code_version") == code_version() and manifest.get(
-        "config_hash") == config_hash({"config": cfg.to_dict(), "profile": prof.to_dict()})
-
-
 def resolve(file: Path | None, profile: str | None, only_tasks: str | None, limit: int | None,
              device: str | None, seed: int | None) -> tuple[Any, Any]:
     """The run config and profile ``run`` and ``validate`` read: FILE (or the profile's models, or the default

@@ -92,8 +92,10 @@ def test_an_interrupted_forced_run_leaves_nothing_of_the_old_configuration(tmp_p
 
 
 def test_an_interrupted_forced_run_says_how_to_go_on(tmp_path, monkeypatch):
-    """Interrupted once its manifest is written: resume without --force (with it, it would start over). Interrupted
-    before (waiting for a lock, connecting to a cluster): the directory is as it was, and only --force replaces it."""
+    """Interrupted once its manifest is written and the old models are gone: resume without --force (with it, it
+    would start over). Interrupted before (waiting for a lock, connecting to a cluster): only --force replaces the
+    old run. That held by the manifest alone said "without --force" when the old run was of the same configuration
+    (a forced rerun of the same file), and the rerun then resumed the old run."""
     import reporter.run.pipeline as pipeline
 
     models = _files(tmp_path)
@@ -112,11 +114,16 @@ def test_an_interrupted_forced_run_says_how_to_go_on(tmp_path, monkeypatch):
     forced = _invoke("run", models, "-o", out, "--force")
     monkeypatch.setattr(pipeline, "run", before)
     plain = _invoke("run", models, "-o", tmp_path / "other")
+    same = _invoke("run", models, "-o", out, "--force")  # the manifest there is of this file's configuration
     not_begun = _invoke("run", _files(tmp_path, limit=4), "-o", out, "--force")  # another configuration
-    assert forced.exit_code == plain.exit_code == not_begun.exit_code == 130
+    assert forced.exit_code == plain.exit_code == not_begun.exit_code == same.exit_code == 130
     assert "rerun it without --force to resume" in forced.output
-    assert "rerun the same command to resume" in plain.output and "--force" not in plain.output
-    assert "interrupted before the forced run began: the run directory is as it was" in not_begun.output
+    assert "interrupted before the run began: rerun the same command" in plain.output and "--force" not in plain.output
+    for r in (not_begun, same):
+        assert "interrupted before the forced run began: rerun the same command (with --force)" in r.output
+        assert "without --force" not in r.output
+    monkeypatch.setattr(pipeline, "run", began)  # a plain run that began: resume with the same command
+    assert "rerun the same command to resume" in _invoke("run", models, "-o", tmp_path / "third").output
 
 
 def test_a_resume_keeps_the_run_creation_time(tmp_path):
@@ -134,3 +141,42 @@ def test_a_resume_keeps_the_run_creation_time(tmp_path):
     assert json.loads((out / "results.json").read_text())["run"]["created"] == "2020-01-01T00:00:00+00:00"
     assert _invoke("run", models, "-o", out, "--force").exit_code == 0  # recomputed: a new run
     assert json.loads((out / "manifest.json").read_text())["created"] >= first["created"]
+
+
+def test_run_draws_its_card_under_the_run_directorys_lock(tmp_path, monkeypatch):
+    """`reporter run` let go of the run directory before drawing its card: a second run (even with --force) could
+    empty the models under it, and the card then belonged to another results.json. The card is drawn with the lock
+    held (another process sees the run's pid), and standalone `render` still refuses a run being written."""
+    import os
+
+    import reporter.card.render as card_render
+    from reporter.store.gate import writer_pid
+
+    models, out = _files(tmp_path), tmp_path / "run"
+    real, seen = card_render.render, []
+
+    def render(run_dir, *args, **kwargs):
+        seen.append(writer_pid(run_dir))
+        return real(run_dir, *args, **kwargs)
+
+    monkeypatch.setattr(card_render, "render", render)
+    r = CliRunner().invoke(main, ["run", str(models), "-o", str(out), "--no-progress", "--format", "md"])
+    assert r.exit_code == 0, r.output
+    assert seen == [str(os.getpid())] and (out / "card.md").is_file()
+    assert writer_pid(out) is None  # released at the end
+
+
+def test_a_killed_runs_half_written_files_are_removed_on_resume(tmp_path):
+    """A SIGKILL between writing a temporary twin and renaming it left ``.logprobs.npz.<random>.tmp`` in the run
+    directory for good; the next run of the directory removes such files under its lock, and nothing else."""
+    models, out = _files(tmp_path), tmp_path / "run"
+    assert _invoke("run", models, "-o", out).exit_code == 0
+    task = next((out / "models").glob("*/tasks/*"))
+    stale = task / ".logprobs.npz.076oo3iz.tmp"
+    stale.write_bytes(b"half")
+    kept = task / "notes.tmp"  # not an atomic writer's twin: left alone
+    kept.write_text("mine")
+    before = _model(out, "mine")
+    assert _invoke("run", models, "-o", out).exit_code == 0
+    assert not stale.exists() and kept.read_text() == "mine"
+    assert _model(out, "mine") == before

@@ -28,14 +28,16 @@ _CORE_TASK_KEYS = frozenset(TaskSummary.__annotations__) | {"at_chance", "chance
 _AR_FIELDS = ("flag_accuracy", "answer_accuracy", "format_validity", "overconfidence", "unparsed_flag")
 
 
-def load_card(run_dir: str | Path) -> dict[str, Any]:
-    """Read and check a run's results.json + manifest.json; return what the templates render.
+def load_card(run_dir: str | Path, *, locked_ok: bool = False) -> dict[str, Any]:
+    """Read and check a run's results.json + manifest.json; return what the templates render. ``locked_ok``: the
+    caller holds the run directory's lock (``reporter run`` drawing its own card); otherwise a run that is still
+    writing is refused.
 
     >>> card = load_card(run_dir)
     >>> card["benchmarks"], card["probes"]
     (['arc_easy'], ['spc'])
     """
-    view = open_run(run_dir, "render", manifest=False)  # the gate: lock, schema_version, shape
+    view = open_run(run_dir, "render", manifest=False, locked_ok=locked_ok)  # the gate: lock, schema_version, shape
     assert view.results is not None
     return build_card(view.results, view.manifest)
 

@@ -26,12 +26,14 @@ from .sections import ordered_sections
 from .vega import javascript_bundle, svg_data_uri
 
 
-def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model: str | None = None) -> dict[str, Path]:
+def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model: str | None = None, *,
+           locked_ok: bool = False) -> dict[str, Path]:
     """Write ``card.html`` / ``card.pdf`` / ``card.md`` and ``model-index/<slug>.yaml`` (each trained model) into
     ``run_dir``.
 
     Returns the written paths by key (``"html"``, ``"pdf"``, ``"md"``, ``"hf"``, ``"model-index/<slug>"``).
-    ``"hf"`` writes ``hf/<slug>/README.md`` for ``model`` (a name or slug of the run).
+    ``"hf"`` writes ``hf/<slug>/README.md`` for ``model`` (a name or slug of the run). ``locked_ok``: the caller
+    holds the run directory's lock (``reporter run``, which draws its card before another run may write there).
 
     >>> sorted(render(card_run_dir, formats=("html",)))  # tiny: an untrained reference, no model-index
     ['html', 'model-index/smol']
@@ -44,7 +46,7 @@ def render(run_dir: str | Path, formats: Sequence[str] = DEFAULT_FORMATS, model:
         raise UserError(f"--model {model!r} names the model of --format hf (a Hugging Face README); add hf to "
                         "--format, or leave --model out")
     root = Path(run_dir)
-    card = load_card(root)
+    card = load_card(root, locked_ok=locked_ok)
     _check_targets(root, formats)
     sections = [(s, s.missing_line(card)) for s in ordered_sections()]
     specs = chart_specs(card, [c for s, line in sections if line is None for c in s.charts])

@@ -12,13 +12,13 @@ import contextlib
 import datetime as _dt
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..analyse import write_analysis, write_results
 from ..config import Profile, RunConfig, check_sae
 from ..errors import UserError
 from ..installed import make_writable_dir
-from ..store.atomic import read_json, write_json
+from ..store.atomic import read_json, remove_stale_temporaries, write_json
 from ..store.layout import RunDir, legacy_slug, slugify
 from ..store.lock import run_lock
 from .data_check import check_user_data
@@ -35,7 +35,8 @@ def default_output(cfg: RunConfig) -> Path:
 def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | None = None,
         force: bool = False, progress: bool = True, command: list[str] | None = None,
         executor: str | None = None, address: str | None = None,
-        jobs: Any = None) -> tuple[dict[str, Any], list[str]]:
+        jobs: Any = None, began: Callable[[], None] | None = None,
+        then: Callable[[], None] | None = None) -> tuple[dict[str, Any], list[str]]:
     """Run every model of ``cfg``; return the results dict (also written to results.json) and the failures.
 
     A model or task that fails does not stop the others: its failure lines are returned (and
@@ -46,6 +47,9 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
     (lm-eval's command line runs its one, already loaded model here). Then the analyse stage runs on
     the artifacts. A run directory holding a run of another configuration, or one made by other reporter code
     (the manifest's ``code_version``), is refused unless ``force``: its artifacts would mix with this run's.
+    ``began`` is called once this run's manifest is written and, with ``force``, the old models' artifacts are gone:
+    from then on a rerun without ``force`` resumes this run, not the old one. ``then`` runs after the analysis, still
+    under the run directory's lock (``reporter run`` draws its card there: no other run may write between).
     """
     profile = profile or Profile(name=None)
     rd = RunDir(output or cfg.output or default_output(cfg))
@@ -77,13 +81,18 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
         if old and not force and old.get("created"):  # a resume: the run keeps the time it was made (a board orders
             manifest = {**manifest, "created": old["created"], "updated": manifest["created"]}  # versions by it)
         write_json(rd.manifest, manifest)
+        remove_stale_temporaries(rd.root / "models")  # a killed run's half-written files (SIGKILL: no cleanup ran)
         if force:
             _clear_models(rd, cfg)
+        if began is not None:
+            began()
         failures = run_jobs(cfg, str(rd.root.resolve()), profile, force=force, progress=progress)
         write_json(rd.manifest, {**manifest, "collection": collection_record(rd), "model_work": model_work_record(rd)})
         write_results(rd.root)
         write_analysis(rd.root)
         res: dict[str, Any] = read_json(rd.results)
+        if then is not None:
+            then()
     if failures:
         saved = "the other models' results are" if len(cfg.models) > 1 else "the finished work is"
         failures = failures + [f"{rd.root}: {saved} saved; fix the above and rerun to resume"]

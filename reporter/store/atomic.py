@@ -82,6 +82,25 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
         raise
 
 
+def remove_stale_temporaries(folder: Path) -> int:
+    """Delete the temporary twins :func:`atomic_writer` left under ``folder`` (``.<name>.<random>.tmp``, plain files
+    only) when a process was killed between writing and renaming (SIGKILL, a power cut); return how many. Call it
+    only while no one else writes there (under the run directory's lock).
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a").mkdir()
+    >>> _ = (d / "a" / ".x.json.k3j9z1.tmp").write_text("{"); _ = (d / "a" / "x.json").write_text("{}")
+    >>> remove_stale_temporaries(d), sorted(p.name for p in (d / "a").iterdir())
+    (1, ['x.json'])
+    """
+    gone = 0
+    for p in folder.rglob(".*.tmp"):
+        if p.is_file() and not p.is_symlink():
+            p.unlink(missing_ok=True)
+            gone += 1
+    return gone
+
+
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` atomically; returns the path.
 
