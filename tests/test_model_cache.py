@@ -189,3 +189,15 @@ def test_a_local_lpp_corpus_counts_by_its_content_not_its_path(tmp_path, monkeyp
     assert lpp["first"] != lpp["edited"] and lpp["moved"] == lpp["edited"]
     hashes = [json.loads((r / "manifest.json").read_text())["config_hash"] for r in (first, edited, moved)]
     assert hashes[0] != hashes[1] and hashes[1] == hashes[2]
+
+
+def test_a_task_without_options_records_no_option_order_scores(tmp_path):
+    """GSM8K has no options, so its option-order pass scores nothing: the manifest said "gsm8k/option_order":
+    "cached" (an empty result stored by an earlier task), as if work had been taken from the cache. Now it names
+    only the work there was."""
+    profile = PROFILE.replace("tasks:\n", "tasks:\n  - {name: gsm8k, limit: 2, max_new_tokens: 3}\n"
+                                          "  - {name: humaneval, limit: 2, max_new_tokens: 3}\n")
+    run = _run(tmp_path, "noopts", profile=profile)
+    assert set(_task_work(run)) == {"arc_easy/option_order"}
+    rec = json.loads((run / "models" / "tiny" / "tasks" / "gsm8k" / "option_order.json").read_text())
+    assert rec["n"] == 0 and "scores" not in rec

@@ -210,7 +210,8 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
         return (*_as_arrays(lps, best), [np.array([_PATHS.index(how)], np.int64)],
                 [np.asarray(a, np.float32) for a in more])
 
-    got, status = cached_scores(lm, "option_order", payload, compute, mode=cache)
+    # nothing to score (a task without options): no cache entry, and no "cached" in the manifest for work never done
+    got, status = cached_scores(lm, "option_order", payload, compute, mode=cache if plan else "off")
     lps = [np.asarray(a, np.float32) for a in got[0]]
     best = [None if b is None else [int(v) for v in b] for b in got[1]]
     how = got[2][0]  # one index into _PATHS
@@ -223,7 +224,7 @@ def option_order_evidence(lm: Any, items: Sequence[Any], *, n_perms: int = 8, ma
         out["greedy"] = {p["id"]: best[p["first"]] for p in plan if wants[p["first"]] and best[p["first"]] is not None}
     if logprobs_for is not None:
         out["logprobs"] = {p["id"]: more[p["first"]] for p in plan if extra[p["first"]]}
-    if cache != "off":
+    if cache != "off" and plan:
         out["scores"] = status
     return out
 
