@@ -169,3 +169,19 @@ def test_names_in_other_scripts_are_distinct_models(tiny_yaml):
     """Two names written only in Chinese were refused as the same directory ('model')."""
     cfg = load_config(tiny_yaml("- {name: 模型一, source: 'random:llama'}\n- {name: 模型二, source: 'random:llama'}\n"))
     assert len({m.slug for m in cfg.models}) == 2
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"model_type": "llama", "hidden', "not valid JSON at line 1"),  # a copy cut short
+    ("[1, 2]", "not a JSON object (a list)"),
+    ("", "not valid JSON at line 1, column 1"),
+])
+def test_a_local_models_damaged_config_json_is_refused_by_validate(tiny_yaml, tmp_path, text, why):
+    """validate said OK for a local model whose config.json was cut short; the model failed only once the run
+    began. It is one line naming the model's key, the file and what to do."""
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "config.json").write_text(text)
+    code, out = validate(tiny_yaml("models:\n  - {name: a, source: ./cut}\n"))
+    assert code == 2 and out.count("\n") == 1, out
+    assert "models[0].source: './cut': its config.json is damaged, " + why in out
+    assert out.rstrip().endswith("copy the model's files again")

@@ -22,8 +22,9 @@ from typing import Any, Callable
 
 import yaml
 
-from ..errors import ConfigError, unknown_home, user_path
+from ..errors import ConfigError, UserError, unknown_home, user_path
 from ..registry import Registry, unknown_name
+from ..store.atomic import read_json
 from ..store.layout import slugify
 from .files import Problems, load_yaml, short, type_name
 from .sae import SAEConfig, parse_sae
@@ -220,6 +221,12 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
             return None
         if not (path / "config.json").is_file():
             p.add(key, f"'{v}' has no config.json; a local source must be a Hugging Face model directory")
+            return None
+        try:  # a damaged config.json (a copy cut short) failed the model only after the run began
+            read_json(path / "config.json")
+        except UserError as e:
+            p.add(key, f"'{v}': its config.json is {str(e).removeprefix(str(path / 'config.json') + ': ')}; copy "
+                       "the model's files again")
             return None
         return str(path.resolve())
     if not _HUB_RE.match(v):
