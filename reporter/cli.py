@@ -182,11 +182,10 @@ def analyse(run_dir):
 
     try:
         open_run(run_dir, "analyse", results=False, locked_ok=True)  # the gate; its lock is taken here
-        from .analyse import write_analysis, write_results  # (SciPy) once the directory is a run's
+        from .analyse import fresh_results, write_analysis  # (SciPy) once the directory is a run's
 
         with run_lock(Path(run_dir)):  # not under a run that is still writing its artifacts
-            write_results(run_dir)
-            write_analysis(run_dir)
+            write_analysis(run_dir, results=fresh_results(run_dir))  # one write: an interrupt leaves the old file
     except UserError as e:
         fail(e)
     click.echo(summary(read_json(RunDir(run_dir).results)))

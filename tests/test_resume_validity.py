@@ -180,3 +180,22 @@ def test_a_killed_runs_half_written_files_are_removed_on_resume(tmp_path):
     assert _invoke("run", models, "-o", out).exit_code == 0
     assert not stale.exists() and kept.read_text() == "mine"
     assert _model(out, "mine") == before
+
+
+def test_an_interrupted_analyse_leaves_results_json_as_it_was(tmp_path, monkeypatch):
+    """`reporter analyse` wrote results.json without its analysis, then the analysis: Ctrl-C between the two left a
+    finished run whose card said "not analysed". One write now: interrupted, the file is the one before."""
+    import reporter.analyse.analysis as analysis
+
+    models, out = _files(tmp_path), tmp_path / "run"
+    assert _invoke("run", models, "-o", out).exit_code == 0
+    before = (out / "results.json").read_bytes()
+    assert "analysis" in json.loads(before)
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(analysis, "analyse", interrupt)
+    r = CliRunner().invoke(main, ["analyse", str(out)])
+    assert r.exit_code == 130 and "nothing already computed is lost" in r.output
+    assert (out / "results.json").read_bytes() == before

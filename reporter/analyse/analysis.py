@@ -93,8 +93,10 @@ def _flag_fairness(fair: FairnessResult, contamination: list[ContaminationVerdic
                                        "scores on those tasks may partly come from memorised test items.")
 
 
-def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 2000) -> AnalysisDoc:
-    """Compute the ``analysis`` section of results.json from a run directory's artifacts.
+def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 2000,
+            results: Any = None) -> AnalysisDoc:
+    """Compute the ``analysis`` section of results.json from a run directory's artifacts (``results``: results.json
+    as it is about to be written; default: read from the run directory).
 
     Returns ``{version, law, fairness, ranking, references, not_ranked, above_chance, ties, power,
     contamination, diversity, coreset, training, definitions, notes}`` (see the README, "analysis"). ``seed`` defaults to the run's seed.
@@ -103,7 +105,8 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
     True
     """
     rd = RunDir(run_dir)
-    results = read_json(rd.results)
+    if results is None:
+        results = read_json(rd.results)
     if results is None:
         results = build_results(run_dir)
     seed = int(seed if seed is not None else ((results.get("run") or {}).get("seed") or 0))
@@ -143,22 +146,30 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
     return doc
 
 
-def write_analysis(run_dir: str | Path, **kwargs: Any) -> AnalysisDoc:
+def write_analysis(run_dir: str | Path, *, results: Any = None, **kwargs: Any) -> AnalysisDoc:
     """Run :func:`analyse` and store it as ``results["analysis"]`` in results.json (atomic write).
 
-    results.json is built from the artifacts first when it is missing. Also writes ``coreset.json``
-    (the pooled core set of every benchmark task) when key neurons were measured. Returns the analysis.
+    ``results``: results.json as the artifacts give it now (:func:`~reporter.analyse.results.fresh_results`),
+    written here once with its analysis, so that an interrupt never leaves a results.json without one (when the
+    analysis itself fails, the results are written without it, and the error goes on); default: read from the run
+    directory, built from the artifacts first when it is missing. Also writes ``coreset.json`` (the pooled core
+    set of every benchmark task) when key neurons were measured. Returns the analysis.
 
     >>> write_analysis(run_dir)["fairness"]["available"]
     False
     """
     rd = RunDir(run_dir)
-    results = read_json(rd.results)
     if results is None:
-        results = build_results(run_dir)
-        check_document(results)
-        write_json(rd.results, results)
-    analysis = analyse(run_dir, **kwargs)
+        results = read_json(rd.results)
+        if results is None:
+            results = build_results(run_dir)
+            check_document(results)
+            write_json(rd.results, results)
+    try:
+        analysis = analyse(run_dir, results=results, **kwargs)
+    except Exception:
+        write_json(rd.results, results)  # the artifacts' results, fresh, for render to show; analyse will say why
+        raise
     results["analysis"] = analysis
     if coreset := analysis.get("coreset"):
         write_json(rd.coreset, coreset_document(coreset["tasks"], results.get("run") or {}))

@@ -154,7 +154,15 @@ def comparisons(per_item: dict[str, dict[str, dict[str, float]]], *, seed: int) 
 
 
 def write_results(run_dir: str | Path) -> ResultsDocument:
-    """Build results.json from the artifacts and write it (without the analysis section).
+    """Build results.json from the artifacts and write it, without the analysis section (:func:`fresh_results`)."""
+    res = fresh_results(run_dir)
+    write_json(RunDir(run_dir).results, res)
+    return res
+
+
+def fresh_results(run_dir: str | Path) -> ResultsDocument:
+    """results.json as the artifacts give it now, checked against the published schema, not written (the run and
+    ``analyse`` write it once, with its analysis: :func:`reporter.analyse.write_analysis`).
 
     Refused where results.json names finished models but no model's artifacts are there any more (``models/``
     deleted or moved): rebuilding would replace a good result with every model "pending".
@@ -170,5 +178,4 @@ def write_results(run_dir: str | Path) -> ResultsDocument:
         raise UserError(f"{rd.root / 'models'}: none of the run's models has its artifacts there (deleted or moved?), "
                         f"yet results.json has {len(done)} finished; results.json is left as it is")
     check_document(res)  # the published schema (reporter/data/results.schema.json), at the boundary
-    write_json(rd.results, res)
     return res

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from ..analyse import write_analysis, write_results
+from ..analyse import fresh_results, write_analysis
 from ..config import Profile, RunConfig, check_sae
 from ..errors import UserError
 from ..installed import make_writable_dir
@@ -88,8 +88,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
             began()
         failures = run_jobs(cfg, str(rd.root.resolve()), profile, force=force, progress=progress)
         write_json(rd.manifest, {**manifest, "collection": collection_record(rd), "model_work": model_work_record(rd)})
-        write_results(rd.root)
-        write_analysis(rd.root)
+        write_analysis(rd.root, results=fresh_results(rd.root))  # one write: never a results.json without analysis
         res: dict[str, Any] = read_json(rd.results)
         if then is not None:
             then()
