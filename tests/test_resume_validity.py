@@ -199,3 +199,28 @@ def test_an_interrupted_analyse_leaves_results_json_as_it_was(tmp_path, monkeypa
     r = CliRunner().invoke(main, ["analyse", str(out)])
     assert r.exit_code == 130 and "nothing already computed is lost" in r.output
     assert (out / "results.json").read_bytes() == before
+
+
+def test_an_interrupt_after_a_model_failed_still_says_why(tmp_path, monkeypatch):
+    """A failed model's line said "the reason is listed at the end"; Ctrl-C in a later model ended the run before
+    that list. The interrupted run now prints the failures it recorded (this run's only) before its last line."""
+    import reporter.collect.job as job
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "llama"}')  # valid JSON, but no weights: fails at load
+    models = _files(tmp_path)
+    models.write_text(models.read_text().replace("models:\n", f"models:\n  - {{name: broken, source: {broken}}}\n"))
+    real = job.load_model
+
+    def load(spec, **kwargs):
+        if spec.name == "rnd":
+            raise KeyboardInterrupt
+        return real(spec, **kwargs)
+
+    monkeypatch.setattr(job, "load_model", load)
+    r = CliRunner().invoke(main, ["run", str(models), "-o", str(tmp_path / "run"), "--no-progress", "--no-render"])
+    assert r.exit_code == 130, r.output
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("interrupted: finished work is saved")
+    assert lines[-2].startswith("error: model 'broken': ") and "broken: FAILED" in r.stderr
