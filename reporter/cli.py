@@ -10,15 +10,13 @@ need no option.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
 
-from .card.text import neutral
 from .cli_boundary import OneLineGroup, boundary, fail, interrupted
-from .cli_options import failures_since, resolve, run_formats, summary
+from .cli_options import resolve, run_formats, summary
 from .config.models import EXECUTORS
 from .errors import UserError, user_path
 
@@ -99,7 +97,6 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
 
     began: list[bool] = []  # set once the run's manifest is written (and, with --force, the old models are gone)
-    out_dir, start = None, time.time()
     try:
         if no_render and click.get_current_context().get_parameter_source("formats") == ParameterSource.COMMANDLINE:
             raise UserError(f"--format {formats!r}: nothing is rendered with --no-render; leave out one of them "
@@ -128,8 +125,10 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     except UserError as e:
         fail(e)
     except KeyboardInterrupt as e:
-        for line in failures_since(out_dir, start):  # "the reason is listed at the end": the end is now
-            click.echo(f"error: {neutral(line)}", err=True)
+        if (collecting := sys.modules.get("reporter.collect.failures")) is not None:  # loaded: the run had begun
+            fail_lines = list(collecting.RECORDED)  # "listed at the end": this is the end (in-process models only)
+            for line in fail_lines:
+                click.echo(f"error: {line}", err=True)
         interrupted(e, "run", bool(began) if force else None, began=bool(began))
     click.echo(summary(res))
     click.echo(f"run directory: {out_dir}")

@@ -11,30 +11,6 @@ from typing import Any
 from .errors import UserError
 
 
-def failures_since(out_dir: Path | None, since: float) -> list[str]:
-    """The failure lines this run recorded (``error.json`` of a model or a task, written at or after ``since``), in
-    path order: an interrupted run ends without its list of failures, which said "the reason is listed at the end".
-
-    >>> import tempfile, time, json
-    >>> d = Path(tempfile.mkdtemp()); (d / "models" / "m").mkdir(parents=True)
-    >>> _ = (d / "models" / "m" / "error.json").write_text(json.dumps({"error": "model 'm': failed"}))
-    >>> failures_since(d, time.time() - 60), failures_since(d, time.time() + 60)
-    (["model 'm': failed"], [])
-    """
-    if out_dir is None or not (out_dir / "models").is_dir():
-        return []
-    from .store.atomic import read_json
-
-    lines = []
-    for path in sorted([*(out_dir / "models").rglob("error.json"), *(out_dir / "models").glob(".*.error.json")]):
-        try:
-            if path.stat().st_mtime >= since and isinstance(line := (read_json(path) or {}).get("error"), str):
-                lines.append(line)
-        except (OSError, UserError):  # a record being written, or damaged: the rerun says it again
-            continue
-    return lines
-
-
 def resolve(file: Path | None, profile: str | None, only_tasks: str | None, limit: int | None,
              device: str | None, seed: int | None) -> tuple[Any, Any]:
     """The run config and profile ``run`` and ``validate`` read: FILE (or the profile's models, or the default

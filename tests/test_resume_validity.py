@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from reporter.cli import main
 from reporter.collect.job import collect_model
 from reporter.config import load_config, load_profile
+from reporter.errors import UserError
 from reporter.run.pipeline import run
 
 from .conftest import small_tokenizer_dir, tiny_lm, without_timings
@@ -203,7 +204,7 @@ def test_an_interrupted_analyse_leaves_results_json_as_it_was(tmp_path, monkeypa
 
 def test_an_interrupt_after_a_model_failed_still_says_why(tmp_path, monkeypatch):
     """A failed model's line said "the reason is listed at the end"; Ctrl-C in a later model ended the run before
-    that list. The interrupted run now prints the failures it recorded (this run's only) before its last line."""
+    that list. The interrupted run prints the failures it recorded (this run's only) before its last line."""
     import reporter.collect.job as job
 
     broken = tmp_path / "broken"
@@ -218,9 +219,14 @@ def test_an_interrupt_after_a_model_failed_still_says_why(tmp_path, monkeypatch)
             raise KeyboardInterrupt
         return real(spec, **kwargs)
 
+    def task(lm, profile, config, *args, **kwargs):  # a task's own failure (its data, its scorer): no error.json
+        raise UserError("its data could not be read")
+
     monkeypatch.setattr(job, "load_model", load)
+    monkeypatch.setattr(job, "run_task", task)
     r = CliRunner().invoke(main, ["run", str(models), "-o", str(tmp_path / "run"), "--no-progress", "--no-render"])
     assert r.exit_code == 130, r.output
     lines = r.stderr.strip().splitlines()
     assert lines[-1].startswith("interrupted: finished work is saved")
-    assert lines[-2].startswith("error: model 'broken': ") and "broken: FAILED" in r.stderr
+    assert lines[-3].startswith("error: model 'broken': ") and "broken: FAILED" in r.stderr
+    assert lines[-2] == "error: model 'mine', task 'arc_easy': its data could not be read"

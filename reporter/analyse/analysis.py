@@ -167,14 +167,15 @@ def write_analysis(run_dir: str | Path, *, results: Any = None, **kwargs: Any) -
             write_json(rd.results, results)
     try:
         analysis = analyse(run_dir, results=results, **kwargs)
+        results["analysis"] = analysis
+        if coreset := analysis.get("coreset"):
+            write_json(rd.coreset, coreset_document(coreset["tasks"], results.get("run") or {}))
+        else:
+            rd.coreset.unlink(missing_ok=True)
+        check_document(results)  # the published schema (reporter/data/results.schema.json), at the boundary
     except Exception:
-        write_json(rd.results, results)  # the artifacts' results, fresh, for render to show; analyse will say why
+        results.pop("analysis", None)
+        write_json(rd.results, results)  # the artifacts' results, fresh, for render to show; the error says why
         raise
-    results["analysis"] = analysis
-    if coreset := analysis.get("coreset"):
-        write_json(rd.coreset, coreset_document(coreset["tasks"], results.get("run") or {}))
-    else:
-        rd.coreset.unlink(missing_ok=True)
-    check_document(results)  # the published schema (reporter/data/results.schema.json), at the boundary
     write_json(rd.results, results)
     return analysis

@@ -11,6 +11,7 @@ import contextlib
 import re
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -21,13 +22,30 @@ from ..installed import cache_root
 from ..store.atomic import write_json
 from ..store.layout import ERROR, RunDir
 
-__all__ = ["crashed", "first_line", "log", "not_the_tasks", "out_of_memory", "stops_every_model", "task_crashed",
+__all__ = ["crashed", "failed", "first_line", "log", "not_the_tasks", "out_of_memory", "stops_every_model", "task_crashed",
            "writable"]
 
 
 def log(msg: str) -> None:
     """Progress messages go to stderr (stdout carries only the final summary)."""
     tqdm.write(msg, file=sys.stderr)
+
+
+#: the failure lines of this process's run so far, in order (``reporter run`` prints them when interrupted: the
+#: progress lines said "listed at the end", and an interrupt ends the run before that list); cleared by each run
+RECORDED: list[str] = []
+
+
+def failed(who: str, lines: Sequence[str]) -> list[str]:
+    """Log ``who`` (a model, a task, a pass) as failed, record its reason in :data:`RECORDED`, and return ``lines`` for
+    the run's list at the end (the reason is said once, there).
+
+    >>> failed("m / t", ["model 'm', task 't': no items"]), RECORDED[-1]
+    (["model 'm', task 't': no items"], "model 'm', task 't': no items")
+    """
+    log(f"{who}: FAILED (the reason is listed at the end)")
+    RECORDED.extend(lines)
+    return list(lines)
 
 
 def stops_every_model(e: OSError, root: str) -> bool:
@@ -80,8 +98,7 @@ def crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str
         line = f"{line.split(' (the traceback is in ')[0]} ({first_line(write_error)})"
         with contextlib.suppress(OSError, UserError):
             write_json(RunDir(root).failure_note(spec.slug), {"error": line})
-    log(f"{spec.name}: FAILED (the reason is listed at the end)")
-    return [line]
+    return failed(spec.name, [line])
 
 
 def writable(root: str) -> bool:
@@ -137,5 +154,5 @@ def task_crashed(model: str, task: str, task_dir: Path, e: BaseException) -> lis
             f"{task_dir / ERROR})")
     with contextlib.suppress(OSError, UserError):
         write_json(task_dir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
-    log(f"{model} / {task}: FAILED (the reason is listed at the end)")
+    failed(f"{model} / {task}", [line])
     return [line]

@@ -36,7 +36,7 @@ from ..store.layout import ERROR, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SM
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
-from .failures import crashed, first_line, log, not_the_tasks, out_of_memory, stops_every_model, task_crashed
+from .failures import crashed, failed, first_line, log, not_the_tasks, out_of_memory, stops_every_model, task_crashed
 from .model_cache import ModelStep, run_cached
 from .plan import plan_task
 from .smoke import runs_finite, smoke
@@ -105,16 +105,14 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
             plugin.check_model(lm, profile)
     except UserError as e:
         write_json(mdir / ERROR, {"error": str(e)})
-        log(f"{spec.name}: FAILED (the reason is listed at the end)")
-        return list(e.lines)
+        return failed(spec.name, e.lines)
     except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError("... can't allocate memory")
         if not isinstance(e, MemoryError) and not out_of_memory(e):
             raise
         line = (f"model '{spec.name}': not enough memory to load it ({first_line(e)}); use a smaller model or "
                 "dtype, another device, or device_map: auto")
         write_json(mdir / ERROR, {"error": line})
-        log(f"{spec.name}: FAILED (the reason is listed at the end)")
-        return [line]
+        return failed(spec.name, [line])
     model = weakref.ref(lm.model)
     try:
         return _measure(lm, cfg, spec, rd, mdir, profile, force=force, progress=progress)
@@ -202,7 +200,7 @@ def _not_finite(spec: ModelSpec, mdir: Path) -> str:
     line = (f"model '{spec.name}': the model gives NaN or infinite log-probabilities on plain text; its weights "
             "are damaged or it does not run in this dtype (try dtype: float32)")
     write_json(mdir / ERROR, {"error": line})
-    log(f"{spec.name}: FAILED (the reason is listed at the end)")
+    failed(spec.name, [line])
     return line
 
 
@@ -221,8 +219,7 @@ def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], ste
                                               use_cache=not force, owner=owner)
                 write_json(mdir / MODEL_WORK, work)
         except UserError as e:
-            failures.extend(f"model '{spec.name}', {label}: {line}" for line in e.lines)
-            log(f"{spec.name} / {label}: FAILED (the reason is listed at the end)")
+            failures.extend(failed(f"{spec.name} / {label}", [f"model '{spec.name}', {label}: {line}" for line in e.lines]))
     return failures
 
 
@@ -263,8 +260,7 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         plan = plan_task(lm, task, cfg.seed)
         summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
     except UserError as e:
-        log(f"{name} / {task.name}: FAILED (the reason is listed at the end)")
-        return [f"model '{name}', task '{task.name}': {line}" for line in e.lines]
+        return failed(f"{name} / {task.name}", [f"model '{name}', task '{task.name}': {line}" for line in e.lines])
     except Exception as e:  # a task's or a plugin's own bug: that task fails, the model's other tasks still run
         if not_the_tasks(e):
             raise
@@ -350,8 +346,8 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
                                               spent=spent.get(lp.config.name))
                     _log_score(name, lp.config.name, summary)
     except UserError as e:
-        log(f"{name} / {label}: FAILED (the reason is listed at the end)")
-        return [f"model '{name}', {label}: {line.removeprefix(f'{label}: ')}" for line in e.lines]
+        return failed(f"{name} / {label}", [f"model '{name}', {label}: {line.removeprefix(f'{label}: ')}"
+                                            for line in e.lines])
     except Exception as e:  # lm-eval's or a plugin's own error on this entry: the model's other tasks still run
         if not_the_tasks(e):
             raise
@@ -364,8 +360,7 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
 
 def _failed(model: str, task: str, label: str, e: UserError) -> list[str]:
     """The failure lines of one evidence pass of one task (and its progress line)."""
-    log(f"{model} / {task} / {label}: FAILED (the reason is listed at the end)")
-    return [f"model '{model}', task '{task}', {label}: {line}" for line in e.lines]
+    return failed(f"{model} / {task} / {label}", [f"model '{model}', task '{task}', {label}: {line}" for line in e.lines])
 
 
 def _work_record(mdir: Path) -> dict[str, Any]:

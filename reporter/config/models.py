@@ -225,8 +225,11 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
         try:  # a damaged config.json (a copy cut short) failed the model only after the run began
             read_json(path / "config.json")
         except UserError as e:
-            p.add(key, f"'{v}': its config.json is {str(e).removeprefix(str(path / 'config.json') + ': ')}; copy "
-                       "the model's files again")
+            why = str(e).removeprefix(str(path / "config.json") + ": ").removeprefix("is ")
+            p.add(key, f"'{v}': its config.json is {why}; copy the model's files again")
+            return None
+        except OSError as e:  # unreadable (its permissions): transformers would fail on it too
+            p.add(key, f"'{v}': its config.json cannot be read ({e.strerror or type(e).__name__})")
             return None
         return str(path.resolve())
     if not _HUB_RE.match(v):

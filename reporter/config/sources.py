@@ -63,12 +63,12 @@ def _plugin_source(name: str, obj: Any) -> ModelSource:
 #: set them (a plugin's ``source`` would hide where the model came from)
 OWN_META = ("source", "source_type", "device_map", "generation_backend", "vllm_path", "model_type", "n_params",
             "n_layers", "d_ff", "d_model", "vocab_size", "gated_mlp", "kind", "chat_template", "dtype", "device",
-            "load_seconds", "checkpoint")
+            "load_seconds", "checkpoint", "name", "identity")
 
 
 def check_loaded(prefix: str, model: str, loaded: Any) -> SourceModel:
     """``loaded``, what source ``prefix``'s ``load`` returned for model ``model``, if it is a :class:`SourceModel`
-    whose ``kind`` is base, instruct or None and whose ``meta`` is a mapping of new keys; else a
+    whose ``kind`` is base, instruct or None and whose ``meta`` is a dict of new keys; else a
     :class:`~reporter.errors.UserError` naming the source and what would be valid.
 
     >>> check_loaded("toy", "m", SourceModel(model=None, tokenizer=None, kind="chat"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,6 +60,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
     if (connect := getattr(run_jobs, "connect", None)) is not None:  # a cluster: reachable before anything is written
         connect()
     create_run_dir(rd.root)
+    if (recorded := sys.modules.get("reporter.collect.failures")) is not None:  # this run's failures only
+        recorded.RECORDED.clear()
     with run_lock(rd.root):
         try:
             old = read_json(rd.manifest)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -82,6 +83,10 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
         raise
 
 
+#: the name :func:`atomic_writer`'s temporary twin of a file has (``tempfile.mkstemp``'s 8 random characters)
+_TWIN = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
+
+
 def remove_stale_temporaries(folder: Path) -> int:
     """Delete the temporary twins :func:`atomic_writer` left under ``folder`` (``.<name>.<random>.tmp``, plain files
     only) when a process was killed between writing and renaming (SIGKILL, a power cut); return how many. Call it
@@ -89,13 +94,14 @@ def remove_stale_temporaries(folder: Path) -> int:
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a").mkdir()
-    >>> _ = (d / "a" / ".x.json.k3j9z1.tmp").write_text("{"); _ = (d / "a" / "x.json").write_text("{}")
+    >>> _ = (d / "a" / ".x.json.k3j9z1ab.tmp").write_text("{"); _ = (d / "a" / "x.json").write_text("{}")
+    >>> _ = (d / "a" / ".notes.tmp").write_text("a user's")
     >>> remove_stale_temporaries(d), sorted(p.name for p in (d / "a").iterdir())
-    (1, ['x.json'])
+    (1, ['.notes.tmp', 'x.json'])
     """
     gone = 0
-    for p in folder.rglob(".*.tmp"):
-        if p.is_file() and not p.is_symlink():
+    for p in folder.rglob(".*.tmp"):  # the twin's name: "." + the file's name + "." + mkstemp's 8 characters + ".tmp"
+        if _TWIN.fullmatch(p.name) and p.is_file() and not p.is_symlink():
             p.unlink(missing_ok=True)
             gone += 1
     return gone
