@@ -152,13 +152,14 @@ def write_analysis(run_dir: str | Path, *, results: Any = None, **kwargs: Any) -
     ``results``: results.json as the artifacts give it now (:func:`~reporter.analyse.results.fresh_results`),
     written here once with its analysis, so that an interrupt never leaves a results.json without one (when the
     analysis itself fails, the results are written without it, and the error goes on); default: read from the run
-    directory, built from the artifacts first when it is missing. Also writes ``coreset.json`` (the pooled core
+    directory (built from the artifacts first when it is missing), and kept as it was when the analysis fails. Also writes ``coreset.json`` (the pooled core
     set of every benchmark task) when key neurons were measured. Returns the analysis.
 
     >>> write_analysis(run_dir)["fairness"]["available"]
     False
     """
     rd = RunDir(run_dir)
+    fresh = results is not None  # a results.json not written yet: written even where its analysis fails
     if results is None:
         results = read_json(rd.results)
         if results is None:
@@ -174,8 +175,9 @@ def write_analysis(run_dir: str | Path, *, results: Any = None, **kwargs: Any) -
             rd.coreset.unlink(missing_ok=True)
         check_document(results)  # the published schema (reporter/data/results.schema.json), at the boundary
     except Exception:
-        results.pop("analysis", None)
-        write_json(rd.results, results)  # the artifacts' results, fresh, for render to show; the error says why
-        raise
+        if fresh:  # the artifacts' results, for render to show (the error says why there is no analysis)
+            results.pop("analysis", None)
+            write_json(rd.results, results)
+        raise  # results.json read from the run directory: kept as it was
     write_json(rd.results, results)
     return analysis
