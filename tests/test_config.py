@@ -185,3 +185,20 @@ def test_a_local_models_damaged_config_json_is_refused_by_validate(tiny_yaml, tm
     assert code == 2 and out.count("\n") == 1, out
     assert "models[0].source: './cut': its config.json is damaged, " + why in out
     assert out.rstrip().endswith("copy the model's files again")
+
+
+def test_a_local_models_unreadable_config_json_is_one_line(tiny_yaml, tmp_path, monkeypatch):
+    """A config.json the user cannot read (its permissions; root reads anything, so the error is raised here as the
+    file system would): one line naming the model's key and why, not the environment's line about -o."""
+    import reporter.config.models as models
+
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "config.json").write_text("{}")
+
+    def unreadable(path, default=None):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(models, "read_json", unreadable)
+    code, out = validate(tiny_yaml("models:\n  - {name: a, source: ./locked}\n"))
+    assert code == 2 and out.strip().endswith(
+        "models[0].source: './locked': its config.json cannot be read (Permission denied)"), out

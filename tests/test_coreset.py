@@ -14,6 +14,7 @@ coreset.json``, and the scores on those items equal the full run's.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -115,7 +116,21 @@ def test_coreset_json_lists_pooled_core_items(runs):
         assert set(c["items"]) <= set(answered)
     repro = full["analysis"]["coreset"]["reproduction"]
     assert repro["per_task"]["dup"]["per_model"]["M2"]["diff"] == 0.0
-    assert repro["overall"]["kendall"]["reason"] is None or "equal" in repro["overall"]["kendall"]["reason"]
+    # Kendall's tau-b of the core-set scores against the full-task scores, by a plain loop over the pairs of models
+    rows = list(repro["overall"]["per_model"].values())
+    conc = disc = tie_core = tie_full = 0
+    for i in range(len(rows)):
+        for j in range(i + 1, len(rows)):
+            dc, df = rows[i]["core"] - rows[j]["core"], rows[i]["full"] - rows[j]["full"]
+            tie_core, tie_full = tie_core + (dc == 0), tie_full + (df == 0)
+            conc, disc = conc + (dc * df > 0), disc + (dc * df < 0)
+    pairs = len(rows) * (len(rows) - 1) // 2
+    denominator = math.sqrt((pairs - tie_core) * (pairs - tie_full))
+    kendall = repro["overall"]["kendall"]
+    if denominator == 0:
+        assert kendall["tau"] is None and "equal" in kendall["reason"]
+    else:
+        assert kendall["reason"] is None and kendall["tau"] == pytest.approx((conc - disc) / denominator, abs=1e-12)
 
 
 def test_rerun_on_the_core_set_reproduces_the_full_run_on_those_items(runs):
