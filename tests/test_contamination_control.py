@@ -182,11 +182,11 @@ def test_the_shipped_table_is_built_from_the_controls_own_signals(control, tmp_p
     (ctl / "run").symlink_to(control["run"])
     (ctl / "control.json").write_text(json.dumps({"meta": {"seed": 0, "items": N_ITEMS, "tasks": ["arc_challenge"],
                                                            "epochs": 30, "lr": 1e-2}}))
-    doc = ep.ship([ctl], draws=6, seed=0)
+    doc = ep.ship([ctl], draws=2, seed=0)
     assert doc["pairs"] == ["tiny/contaminated"] and doc["tests"] == list(ep.SHIP_TESTS)
     assert len(doc["option_order"]) == len(ep.SHIP_ITEMS) * len(ep.SHIP_ORDERS) and len(doc["split_min_k"]) == len(ep.SHIP_ITEMS)
     for c in doc["option_order"] + doc["split_min_k"]:
-        assert c["draws"] == 6 and c["by_control"] == {"tiny": c["power"]}  # one control: its share is the pool's
+        assert c["draws"] == 2 and c["by_control"] == {"tiny": c["power"]}  # one control: its share is the pool's
         assert all(a >= b for a, b in zip(c["power"], c["power"][1:]))
     big = next(c for c in doc["option_order"] if c["items"] == 48 and c["orders"] == 8)
     small = next(c for c in doc["option_order"] if c["items"] == 8 and c["orders"] == 2)
@@ -194,12 +194,12 @@ def test_the_shipped_table_is_built_from_the_controls_own_signals(control, tmp_p
     assert json.loads(ep.compact_json(doc)) == doc
     # --ship-task: the controls' table goes in as that task's own, the rest of the file as it was
     current = {"name": "main", "option_order": [], "by_task": {"other": {"name": "kept"}}}
-    with_task = ep.ship_into(current, [ctl], task="arc_challenge", draws=6, seed=0)
+    with_task = ep.ship_into(current, [ctl], task="arc_challenge", draws=2, seed=0)
     assert with_task["name"] == "main" and with_task["by_task"]["other"] == {"name": "kept"}
     assert with_task["by_task"]["arc_challenge"] == doc
     with pytest.raises(ValueError, match="fine-tuned on arc_challenge, not on hellaswag alone"):
-        ep.ship_into(current, [ctl], task="hellaswag", draws=6, seed=0)
-    assert ep.ship_into(current, [ctl], task=None, draws=6, seed=0) == {**doc, "by_task": current["by_task"]}
+        ep.ship_into(current, [ctl], task="hellaswag", draws=2, seed=0)
+    assert ep.ship_into(current, [ctl], task=None, draws=2, seed=0) == {**doc, "by_task": current["by_task"]}
 
 
 def test_the_null_study_mode_counts_the_published_orders_on_top_as_the_test_does(tmp_path):
