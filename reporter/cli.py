@@ -126,9 +126,10 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
         fail(e)
     except KeyboardInterrupt as e:
         if (collecting := sys.modules.get("reporter.collect.failures")) is not None:  # loaded: the run had begun
-            fail_lines = list(collecting.RECORDED)  # "listed at the end": this is the end (in-process models only)
-            for line in fail_lines:
-                click.echo(f"error: {line}", err=True)
+            from .card.text import neutral  # as fail() shows a name
+
+            for line in collecting.RECORDED:  # "listed at the end": this is the end (in-process models only)
+                click.echo(f"error: {neutral(line)}", err=True)
         interrupted(e, "run", bool(began) if force else None, began=bool(began))
     click.echo(summary(res))
     click.echo(f"run directory: {out_dir}")
