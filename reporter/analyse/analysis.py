@@ -152,8 +152,9 @@ def write_analysis(run_dir: str | Path, *, results: Any = None, **kwargs: Any) -
     ``results``: results.json as the artifacts give it now (:func:`~reporter.analyse.results.fresh_results`),
     written here once with its analysis, so that an interrupt never leaves a results.json without one (when the
     analysis itself fails, the results are written without it, and the error goes on); default: read from the run
-    directory (built from the artifacts first when it is missing), and kept as it was when the analysis fails. Also writes ``coreset.json`` (the pooled core
-    set of every benchmark task) when key neurons were measured. Returns the analysis.
+    directory (built from the artifacts first when it is missing), and kept as it was when the analysis fails.
+    Also writes ``coreset.json`` (the pooled core set of every benchmark task) when key neurons were measured.
+    Returns the analysis.
 
     >>> write_analysis(run_dir)["fairness"]["available"]
     False
