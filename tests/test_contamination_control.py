@@ -251,7 +251,9 @@ def test_the_joint_study_measures_whether_the_two_per_item_tests_lean_together(c
     both tests single out (rho < 0), more than on the clean model."""
     ep = benchmark_script("evidence_joint")
     run = control["run"]
-    rows = ep.joint_rows(run, {("contaminated", "arc_challenge")}, n=12, orders=3, tests=[1, 3], draws=6, seed=0)
+    # 16 items per draw, as the study's own 48 more than 13: a bootstrap draw has ties, and at 13 items or fewer
+    # scipy's Wilcoxon with ties enumerates every sign pattern through one Python call each (0.8 s a test, 28 s here)
+    rows = ep.joint_rows(run, {("contaminated", "arc_challenge")}, n=16, orders=3, tests=[1, 3], draws=6, seed=0)
     at = {(r["model"], r["task"]): r for r in rows}
     assert {("contaminated", "arc_challenge"), ("clean", "arc_challenge")} <= set(at)
     for (model, task), r in at.items():

@@ -278,9 +278,18 @@ def test_split_smallest_attainable_p_enumerates_every_sign_pattern(d):
               "reference_logprobs": [-1.0] * 10} for i, x in enumerate(d)]
     s = split_signal({"n": len(d), "pairs": pairs})
     nz = np.abs(d)
-    every = [stats.wilcoxon(nz * np.asarray(sg), alternative="greater", zero_method="wilcox").pvalue
-             for sg in itertools.product((1, -1), repeat=len(d))]
+    # the exact sign-flip p of every sign pattern, by plain loops: W+ is the sum of the mid-ranks of the non-zero
+    # |d| that are positive, and a pattern's p the share of all patterns whose W+ is at least its own
+    kept = [x for x in nz if x != 0]
+    ranks = [sum(1.0 for y in kept if y < x) + (sum(1.0 for y in kept if y == x) + 1) / 2 for x in kept]
+    signs = list(itertools.product((1, -1), repeat=len(kept)))
+    w_plus = [sum(r for r, sg in zip(ranks, pattern) if sg > 0) for pattern in signs]
+    every = [sum(1 for v in w_plus if v >= w - 1e-9) / len(w_plus) for w in w_plus]
     assert s["p_min"] == pytest.approx(min(every), rel=1e-9)
+    for pattern in signs[:: max(1, len(signs) // 4)]:  # the loops are scipy's own test, at a few patterns
+        signed = np.asarray(kept) * np.asarray(pattern)
+        scipy_p = stats.wilcoxon(signed, alternative="greater", zero_method="wilcox").pvalue
+        assert scipy_p == pytest.approx(every[signs.index(pattern)], rel=1e-9)
     if len(set(nz)) == len(nz) and 0 not in nz:
         assert s["p_min"] == pytest.approx(2.0 ** -len(d))  # 6 pairs can never reach q = 0.01
 
