@@ -251,7 +251,7 @@ def test_a_plugin_module_given_on_the_command_line_registers_its_plugins(tmp_pat
 
 def test_settings_whose_annotations_cannot_be_read_are_one_line_not_a_traceback():
     from reporter.config.files import Problems
-    from reporter.config.profile import _plugin_settings
+    from reporter.config.plugin_settings import parse_settings as _plugin_settings
 
     ns: dict = {}
     exec("from dataclasses import dataclass\n@dataclass\nclass Broken:\n    window: 'NotDefinedAnywhere' = 4\n", ns)

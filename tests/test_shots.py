@@ -16,7 +16,7 @@ from reporter.card.data import build_card
 from reporter.card.render import render
 from reporter.card.shots import shots_phrase
 from reporter.collect.plan import plan_task
-from reporter.config.profile import TaskConfig
+from reporter.config.profile_tasks import TaskConfig
 from reporter.errors import UserError
 
 DATA = Path(__file__).parent / "data"

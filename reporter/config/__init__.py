@@ -4,7 +4,8 @@ Nothing here imports torch or model code, so validating a file is fast and the a
 and render stages can read a run's configuration on a machine without torch.
 """
 from .models import ModelSpec, RunConfig, default_config, load_config, parse_config
-from .profile import ContaminationConfig, LPPConfig, MUIConfig, Profile, TaskConfig, builtin_profiles, load_profile
+from .profile import ContaminationConfig, LPPConfig, MUIConfig, Profile, builtin_profiles, load_profile
+from .profile_tasks import TaskConfig
 from .sae import SAEConfig, check_sae
 
 __all__ = ["ModelSpec", "RunConfig", "default_config", "load_config", "parse_config", "Profile", "TaskConfig",
