@@ -61,6 +61,34 @@ def test_three_quarters_shared_with_a_tight_interval_is_below_the_drop_threshold
     assert not any("redundant" in w for w in d["withheld"])
 
 
+def _rare_in_y(rare: int, seed: int = 1):
+    """x's 40 key neurons: 32 are also y's, but ``rare`` of those 32 appear in a single item of y each (a bootstrap
+    resample of y keeps each with probability 1 - 1/e), so red(x, y) is 80 % while its resampled values spread
+    downwards; z holds x's other 8, so nothing keeps x for neurons of its own. Every union is saturated."""
+    rng = np.random.default_rng(seed)
+    x = pool_task(rng, range(0, 40), 100, per_item=8)
+    y = pool_task(rng, list(range(0, 32 - rare)) + list(range(100, 160)), 100, per_item=8)
+    for k, neuron in enumerate(range(32 - rare, 32)):
+        y[k] = np.unique(np.append(y[k], neuron))
+    z = pool_task(rng, list(range(32, 40)) + list(range(200, 220)), 100, per_item=8)
+    return advise("m", {"x": x, "y": y, "z": z}, seed=0)
+
+
+def test_a_drop_needs_the_redundancys_lower_bound_at_70_percent():
+    """The drop rule's second condition (REDUNDANT_LOW) in isolation: both cases are 80 % redundant, at the threshold
+    REDUNDANT_AT. With 4 of the shared neurons rare in y the 95 % interval's lower end is 72.5 % and x is dropped for
+    y; with 6 it is 67.5 %, and the drop is withheld, saying why. A threshold anywhere outside (67.5 %, 72.5 %] fails
+    one of the two."""
+    fires, withheld = _rare_in_y(4), _rare_in_y(6)
+    drop = [x for x in fires["advice"] if x["action"] == "drop"]
+    assert [(x["task"], x["keep"]) for x in drop] == [("x", "y")]
+    assert drop[0]["uncertainty"] == "95% CI of the redundancy 72%–80%" and "red(x, y) = 80%" in drop[0]["evidence"]
+    assert not any(w.startswith("x looks redundant") for w in fires["withheld"])
+    assert not any(x["action"] == "drop" for x in withheld["advice"])
+    assert [w for w in withheld["withheld"] if "redundant" in w] == [
+        "x looks redundant with y (80%), but its 95% CI reaches down to 68%: not enough to drop it"]
+
+
 def test_a_growing_union_gets_add_items_and_no_drop_or_core_set():
     rng = np.random.default_rng(3)
     grow = fresh_task(0, 25)
