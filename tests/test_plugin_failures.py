@@ -277,3 +277,37 @@ def test_a_plugin_task_too_small_for_a_base_models_default_shot_is_refused_by_va
     assert validate().exit_code == 0
     files("pf_t_big")
     assert validate().exit_code == 0
+
+
+def test_a_local_base_model_without_kind_is_known_to_validate_as_loading_decides(files):
+    """A local directory without ``kind:`` is a base model where its tokenizer has no chat template: validate now reads
+    that from ``tokenizer_config.json`` (and the chat-template files beside it), as loading decides, and refuses the
+    one-item plugin task for it; with a chat template the model is instruct (no shots by default) and it is OK."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from reporter.config import ModelSpec
+    from reporter.models.loading import load_model
+
+    root = files("pf_t_one")
+    local = root / "local-base"
+    tok = AutoTokenizer.from_pretrained(small_tokenizer_dir())
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                                 num_attention_heads=2, num_key_value_heads=2)).save_pretrained(local)
+    tok.chat_template = None
+    tok.save_pretrained(local)
+    assert not any((local / name).exists() for name in ("chat_template.jinja", "chat_template.json"))
+    (root / "models.yaml").write_text(f"models:\n  - {{name: L, source: {local}}}\n")
+
+    def validate():
+        return CliRunner().invoke(main, ["--plugin", str(root / "pf_plugin.py"), "validate", str(root / "models.yaml"),
+                                         "--profile", str(root / "profile.yaml")])
+
+    assert load_model(ModelSpec(name="L", source=str(local)), run_device="cpu", run_dtype="float32").kind == "base"
+    r = validate()
+    assert r.exit_code == 2 and _errors(r) == [
+        f"error: {root / 'profile.yaml'}: tasks['pf_t_one'].shots: its 1 item(s) would all be taken as few-shot "
+        "examples (shots: 1; not set: base model 'L' takes 1 by default), leaving none to evaluate; set shots: 0 or "
+        "add items"], r.output
+    (local / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
+    assert load_model(ModelSpec(name="L", source=str(local)), run_device="cpu", run_dtype="float32").kind == "instruct"
+    assert validate().exit_code == 0

@@ -8,7 +8,8 @@ from typing import Sequence
 
 from ..collect.plan import build_task
 from ..config import ModelSpec, Profile, TaskConfig
-from ..errors import UserError
+from ..errors import UserError, user_path
+from ..store.atomic import read_json
 from ..tasks import Task, get_task
 from ..tasks.base import DEFAULT_SHOTS, TASKS
 from ..tasks.corpora import fixed_texts, most_tokens
@@ -32,12 +33,46 @@ def check_user_data(profile: Profile, models: Sequence[ModelSpec] = ()) -> None:
 
 
 def _base_model(models: Sequence[ModelSpec]) -> str | None:
-    """The first model that is a base model for certain (``kind: base``, or an untrained ``random:`` one without a
-    kind), whose default shots a task without ``shots`` gives; None if there is none (a hub or local model's kind is
-    read from its files when it loads).
+    """The first model that is a base model for certain, whose default shots a task without ``shots`` gives: ``kind:
+    base``, an untrained ``random:`` one without a kind, or a local directory whose tokenizer has no chat template
+    (:func:`_local_kind`); None if there is none (a hub model's kind is read from its files when it loads).
     """
-    return next((m.name for m in models if m.kind == "base" or (m.kind is None and m.source.startswith("random:"))),
-                None)
+    return next((m.name for m in models if m.kind == "base" or (m.kind is None and (
+        m.source.startswith("random:") or (m.source_type == "local" and _local_kind(m.source) == "base")))), None)
+
+
+#: the files that give a Hugging Face tokenizer its chat template besides ``tokenizer_config.json``'s own key
+CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "additional_chat_templates")
+
+
+def _local_kind(directory: str) -> str | None:
+    """``base`` where a local model directory's tokenizer has no chat template (its ``tokenizer_config.json`` has no
+    ``chat_template`` key and no chat-template file lies beside it), as loading decides a model without ``kind:``;
+    ``instruct`` where it has one; None where that cannot be told without loading (no or unreadable
+    ``tokenizer_config.json``: loading will say).
+
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _local_kind(str(d)) is None
+    True
+    >>> _ = (d / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 512}))
+    >>> _local_kind(str(d))
+    'base'
+    >>> _ = (d / "chat_template.jinja").write_text("{{ messages }}")
+    >>> _local_kind(str(d))
+    'instruct'
+    """
+    path = user_path(directory)
+    try:
+        config = read_json(path / "tokenizer_config.json")
+    except UserError:
+        return None
+    if config is None:
+        return None
+    if config.get("chat_template") or any((path / name).exists() for name in CHAT_TEMPLATE_FILES):
+        return "instruct"
+    return "base"
 
 
 def _check(profile: Profile, base: str | None = None) -> None:
