@@ -89,3 +89,21 @@ def test_more_shots_than_the_task_can_draw_are_refused_before_any_model_runs(env
         load_profile(str(tmp_path / "p.yaml"))
     (tmp_path / "p.yaml").write_text("lm_eval_include: [packaged]\ntasks:\n  - {lm_eval: arc_easy, shots: 5}\n")
     assert load_profile(str(tmp_path / "p.yaml")).tasks[0].shots == 5
+
+
+def test_unknown_keys_of_an_lm_eval_entry_and_its_config_overrides_are_named_with_what_is_valid(tmp_path):
+    """A mistyped key of an lm-eval entry, or of its ``lm_eval_config`` overrides, is one line each naming the key
+    path, a suggestion and the valid keys; both are refused before lm-eval loads anything."""
+    from reporter.config import Profile
+    from reporter.errors import ConfigError
+    from reporter.tasks.lm_eval_source import CONFIG_OVERRIDES
+
+    with pytest.raises(ConfigError) as e:
+        Profile.from_dict({"tasks": [{"lm_eval": "arc_easy", "limt": 3, "lm_eval_config": {"num_fewshots": 2}}]},
+                          "p.yaml", tmp_path)
+    lines = e.value.lines
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("p.yaml: tasks[0].limt: unknown key 'limt' (did you mean 'limit'?); valid keys of an "
+                               "lm-eval task: lm_eval, name, limit")
+    assert lines[1].startswith("p.yaml: tasks[0].lm_eval_config.num_fewshots: unknown key 'num_fewshots'")
+    assert f"fields a profile may override: {', '.join(CONFIG_OVERRIDES)}" in lines[1]

@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection, Iterable
 
 import yaml
 
 from ..errors import ConfigError
+from ..registry import unknown_name
 
 #: the largest models or profile file accepted
 MAX_BYTES = 1 << 20
@@ -146,6 +147,18 @@ class Problems:
     def add(self, key: str, msg: str) -> None:
         """Record a problem at ``key`` (a key path such as ``models[2].dtype``; empty for the file)."""
         self.lines.append(f"{self.path}: {key}: {msg}" if key else f"{self.path}: {msg}")
+
+    def unknown_keys(self, at: str, given: Iterable[Any], valid: Collection[str], *, listing: str = "valid keys",
+                     also: Collection[str] = ()) -> None:
+        """Record each key of ``given`` that is not in ``valid`` (nor in ``also``, keys accepted but not listed) at
+        ``<at>.<key>`` (the key alone where ``at`` is empty), with a "did you mean" and the valid keys.
+
+        >>> p = Problems("p.yaml"); p.unknown_keys("mui", {"rh": 0.9, "mode": "score"}, ("rho", "mode")); p.lines
+        ["p.yaml: mui.rh: unknown key 'rh' (did you mean 'rho'?); valid keys: rho, mode"]
+        """
+        for k in given:
+            if k not in valid and k not in also:
+                self.add(f"{at}.{k}" if at else str(k), unknown_name("key", str(k), tuple(valid), listing=listing))
 
     def raise_if_any(self) -> None:
         """Raise every recorded problem at once."""

@@ -256,9 +256,7 @@ class _Entry:
 
 def _known_keys(p: Problems, k: str, m: dict[str, Any]) -> None:
     """Every key of a model entry is a field of :class:`ModelSpec`; ``name`` and ``source`` are required."""
-    for key in m:
-        if key not in MODEL_FIELDS:
-            p.add(f"{k}.{key}", _unknown_key(str(key), MODEL_FIELDS))
+    p.unknown_keys(k, m, MODEL_FIELDS)
     for req in ("name", "source"):
         if req not in m:
             p.add(f"{k}.{req}", "is required")
@@ -487,9 +485,7 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
     if isinstance(data, list):
         models_raw: Any = data
     elif isinstance(data, dict):
-        for key in data:
-            if key not in RUN_FIELDS:
-                p.add(str(key), _unknown_key(str(key), RUN_FIELDS))
+        p.unknown_keys("", data, RUN_FIELDS)
         if "models" not in data:
             p.add("models", "is required: a list of models (each with name and source)")
         elif data["models"] is None:

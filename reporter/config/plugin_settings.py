@@ -57,9 +57,7 @@ def parse_settings(p: Problems, key: str, value: Any, cls: type) -> Any:
         p.add(key, f"must be a mapping of settings (valid keys: {', '.join(names)}), got {short(value)}")
         return None
     n0 = len(p.lines)
-    for k in value:
-        if k not in names:
-            p.add(f"{key}.{k}", unknown_name("key", str(k), names, listing="valid keys"))
+    p.unknown_keys(key, value, names)
     try:
         hints = typing.get_type_hints(cls)
     except Exception as e:  # an annotation the plugin's module cannot resolve: a plugin bug, one line

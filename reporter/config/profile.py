@@ -281,9 +281,7 @@ def _section(p: Problems, data: Mapping[str, Any], name: str) -> dict[str, Any]:
                if name == "contamination" else "")
         p.add(name, f"must be a mapping of settings (valid keys: {', '.join(keys)}), got {short(value)}{off}")
         return {}
-    for key in value:
-        if key not in keys:
-            p.add(f"{name}.{key}", unknown_name("key", str(key), keys, listing="valid keys"))
+    p.unknown_keys(name, value, keys)
     return {k: v for k, v in value.items() if k in keys}
 
 
@@ -308,9 +306,7 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
     p = Problems(where)
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: a profile must be a mapping with 'tasks:'")
-    for k in data:
-        if k not in PROFILE_KEYS:
-            p.add(str(k), unknown_name("key", str(k), PROFILE_KEYS, listing="valid keys"))
+    p.unknown_keys("", data, PROFILE_KEYS)
     for key in ("name", "description"):
         if data.get(key) is not None and not isinstance(data[key], str):
             p.add(key, f"must be a string, got {short(data[key])}")

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError, user_path
-from ..registry import unknown_name
 from ..store.layout import slugify
 from .files import Problems, short
 from .profile_tasks import LM_EVAL_TASK_KEYS, MAX_TASK_NAME, TaskConfig, check_int, parse_items
@@ -52,9 +51,7 @@ def parse_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str], i
     from ..tasks.lm_eval_source import CONFIG_OVERRIDES, include_dirs, resolve
 
     n0 = len(p.lines)
-    for key in t:
-        if key not in LM_EVAL_TASK_KEYS:
-            p.add(f"{k}.{key}", unknown_name("key", str(key), LM_EVAL_TASK_KEYS, listing="valid keys of an lm-eval task"))
+    p.unknown_keys(k, t, LM_EVAL_TASK_KEYS, listing="valid keys of an lm-eval task")
     name = t["lm_eval"]
     if not isinstance(name, str) or not name.strip():
         p.add(f"{k}.lm_eval", f"must be the name of an lm-eval task, group or tag, got {short(name)}")
@@ -70,10 +67,7 @@ def parse_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str], i
         if not isinstance(overrides, dict):
             p.add(f"{k}.lm_eval_config", f"must be a mapping of lm-eval config fields, got {short(overrides)}")
         else:
-            for key in overrides:
-                if key not in CONFIG_OVERRIDES:
-                    p.add(f"{k}.lm_eval_config.{key}", unknown_name("key", str(key), CONFIG_OVERRIDES,
-                                                                    listing="fields a profile may override"))
+            p.unknown_keys(f"{k}.lm_eval_config", overrides, CONFIG_OVERRIDES, listing="fields a profile may override")
             gen = overrides.get("generation_kwargs")
             if "generation_kwargs" in overrides and not isinstance(gen, dict):
                 p.add(f"{k}.lm_eval_config.generation_kwargs", "must be a mapping")

@@ -116,9 +116,7 @@ def parse_task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Pat
         p.add(k, "each task must be a task name or a mapping with 'name'")
         return None
     n0 = len(p.lines)
-    for key in t:
-        if key not in TASK_KEYS and not (recorded and key in RECORDED_TASK_KEYS + LM_EVAL_ONLY_KEYS):
-            p.add(f"{k}.{key}", unknown_name("key", str(key), TASK_KEYS, listing="valid keys"))
+    p.unknown_keys(k, t, TASK_KEYS, also=RECORDED_TASK_KEYS + LM_EVAL_ONLY_KEYS if recorded else ())
     name = t["name"]
     if not isinstance(name, str) or not name.strip():
         p.add(f"{k}.name", f"must be a non-empty string, got {short(name)}")

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import user_path
-from ..registry import unknown_name
 from .files import Problems, short
 
 __all__ = ["SAEConfig", "SAE_HOOKS", "MUI_UNITS", "parse_sae"]
@@ -62,9 +61,7 @@ def parse_sae(p: Problems, key: str, v: Any, base_dir: Path, *, recorded: bool =
         p.add(key, f"must be a mapping with path (or release and id), layers, hook, rho; got {short(v)}")
         return None
     n0 = len(p.lines)
-    for k in v:
-        if k not in SAE_KEYS:
-            p.add(f"{key}.{k}", unknown_name("key", str(k), SAE_KEYS, listing="valid keys"))
+    p.unknown_keys(key, v, SAE_KEYS)
     for k in ("path", "release", "id", "hook"):
         if v.get(k) is not None and not isinstance(v[k], str):
             p.add(f"{key}.{k}", f"must be a string, got {short(v[k])}")
