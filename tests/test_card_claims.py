@@ -5,10 +5,13 @@ way an interrupted run or a removed file leaves it.
 """
 import copy
 import json
+import re
+import shutil
 from pathlib import Path
 
 from reporter.card.data import build_card
 from reporter.card.markdown import markdown_card
+from reporter.card.render import render
 from reporter.config.files import parse_yaml
 
 DATA = Path(__file__).parent / "data"
@@ -211,3 +214,29 @@ def test_the_chance_sentence_says_what_the_tests_found_and_nothing_untested():
     assert card_for(two) == lead + f"{two[0]}, {two[1]}."  # half: still named
     assert card_for(three) == lead + f"3 of 4 tasks (all but {bench[3]})."
     assert card_for(bench) == lead + "4 of 4 tasks (all)."
+
+
+def _card_text(path: Path) -> str:
+    html = re.sub(r"<script.*?</script>|<style.*?</style>", " ", path.read_text(), flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).replace("&#39;", "'")
+
+
+def test_the_methods_name_the_tasks_whose_items_earn_partial_credit(finished_run, tmp_path):
+    """Every card's methods said "Each item scores 0 or 1", also where a task's scorer gives partial credit (SPC's
+    character F1, a JSONL task's token F1): the tasks that do are named, each with how it credits an item."""
+    rule = "scores 0 or 1, right or wrong (code: the generated function passes its tests)"
+    text = _card_text(finished_run / "card.html")  # arc_easy (choice) and spc (character F1)
+    assert (rule + ", except on spc (character F1 against the answer), where an item earns partial credit in [0, 1]."
+            in text)
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "run2", run)  # negative control: every task right or wrong
+    render(run, formats=("html",))
+    text = _card_text(run / "card.html")
+    assert rule + ". A task's score" in text and "partial credit in [0, 1]" not in text
+    results = json.loads((run / "results.json").read_text())
+    for m in results["models"].values():  # a task scored by token F1 (a JSONL task's scorer: f1)
+        m["tasks"]["gsm8k"]["scorer"] = "f1"
+    (run / "results.json").write_text(json.dumps(results))
+    render(run, formats=("html",))
+    assert (rule + ", except on gsm8k (token F1 against the answer), where an item earns partial credit in [0, 1]."
+            in _card_text(run / "card.html"))

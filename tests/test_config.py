@@ -20,7 +20,9 @@ def validate(path):
 def test_list_and_mapping_forms(tiny_yaml, tmp_path):
     local = tmp_path / "local-model"
     local.mkdir()
-    (local / "config.json").write_text("{}")
+    for f in ("config.json", "tokenizer_config.json"):  # validation reads config.json and sees the other files
+        (local / f).write_text("{}")
+    (local / "model.safetensors").write_bytes(b"")
     p = tiny_yaml(f"""
 - name: a
   source: random:gpt2

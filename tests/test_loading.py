@@ -234,3 +234,51 @@ def test_a_damaged_json_file_of_a_local_model_is_named(tmp_path):
         load_model(ModelSpec(name="m", source=str(tmp_path / "m")), progress=False)
     assert str(e.value) == (f"model 'm': cannot load local model '{tmp_path / 'm'}': tokenizer.json is not valid JSON "
                             "(Expecting value: line 1 column 1 (char 0))")
+
+
+def test_a_local_model_directory_without_its_tokenizer_or_weights_is_refused_by_validate(tmp_path):
+    """A directory with config.json but no tokenizer, or no weights, passed ``validate`` and failed only at
+    loading, after the run began, with a message cut at its first line ("…from one of: ")."""
+    from click.testing import CliRunner
+
+    from reporter.cli import main
+
+    from .conftest import tiny_lm
+
+    lm = tiny_lm()
+    lm.model.save_pretrained(tmp_path / "m")
+    lm.tokenizer.save_pretrained(tmp_path / "m")
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n  - {name: mine, source: ./m}\n")
+
+    def validate():
+        r = CliRunner().invoke(main, ["validate", str(models)])
+        return r.exit_code, r.output.strip()
+
+    assert validate()[0] == 0  # negative control: the whole directory
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    tokenizer = [f for f in (tmp_path / "m").iterdir() if f.name.startswith(("tokenizer", "special_tokens", "chat"))]
+    for f in tokenizer:
+        f.rename(kept / f.name)
+    code, out = validate()
+    assert code == 2 and out == (f"error: {models}: models[0].source: './m' holds no tokenizer (none of tokenizer.json, "
+                                 "tokenizer_config.json, tokenizer.model, vocab.json); copy the tokenizer's files into "
+                                 "it (tokenizer.save_pretrained)")
+    for f in tokenizer:
+        (kept / f.name).rename(tmp_path / "m" / f.name)
+    (tmp_path / "m" / "model.safetensors").rename(kept / "model.safetensors")
+    code, out = validate()
+    assert code == 2 and out.endswith("models[0].source: './m' holds no weights (no *.safetensors, "
+                                      "pytorch_model*.bin, *.safetensors.index.json, pytorch_model.bin.index.json); "
+                                      "copy the model's weight files into it (model.save_pretrained)")
+    # a tokenizer file that loading cannot use: the whole of transformers' message, on one line
+    (kept / "model.safetensors").rename(tmp_path / "m" / "model.safetensors")
+    for f in tokenizer:
+        f.unlink()
+    (tmp_path / "m" / "tokenizer_config.json").write_text("{}")
+    assert validate()[0] == 0
+    with pytest.raises(UserError) as e:
+        load_model(ModelSpec(name="m", source=str(tmp_path / "m")), progress=False)
+    line = str(e.value)
+    assert "\n" not in line and "from one of: (1) a `tokenizers` library serialization file" in line

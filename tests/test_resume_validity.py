@@ -209,7 +209,9 @@ def test_an_interrupt_after_a_model_failed_still_says_why(tmp_path, monkeypatch)
 
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / "config.json").write_text('{"model_type": "llama"}')  # valid JSON, but no weights: fails at load
+    (broken / "config.json").write_text('{"model_type": "llama"}')  # valid JSON, but no tokenizer: fails at load
+    (broken / "model.safetensors").write_bytes(b"")  # (validation sees the files, loading reads them)
+    (broken / "tokenizer_config.json").write_text("{}")
     models = _files(tmp_path)
     models.write_text(models.read_text().replace("models:\n", f"models:\n  - {{name: broken, source: {broken}}}\n"))
     real = job.load_model

@@ -531,7 +531,8 @@ def test_a_bare_model_directory_name_is_relative_to_the_models_file_too(tmp_path
 
     (tmp_path / "cfg").mkdir()
     (tmp_path / "cfg" / "tiny0").mkdir()
-    (tmp_path / "cfg" / "tiny0" / "config.json").write_text("{}")  # what validation reads of a model directory
+    for f in ("config.json", "tokenizer.json", "model.safetensors"):  # what validation reads of a model directory
+        (tmp_path / "cfg" / "tiny0" / f).write_text("{}")
     (tmp_path / "cfg" / "models.yaml").write_text("models:\n  - {name: t0, source: tiny0}\n")
     monkeypatch.chdir(tmp_path)  # somewhere else
     assert load_config(tmp_path / "cfg" / "models.yaml").models[0].source == str(tmp_path / "cfg" / "tiny0")

@@ -22,6 +22,7 @@ from ..registry import Registry
 from .format import finite as _finite
 from .format import num_or_none as _n
 from .format import pct_or_none as _pct
+from .readings import PARTIAL
 from .text import chart_safe
 from .vega import validated
 
@@ -115,10 +116,6 @@ def print_specs(card: dict[str, Any], names: Iterable[str]) -> dict[str, dict[st
 
 #: the task-score chart's tick for the score of always giving a task's most common answer
 MOST_COMMON = "always the most common answer"
-
-
-#: the scorers whose item scores are partial credit in [0, 1], not right or wrong
-PARTIAL = ("f1", "char_f1")
 
 
 @CHARTS.register("task_scores")

@@ -16,7 +16,7 @@ from ..store.gate import check_version, open_run
 from ..tasks import is_probe
 from .format import finite, fmt_about
 from .lm_eval import lm_eval_view, task_rows
-from .readings import logprob_answers, null_own, task_levels
+from .readings import logprob_answers, null_own, partial_credit, task_levels
 from .shots import shots_phrase
 from .warnings import card_warnings, join_names, trained
 
@@ -75,6 +75,7 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     card["levels"] = task_levels(card)
     card["null_own"] = null_own(card)
     card["logprob_answers"] = logprob_answers(card)
+    card["partial_credit"] = partial_credit(card)
     card["lm_eval"] = lm_eval_view(card)
     card["task_rows"] = task_rows(card)
     card["own_shots"] = shots_phrase(card)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["logprob_answers", "null_own", "task_levels"]
+__all__ = ["PARTIAL", "logprob_answers", "null_own", "partial_credit", "task_levels"]
+
+#: the scorers whose item scores are partial credit in [0, 1], not right or wrong, and how each credits an item
+PARTIAL = {"f1": "token F1 against the answer", "char_f1": "character F1 against the answer"}
 
 
 def task_levels(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -33,6 +36,24 @@ def task_levels(card: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if row["common"] is not None and (row["chance"] is None or row["common"]["share"] <= row["chance"]):
             row["common"] = None
     return out
+
+
+def partial_credit(card: dict[str, Any]) -> list[dict[str, str]]:
+    """The tasks whose items earn partial credit in [0, 1] (a scorer in :data:`PARTIAL`), in card order:
+    ``{"task", "scorer", "how"}`` (from the first model that recorded each task's scorer).
+
+    >>> card = {"benchmarks": ["arc", "qa"], "probes": ["spc"], "models": [{"tasks": {
+    ...     "arc": {"scorer": "choice"}, "qa": {"scorer": "f1"}, "spc": {"scorer": "char_f1"}}}]}
+    >>> [(p["task"], p["how"]) for p in partial_credit(card)]
+    [('qa', 'token F1 against the answer'), ('spc', 'character F1 against the answer')]
+    """
+    scorer: dict[str, str] = {}
+    for m in card["models"]:
+        for t, r in m["tasks"].items():
+            if isinstance(r.get("scorer"), str):
+                scorer.setdefault(t, r["scorer"])
+    return [{"task": t, "scorer": scorer[t], "how": PARTIAL[scorer[t]]}
+            for t in card["benchmarks"] + card["probes"] if scorer.get(t) in PARTIAL]
 
 
 def logprob_answers(card: dict[str, Any]) -> list[dict[str, Any]]:

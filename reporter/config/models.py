@@ -36,6 +36,8 @@ CHAT_TEMPLATES = ("auto", "none")
 RANDOM_KEYS = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab", "seed", "tokenizer")
 #: the files one of which makes a directory a Hugging Face tokenizer (``random.tokenizer``)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+#: the weight files transformers loads a local model directory from (one file, or shards with their index)
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 _HUB_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -230,6 +232,14 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
             return None
         except OSError as e:  # unreadable (its permissions): transformers would fail on it too
             p.add(key, f"'{v}': its config.json cannot be read ({e.strerror or type(e).__name__})")
+            return None
+        if not any((path / f).is_file() for f in TOKENIZER_FILES):  # failed only at loading, after the run began
+            p.add(key, f"'{v}' holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); copy the tokenizer's "
+                       "files into it (tokenizer.save_pretrained)")
+            return None
+        if not any(f.is_file() for g in WEIGHT_FILES for f in path.glob(g)):
+            p.add(key, f"'{v}' holds no weights (no {', '.join(WEIGHT_FILES)}); copy the model's weight files into "
+                       "it (model.save_pretrained)")
             return None
         return str(path.resolve())
     if not _HUB_RE.match(v):

@@ -92,8 +92,9 @@ def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str) 
         tok = load_tokenizer(path, **kw)
         extra = {"device_map": spec.device_map} if spec.device_map else {}
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw, **extra)
-    except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    except (OSError, ValueError) as e:  # the whole message on one line (its first line can end mid-sentence)
+        first = " ".join(str(e).split()) or type(e).__name__
+        first = first if len(first) <= 500 else first[:499] + "…"
         if isinstance(e, json.JSONDecodeError) and (bad := _damaged_json(path)) is not None:
             first = f"{bad} is not valid JSON ({first})"  # the decoder's message names no file
         raise UserError(f"model '{spec.name}': cannot load {what} '{spec.source}': {first}") from None
