@@ -927,3 +927,16 @@ def test_render_in_a_read_only_run_directory_says_what_to_do_not_an_option_it_la
     line = _one_line(seen["render-read-only"])
     assert f"{root}/rorun/" in line and "Read-only file system" in line, line
     assert "-o/--output" not in line and "copy it somewhere writable" in line and ".tmp" not in line, line
+
+
+@pytest.mark.parametrize("command", ["compare", "board"])
+def test_an_output_where_no_directory_can_be_made_is_one_line(command, finished_run):
+    """``compare -o /proc/x`` and ``board -o /proc/x`` were a FileNotFoundError traceback (``run -o`` was one line):
+    /proc makes no directory, and ENOENT was not among the environment's errors."""
+    runs = [str(finished_run)] * (2 if command == "compare" else 1)
+    r = _invoke(command, *runs, "-o", "/proc/reporter-test/out")
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines() == [
+        "error: /proc/reporter-test: No such file or directory; it does not exist (a directory on its path is missing, "
+        "or that file system makes none there: /proc, /sys): check the path or choose another location (another "
+        "-o/--output)"]
