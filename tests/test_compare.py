@@ -68,9 +68,9 @@ def runs(tmp_path_factory):
     with torch.no_grad():  # the damaged release: one MLP's output scaled
         model.model.layers[1].mlp.down_proj.weight.mul_(4.0)
     model.save_pretrained(root / "v2")
-    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (root / "v1" / f).exists():
-            (root / "v2" / f).write_bytes((root / "v1" / f).read_bytes())
+    for f in (root / "v1").iterdir():  # the tokenizer and its chat template: the release is prompted as v1 was
+        if not (root / "v2" / f.name).exists():
+            (root / "v2" / f.name).write_bytes(f.read_bytes())
     # the base model's own answers become the gold answers (the run before, on gold "A" everywhere, is kept: the
     # same ids with other gold answers, i.e. other data)
     (root / "mine.jsonl").write_text(_items())
@@ -330,3 +330,59 @@ def test_a_cleared_notes_every_way_the_new_run_can_differ():
         "; in the new run it cannot fire at this size: its smallest attainable p-value 0.02 is not below q = 0.01, "
         "so it is left out of the correction")  # not "tested ..., power ...": it could not have fired
     assert cleared_note({"signals": {"verbatim": base["signals"]["verbatim"]}}, new) == ""  # nothing fired: no note
+
+
+def _edited(src: Path, dst: Path, edit) -> Path:
+    """A copy of run ``src`` whose results.json ``edit(results)`` changed (what another run would have recorded)."""
+    shutil.copytree(src, dst)
+    results = json.loads((dst / "results.json").read_text())
+    edit(results)
+    (dst / "results.json").write_text(json.dumps(results))
+    return dst
+
+
+@pytest.mark.slow
+def test_a_model_prompted_or_run_otherwise_is_named_in_the_notes(runs, tmp_path):
+    """The same weights 0-shot with the chat template in one run and 1-shot without it in the other: the notes named
+    only the profile's task settings, so the biggest difference between the runs went unsaid."""
+    def prompted(results):
+        meta = results["models"]["Release"]["meta"]
+        meta.update({"kind": "instruct", "chat_template": True, "dtype": "bfloat16"})
+        results["models"]["Release"]["tasks"]["mine"]["shots"] = 1
+
+    new = _edited(runs["base"], tmp_path / "prompted", prompted)
+    was = json.loads((runs["base"] / "results.json").read_text())["models"]["Release"]["meta"]
+    notes = compare_runs(runs["base"], new)["notes"]
+    want = [f"Release was evaluated differently in the two runs (kind {was['kind']} → instruct; chat template "
+            f"{'on' if was['chat_template'] else 'off'} → on; dtype {was['dtype']} → bfloat16; shots 0 → 1 on mine): "
+            "a score or MUI change may come from how it was prompted and run, not only from the model."]
+    if was["kind"] == "instruct":  # (the tiny tokenizer decides; a difference is only named where there is one)
+        want[0] = want[0].replace("kind instruct → instruct; ", "")
+    if was["chat_template"]:
+        want[0] = want[0].replace("chat template on → on; ", "")
+    assert [n for n in notes if "evaluated differently" in n] == want
+    # negative control: the same run on both sides, and another model evaluated alike
+    assert not any("evaluated differently" in n for n in compare_runs(runs["base"], runs["new"])["notes"])
+
+
+@pytest.mark.slow
+def test_an_unfinished_model_is_named_and_its_left_out_tasks_are_per_model(runs, tmp_path):
+    """Against an interrupted run the notes said "Only in the base run, not compared: <every task>" though some were
+    compared, and nothing said that a model had not finished."""
+    def interrupted(results):
+        release = results["models"]["Release"]
+        release["tasks"].pop("gsm8k")
+        release["status"] = "partial"
+
+    new = _edited(runs["base"], tmp_path / "interrupted", interrupted)
+    doc = compare_runs(runs["base"], new)
+    assert doc["incomplete"] == ["Release did not finish in the new run (partial: mine finished); only the tasks it "
+                                 "finished are compared, so rerun `reporter run` on that run directory to compare "
+                                 "the rest"]
+    assert "Only in the base run, not compared: gsm8k of Release." in doc["notes"]
+    assert [r["task"] for r in doc["rows"]] == ["mine"]
+    r = CliRunner().invoke(main, ["compare", str(runs["base"]), str(new), "-o", str(tmp_path / "notes")])
+    assert r.exit_code == 0, r.output
+    assert "> **Incomplete:** Release did not finish in the new run (partial: mine finished)" in (
+        tmp_path / "notes" / "compare.md").read_text()
+    assert compare_runs(runs["base"], runs["new"])["incomplete"] == []  # negative control: both finished

@@ -224,19 +224,21 @@ def _lpp(base: _Run, new: _Run, old: str, nw: str) -> LPPDelta:
 
 
 def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
-                 shared_only: bool) -> tuple[list[_Work], dict[str, set[str]], list[str]]:
+                 shared_only: bool) -> tuple[list[_Work], dict[str, dict[str, set[str]]], list[str]]:
     """Tasks pair by name and items by id: both runs must have answered the same items (with ``shared_only``, at
     least one shared item), else the comparison is refused; tasks in one run only are counted, not compared. An id
     whose gold answer differs between the runs is another item under the same id (the task's data changed): refused
-    too, or with ``shared_only`` left out like an unshared id, with a note.
+    too, or with ``shared_only`` left out like an unshared id, with a note. ``tasks_only``: per run, the tasks in
+    that run only, by pair (:func:`_who`).
     """
     work, notes = [], []
-    tasks_only: dict[str, set[str]] = {"base": set(), "new": set()}
+    tasks_only: dict[str, dict[str, set[str]]] = {"base": {}, "new": {}}
     for old, nw in paired:
         b_tasks = base["results"]["models"][old].get("tasks") or {}
         n_tasks = new["results"]["models"][nw].get("tasks") or {}
-        tasks_only["base"] |= set(b_tasks) - set(n_tasks)
-        tasks_only["new"] |= set(n_tasks) - set(b_tasks)
+        for role, only in (("base", set(b_tasks) - set(n_tasks)), ("new", set(n_tasks) - set(b_tasks))):
+            if only:
+                tasks_only[role][_who(old, nw)] = only
         for task in [t for t in b_tasks if t in n_tasks]:
             (bi, b_gold), (ni, n_gold) = _items(base, old, task), _items(new, nw, task)
             both = sorted(set(bi) & set(ni))
@@ -282,6 +284,66 @@ def _settings_notes(base: _Run, new: _Run, work: Sequence[_Work]) -> list[str]:
                          + "; ".join(f"{k} {b_set.get(k, 'default')} → {n_set.get(k, 'default')}" for k in changed)
                          + "): a score change on it may come from the settings, not only from the model.")
     return notes
+
+
+#: what a model's ``meta`` records of how it was evaluated, as the notes name it
+_HOW = {"kind": "kind", "chat_template": "chat template", "dtype": "dtype", "device": "device"}
+
+
+def _prompting_notes(base: _Run, new: _Run, paired: Sequence[tuple[str, str]], work: Sequence[_Work]) -> list[str]:
+    """A pair whose models were evaluated differently (kind, chat template, dtype, device; a compared task's shots)
+    gets a note naming each difference: a score change may come from it, not only from the model.
+
+    The profile's settings (:func:`_settings_notes`) do not show them: the kind decides the shots and the chat
+    template, and the models YAML the dtype and device.
+    """
+    notes = []
+    for old, nw in paired:
+        bm = base["results"]["models"][old].get("meta") or {}
+        nm = new["results"]["models"][nw].get("meta") or {}
+        if not bm or not nm:
+            continue
+        changed = [f"{label} {_plain(bm.get(k))} → {_plain(nm.get(k))}" for k, label in _HOW.items()
+                   if bm.get(k) != nm.get(k)]
+        shots: dict[tuple[Any, Any], list[str]] = {}
+        for w in work:
+            if (w.old, w.nw) == (old, nw) and w.b_entry.get("shots") != w.n_entry.get("shots"):
+                shots.setdefault((w.b_entry.get("shots"), w.n_entry.get("shots")), []).append(w.task)
+        changed += [f"shots {_plain(b)} → {_plain(n)} on {', '.join(ts)}" for (b, n), ts in shots.items()]
+        if changed:
+            notes.append(f"{_who(old, nw)} was evaluated differently in the two runs ({'; '.join(changed)}): a score "
+                         "or MUI change may come from how it was prompted and run, not only from the model.")
+    return notes
+
+
+def _plain(v: Any) -> str:
+    """A recorded setting as the notes write it.
+
+    >>> _plain(True), _plain(None), _plain("bfloat16")
+    ('on', 'unrecorded', 'bfloat16')
+    """
+    return "on" if v is True else "off" if v is False else "unrecorded" if v is None else str(v)
+
+
+def _incomplete(base: _Run, new: _Run, paired: Sequence[tuple[str, str]]) -> list[str]:
+    """A paired model whose run did not finish (status partial or pending) in either run: only what it finished is
+    compared, and the notes say so before anything else.
+    """
+    out = []
+    for o, n in paired:
+        for role, run, name in (("base", base, o), ("new", new, n)):
+            entry = run["results"]["models"][name]
+            status, done = entry.get("status"), sorted(entry.get("tasks") or {})
+            if status == "pending":
+                out.append(f"{name} did not finish in the {role} run (pending: "
+                           + (f"only {', '.join(done)} finished" if done else "no task finished")
+                           + "); only the tasks it finished are compared, so rerun `reporter run` on that run "
+                           "directory to compare the rest")
+            elif status == "partial":
+                out.append(f"{name} did not finish in the {role} run (partial: {', '.join(done) or 'no task'} "
+                           "finished); only the tasks it finished are compared, so rerun `reporter run` on that run "
+                           "directory to compare the rest")
+    return out
 
 
 def _check_mui(w: _Work, mui_compared: bool) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -371,7 +433,7 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
     paired = _pairs(base, new, pairs)
     seed = int((base["results"].get("run") or {}).get("seed") or 0)
     work, tasks_only, notes = _paired_work(base, new, paired, shared_only)
-    notes += _settings_notes(base, new, work)
+    notes += _settings_notes(base, new, work) + _prompting_notes(base, new, paired, work)
     mui_compared = mui and all(set(w.bi) == set(w.ni) for w in work)
     rows_diffs = [_row(base, new, w, seed, mui_compared) for w in work]
     rows = [r for r, _ in rows_diffs]
@@ -396,6 +458,7 @@ def compare_runs(base_dir: str | Path, new_dir: str | Path, *, pairs: Sequence[t
         "pairs": [{"base": o, "new": n} for o, n in paired],
         "unpaired": unpaired,
         "failures": failures,
+        "incomplete": _incomplete(base, new, paired),
         "rows": _ordered(rows),
         "lpp": [_lpp(base, new, o, n) for o, n in paired],
         "notes": notes,

@@ -86,15 +86,19 @@ def mui_notes(mui: bool, mui_compared: bool, rows: Sequence[ComparisonRow]) -> l
     return []
 
 
-def left_out_notes(tasks_only: dict[str, set[str]], unpaired: Unpaired,
+def left_out_notes(tasks_only: dict[str, dict[str, set[str]]], unpaired: Unpaired,
                     models: tuple[Sequence[str], Sequence[str]] = ((), ())) -> list[str]:
-    """Tasks, then models, that are in one run only, then models that are in both runs but in no pair (``--pair``
-    chose others): named in a note each, not compared.
+    """Tasks (per run, by model pair), then models, that are in one run only, then models that are in both runs but
+    in no pair (``--pair`` chose others): named in a note each, not compared.
 
+    >>> left_out_notes({"base": {"a": {"gsm8k", "boolq"}, "b": {"boolq"}}}, {})
+    ['Only in the base run, not compared: boolq, gsm8k of a; boolq of b.']
     >>> left_out_notes({}, {"base": ["a", "b"], "new": ["b", "c"]}, (["a", "b", "x"], ["b", "c", "y"]))
     ['Models only in the base run, not compared: a.', 'Models only in the new run, not compared: c.', 'In both runs but in no pair, not compared: b.']
     """
-    notes = [f"Only in the {role} run, not compared: {', '.join(sorted(ts))}." for role, ts in tasks_only.items() if ts]
+    notes = [f"Only in the {role} run, not compared: "
+             + "; ".join(f"{', '.join(sorted(ts))} of {who}" for who, ts in by_pair.items()) + "."
+             for role, by_pair in tasks_only.items() if by_pair]
     in_base, in_new = set(models[0]), set(models[1])
     both = [m for m in unpaired.get("base") or [] if m in in_new and m in (unpaired.get("new") or [])]
     notes += [f"Models only in the {role} run, not compared: {', '.join(only)}."

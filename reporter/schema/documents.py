@@ -895,6 +895,8 @@ class CompareDocument(TypedDict, total=False):
     pairs: list[Pair]
     unpaired: Unpaired
     failures: list[str]
+    #: a paired model that did not finish in either run (partial or pending): only its finished tasks are compared
+    incomplete: list[str]
     rows: Required[list[ComparisonRow]]
     lpp: list[LPPDelta]
     notes: list[str]
