@@ -289,3 +289,37 @@ def test_the_joint_study_measures_whether_the_two_per_item_tests_lean_together(c
     half = 1.96 / np.sqrt(200.0)  # Fisher's z: the mean of arctanh(0.5) and arctanh(-0.5) is 0, its se 1/sqrt(100 + 100)
     assert two["rho"] == pytest.approx(0.0, abs=1e-12) and two["high"] == pytest.approx(np.tanh(half))
     assert two["low"] == pytest.approx(-np.tanh(half)) and two["items"] == 206
+
+
+def test_a_users_own_file_named_like_a_benchmark_is_tested_against_exchangeable_orders(control, tmp_path):
+    """A ``type: jsonl`` task named ``mmlu_inhouse`` or ``arc_challenge`` took the null the study measured on the shipped
+    benchmark's data (its source on the card named the study's clean models): the user's file is not that data."""
+    from reporter.analyse.analysis import analyse
+    from reporter.analyse.order_null import USER_DATA, order_null_for
+
+    from .conftest import copy_run
+
+    def nulls(run):
+        return {(r["model"], r["task"]): r["signals"]["option_order"].get("null")
+                for r in analyse(run)["contamination"] if r["signals"]["option_order"].get("measured")}
+
+    shipped = nulls(control["run"])  # arc_challenge and arc_easy, the shipped data: their calibrated nulls
+    assert {t for _, t in shipped} == {"arc_challenge", "arc_easy"}
+    for (_, task), n in shipped.items():
+        want = order_null_for(task)
+        assert (n["name"], n["preference"], n["source"]) == ("calibrated", want["preference"], want["source"])
+    run = copy_run(control["run"], tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    for t in manifest["resolved"]["profile"]["tasks"]:  # the same items, as the user's own file named arc_challenge
+        if t["name"] == "arc_challenge":
+            t.update({"type": "jsonl", "path": str(tmp_path / "arc_challenge.jsonl")})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    own = nulls(run)
+    assert set(own) == set(shipped)
+    for key, n in own.items():
+        if key[1] == "arc_challenge":
+            assert {k: n[k] for k in USER_DATA} == USER_DATA
+        else:  # negative control: arc_easy, still the shipped data, keeps its calibrated null
+            assert n == shipped[key]
+    assert all("power_at_size" in r["signals"]["option_order"] or "power_reason" in r["signals"]["option_order"]
+               for r in analyse(run)["contamination"] if r["signals"]["option_order"].get("measured"))

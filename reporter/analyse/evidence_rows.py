@@ -71,6 +71,8 @@ def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[Contaminat
     fires on a baseline for a task is not counted as evidence for any model on it.
     """
     signals = {}
+    profile = ((read_json(rd.manifest) or {}).get("resolved") or {}).get("profile") or {}
+    user_data = {t.get("name") for t in profile.get("tasks") or [] if isinstance(t, dict) and t.get("type") == "jsonl"}
     for name, e in (results.get("models") or {}).items():
         slug = e.get("slug", name)
         baseline = is_untrained(e)
@@ -80,7 +82,7 @@ def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[Contaminat
                 continue
             tdir = rd.task_dir(slug, task)
             signals[(name, task)] = (baseline, {
-                "option_order": option_order_signal(read_json(tdir / OPTION_ORDER), order_null_for(task)),
+                "option_order": option_order_signal(read_json(tdir / OPTION_ORDER), order_null_for(task, user_data=task in user_data)),
                 "split_min_k": split_signal(read_json(tdir / SPLIT_REFERENCE)),
                 "verbatim": verbatim_signal(read_json(tdir / VERBATIM), ref_verbatim),
                 "law_residual": law_signal(name, task, baseline, fits),
@@ -93,11 +95,12 @@ def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[Contaminat
                 s["power_reason"] = "it cannot fire at this size (left out of the correction)"
             elif s and s.get("measured") and s.get("test"):
                 items, n_tests, orders = int(s["n"]), int(s["n_tests"]), s.get("orders")
-                at = power_at_size(name, items=items, n_tests=n_tests, orders=orders, task=task)
+                own = None if task in user_data else task  # a benchmark's own control is not the user's file's
+                at = power_at_size(name, items=items, n_tests=n_tests, orders=orders, task=own)
                 if at is not None:
                     s["power_at_size"] = at
                 else:
-                    s["power_reason"] = str(why_not(name, items=items, n_tests=n_tests, orders=orders, task=task))
+                    s["power_reason"] = str(why_not(name, items=items, n_tests=n_tests, orders=orders, task=own))
     confounded = {(task, k) for (name, task), (baseline, sig) in signals.items() if baseline
                   for k, v in sig.items() if v and v.get("fires")}
     rows = []

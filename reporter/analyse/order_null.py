@@ -16,7 +16,7 @@ from typing import Any
 
 from ..schema import OrderNullDoc
 
-__all__ = ["OrderNull", "EXCHANGEABLE", "order_null_for", "calibrated_benchmarks"]
+__all__ = ["OrderNull", "EXCHANGEABLE", "USER_DATA", "order_null_for", "calibrated_benchmarks"]
 
 
 #: the null as results.json records it (name, share, source, the calibration's hash)
@@ -47,14 +47,26 @@ def _is_mmlu_subtask(task: str) -> bool:
     return task.startswith("mmlu_") and task != "mmlu_pro" and not task.startswith(("mmlu_pro_", "mmlu_redux"))
 
 
-def order_null_for(task: str) -> OrderNull:
+#: the null of a task read from the user's own file (``type: jsonl``), whatever its name
+USER_DATA: OrderNull = {"name": "exchangeable", "preference": 0.0,
+                        "source": "every order of an item's options equally likely without contamination (the task "
+                                  "reads the user's own file: the null study measured the shipped benchmarks' data, "
+                                  "not it, whatever the task's name)"}
+
+
+def order_null_for(task: str, *, user_data: bool = False) -> OrderNull:
     """The option-order test's null for ``task``: the calibrated one on the benchmarks the null study measured on
     clean models (``benchmarks/option_order_null.py``; lm-eval's ``mmlu_<subject>`` tasks take MMLU's), else
-    exchangeability.
+    exchangeability. A task that reads the user's own file (``user_data``: ``type: jsonl``) is exchangeable under
+    any name: the study measured the shipped data, and a private set named ``mmlu_inhouse`` is not MMLU.
 
     >>> [order_null_for(t)["name"] for t in ("my-own-data", "mmlu", "mmlu_anatomy", "mmlu_pro", "hellaswag")]
     ['exchangeable', 'calibrated', 'calibrated', 'exchangeable', 'calibrated']
+    >>> order_null_for("mmlu_inhouse", user_data=True) == USER_DATA
+    True
     """
+    if user_data:
+        return USER_DATA
     cal = _calibration()
     bench = task if task in cal["benchmarks"] else "mmlu" if _is_mmlu_subtask(task) else None
     if bench is None:
