@@ -562,4 +562,3 @@ def test_the_option_order_sample_is_the_first_usable_items_in_the_order_given():
     assert [p["id"] for p in seeded] == [usable[i] for i in pick]
     with pytest.raises(ValueError, match="sample must be"):
         order_variants(tok, items, max_items=12, sample="random")
-
