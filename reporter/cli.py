@@ -315,10 +315,14 @@ def board(run_dirs, output, title, seed, resamples):
     for w in doc["warnings"]:
         click.echo(f"warning: {w}", err=True)
     c = doc["cache"]
-    click.echo(f"board: {output / 'index.html'} ({len(doc['rows'])} models from {len(doc['runs'])} runs; "
-               f"{len(doc['history'])} release histories; read {c['runs_read']} run(s), {c['runs_cached']} "
-               f"unchanged; {c['compared']} comparison(s) computed, {c['comparisons_cached']} reused; "
-               f"{len(files)} files)")
+    def n(count: int, one: str, many: str) -> str:
+        return f"{count} {one if count == 1 else many}"
+
+    click.echo(f"board: {output / 'index.html'} ({n(len(doc['rows']), 'model', 'models')} from "
+               f"{n(len(doc['runs']), 'run', 'runs')}; {n(len(doc['history']), 'release history', 'release histories')}"
+               f"; read {n(c['runs_read'], 'run', 'runs')}, {c['runs_cached']} unchanged; "
+               f"{n(c['compared'], 'comparison', 'comparisons')} computed, {c['comparisons_cached']} reused; "
+               f"{n(len(files), 'file', 'files')})")
 
 
 @main.command()
