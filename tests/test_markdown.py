@@ -157,6 +157,16 @@ def test_hf_readme_parses_with_huggingface_hub_and_gives_the_scores(tmp_path):
     assert f"The weights evaluated: `{source}`" in card.text
     assert "; by content, `hub:Qwen/Qwen2.5-1.5B-Instruct@0123abcd`." in card.text
     assert '| 25.0 (always "D": 27.8) |' in card.text
+    # a local directory: its name, not the path on the machine that ran (a README is pasted onto the hub)
+    res["models"]["Qwen2.5-1.5B-Instruct"].update(source="/home/alice/private/ckpt/qwen-ft/")
+    res["models"]["Qwen2.5-1.5B-Instruct"]["meta"].update(source="/home/alice/private/ckpt/qwen-ft/",
+                                                          source_type="local")
+    (tmp_path / "run" / "results.json").write_text(json.dumps(res))
+    assert CliRunner().invoke(main, ["render", str(tmp_path / "run"), "--format", "hf",
+                                     "--model", "Qwen2.5-1.5B-Instruct"]).exit_code == 0
+    text = readme.read_text()
+    assert ("The weights evaluated: a local directory, `qwen-ft` (its path, on the machine that ran, is on the run's "
+            "own card)") in text and "/home/alice" not in text
     assert "Answers read from the option log-probs where the response named no option (part of the score): " \
            "arc\\_challenge 25%." in card.text
     assert f"{100 * tasks['mmlu']['score']:.1f} [" in card.text
