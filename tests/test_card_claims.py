@@ -240,3 +240,22 @@ def test_the_methods_name_the_tasks_whose_items_earn_partial_credit(finished_run
     render(run, formats=("html",))
     assert (rule + ", except on gsm8k (token F1 against the answer), where an item earns partial credit in [0, 1]."
             in _card_text(run / "card.html"))
+
+
+def test_equal_mean_scores_name_no_winner():
+    """Byte-identical weights under two names, equal scores: the summary said "twin has the highest mean score …
+    Runner-up smol scores …", a ranking the data does not hold."""
+    results, manifest = _load()
+    twin = copy.deepcopy(results["models"]["smol"])
+    twin["meta"] = {**twin["meta"], "source_type": "local"}
+    results["models"] = {"smol": results["models"]["smol"], "twin": twin, "tiny": results["models"]["tiny"]}
+    card = build_card(copy.deepcopy(results), manifest)
+    mean = f"{100 * card['summary']['winner']['avg']:.1f}"
+    line = next(ln for ln in markdown_card(card).splitlines() if ln.startswith("- **Raw score.**"))
+    assert line == (f"- **Raw score.** smol and twin share the highest mean score over 4 benchmark tasks, {mean}% each: on "
+                    "raw score none is ahead.")
+    for t in twin["tasks"].values():  # negative control: a lower mean is the runner-up
+        t["score"], t["ci_low"] = t["score"] / 2, min(t["ci_low"], t["score"] / 2)
+    line = next(ln for ln in markdown_card(build_card(results, manifest)).splitlines()
+                if ln.startswith("- **Raw score.**"))
+    assert line.startswith("- **Raw score.** smol has the highest mean score over 4 benchmark tasks") and "Runner-up twin" in line

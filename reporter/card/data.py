@@ -218,7 +218,9 @@ def _summary(card: dict[str, Any]) -> dict[str, Any]:
                and {c["model_a"], c["model_b"]} == {w["name"], r["name"]} and _oriented(c, w["name"])["mean_diff"] > 0)
     top = next((m for m in card["models"] if m["fair"] and m["fair"]["rank_adjusted"] == 1), None)
     a = card["analysis"] or {}
-    return {"winner": w, "runner_up": r, "wins": wins, "top_adjusted": top, "n_trained": len(trained(card)),
+    joint = [m["name"] for m in ranked if w is not None and m["rank"] == w["rank"]]  # equal means share a place
+    return {"winner": w, "runner_up": r, "wins": wins, "joint": joint, "joint_text": join_names(joint) if joint else "", "top_adjusted": top,
+            "n_trained": len(trained(card)),
             "tiers": _tier_sentence(ranked, a), "chance": _chance_sentence(card), "power": _power_sentence(a),
             "warnings": card["warnings"][:4]}
 
