@@ -259,3 +259,21 @@ def test_equal_mean_scores_name_no_winner():
     line = next(ln for ln in markdown_card(build_card(results, manifest)).splitlines()
                 if ln.startswith("- **Raw score.**"))
     assert line.startswith("- **Raw score.** smol has the highest mean score over 4 benchmark tasks") and "Runner-up twin" in line
+
+
+def test_why_no_contamination_test_ran_is_said_per_test_and_task():
+    """The reasons were one list with duplicates dropped across every test and task: "(4 items could be permuted; the
+    test needs at least 5; split_items is 0; no law fit …; …)", none saying which test or task it was about."""
+    results, manifest = _load("run2-analysed")
+    line = build_card(results, manifest)["empty"]["contamination"]
+    assert line == ("Contamination: no test could be run, or none that ran could fire, on any model × task pair "
+                    "(verbatim completion: no verbatim-completion check was run (every task); law residual: no law fit "
+                    "for this task: 1 usable point (P > 0); the law needs at least 3 (arc_easy, boolq); no law fit for "
+                    "this task: 0 usable points (P > 0); the law needs at least 3 (gsm8k, humaneval); Min-K% Prob: no "
+                    "logprobs.npz for this task (every task)).")
+    # each reason's tasks, by a plain loop over the rows
+    rows = [c for c in results["analysis"]["contamination"] if not c.get("baseline")]
+    for c in rows:
+        for name, s in c["signals"].items():
+            if isinstance(s, dict) and s.get("reason"):
+                assert s["reason"] in line

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..analyse.contamination import SIGNAL_NAMES
 from ..metrics.mui import DEFINITION_TEXT, LEGACY_DEFINITION
 from ..schema import Results, TaskSummary, is_untrained, validate
 from ..store.gate import check_version, open_run
@@ -225,6 +226,34 @@ def _summary(card: dict[str, Any]) -> dict[str, Any]:
             "warnings": card["warnings"][:4]}
 
 
+def _reasons_by_test(rows: list[dict[str, Any]]) -> str:
+    """Why each contamination test could not run, per test, each reason with the tasks it holds for ("every task"
+    where all): "option order: the task has no multiple-choice options (boolq, gsm8k); …".
+
+    >>> rows = [{"task": "arc", "signals": {"option_order": {"reason": "too few items"},
+    ...                                      "verbatim": {"reason": "verbatim_items is 0"}}},
+    ...         {"task": "gsm8k", "signals": {"option_order": {"reason": "no options"},
+    ...                                        "verbatim": {"reason": "verbatim_items is 0"}}}]
+    >>> _reasons_by_test(rows)
+    'option order: too few items (arc); no options (gsm8k); verbatim completion: verbatim_items is 0 (every task)'
+    """
+    tasks = list(dict.fromkeys(str(c.get("task")) for c in rows))
+    parts = []
+    for name in dict.fromkeys([*SIGNAL_NAMES, *(k for c in rows for k in (c.get("signals") or {}))]):
+        by_reason: dict[str, list[str]] = {}
+        for c in rows:
+            sig = (c.get("signals") or {}).get(name)
+            if isinstance(sig, dict) and sig.get("reason"):
+                seen = by_reason.setdefault(str(sig["reason"]), [])
+                if str(c.get("task")) not in seen:
+                    seen.append(str(c.get("task")))
+        if by_reason:
+            parts.append(f"{SIGNAL_NAMES.get(name, name.replace('_', ' '))}: " + "; ".join(
+                f"{reason} ({'every task' if len(ts) == len(tasks) > 1 else ', '.join(ts)})"
+                for reason, ts in by_reason.items()))
+    return "; ".join(parts)
+
+
 def _tier_sentence(ranked: list[dict[str, Any]], a: dict[str, Any]) -> str | None:
     """"A and B are statistically tied on 8 of 9 tasks" — the tiers of the ranking, in words."""
     rk = a.get("ranking")
@@ -422,11 +451,10 @@ def empty_elements(card: dict[str, Any]) -> dict[str, str]:
             out["contamination"] = ("Contamination: only untrained baselines were checked; "
                                     "no trained model was tested in this run.")
         elif all(c.get("measured") is False for c in tested):
-            why = list(dict.fromkeys(str(s["reason"]) for c in tested for s in (c.get("signals") or {}).values()
-                                     if isinstance(s, dict) and s.get("reason")))
+            why = _reasons_by_test(tested)
             out["contamination"] = ("Contamination: no test could be run, or none that ran could fire, on any model × "
                                     "task pair"
-                                    + (f" ({'; '.join(why)})" if why else "") + ".")
+                                    + (f" ({why})" if why else "") + ".")
     if not (a.get("training") or {}).get("model_series"):
         ck = [m["name"] for m in trained if finite(m["meta"].get("checkpoint"))]
         if not ck:
