@@ -940,3 +940,25 @@ def test_an_output_where_no_directory_can_be_made_is_one_line(command, finished_
         "error: /proc/reporter-test: No such file or directory; it does not exist (a directory on its path is missing, "
         "or that file system makes none there: /proc, /sys): check the path or choose another location (another "
         "-o/--output)"]
+
+
+def test_a_users_common_task_mistakes_say_what_would_be_valid(tmp_path):
+    """A file task without ``type: jsonl`` was "unknown task 'mine'; available: …", a plugin's task without its module
+    the same, a misspelt field "missing field 'quest'", and bad JSON "Expecting ',' delimiter" with no place."""
+    rows = tmp_path / "mine.jsonl"
+    rows.write_text('{"question": "2+2?", "answer": "4"}\n')
+    head = "lpp: {enabled: false}\ntasks:\n  - "
+    line = _refused(_invoke("validate", str(_models(tmp_path, head + "{name: mine, path: mine.jsonl, prompt_field: "
+                                                    "question, answer_field: answer, scorer: exact}\n"))))
+    assert line.endswith("(path, prompt_field, answer_field given: a task read from your own file needs type: jsonl)")
+    line = _refused(_invoke("validate", str(_models(tmp_path, head + "{name: trivia}\n"))))
+    assert "unknown task 'trivia'" in line and line.endswith(
+        "(a plugin's task? load its module first: reporter --plugin MODULE COMMAND …)")
+    line = _refused(_invoke("validate", str(_models(tmp_path, head + "{name: arc_chalenge}\n"))))
+    assert "did you mean 'arc_challenge'?" in line  # a near miss of a built-in name keeps its suggestion
+    jsonl = head + "{name: mine, type: jsonl, path: mine.jsonl, prompt_field: quest, answer_field: answer, scorer: exact}\n"
+    line = _refused(_invoke("validate", str(_models(tmp_path, jsonl))))
+    assert line.endswith("line 1: missing field 'quest' (did you mean 'question'?); the row's fields: question, answer")
+    rows.write_text('{"question": "2+2?" "answer": "4"}\n')
+    line = _refused(_invoke("validate", str(_models(tmp_path, jsonl.replace("quest,", "question,")))))
+    assert line.endswith("line 1: not valid JSON (Expecting ',' delimiter at column 21)")

@@ -151,7 +151,12 @@ def parse_task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Pat
     elif "type" in t:
         p.add(f"{k}.type", f"{short(t['type'])} is not valid; the only task type is jsonl (omit it for built-in tasks)")
     elif name not in TASKS and not recorded:
-        p.add(f"{k}.name", unknown_name("task", name, TASKS))
+        hint = ""
+        if file_keys := [f for f in ("path", "prompt_field", "answer_field", "choices_field") if f in t]:
+            hint = f" ({', '.join(file_keys)} given: a task read from your own file needs type: jsonl)"
+        elif not any(d in (name or "") for d in ("/", ".")):  # not a file or hub name: perhaps a plugin's
+            hint = " (a plugin's task? load its module first: reporter --plugin MODULE COMMAND …)"
+        p.add(f"{k}.name", unknown_name("task", name, TASKS) + hint)
     for key in ("limit", "shots", "max_new_tokens"):
         check_int(p, f"{k}.{key}", t.get(key), 0 if key == "shots" else 1, bounded=not recorded)
     if "other_split" in t:

@@ -160,7 +160,7 @@ def why_not_json(e: BaseException) -> str:
     """
     if isinstance(e, json.JSONDecodeError):
         return ("it starts with a UTF-8 byte-order mark: save it without one" if e.msg.startswith("Unexpected UTF-8 BOM")
-                else e.msg)
+                else f"{e.msg} at column {e.colno}" if e.lineno == 1 else f"{e.msg} at line {e.lineno}, column {e.colno}")
     if isinstance(e, RecursionError):
         return "nested too deeply"
     return str(e).split(":")[0].split(";")[0]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import UserError, unknown_home, user_path
+from ..registry import did_you_mean
 from ..store.atomic import JSON_ERRORS, why_not_json
 from .base import LETTERS, MC_INSTRUCTION, Item, Task, mc_question
 
@@ -236,7 +237,8 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
     for ln, r in jsonl_rows(p, what or f"task '{name}'", read):
         for f_ in (prompt_field, answer_field) + ((choices_field,) if choices_field else ()):
             if f_ not in r:
-                raise UserError(f"{p}: line {ln}: missing field '{f_}'")
+                raise UserError(f"{p}: line {ln}: missing field '{f_}'{did_you_mean(f_, list(r))}; the row's fields: "
+                                + (", ".join(map(str, r)) or "none"))
             if f_ != choices_field and not _text(r[f_]):
                 raise UserError(f"{p}: line {ln}: field '{f_}' must be text (or a number), got "
                                 f"{type(r[f_]).__name__}")
