@@ -43,8 +43,8 @@ tasks:
 """
 
 
-def _run(root: Path, name: str, models: list[str], limit: int = N_ITEMS) -> Path:
-    (root / f"{name}.profile.yaml").write_text(PROFILE.format(limit=limit))
+def _run(root: Path, name: str, models: list[str], limit: int = N_ITEMS, profile: str | None = None) -> Path:
+    (root / f"{name}.profile.yaml").write_text(profile or PROFILE.format(limit=limit))
     (root / f"{name}.yaml").write_text(f"profile: {name}.profile.yaml\nseed: 5\nmodels:\n"
                                        + "".join(f"  - {m}\n" for m in models))
     r = CliRunner().invoke(main, ["run", str(root / f"{name}.yaml"), "-o", str(root / name), "--no-progress",
@@ -54,7 +54,8 @@ def _run(root: Path, name: str, models: list[str], limit: int = N_ITEMS) -> Path
 
 
 def _copy_tokenizer(src: Path, dest: Path) -> None:
-    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+    """The tokenizer's files and its chat template (without it a release ran as a base model, prompted otherwise)."""
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
         if (src / f).exists():
             (dest / f).write_bytes((src / f).read_bytes())
 
@@ -237,6 +238,121 @@ def test_law_fit_once_three_trained_models_exist_across_runs(runs, site):
     # one run alone has two trained models: no fit there
     alone = build_board([runs["r1"]], n_resamples=200)
     assert "needs at least 3" in alone["law"]["per_model_average"]["reason"]
+
+
+def _run_elsewhere(runs, root: Path, name: str, models: list[str], profile: str = PROFILE) -> Path:
+    """A run in ``root`` (not beside the fixture's runs: other tests glob that directory) on the fixture's items;
+    ``SRC`` in ``models`` is the fixture's directory (its model directories v1, b1, g1)."""
+    src = runs["root"]
+    return _run(root, name, [m.replace("SRC", str(src)) for m in models],
+                profile=profile.format(limit=N_ITEMS).replace("path: mine.jsonl", f"path: {src / 'mine.jsonl'}"))
+
+
+def _ols_slope(points: list[dict]) -> float:
+    """Plain float64 OLS slope of MUI on ln P."""
+    x = [float(np.log(p["P"])) for p in points]
+    y = [p["MUI"] for p in points]
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    return sum((a - mx) * (b - my) for a, b in zip(x, y)) / sum((a - mx) ** 2 for a in x)
+
+
+def _runs_of(doc: dict, row: str) -> list[int]:
+    """The positions (in the board's run order) of the runs a row was evaluated in."""
+    order = [r["label"] for r in doc["runs"]]
+    return [order.index(lab) for lab in next(r for r in doc["rows"] if r["model"] == row)["runs"]]
+
+
+@pytest.mark.slow
+def test_copies_of_the_same_weights_are_one_point_of_the_law(runs, tmp_path):
+    """Release 1.0's weights twice more in one run, as Acme and as VendorB in bfloat16, beside Beta: the run's law was
+    fitted over three "models" that are two, and a board over it and the fixture's runs fitted five rows of three
+    models' weights as five. Copies of one model's weights (equal meta.identity) are one point of the law; with fewer
+    than three models there is no fit, saying why, as with too few models."""
+    import markupsafe
+
+    from reporter.analyse.law import fit_points
+    from reporter.analyse.law_points import law_signal
+    from reporter.card.board import write_board
+
+    dup = _run_elsewhere(runs, tmp_path, "dup", ["{name: Acme, source: SRC/v1, version: '1.0'}",
+                                                 "{name: VendorB, source: SRC/v1, dtype: bfloat16}",
+                                                 "{name: Beta, source: SRC/b1}"])
+    ids = {m: json.loads((dup / f"models/{m}/model.json").read_text())["identity"] for m in ("Acme", "VendorB", "Beta")}
+    assert ids["Acme"] == ids["VendorB"] != ids["Beta"]
+    res = json.loads((dup / "results.json").read_text())
+    law = res["analysis"]["law"]
+    # one run: two models' weights, so no fit, and the reason names the copy that counted once
+    for blk in [law["pooled"], law["per_model_average"], *law["per_task"].values()]:
+        assert "slope" not in blk and "the law" in blk["reason"] and "needs at least 3" in blk["reason"], blk
+        assert blk["reason"].endswith("; copies of the same weights are one model (Acme for VendorB)"), blk["reason"]
+    assert [p["model"] for p in law["per_model_average"]["points"]] == ["Acme", "Beta"]
+    assert [(x["model"], x["task"]) for x in law["left_out"] if "same weights" in x["reason"]] == [("VendorB", "mine")]
+    (note,) = [n for n in law["notes"] if "same weights" in n]
+    assert note.startswith("Acme and VendorB are the same weights (equal meta.identity): one model, so one point of "
+                           "the law, Acme's")
+    assert not res["analysis"]["fairness"]["available"]
+    r = CliRunner().invoke(main, ["render", str(dup), "--format", "html"])
+    assert r.exit_code == 0, r.output
+    assert str(markupsafe.escape(note)) in (dup / "card.html").read_text()
+
+    # a board over it and the fixture's runs: three models' weights under six names
+    doc = build_board([runs["r1"], runs["r3"], dup], n_resamples=200)
+    trained = {r["model"]: r["identity"] for r in doc["rows"] if not r["untrained"]}
+    assert len(trained) == 5 and len(set(trained.values())) == 3  # Beta: identical results in three runs, one row
+    avg = doc["law"]["per_model_average"]
+    assert avg["reason"] is None and avg["n"] == 3
+    used = {p["model"]: p for p in avg["points"]}
+    first = {}  # each set of weights by its first row in the board's order (the runs by creation time)
+    for m, ident in trained.items():
+        if ident not in first or min(_runs_of(doc, m)) < min(_runs_of(doc, first[ident])):
+            first[ident] = m
+    assert set(used) == set(first.values())
+    assert avg["slope"] == pytest.approx(_ols_slope(list(used.values())), rel=1e-9)
+    fit = fit_points(avg["points"])[0]
+    for ident, keep in first.items():
+        copies = sorted(m for m, i in trained.items() if i == ident and m != keep)
+        assert sorted(used[keep].get("same_weights", [])) == copies
+        for c in copies:
+            assert any(x["model"] == c and x["same_weights_as"] == keep for x in doc["law"]["left_out"])
+            assert law_signal(c, "mine", False, {"mine": (fit, None, avg["points"])}) == {
+                "measured": False, "fires": False,
+                "reason": f"the same weights as {keep}, whose point stands for its copies in the law fit: no residual of "
+                          "its own"}
+    merged = [n for n in doc["notes"] if "are the same weights (equal meta.identity)" in n]
+    assert merged == ["Release, Acme and VendorB are the same weights (equal meta.identity): one model, so one point "
+                      "of the law, Release's; the law compares models, and the same weights under another name, dtype "
+                      "or run are one model at one parameter count"]
+    assert {r["model"] for r in doc["fairness"]["per_model"]} == set(first.values())
+    site = tmp_path / "site"
+    write_board(doc, site)
+    assert str(markupsafe.escape(merged[0])) in (site / "index.html").read_text()
+
+
+@pytest.mark.slow
+def test_the_law_note_names_only_the_settings_that_differ(runs, tmp_path):
+    """A base model holds one item out as its few-shot example, so its MUI counts one sample fewer than the instruct
+    model's: the note named every MUI setting (definition, mode, top_ratio, rho, n_samples) where only the sample
+    count differed. It names the settings that differ, with each model's value."""
+    from reporter.analyse.law_points import MUI_SETTINGS
+
+    run = _run_elsewhere(runs, tmp_path, "shots", ["{name: base-model, source: SRC/v1, kind: base}",
+                                                   "{name: Chat, source: SRC/b1}"],
+                         profile=PROFILE.replace("shots: 0, ", ""))
+    res = json.loads((run / "results.json").read_text())
+    settings = {m: e["tasks"]["mine"]["mui_settings"] for m, e in res["models"].items()}
+    assert settings["base-model"]["n_samples"] == settings["Chat"]["n_samples"] - 1 == N_ITEMS - 1
+    parts = []  # the reference: every recorded setting, compared model by model
+    for k in MUI_SETTINGS:
+        values = [(m, settings[m].get(k)) for m in settings]
+        if any(v != values[0][1] for _, v in values):
+            parts.append(f"{k}: " + " vs ".join(f"{v} ({m})" for m, v in values))
+    assert parts == [f"n_samples: {N_ITEMS - 1} (base-model) vs {N_ITEMS} (Chat)"]
+    note = (f"task mine: MUI settings differ between models ({'; '.join(parts)}); MUI is only comparable at equal "
+            "settings and sample counts")
+    assert [n for n in res["analysis"]["law"]["notes"] if "settings differ" in n] == [note]
+    r = CliRunner().invoke(main, ["render", str(run), "--format", "html"])
+    assert r.exit_code == 0, r.output
+    assert note in (run / "card.html").read_text()
 
 
 @pytest.mark.slow

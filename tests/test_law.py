@@ -319,3 +319,90 @@ def test_the_same_mui_for_every_model_is_no_fit_not_an_analysis_the_schema_refus
                                                                                      ("c", 0.75))}
     out = law_and_fairness(results, per_item, seed=0, n_resamples=200)
     assert "slope" not in out.law["pooled"] and "same MUI" in out.law["pooled"]["reason"]
+
+
+def test_equal_points_count_once_and_fewer_than_three_distinct_are_no_fit():
+    """Three points of which two coincide (one model's weights twice) fitted a perfect line through two points: R² 1,
+    a slope CI of zero width and p 1e-10. A point twice is one point; repeated P with other MUI is still data."""
+    with pytest.raises(LawError, match=r"2 distinct \(P, MUI\) points among the 3 usable ones .* needs at least 3"):
+        fit_utility_law([40.0, 40.0, 75.0], [6.0, 6.0, 4.5])
+    fit, reason = fit_points([{"label": m, "P": p, "MUI": u} for m, p, u in
+                              (("a", 40.0, 6.0), ("b", 75.0, 4.5), ("c", 40.0, 6.0), ("z", 0.0, 9.0))])
+    assert fit is None and reason.startswith("2 distinct (P, MUI) points among the 3 usable ones")
+    P, M = [40.0, 40.0, 75.0], [6.0, 6.5, 4.5]  # the same score, other effort: three points
+    fit = fit_utility_law(P, M)
+    b, a, r2 = ols(list(np.log(P)), M)
+    assert fit.n == 3 and fit.slope == pytest.approx(b, rel=1e-12) and fit.r2 == pytest.approx(r2, rel=1e-12)
+    assert fit.r2 < 1
+
+
+def _results(rows, key="mui"):
+    """A results-shaped document: (name, identity, score, MUI, settings) per model, one task "t"."""
+    return {"models": {name: {"source": f"./{name}", "status": "complete",
+                              "meta": {"n_params": 1000, **({"identity": ident} if ident else {})},
+                              "tasks": {"t": {"score": s, key: u, f"{key}_settings": st, "n": 8}}}
+                       for name, ident, s, u, st in rows}}
+
+
+def test_copies_of_one_models_weights_are_one_point_in_a_run():
+    """Two entries of one models YAML with the same weights (equal meta.identity) are one model: the first keeps its
+    point, naming the copy, and the copy is left out saying whose point stands for it; a model with no identity is
+    never merged. The SAE law reads the same points."""
+    from reporter.analyse.law_points import law_and_fairness, law_points
+
+    st = {"definition": "paper", "mode": "score", "top_ratio": 0.01, "rho": None, "n_samples": 8}
+    rows = [("acme", "packaged:smollm2:" + "ab" * 32, 0.40, 6.0, st), ("vendor", "packaged:smollm2:" + "ab" * 32,
+            0.41, 6.1, st), ("beta", "local:cd", 0.70, 4.0, st), ("p1", None, 0.55, 5.2, st), ("p2", None, 0.55, 5.0, st)]
+    per_item = {m: {"t": {f"q{i}": float(i < 8 * s) for i in range(8)}} for m, _, s, _, _ in rows}
+    out = law_and_fairness(_results(rows), per_item, seed=0, n_resamples=200)
+    avg = out.law["per_model_average"]
+    kept = [r for r in rows if r[0] != "vendor"]
+    assert [p["model"] for p in avg["points"]] == [r[0] for r in kept] and avg["n"] == 4
+    assert avg["slope"] == pytest.approx(ols([math.log(100 * r[2]) for r in kept], [r[3] for r in kept])[0], rel=1e-9)
+    assert avg["points"][0]["same_weights"] == ["vendor"]
+    (copy,) = [x for x in out.law["left_out"] if x["model"] == "vendor"]
+    assert copy == {"model": "vendor", "task": "t", "same_weights_as": "acme",
+                    "reason": "the same weights as acme (meta.identity packaged:smollm2:abababababab…): one model is one "
+                              "point of the law, acme's"}
+    assert "acme and vendor are the same weights (equal meta.identity)" in " ".join(out.law["notes"])
+    assert sorted(r["label"] for r in out.fairness["per_model"]) == sorted(r[0] for r in kept)
+    sae = law_points(_results(rows, "mui_sae"), "mui_sae", "mui_sae_settings", ("rho", "n_samples"))[0]
+    assert sorted(sae) == sorted(r[0] for r in kept)
+    # with only the copies and one other model left, no fit: the reason names the copy that counted once
+    two = law_and_fairness(_results(rows[:3]), per_item, seed=0, n_resamples=200).law
+    for blk in (two["pooled"], two["per_model_average"], two["per_task"]["t"]):
+        assert "slope" not in blk and "needs at least 3" in blk["reason"]
+        assert blk["reason"].endswith("; copies of the same weights are one model (acme for vendor)")
+
+
+def test_the_settings_note_names_what_differs_with_each_models_value():
+    """Checked against a plain loop over the settings and the models; with many models, how many have each value."""
+    from reporter.analyse.law_points import MUI_SETTINGS, law_and_fairness
+
+    base = {"definition": "paper", "mode": "score", "top_ratio": 0.01, "rho": None, "n_samples": 8}
+    rows = [("a", None, 0.3, 7.0, base), ("b", None, 0.5, 5.5, {**base, "n_samples": 7}),
+            ("c", None, 0.7, 4.0, {**base, "top_ratio": 0.02}), ("d", None, 0.8, 3.9, base)]
+    per_item = {m: {"t": {f"q{i}": float(i < 8 * s) for i in range(8)}} for m, _, s, _, _ in rows}
+    notes = law_and_fairness(_results(rows), per_item, seed=0, n_resamples=200).law["notes"]
+    parts = []
+    for k in MUI_SETTINGS:
+        values: list[tuple[object, list[str]]] = []
+        for m, _, _, _, st in rows:
+            for v, ms in values:
+                if v == st.get(k):
+                    ms.append(m)
+                    break
+            else:
+                values.append((st.get(k), [m]))
+        if len(values) > 1:
+            parts.append(f"{k}: " + " vs ".join(f"{v} ({', '.join(ms)})" for v, ms in values))
+    assert parts == ["top_ratio: 0.01 (a, b, d) vs 0.02 (c)", "n_samples: 8 (a, c, d) vs 7 (b)"]
+    assert [n for n in notes if "settings differ" in n] == [
+        f"task t: MUI settings differ between models ({'; '.join(parts)}); MUI is only comparable at equal settings "
+        "and sample counts"]
+    many = [(f"model-with-a-long-name-{i}", None, 0.2 + 0.05 * i, 8.0 - 0.3 * i, {**base, "n_samples": 7 + i % 2})
+            for i in range(12)]
+    per_item = {m: {"t": {f"q{i}": float(i < 8 * s) for i in range(8)}} for m, _, s, _, _ in many}
+    (note,) = [n for n in law_and_fairness(_results(many), per_item, seed=0, n_resamples=200).law["notes"]
+               if "settings differ" in n]
+    assert "(n_samples: 7 (6 models) vs 8 (6 models));" in note

@@ -233,7 +233,8 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
         "warnings": warnings, "cautions": cautions, "left_out": left_out, "tasks": benchmarks, "probes": sorted(
             {t for row in rows.values() for t in row["tasks"] if is_probe(t)}),
         "groups": groups, "ranking_tasks": rank_tasks, "mui_settings": mui_columns, "rows": [rows[k] for k in sorted(rows)],
-        "leaderboard": board, "law": law.law, "fairness": law.fairness, "notes": notes + law.notes,
+        "leaderboard": board, "law": law.law, "fairness": law.fairness,
+        "notes": notes + list(law.law.get("notes") or []) + law.notes,  # the law's own (copies of one model's weights)
         "history": histories(rows, runs, cache),
     }
     doc["seconds"] = round(time.perf_counter() - t0, 3)

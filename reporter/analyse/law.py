@@ -12,7 +12,8 @@ Rules for the points (:func:`fit_points`):
 
 * a point with P <= 0 (or a non-finite value) has no ln P: it is left out of the fit and
   listed in ``excluded`` with the reason;
-* fewer than ``MIN_POINTS`` (3) usable points, or all ln P equal: no fit, a reason string;
+* fewer than ``MIN_POINTS`` (3) usable points, fewer than ``MIN_POINTS`` distinct (P, MUI) points (a point
+  twice is one point: a line through two points fits them perfectly), or all ln P equal: no fit, a reason string;
 * untrained baselines are never points of the law (the caller leaves them out; see
   :mod:`reporter.analyse.analysis`).
 
@@ -204,7 +205,8 @@ def fit_utility_law(performance_pct: Sequence[float], mui_pct: Sequence[float], 
                     confidence: float = 0.95) -> LawFit:
     """Fit MUI = a + b ln P by OLS; P <= 0 / non-finite points are excluded (listed in ``excluded``).
 
-    Raises :class:`LawError` (with ``reason``) with fewer than 3 usable points, constant ln P or constant MUI.
+    Raises :class:`LawError` (with ``reason``) with fewer than 3 usable points, fewer than 3 distinct points,
+    constant ln P or constant MUI.
 
     >>> f = fit_utility_law([0, 10, 30, 90], [12, 8, 6, 3], labels=["z", "a", "b", "c"])
     >>> f.n, [e["label"] for e in f.excluded]
@@ -213,6 +215,10 @@ def fit_utility_law(performance_pct: Sequence[float], mui_pct: Sequence[float], 
     Traceback (most recent call last):
     ...
     reporter.analyse.law.LawError: 2 usable points (P > 0); the law needs at least 3
+    >>> fit_utility_law([10, 10, 20], [5, 5, 4])
+    Traceback (most recent call last):
+    ...
+    reporter.analyse.law.LawError: 2 distinct (P, MUI) points among the 3 usable ones (equal points are one point); the law needs at least 3
     """
     P = np.asarray(performance_pct, dtype=np.float64).ravel()
     M = np.asarray(mui_pct, dtype=np.float64).ravel()
@@ -231,6 +237,10 @@ def fit_utility_law(performance_pct: Sequence[float], mui_pct: Sequence[float], 
     if len(keep) < MIN_POINTS:
         raise LawError(f"{len(keep)} usable point{'s' * (len(keep) != 1)} (P > 0); the law needs at least {MIN_POINTS}")
     P, M = P[keep], M[keep]
+    distinct = len(set(zip(P.tolist(), M.tolist())))
+    if distinct < MIN_POINTS:
+        raise LawError(f"{distinct} distinct (P, MUI) points among the {len(keep)} usable ones (equal points are one "
+                       f"point); the law needs at least {MIN_POINTS}")
     x = np.log(P)
     if np.ptp(x) <= 1e-12:
         raise LawError("all points have the same performance; the slope is undefined")

@@ -2,7 +2,9 @@
 
 The law (``MUI = a + b * ln P``) compares trained models: every model x task with a finite
 score and MUI is a point, untrained baselines are reference rows (never points) and the LPP
-probes are never points. One fit never mixes MUI definitions. :func:`law_and_fairness` gives a
+probes are never points. Models that are the same weights by content (equal ``meta.identity``:
+another name, dtype or run of one model) are one model, so one point (:func:`one_point_per_weights`).
+One fit never mixes MUI definitions. :func:`law_and_fairness` gives a
 run's (or a board's) law section, its per-task fits (the contamination residual's input) and the
 law-adjusted fairness; :func:`training_section` the training-phase view of checkpoints.
 
@@ -15,6 +17,7 @@ law-adjusted fairness; :func:`training_section` the training-phase view of check
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, NamedTuple, Sequence, TypedDict
 
 import numpy as np
@@ -29,7 +32,8 @@ from .signals import SignalResult, law_residual_signal
 from .training import TrainingResult, training_phases
 
 __all__ = ["LawAndFairness", "LawSection", "MUI_SETTINGS", "Points", "averages", "finite", "law_and_fairness",
-           "law_points", "law_section", "law_signal", "one_definition", "strip_settings", "training_section"]
+           "law_points", "law_section", "law_signal", "one_definition", "one_point_per_weights", "settings_differ",
+           "strip_settings", "training_section"]
 
 #: the MUI settings a law point records; points of one task at different settings are not comparable
 MUI_SETTINGS = ("definition", "mode", "top_ratio", "rho", "n_samples")
@@ -58,7 +62,8 @@ def law_points(results: dict[str, Any], key: str = "mui", settings_key: str = "m
             settings: Sequence[str] = MUI_SETTINGS) -> tuple[Points, Points, list[dict[str, Any]]]:
     """{model: {task: point}} for law models and for baselines, plus rows left out and why.
 
-    ``key`` is the effort measure: ``mui`` (neurons) or ``mui_sae`` (SAE features).
+    ``key`` is the effort measure: ``mui`` (neurons) or ``mui_sae`` (SAE features). Copies of one model's weights
+    (equal ``meta.identity``) give one model's points (:func:`one_point_per_weights`).
     """
     law: Points = {}
     base: Points = {}
@@ -81,7 +86,48 @@ def law_points(results: dict[str, Any], key: str = "mui", settings_key: str = "m
         if target is base:
             left_out.append({"model": name, "task": None,
                              "reason": "untrained baseline: a reference row, never a point of the law"})
+    identities = {name: (e.get("meta") or {}).get("identity") for name, e in (results.get("models") or {}).items()}
+    one_point_per_weights(law, identities, left_out)
     return law, base, left_out
+
+
+def _short_identity(identity: str) -> str:
+    """An identity with its long hashes cut to 12 digits (``packaged:NAME:b179c9523d0e…``)."""
+    return re.sub(r"([0-9a-f]{12})[0-9a-f]{4,}", r"\1…", identity)
+
+
+def one_point_per_weights(law: Points, identities: dict[str, Any], left_out: list[dict[str, Any]]) -> None:
+    """Keep one model's points per set of weights: models with the same content identity (``meta.identity``: the
+    same weights under another name, dtype or run) are one model, and the law is fitted across models, so counting
+    each copy would fit the law to one model's points (a perfect R² from two points). The copy with the most points
+    (the first of those) keeps its points and lists the others under ``same_weights``; the others' points are left
+    out, saying whose they are. Models without an identity are never merged.
+
+    >>> law = {m: {"t": {"label": m, "model": m, "task": "t", "P": p, "MUI": 2.0, "settings": {}}}
+    ...        for m, p in (("acme", 40.0), ("vendor", 41.0), ("other", 60.0))}
+    >>> left: list[dict] = []
+    >>> one_point_per_weights(law, {"acme": "local:ab", "vendor": "local:ab", "other": "local:cd"}, left)
+    >>> sorted(law), law["acme"]["t"]["same_weights"], left[0]["model"]
+    (['acme', 'other'], ['vendor'], 'vendor')
+    """
+    groups: dict[str, list[str]] = {}
+    for model, ts in law.items():
+        ident = identities.get(model)
+        if ts and isinstance(ident, str) and ident:
+            groups.setdefault(ident, []).append(model)
+    for ident, models in groups.items():
+        if len(models) < 2:
+            continue
+        keep = max(models, key=lambda m: (len(law[m]), -models.index(m)))
+        copies = [m for m in models if m != keep]
+        for p in law[keep].values():
+            p["same_weights"] = list(copies)
+        for m in copies:
+            for task in law[m]:
+                left_out.append({"model": m, "task": task, "same_weights_as": keep,
+                                 "reason": f"the same weights as {keep} (meta.identity {_short_identity(ident)}): one "
+                                           f"model is one point of the law, {keep}'s"})
+            del law[m]
 
 
 def one_definition(law: Points, left_out: list[dict[str, Any]]) -> None:
@@ -117,8 +163,10 @@ def averages(by_model: dict[str, dict[str, dict]]) -> tuple[list[dict], list[str
     pts = []
     for m in models:
         if common:
+            copies = next((p["same_weights"] for p in by_model[m].values() if p.get("same_weights")), None)
             pts.append({"label": m, "model": m, "P": float(np.mean([by_model[m][t]["P"] for t in common])),
-                        "MUI": float(np.mean([by_model[m][t]["MUI"] for t in common])), "n_tasks": len(common)})
+                        "MUI": float(np.mean([by_model[m][t]["MUI"] for t in common])), "n_tasks": len(common),
+                        **({"same_weights": list(copies)} if copies else {})})
     return pts, common, [t for t in all_tasks if t not in common]
 
 
@@ -127,8 +175,47 @@ def strip_settings(p: dict) -> dict:
     return {k: v for k, v in p.items() if k != "settings"}
 
 
+def _merged(points: Sequence[dict[str, Any]]) -> str:
+    """``; <who stands for whom>`` where points of ``points`` stand for copies of their weights, else ``""``."""
+    said = [f"{p['model']} for {', '.join(p['same_weights'])}" for p in points if p.get("same_weights")]
+    return (f"; copies of the same weights are one model ({'; '.join(dict.fromkeys(said))})" if said else "")
+
+
+def settings_differ(by_model: dict[str, dict[str, Any]], limit: int = 160) -> list[str]:
+    """The MUI settings that differ between models, each with its values and the models that have them
+    (``by_model``: {model: {setting: value}}); where the models do not fit in ``limit`` characters, how many
+    models have each value.
+
+    >>> settings_differ({"base-model": {"mode": "score", "n_samples": 7}, "SmolLM2": {"mode": "score", "n_samples": 8}})
+    ['n_samples: 7 (base-model) vs 8 (SmolLM2)']
+    """
+    keys = list(dict.fromkeys(k for s in by_model.values() for k in s))
+    out = []
+    for k in keys:
+        values: dict[str, list[str]] = {}
+        for m, s in by_model.items():
+            values.setdefault(str(s.get(k)), []).append(m)
+        if len(values) < 2:
+            continue
+        text = f"{k}: " + " vs ".join(f"{v} ({', '.join(ms)})" for v, ms in values.items())
+        if len(text) > limit:
+            text = f"{k}: " + " vs ".join(f"{v} ({len(ms)} model{'s' * (len(ms) != 1)})" for v, ms in values.items())
+        out.append(text)
+    return out
+
+
 def law_section(law_pts: dict, seed: int, n_resamples: int) -> tuple[LawSection, dict, list[dict]]:
-    """The law section, the per-task LawFit objects, and the per-model average points."""
+    """The law section, the per-task LawFit objects, and the per-model average points.
+
+    ``law_pts``: {model: {task: point}} (:func:`law_points`); a fit of fewer than ``MIN_POINTS`` models is withheld
+    with the reason, which names the copies of one model's weights that counted once.
+
+    >>> pts = {m: {"t": {"label": m, "model": m, "task": "t", "P": p, "MUI": u, "settings": {"n_samples": n}}}
+    ...        for m, p, u, n in (("a", 20.0, 9.0, 8), ("b", 40.0, 6.0, 8), ("c", 80.0, 4.0, 7))}
+    >>> law, fits, avg = law_section(pts, seed=0, n_resamples=100)
+    >>> law["per_model_average"]["n"], law["notes"][0]
+    (3, 'task t: MUI settings differ between models (n_samples: 8 (a, b) vs 7 (c)); MUI is only comparable at equal settings and sample counts')
+    """
     notes = []
     pooled_pts = [{**strip_settings(p), "label": f"{m} / {t}"} for m, ts in law_pts.items() for t, p in ts.items()]
     n_models = len({p["model"] for p in pooled_pts if p["P"] > 0})
@@ -139,25 +226,34 @@ def law_section(law_pts: dict, seed: int, n_resamples: int) -> tuple[LawSection,
                              f"compares models and needs at least {MIN_POINTS}")
     else:
         fit, reason = fit_points(pooled_pts, seed=seed, n_resamples=n_resamples)
-    pooled = describe_fit(fit, reason, pooled_pts)
+    pooled = describe_fit(fit, reason and reason + _merged(pooled_pts), pooled_pts)
     tasks = sorted({t for ts in law_pts.values() for t in ts})
     per_task: dict[str, FitDescription] = {}
     fits: dict[str, tuple[LawFit | None, str | None, list[dict]]] = {}
     for t in tasks:
         pts = [strip_settings(ts[t]) for ts in law_pts.values() if t in ts]
         f, r = fit_points(pts, seed=seed, n_resamples=n_resamples)
+        r = r and r + _merged(pts)
         per_task[t] = describe_fit(f, r, pts)
         fits[t] = (f, r, pts)
-        settings = {tuple(sorted(ts[t]["settings"].items(), key=lambda kv: kv[0])) for ts in law_pts.values() if t in ts}
-        if len(settings) > 1:
-            notes.append(f"task {t}: MUI settings differ between models ({', '.join(MUI_SETTINGS)}); "
+        differ = settings_differ({m: ts[t]["settings"] for m, ts in law_pts.items() if t in ts})
+        if differ:
+            notes.append(f"task {t}: MUI settings differ between models ({'; '.join(differ)}); "
                          "MUI is only comparable at equal settings and sample counts")
     avg, common, dropped = averages(law_pts)
     if avg:
         f, r = fit_points(avg, seed=seed, n_resamples=n_resamples)
+        r = r and r + _merged(avg)
     else:
         f, r = None, "no model has a task with both a score and MUI"
     per_model: FitDescription = {**describe_fit(f, r, avg), "tasks": common, "tasks_dropped": dropped}
+    for m, ts in law_pts.items():
+        copies = next((p["same_weights"] for p in ts.values() if p.get("same_weights")), None)
+        if copies:
+            notes.append(f"{', '.join([m, *copies][:-1])} and {copies[-1]} are the "
+                         f"same weights (equal meta.identity): one model, so one point of the law, {m}'s; the law "
+                         "compares models, and the same weights under another name, dtype or run are one model "
+                         "at one parameter count")
     if dropped:
         notes.append(f"per-model averages use the {len(common)} task(s) every model finished; dropped: {', '.join(dropped)}")
     if fit is not None and len(tasks) > 1:
@@ -185,7 +281,10 @@ def law_signal(model: str, task: str, baseline: bool, fits: dict) -> SignalResul
     if fit is None:
         return {"measured": False, "fires": False, "reason": f"no law fit for this task: {reason}"}
     if model not in fit.labels:
-        return {"measured": False, "fires": False, "reason": "the point is not in the fit (P = 0 has no ln P)"}
+        rep = next((p["model"] for p in pts if model in (p.get("same_weights") or ())), None)
+        return {"measured": False, "fires": False,
+                "reason": f"the same weights as {rep}, whose point stands for its copies in the law fit: no "
+                          "residual of its own" if rep is not None else "the point is not in the fit (P = 0 has no ln P)"}
     z = float(fit.studentized_residuals[fit.labels.index(model)])
     P = float(fit.performance[fit.labels.index(model)])
     return law_residual_signal(None if math.isnan(z) else z, P, float(np.median([p["P"] for p in pts])),
