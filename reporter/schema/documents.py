@@ -390,6 +390,8 @@ class LawPoint(TypedDict, total=False):
     model: str
     task: Union[str, None]
     excluded: str
+    #: the other names of the same weights (equal ``meta.identity``) this point stands for: one model, one point
+    same_weights: list[str]
 
 
 class LawFit(TypedDict, total=False):
@@ -425,6 +427,8 @@ class Excluded(TypedDict, total=False):
     model: str
     task: str
     reason: str
+    #: left out as a copy of this model's weights (equal ``meta.identity``), whose point stands for it
+    same_weights_as: str
 
 
 class Law(TypedDict, total=False):
