@@ -57,6 +57,19 @@ PLUGIN = textwrap.dedent('''
     def notatask():
         return {"name": "pf_t_notatask"}
 
+    @register_task("pf_t_typo")
+    def typo():  # a scorer name misspelt: every model failed after loading
+        return Task(name="pf_t_typo", scorer="exacct", instruction="A.", answer_prefix="Answer:", load=_items)
+
+    @register_task("pf_t_renamed")
+    def renamed():  # registered under one name, built under another: its results went under the other
+        return Task(name="trivia2", scorer="exact", instruction="A.", answer_prefix="Answer:", load=_items)
+
+    @register_task("pf_t_twice")
+    def twice():  # two items under one id: the run failed after generation, naming no id
+        return Task(name="pf_t_twice", scorer="exact", instruction="A.", answer_prefix="Answer:",
+                    load=lambda: _items() + _items()[:1])
+
     MODE = os.environ.get("PF_MODE", "")
 
     class _Noop:
@@ -91,7 +104,8 @@ def files(tmp_path):
     from reporter.tasks.base import TASKS
 
     for registry, names in ((SCORERS, ("pf_boom", "pf_big")), (TASKS, ("pf_t_boom", "pf_t_big", "pf_t_loadfail",
-                                                                            "pf_t_factory", "pf_t_notatask", "pf_t_one")),
+                                                                            "pf_t_factory", "pf_t_notatask", "pf_t_one", "pf_t_typo",
+                                                                            "pf_t_renamed", "pf_t_twice")),
                             (COLLECTORS, ("pf_metric",)), (SECTIONS, ("pf_bad",))):
         for name in names:
             registry.remove(name)
@@ -141,6 +155,9 @@ def test_a_task_that_fails_stops_only_itself(files):
 @pytest.mark.parametrize("task, want", [
     ("pf_t_factory", "task 'pf_t_factory' could not be built: its factory raised TypeError: "),
     ("pf_t_notatask", "task 'pf_t_notatask' could not be built: its factory returned dict, not a reporter.tasks.Task"),
+    ("pf_t_typo", "task 'pf_t_typo' has an unknown scorer 'exacct' (did you mean 'exact'?); available: "),
+    ("pf_t_renamed", "task 'pf_t_renamed' is registered under that name but its factory returned a Task named "
+                     "'trivia2'; give the Task the name it is registered under"),
 ])
 def test_a_task_factory_that_fails_is_refused_before_a_model_loads(files, task, want):
     """It passed validate; at run time the model failed whole (the held-out reference pass asks every task whether
@@ -311,3 +328,15 @@ def test_a_local_base_model_without_kind_is_known_to_validate_as_loading_decides
     (local / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
     assert load_model(ModelSpec(name="L", source=str(local)), run_device="cpu", run_dtype="float32").kind == "instruct"
     assert validate().exit_code == 0
+
+
+def test_a_plugin_tasks_two_items_under_one_id_fail_that_task_alone_naming_the_id(files):
+    """The run failed after generation with "save_neuron_sets: duplicate item ids", naming no id."""
+    root = files("pf_t_twice", "arc_easy")
+    r = _run(root, "--no-render")
+    assert r.exit_code == 2
+    assert _errors(r)[0] == ("error: model 'A', task 'pf_t_twice': task 'pf_t_twice': item id 'q0' occurs twice among "
+                             "its 4 items; each item needs its own id (results, compare and coreset.json match items "
+                             "by it)")
+    res = json.loads((root / "run" / "results.json").read_text())
+    assert set(res["models"]["A"]["tasks"]) == {"arc_easy"}  # the other task ran

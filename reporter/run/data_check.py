@@ -9,6 +9,8 @@ from typing import Sequence
 from ..collect.plan import build_task
 from ..config import ModelSpec, Profile, TaskConfig
 from ..errors import UserError, user_path
+from ..registry import unknown_name
+from ..scoring.scorers import SCORERS
 from ..store.atomic import read_json
 from ..tasks import Task, get_task
 from ..tasks.base import DEFAULT_SHOTS, TASKS
@@ -202,6 +204,11 @@ def _check_factory(name: str) -> None:
     if not isinstance(task, Task):
         raise UserError(f"tasks[{name!r}]: task '{name}' could not be built: its factory returned "
                         f"{type(task).__name__}, not a reporter.tasks.Task")
+    if task.name != name:  # its results would be filed under another name than the profile's
+        raise UserError(f"tasks[{name!r}]: task '{name}' is registered under that name but its factory returned a "
+                        f"Task named {task.name!r}; give the Task the name it is registered under")
+    if task.scorer not in SCORERS:  # failed every model after loading
+        raise UserError(f"tasks[{name!r}]: task '{name}' has an {unknown_name('scorer', task.scorer, SCORERS.names())}")
 
 
 def hub_only_tasks(profile: Profile) -> list[tuple[str, str]]:

@@ -117,7 +117,14 @@ class Task:
     def items(self) -> list[Item]:
         """Every item of the task (loaded once)."""
         if self._cache is None:
-            self._cache = self.load()
+            items = self.load()
+            seen: set[str] = set()
+            for it in items:  # a plugin's load: two items under one id failed deep in the run, naming no id
+                if it.id in seen:
+                    raise UserError(f"task '{self.name}': item id {it.id!r} occurs twice among its {len(items)} items; "
+                                    "each item needs its own id (results, compare and coreset.json match items by it)")
+                seen.add(it.id)
+            self._cache = items
             if self.origin.get("copy") == "hub" and self.hub is not None:
                 self.split = self.hub_split or self.split
                 self.source = (f"hub: {self.hub.path}" + (f" ({self.hub.config})" if self.hub.config else "")
