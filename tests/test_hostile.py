@@ -962,3 +962,20 @@ def test_a_users_common_task_mistakes_say_what_would_be_valid(tmp_path):
     rows.write_text('{"question": "2+2?" "answer": "4"}\n')
     line = _refused(_invoke("validate", str(_models(tmp_path, jsonl.replace("quest,", "question,")))))
     assert line.endswith("line 1: not valid JSON (Expecting ',' delimiter at column 21)")
+
+
+def test_a_summary_score_edited_by_hand_is_refused_by_analyse(finished_run, tmp_path):
+    """A summary.json score set to 0.875 by hand went onto the card (outside its own interval, marked ≈chance) while
+    ``compare``, which reads the items, said 0: the score must be the mean of the task's item scores."""
+    run = copy_run(finished_run, tmp_path / "run")
+    summary = run / "models" / "Llama-chat" / "tasks" / "arc_easy" / "summary.json"
+    doc = json.loads(summary.read_text())
+    items = [json.loads(ln)["score"] for ln in (summary.parent / "samples.jsonl").read_text().splitlines() if ln]
+    mean = sum(items) / len(items)
+    assert _invoke("analyse", str(run)).exit_code == 0  # negative control: as the run wrote it
+    doc["score"] = 0.875 if mean != 0.875 else 0.125
+    summary.write_text(json.dumps(doc))
+    line = _refused(_invoke("analyse", str(run)))
+    assert line == (f"error: {summary}: score {doc['score']:g} is not the mean of the {len(items)} item scores of its "
+                    f"samples.jsonl ({mean:.4g}); was it edited? Remove it and rerun `reporter run` on the run directory "
+                    "to recompute that task")
