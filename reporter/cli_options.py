@@ -17,11 +17,15 @@ def resolve(file: Path | None, profile: str | None, only_tasks: str | None, limi
     list), ``--profile``, ``--tasks``/``--limit`` and ``--device``/``--seed`` applied, each mistake one line.
     """
     from .config import default_config, load_config, load_profile, parse_config
+    from .errors import ConfigError
 
     for option, value in (("--profile", profile), ("--device", device)):  # "" fell back to the default in silence
         if value is not None and not value.strip():
             raise UserError(f"{option}: is blank; give a value, or leave the option out")
-    cfg = load_config(file) if file else None
+    try:
+        cfg = load_config(file) if file else None
+    except ConfigError as e:  # the profile's problems too, in the same pass, where the file names the profile
+        raise ConfigError(e.lines + ([] if profile else _profile_problems(file))) from None
     origin = "--profile" if profile else (f"{cfg.path}: profile" if cfg and cfg.profile else None)
     prof = load_profile(profile or (cfg.profile if cfg else None), origin)
     if only_tasks is not None or limit is not None:
@@ -45,6 +49,31 @@ def resolve(file: Path | None, profile: str | None, only_tasks: str | None, limi
             data["seed"] = seed
         cfg = _with_overrides(data, cfg.path)
     return cfg, prof
+
+
+def _profile_problems(file: Path | None) -> list[str]:
+    """The problems of the profile a models YAML names (``profile:``, resolved as the file's other paths are), read
+    although the file has problems of its own: each was said only after the others were fixed.
+    """
+    from .config import load_profile
+    from .config.files import load_yaml
+    from .config.models import _is_path
+    from .errors import user_path
+
+    try:
+        data = load_yaml(Path(file)) if file else None
+    except UserError:
+        return []
+    value = data.get("profile") if isinstance(data, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        return []
+    if _is_path(value):
+        value = str((Path(file).resolve().parent / user_path(value)).resolve())  # type: ignore[arg-type]
+    try:
+        load_profile(value, f"{file}: profile")
+    except UserError as e:
+        return list(e.lines)
+    return []
 
 
 def _with_overrides(data: dict[str, Any], path: str) -> Any:

@@ -979,3 +979,22 @@ def test_a_summary_score_edited_by_hand_is_refused_by_analyse(finished_run, tmp_
     assert line == (f"error: {summary}: score {doc['score']:g} is not the mean of the {len(items)} item scores of its "
                     f"samples.jsonl ({mean:.4g}); was it edited? Remove it and rerun `reporter run` on the run directory "
                     "to recompute that task")
+
+
+def test_the_profile_a_bad_models_file_names_is_checked_in_the_same_pass(tmp_path):
+    """A models file with a misspelt key and a missing profile said one, then (fixed) the other: the README promises
+    every problem of the file at once."""
+    (tmp_path / "bad.yaml").write_text("lpp: {enabled: nope}\ntasks: [{name: arc_easy}]\n")
+    models = tmp_path / "models.yaml"
+    for profile, want in (("small.yaml", f"profile: '{tmp_path / 'small.yaml'}': file not found; give a profile YAML "
+                                         "file that exists"),
+                          ("quik", "profile: 'quik' is not a built-in profile (did you mean 'quick'?)"),
+                          ("bad.yaml", f"error: {tmp_path / 'bad.yaml'}: lpp.enabled: must be true or false, got 'nope'")):
+        models.write_text(f"profile: {profile}\nmodels:\n  - {{name: a, source: random:llama, random: {{hiden: 64}}}}\n")
+        r = _invoke("validate", str(models))
+        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+        assert r.exit_code == 2 and len(errors) == 2, r.output
+        assert "models[0].random.hiden: unknown key 'hiden'" in errors[0] and want in errors[1], errors
+        # --profile replaces the file's: its profile is not read, so not blamed
+        r = _invoke("validate", str(models), "--profile", "quick")
+        assert [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")] == errors[:1], r.output
