@@ -353,6 +353,12 @@ def test_the_law_note_names_only_the_settings_that_differ(runs, tmp_path):
     r = CliRunner().invoke(main, ["render", str(run), "--format", "html"])
     assert r.exit_code == 0, r.output
     assert note in (run / "card.html").read_text()
+    # the scores too are over different items: the card says so (the means read as over the same items)
+    n = {m: e["tasks"]["mine"]["n"] for m, e in res["models"].items()}
+    assert n == {"base-model": N_ITEMS - 1, "Chat": N_ITEMS}
+    assert (f"Trained models were scored on different numbers of items on mine ({N_ITEMS - 1}: base-model; "
+            f"{N_ITEMS}: Chat): a base model holds its few-shot example out") in " ".join(
+        (run / "card.html").read_text().split())
 
 
 @pytest.mark.slow

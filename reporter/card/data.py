@@ -341,8 +341,32 @@ def _limitations(card: dict[str, Any]) -> list[str]:
         out.append("MUI grows with the number of samples: tasks here use different sample counts "
                    f"({', '.join(str(n) for n, _ in sorted(settings, key=str))}), so compare MUI only "
                    "within a task.")
+    if differ := _item_counts_differ(card):
+        out.append("Trained models were scored on different numbers of items on " + "; ".join(differ) + ": a base "
+                   "model holds its few-shot example out of the items where the task has no few-shot split, so each "
+                   "mean score is over that model's own items, and a pairwise test over the items both answered.")
     a = card["analysis"] or {}
     return out + a.get("notes", [])
+
+
+def _item_counts_differ(card: dict[str, Any]) -> list[str]:
+    """Each benchmark task whose trained models answered different numbers of items, with the counts and models.
+
+    >>> card = {"benchmarks": ["arc", "gsm8k"], "models": [
+    ...     {"name": "a", "reference": False, "status": "complete", "tasks": {"arc": {"n": 7}, "gsm8k": {"n": 5}}},
+    ...     {"name": "b", "reference": False, "status": "complete", "tasks": {"arc": {"n": 8}, "gsm8k": {"n": 5}}}]}
+    >>> _item_counts_differ(card)
+    ['arc (7: a; 8: b)']
+    """
+    out = []
+    for task in card["benchmarks"]:
+        by_n: dict[int, list[str]] = {}
+        for m in trained(card):
+            if isinstance(n := (m["tasks"].get(task) or {}).get("n"), int):
+                by_n.setdefault(n, []).append(m["name"])
+        if len(by_n) > 1:
+            out.append(f"{task} (" + "; ".join(f"{n}: {join_names(ms)}" for n, ms in sorted(by_n.items())) + ")")
+    return out
 
 
 def extra_measurements(card: dict[str, Any]) -> list[dict[str, Any]]:
