@@ -252,3 +252,28 @@ def test_card_text_matches_the_golden_copy(golden_run):
         i = next((k for k, (a, b) in enumerate(zip(want, got)) if not _same_word(a, b)), min(len(want), len(got)))
         raise AssertionError(f"card text differs at word {i}: golden {' '.join(want[max(0, i - 12):i + 12])!r} "
                              f"vs run {' '.join(got[max(0, i - 12):i + 12])!r}")
+
+
+def test_a_test_too_small_to_fire_is_not_called_not_measured_on_the_board(golden_run):
+    """The board merged "no test could run" and "a test ran but could not fire at this size" into "not measured",
+    where the run's card said "too small to fire"."""
+    from reporter.analyse.board import build_board
+    from reporter.analyse.board_runs import contamination_state
+
+    run = golden_run[1]
+    rows = json.loads((run / "results.json").read_text())["analysis"]["contamination"]
+    doc = build_board([run], n_resamples=50)
+    shown = {(r["model"], t): s.get("contamination") for r in doc["rows"] for t, s in r["tasks"].items()}
+    want = {}
+    for row in rows:  # the reference: a plain reading of each row's signals
+        signals = [s for s in row["signals"].values() if isinstance(s, dict)]
+        if row["measured"]:
+            state = row["severity"]
+        elif any(s.get("measured") and s.get("test", True) and s.get("in_correction") is False for s in signals):
+            state = "too small to fire"
+        else:
+            state = "not measured"
+        assert contamination_state(row) == state
+        want[(row["model"], row["task"])] = state
+    assert "too small to fire" in want.values()  # the case the board lost
+    assert {k: v for k, v in shown.items() if k in want} == {k: v for k, v in want.items() if k in shown}

@@ -23,9 +23,10 @@ from ..store.gate import open_run
 from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, MODEL_INDEX_DIR, SAMPLES, RunDir, slugify
 from ..store.samples import holds_task, read_samples
 
-__all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "expand_runs", "load_runs"]
+__all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "contamination_state", "expand_runs",
+           "load_runs"]
 
-BOARD_VERSION = 3
+BOARD_VERSION = 4
 #: the LPP numbers a history page follows over versions
 LPP_KEYS = ("entropy_floor", "participation_ratio", "effective_rank")
 #: what identifies MUI settings: a MUI value compares only with one measured the same way on as many items
@@ -159,6 +160,26 @@ def _files(rd: RunDir, slug: str) -> dict[str, str]:
     return out
 
 
+def contamination_state(row: dict[str, Any]) -> str:
+    """A contamination row as the board shows it: its severity where a test could fire; else "too small to fire"
+    where a test ran but could not reach significance at its size, "not measured" where none ran (never "none",
+    which says the tests that could fire stayed quiet); the run's card draws the same line.
+
+    >>> contamination_state({"severity": "none", "measured": True})
+    'none'
+    >>> contamination_state({"severity": "none", "measured": False, "signals": {
+    ...     "verbatim": {"measured": True, "in_correction": False}, "option_order": {"measured": False}}})
+    'too small to fire'
+    >>> contamination_state({"severity": "none", "measured": False, "signals": {"option_order": {"measured": False}}})
+    'not measured'
+    """
+    if row.get("measured", True):
+        return str(row.get("severity"))
+    ran = [s for s in (row.get("signals") or {}).values() if isinstance(s, dict) and s.get("measured")
+           and s.get("test", True) is not False]
+    return "too small to fire" if any(s.get("in_correction") is False for s in ran) else "not measured"
+
+
 def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
     view = open_run(path, "board", analysed=True)
     rd, results = view.rd, view.results or {}
@@ -175,9 +196,7 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
     labels = _labels(view.manifest)
     verdicts: dict[tuple[str, str], str] = {}
     for v in (results.get("analysis") or {}).get("contamination") or []:
-        # a pair with no test that ran, or none that could fire, is "not measured", never "none" (= no test fires)
-        verdicts[(str(v.get("model")), str(v.get("task")))] = (str(v.get("severity")) if v.get("measured", True)
-                                                               else "not measured")
+        verdicts[(str(v.get("model")), str(v.get("task")))] = contamination_state(v)
     models: dict[str, dict[str, Any]] = {}
     for name, e in (results.get("models") or {}).items():
         slug = e.get("slug", name)
