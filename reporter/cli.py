@@ -366,8 +366,11 @@ def validate(file, profile, only_tasks, limit, device, seed):
                    "when a model's LPP pass runs, and that pass fails where the hub cannot be reached (coqa and "
                    "lambada ship offline)", err=True)
     n_models, n_tasks = len(cfg.models), len(prof.tasks)
+    label = prof.name or cfg.profile
+    if prof.origin and prof.origin.endswith((".yaml", ".yml")) and label == Path(prof.origin).stem:
+        label = Path(prof.origin).name  # a file without name: its file ("profile profile" for profile.yaml)
     click.echo(f"{file or cfg.path}: OK ({n_models} model{'s' if n_models != 1 else ''}, profile "
-               f"{prof.name or cfg.profile}, {n_tasks} task{'s' if n_tasks != 1 else ''})")
+               f"{label}, {n_tasks} task{'s' if n_tasks != 1 else ''})")
 
 
 @main.command()

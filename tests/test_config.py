@@ -204,3 +204,14 @@ def test_a_local_models_unreadable_config_json_is_one_line(tiny_yaml, tmp_path, 
     code, out = validate(tiny_yaml("models:\n  - {name: a, source: ./locked}\n"))
     assert code == 2 and out.strip().endswith(
         "models[0].source: './locked': its config.json cannot be read (Permission denied)"), out
+
+
+def test_validate_names_a_profile_file_without_a_name_by_its_file(tmp_path):
+    """A profile.yaml without ``name:`` printed "OK (…, profile profile, …)"."""
+    (tmp_path / "profile.yaml").write_text("tasks: [{name: arc_easy, limit: 2}]\n")
+    (tmp_path / "named.yaml").write_text("name: release\ntasks: [{name: arc_easy, limit: 2}]\n")
+    for profile, label in (("profile.yaml", "profile.yaml"), ("named.yaml", "release")):
+        (tmp_path / "m.yaml").write_text(f"profile: {profile}\nmodels:\n  - {{name: a, source: random:llama, "
+                                         "random: {layers: 1, hidden: 32, intermediate: 48, heads: 2}}\n")
+        code, out = validate(tmp_path / "m.yaml")
+        assert code == 0 and f"m.yaml: OK (1 model, profile {label}, 1 task)" in out, out
