@@ -367,8 +367,9 @@ def validate(file, profile, only_tasks, limit, device, seed):
                    "lambada ship offline)", err=True)
     n_models, n_tasks = len(cfg.models), len(prof.tasks)
     label = prof.name or cfg.profile
-    if prof.origin and prof.origin.endswith((".yaml", ".yml")) and label == Path(prof.origin).stem:
-        label = Path(prof.origin).name  # a file without name: its file ("profile profile" for profile.yaml)
+    stem = Path(prof.origin).stem if prof.origin and prof.origin.endswith((".yaml", ".yml")) else None
+    if stem and (label == stem or label.startswith(stem + " (")):  # a file without name: ("profile profile" for
+        label = Path(str(prof.origin)).name + label[len(stem):]    # profile.yaml) its file's name
     click.echo(f"{file or cfg.path}: OK ({n_models} model{'s' if n_models != 1 else ''}, profile "
                f"{label}, {n_tasks} task{'s' if n_tasks != 1 else ''})")
 

@@ -654,10 +654,10 @@ def test_validate_checks_the_profile_cut_that_run_would_use(tmp_path):
     """``validate --tasks/--limit/--profile`` reports the run that ``run`` with the same arguments would make."""
     p = _models(tmp_path, PROFILE.replace("tasks:\n", "tasks:\n  - {name: boolq, limit: 3}\n"))
     r = _invoke("validate", str(p))
-    assert r.exit_code == 0 and "OK (1 model, profile profile, 2 tasks)" in r.output, r.output
+    assert r.exit_code == 0 and "OK (1 model, profile profile.yaml, 2 tasks)" in r.output, r.output
     r = _invoke("validate", str(p), "--tasks", "boolq", "--limit", "2", "--seed", "4", "--device", "cpu")
     assert r.exit_code == 0, r.output
-    assert "OK (1 model, profile profile (1 of its 2 tasks, 2 items each), 1 task)" in r.output, r.output
+    assert "OK (1 model, profile profile.yaml (1 of its 2 tasks, 2 items each), 1 task)" in r.output, r.output
     r = _invoke("validate", str(p), "--profile", "quick")
     assert r.exit_code == 0 and "profile quick, 11 tasks" in r.output, r.output
 
@@ -998,3 +998,26 @@ def test_the_profile_a_bad_models_file_names_is_checked_in_the_same_pass(tmp_pat
         # --profile replaces the file's: its profile is not read, so not blamed
         r = _invoke("validate", str(models), "--profile", "quick")
         assert [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")] == errors[:1], r.output
+
+
+def test_a_results_score_edited_by_hand_leaves_the_run_off_the_board(finished_run, tmp_path):
+    """results.json edited by hand: the board ranked the edited score (and merged the copy with its original as
+    "identical results") while compare, reading the items, said otherwise."""
+    from reporter.analyse.board import build_board
+
+    run = copy_run(finished_run, tmp_path / "edited")
+    res = json.loads((run / "results.json").read_text())
+    task = res["models"]["Llama chat"]["tasks"]["arc_easy"]
+    items = [json.loads(ln)["score"] for ln in (run / "models" / "Llama-chat" / "tasks" / "arc_easy" / "samples.jsonl")
+             .read_text().splitlines() if ln]
+    assert task["score"] == pytest.approx(sum(items) / len(items))  # as the run wrote it
+    assert not build_board([run], n_resamples=20)["warnings"]  # negative control: the copy as it was
+    task["score"] = 0.875 if task["score"] != 0.875 else 0.125
+    (run / "results.json").write_text(json.dumps(res))
+    doc = build_board([finished_run, run], n_resamples=20)
+    assert doc["warnings"] == [f"{run}: left out: {run / 'results.json'}: models.Llama chat.tasks.arc_easy: score "
+                               f"{task['score']:g} is not the mean of the {len(items)} item scores of its samples.jsonl "
+                               f"({sum(items) / len(items):.4g}); was it edited? `reporter analyse {run}` rebuilds "
+                               "results.json from the task files"]
+    assert _invoke("analyse", str(run)).exit_code == 0  # the remedy it names
+    assert not build_board([run], n_resamples=20)["warnings"]
