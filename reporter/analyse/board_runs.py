@@ -22,6 +22,7 @@ from ..store.atomic import read_json, write_json
 from ..store.gate import open_run
 from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, MODEL_INDEX_DIR, SAMPLES, RunDir, slugify
 from ..store.samples import holds_task, read_samples
+from .results import check_score
 
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "contamination_state", "expand_runs",
            "load_runs"]
@@ -213,6 +214,8 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
             keep["items_key"] = _items_key(s, samples)
             keep["mui_key"] = _mui_key(s)
             keep["items"] = {str(i): float(r["score"]) for i, r in samples.items()}
+            check_score(f"{rd.results}: models.{name}.tasks.{task}", s, keep["items"],  # results.json edited by hand
+                        f"`reporter analyse {rd.root}` rebuilds results.json from the task files")
             keep["contamination"] = verdicts.get((name, task))
             tasks[task] = keep
         meta = e.get("meta") or {}
