@@ -318,3 +318,40 @@ def _arc_yaml() -> str:
     import importlib.util
 
     return str(importlib.util.find_spec("lm_eval").submodule_search_locations[0]) + "/tasks/arc/arc_easy.yaml"
+
+
+def test_gen_kwargs_reach_generate_until_tasks_only_and_a_failed_reporter_run_is_exit_2(env, lm, tmp_path,
+                                                                                        monkeypatch):
+    """``--gen_kwargs`` failed reporter's run of every multiple-choice task ("Expected a dict for key
+    'generation_kwargs', got NoneType"; lm-eval applies it to generate_until tasks only), and the command still
+    exited 0 after printing lm-eval's table, with those tasks missing from reporter's run."""
+    model_dir = tmp_path / "tiny"
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    (tmp_path / "collectors.yaml").write_text(
+        "lpp: {enabled: false}\nsmoke_texts: 2\ncontamination: {verbatim_items: 0, reference_texts: 0, order_items: 0,"
+        " split_items: 0}\ntasks: [arc_easy]\n")
+
+    def command(out):
+        return _cli("lm-eval", "--model", "reporter", "--model_args",
+                    f"pretrained={model_dir},name=tiny,output={out},profile={tmp_path / 'collectors.yaml'}",
+                    "--tasks", "arc_challenge", "--include_path", env["packaged"], "--limit", "2",
+                    "--gen_kwargs", "max_gen_toks=4", "--device", "cpu")
+
+    r = command(tmp_path / "run")
+    assert r.exit_code == 0, r.output
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["models"]["tiny"]["status"] == "complete" and "arc_challenge" in results["models"]["tiny"]["tasks"]
+    import reporter.collect.lm_eval_run as lm_eval_run
+    from reporter.errors import UserError
+
+    def broken(*args, **kwargs):  # reporter's own run of the task fails; lm-eval goes on and writes its results
+        raise UserError("its requests could not be built")
+
+    monkeypatch.setattr(lm_eval_run, "resolve_entry", broken)
+    r = command(tmp_path / "run2")
+    assert r.exit_code == 2, r.output
+    assert "reporter: model 'tiny', task 'arc_challenge': its requests could not be built" in r.output
+    assert r.stderr.strip().splitlines()[-1] == (
+        "error: reporter's run had failures, listed above (lm-eval's own results are written); fix them and rerun the "
+        "same command: reporter's finished work is kept")

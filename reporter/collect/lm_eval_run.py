@@ -85,6 +85,8 @@ def configure(task: Any, config: TaskConfig) -> None:
     else:
         task.set_config(key="num_fewshot", value=default or 0)
     for key, value in (config.lm_eval_config or {}).items():
+        if key == "generation_kwargs" and task.get_config("output_type") != "generate_until":
+            continue  # as lm-eval applies --gen_kwargs: to generate_until tasks only (a group may mix the two)
         task.set_config(key=key, value=value, update=key == "generation_kwargs")
     if config.max_new_tokens and task.get_config("output_type") == "generate_until":
         task.set_config(key="generation_kwargs", value={"max_gen_toks": config.max_new_tokens}, update=True)

@@ -43,6 +43,10 @@ def register() -> None:
         model_registry.register("reporter", target=ReporterLM)
 
 
+#: the failure lines of reporter's run in this command (its exit code is 2 where there are any)
+_FAILURES: list[str] = []
+
+
 def main(argv: list[str]) -> None:
     """Run lm-eval's command line with ``argv``, ``--model reporter`` registered and reporter's run written."""
     register()
@@ -50,11 +54,15 @@ def main(argv: list[str]) -> None:
     sys.argv = ["lm_eval", *argv]
     from ..tasks.lm_eval_source import indexed_once
 
+    _FAILURES.clear()
     try:
         with _reporter_first(), indexed_once():  # lm-eval's own task index from reporter's cache, too
             from lm_eval.__main__ import cli_evaluate
 
             cli_evaluate()
+        if _FAILURES:  # lm-eval's own results are written, but reporter's run is not whole: not a success
+            raise UserError("reporter's run had failures, listed above (lm-eval's own results are "
+                            "written); fix them and rerun the same command: reporter's finished work is kept")
     except ValueError as e:  # lm-eval's own refusal of a task name, as a traceback
         if not str(e).startswith("Tasks not found: "):
             raise
@@ -166,6 +174,7 @@ def write_run(rlm: Any, **command: Any) -> None:
                       jobs=jobs)
     for line in failures:
         log(f"reporter: {line}")
+    _FAILURES.extend(failures)
     rd = RunDir(rlm.run_output)
     for t in profile.tasks:
         path = rd.task_dir(lm.spec.slug, t.name) / RESPONSES
