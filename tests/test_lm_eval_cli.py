@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from reporter.config import TaskConfig
+from reporter.errors import UserError
 
 
 @pytest.fixture(scope="module")
@@ -355,3 +356,24 @@ def test_gen_kwargs_reach_generate_until_tasks_only_and_a_failed_reporter_run_is
     assert r.stderr.strip().splitlines()[-1] == (
         "error: reporter's run had failures, listed above (lm-eval's own results are written); fix them and rerun the "
         "same command: reporter's finished work is kept")
+
+
+def test_include_path_packaged_is_the_offline_copy_and_hints_say_so_in_command_line_terms(env, lm, tmp_path):
+    """An lm-eval user offline was told "lm_eval_include: [packaged]" (a profile key; this command line has none),
+    and ``--include_path packaged`` failed with the same hub error."""
+    from reporter.run.lm_eval_cli import _command_line_terms
+
+    model_dir = tmp_path / "tiny"
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    out = tmp_path / "run"
+    r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir},name=tiny,output={out}",
+             "--tasks", "arc_challenge", "--include_path", "packaged", "--limit", "2", "--device", "cpu")
+    assert r.exit_code == 0, r.output
+    assert "arc_challenge" in json.loads((out / "results.json").read_text())["models"]["tiny"]["tasks"]
+    line = ("tasks[0].lm_eval: lm-eval task 'x': … give a local copy: a task YAML in a directory listed in "
+            "lm_eval_include, with … (reporter's offline copies of ARC, HellaSwag, BoolQ and MMLU: lm_eval_include: "
+            "[packaged])")
+    assert _command_line_terms(UserError(line)).lines == [
+        "tasks[0].lm_eval: lm-eval task 'x': … give a local copy: a task YAML in a directory given to --include_path, "
+        "with … (reporter's offline copies of ARC, HellaSwag, BoolQ and MMLU: --include_path packaged)"]

