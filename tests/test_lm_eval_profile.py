@@ -107,3 +107,22 @@ def test_unknown_keys_of_an_lm_eval_entry_and_its_config_overrides_are_named_wit
                                "lm-eval task: lm_eval, name, limit")
     assert lines[1].startswith("p.yaml: tasks[0].lm_eval_config.num_fewshots: unknown key 'num_fewshots'")
     assert f"fields a profile may override: {', '.join(CONFIG_OVERRIDES)}" in lines[1]
+
+
+def test_one_mistake_on_a_group_entry_is_one_line_not_one_per_task(env, tmp_path):
+    """`{lm_eval: mmlu, metric: acc_norm}` was 57 identical lines, one per subject, and two overlapping groups 19
+    lines advising `name:`, which a group refuses."""
+    for tasks, want in (
+            ("[{lm_eval: mmlu, limit: 1, metric: acc_norm}]",
+             "tasks[0].metric: 'acc_norm' is not a metric lm-eval task 'mmlu_abstract_algebra' reports; it reports "
+             "acc,none (and 56 more of the 57 tasks of 'mmlu' alike)"),
+            ("[{lm_eval: mmlu_stem, limit: 1}, {lm_eval: mmlu, limit: 1}]",
+             "tasks[1].lm_eval: duplicate task 'mmlu_abstract_algebra' (another entry already has it; list each task "
+             "once: an lm-eval group's tasks cannot be renamed) (and 18 more of the 57 tasks of 'mmlu' alike)"),
+            ("[{lm_eval: arc_easy, metric: acc_foo}]",  # a single task: as before
+             "tasks[0].metric: 'acc_foo' is not a metric lm-eval task 'arc_easy' reports; it reports acc,none, "
+             "acc_norm,none")):
+        (tmp_path / "p.yaml").write_text(f"lm_eval_include: [packaged]\ntasks: {tasks}\n")
+        with pytest.raises(UserError) as e:
+            load_profile(str(tmp_path / "p.yaml"))
+        assert e.value.lines == [f"{tmp_path / 'p.yaml'}: {want}"]
