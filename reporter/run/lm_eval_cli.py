@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import sys
 from typing import Any, Iterator
 
@@ -61,11 +62,28 @@ def _packaged_include(argv: list[str]) -> list[str]:
     return out
 
 
+#: a profile's or ``reporter run``'s words, and what lm-eval's command line has instead
+_TERMS = ((f"lm_eval_include: [{PACKAGED}]", f"--include_path {PACKAGED}"),
+          ("a directory listed in lm_eval_include", "a directory given to --include_path"),
+          ("choose another -o/--output or pass --force", "give another output= in --model_args, or remove that "
+                                                         "directory to make the run again"),
+          ("choose another -o/--output or", "give another output= in --model_args, or"),
+          ("pass --force to recompute", "remove that directory to recompute"),
+          ("rerun with --force to make the run again there, or choose another -o",
+           "remove that directory to make the run again, or give another output= in --model_args"))
+
+
 def _command_line_terms(e: UserError) -> UserError:
-    """A profile's problem in the terms of lm-eval's command line (``--include_path``, not ``lm_eval_include``)."""
-    return UserError([line.replace(f"lm_eval_include: [{PACKAGED}]", f"--include_path {PACKAGED}")
-                      .replace("a directory listed in lm_eval_include", "a directory given to --include_path")
-                      for line in e.lines])
+    """A profile's or a run directory's problem in the terms of lm-eval's command line (``--include_path``, not
+    ``lm_eval_include``; ``output=``, not ``-o``; no ``--force``; ``--num_fewshot``, not a task's ``shots``).
+    """
+    lines = []
+    for line in e.lines:
+        for said, instead in _TERMS:
+            line = line.replace(said, instead)
+        line = re.sub(r"tasks\[\d+\]\.shots: ", "--num_fewshot: ", line)
+        lines.append(line)
+    return UserError(lines)
 
 
 #: the failure lines of reporter's run in this command (its exit code is 2 where there are any)
@@ -205,8 +223,11 @@ def write_run(rlm: Any, **command: Any) -> None:
     def jobs(cfg: Any, root: str, prof: Profile, *, force: bool = False, progress: bool = True) -> list[str]:
         return collect_model(cfg, 0, root, prof, force=force, progress=progress, loaded=lm)
 
-    _, failures = run(rlm.run_config, rlm.run_output, profile=profile, command=["reporter", "lm-eval", *sys.argv[1:]],
-                      jobs=jobs)
+    try:
+        _, failures = run(rlm.run_config, rlm.run_output, profile=profile,
+                          command=["reporter", "lm-eval", *sys.argv[1:]], jobs=jobs)
+    except UserError as e:
+        raise _command_line_terms(e) from None
     for line in failures:
         log(f"reporter: {line}")
     _FAILURES.extend(failures)
