@@ -267,7 +267,7 @@ def compare(base_run, new_run, output, pairs, no_mui, shared_only):
 
     try:
         doc = compare_runs(base_run, new_run, pairs=parse_pairs(pairs), mui=not no_mui, shared_only=shared_only)
-        files = write_compare(doc, output or Path(new_run) / COMPARE_DIR)
+        files = write_compare(doc, _output_dir(output or Path(new_run) / COMPARE_DIR))
     except UserError as e:
         fail(e)
     click.echo(files["md"].read_text(encoding="utf-8"), nl=False)
@@ -309,7 +309,7 @@ def board(run_dirs, output, title, seed, resamples):
             raise UserError(f"-o {output}: is a run directory; give the board a directory of its own")
         doc = build_board(run_dirs, seed=seed, n_resamples=resamples, cache=BoardCache(Path(output) / ".cache"),
                           title=title, exclude=[output])  # `reports/*` may match the board's own directory
-        files = write_board(doc, output)
+        files = write_board(doc, _output_dir(output))
     except UserError as e:
         fail(e)
     for w in doc["warnings"]:
@@ -372,6 +372,22 @@ def validate(file, profile, only_tasks, limit, device, seed):
         label = Path(str(prof.origin)).name + label[len(stem):]    # profile.yaml) its file's name
     click.echo(f"{file or cfg.path}: OK ({n_models} model{'s' if n_models != 1 else ''}, profile "
                f"{label}, {n_tasks} task{'s' if n_tasks != 1 else ''})")
+
+
+def _output_dir(path: Path) -> Path:
+    """``path``, made if missing; where this file system makes no directory there (``/proc/x``, a parent that is
+    gone), one line: FileNotFoundError is no environment error in general (a missing input is a bug or its own case).
+    """
+    import errno
+
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            raise  # a read-only or full file system: the boundary's one line (reporter.errors.environment_error)
+        raise UserError(f"{e.filename or path}: {e.strerror}; no directory can be made there (a directory on its path "
+                        "is missing, or that file system makes none, as /proc): choose another -o/--output") from None
+    return Path(path)
 
 
 @main.command()

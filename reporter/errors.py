@@ -74,8 +74,6 @@ _ENVIRONMENT = {
     "EACCES": "check its permissions or choose another location (another -o/--output)",
     "EPERM": "check its permissions or choose another location (another -o/--output)",
     "ENOTDIR": "a part of that path is a file, not a directory: choose another location",
-    "ENOENT": "it does not exist (a directory on its path is missing, or that file system makes none there: /proc, "
-              "/sys): check the path or choose another location (another -o/--output)",
     "EISDIR": "a directory stands where reporter writes a file: remove it or choose another location",
     "EEXIST": "a file stands where reporter makes a directory: remove it or choose another location",
     "ENAMETOOLONG": "choose a shorter path",

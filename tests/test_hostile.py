@@ -937,9 +937,8 @@ def test_an_output_where_no_directory_can_be_made_is_one_line(command, finished_
     r = _invoke(command, *runs, "-o", "/proc/reporter-test/out")
     assert r.exit_code == 2, r.output
     assert r.output.strip().splitlines() == [
-        "error: /proc/reporter-test: No such file or directory; it does not exist (a directory on its path is missing, "
-        "or that file system makes none there: /proc, /sys): check the path or choose another location (another "
-        "-o/--output)"]
+        "error: /proc/reporter-test: No such file or directory; no directory can be made there (a directory on its "
+        "path is missing, or that file system makes none, as /proc): choose another -o/--output"]
 
 
 def test_a_users_common_task_mistakes_say_what_would_be_valid(tmp_path):

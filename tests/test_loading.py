@@ -1,4 +1,5 @@
 """Every source form but the hub (which must fail clearly offline), and the packaged cache."""
+import json
 import os
 import shutil
 import subprocess
@@ -263,8 +264,13 @@ def test_a_local_model_directory_without_its_tokenizer_or_weights_is_refused_by_
         f.rename(kept / f.name)
     code, out = validate()
     assert code == 2 and out == (f"error: {models}: models[0].source: './m' holds no tokenizer (none of tokenizer.json, "
-                                 "tokenizer_config.json, tokenizer.model, vocab.json); copy the tokenizer's files into "
-                                 "it (tokenizer.save_pretrained)")
+                                 "tokenizer_config.json, tokenizer.model, vocab.json, vocab.txt, merges.txt, "
+                                 "spiece.model, sentencepiece.bpe.model, *.tiktoken, nor a tokenizer_class in its "
+                                 "config.json); copy the tokenizer's files into it (tokenizer.save_pretrained)")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())  # a tokenizer named by config.json: loadable
+    (tmp_path / "m" / "config.json").write_text(json.dumps({**config, "tokenizer_class": "BertTokenizer"}))
+    assert validate()[0] == 0
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
     for f in tokenizer:
         (kept / f.name).rename(tmp_path / "m" / f.name)
     (tmp_path / "m" / "model.safetensors").rename(kept / "model.safetensors")

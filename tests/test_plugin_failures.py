@@ -57,6 +57,11 @@ PLUGIN = textwrap.dedent('''
     def notatask():
         return {"name": "pf_t_notatask"}
 
+    @register_task("pf_t_missing")
+    def missing():  # its data file is gone: that task's failure alone, like any other load that fails
+        return Task(name="pf_t_missing", scorer="exact", instruction="A.", answer_prefix="Answer:",
+                    load=lambda: open("/nonexistent/pf-data.jsonl").readlines())
+
     @register_task("pf_t_typo")
     def typo():  # a scorer name misspelt: every model failed after loading
         return Task(name="pf_t_typo", scorer="exacct", instruction="A.", answer_prefix="Answer:", load=_items)
@@ -104,7 +109,7 @@ def files(tmp_path):
     from reporter.tasks.base import TASKS
 
     for registry, names in ((SCORERS, ("pf_boom", "pf_big")), (TASKS, ("pf_t_boom", "pf_t_big", "pf_t_loadfail",
-                                                                            "pf_t_factory", "pf_t_notatask", "pf_t_one", "pf_t_typo",
+                                                                            "pf_t_factory", "pf_t_notatask", "pf_t_one", "pf_t_typo", "pf_t_missing",
                                                                             "pf_t_renamed", "pf_t_twice")),
                             (COLLECTORS, ("pf_metric",)), (SECTIONS, ("pf_bad",))):
         for name in names:
@@ -138,13 +143,14 @@ def _errors(r):
 
 
 def test_a_task_that_fails_stops_only_itself(files):
-    root = files("arc_easy", "pf_t_boom", "boolq", "pf_t_loadfail", "mmlu")
+    root = files("arc_easy", "pf_t_boom", "boolq", "pf_t_loadfail", "pf_t_missing", "mmlu")
     r = _run(root, "--no-render")
     errors = _errors(r)
     assert r.exit_code == 2
     assert any("model 'A', task 'pf_t_boom': failed with RuntimeError: scorer exploded (the traceback is in" in e
                for e in errors), errors
     assert any("task 'pf_t_loadfail'" in e and "cannot load data" in e for e in errors), errors
+    assert any("task 'pf_t_missing'" in e and "FileNotFoundError" in e for e in errors), errors  # not the model's
     res = json.loads((root / "run" / "results.json").read_text())
     assert set(res["models"]["A"]["tasks"]) == {"arc_easy", "boolq", "mmlu"}  # the later tasks ran
     assert res["models"]["A"]["status"] == "partial"

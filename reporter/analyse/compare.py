@@ -304,7 +304,7 @@ def _prompting_notes(base: _Run, new: _Run, paired: Sequence[tuple[str, str]], w
         if not bm or not nm:
             continue
         changed = [f"{label} {_plain(bm.get(k))} → {_plain(nm.get(k))}" for k, label in _HOW.items()
-                   if bm.get(k) != nm.get(k)]
+                   if _setting(k, bm.get(k)) != _setting(k, nm.get(k))]
         shots: dict[tuple[Any, Any], list[str]] = {}
         for w in work:
             if (w.old, w.nw) == (old, nw) and w.b_entry.get("shots") != w.n_entry.get("shots"):
@@ -314,6 +314,15 @@ def _prompting_notes(base: _Run, new: _Run, paired: Sequence[tuple[str, str]], w
             notes.append(f"{_who(old, nw)} was evaluated differently in the two runs ({'; '.join(changed)}): a score "
                          "or MUI change may come from how it was prompted and run, not only from the model.")
     return notes
+
+
+def _setting(key: str, v: Any) -> Any:
+    """A recorded setting as the notes compare it: a device by its kind (``cuda:0`` and ``cuda:1`` compute alike).
+
+    >>> _setting("device", "cuda:1"), _setting("dtype", "float32")
+    ('cuda', 'float32')
+    """
+    return str(v).split(":")[0] if key == "device" and v is not None else v
 
 
 def _plain(v: Any) -> str:

@@ -101,7 +101,8 @@ def one_point_per_weights(law: Points, identities: dict[str, Any], left_out: lis
     same weights under another name, dtype or run) are one model, and the law is fitted across models, so counting
     each copy would fit the law to one model's points (a perfect R² from two points). The copy with the most points
     (the first of those) keeps its points and lists the others under ``same_weights``; the others' points are left
-    out, saying whose they are. Models without an identity are never merged.
+    out, saying whose they are; a copy's point on a task the kept one lacks becomes the kept one's (``measured_as``
+    the copy). Models without an identity are never merged.
 
     >>> law = {m: {"t": {"label": m, "model": m, "task": "t", "P": p, "MUI": 2.0, "settings": {}}}
     ...        for m, p in (("acme", 40.0), ("vendor", 41.0), ("other", 60.0))}
@@ -109,6 +110,11 @@ def one_point_per_weights(law: Points, identities: dict[str, Any], left_out: lis
     >>> one_point_per_weights(law, {"acme": "local:ab", "vendor": "local:ab", "other": "local:cd"}, left)
     >>> sorted(law), law["acme"]["t"]["same_weights"], left[0]["model"]
     (['acme', 'other'], ['vendor'], 'vendor')
+    >>> law = {"acme": {"t1": {"label": "acme", "model": "acme", "task": "t1", "P": 40.0, "MUI": 2.0}},
+    ...        "vendor": {"t3": {"label": "vendor", "model": "vendor", "task": "t3", "P": 30.0, "MUI": 3.0}}}
+    >>> one_point_per_weights(law, {"acme": "local:ab", "vendor": "local:ab"}, [])
+    >>> sorted(law), sorted(law["acme"]), law["acme"]["t3"]["measured_as"]
+    (['acme'], ['t1', 't3'], 'vendor')
     """
     groups: dict[str, list[str]] = {}
     for model, ts in law.items():
@@ -123,7 +129,11 @@ def one_point_per_weights(law: Points, identities: dict[str, Any], left_out: lis
         for p in law[keep].values():
             p["same_weights"] = list(copies)
         for m in copies:
-            for task in law[m]:
+            for task, point in law[m].items():
+                if task not in law[keep]:  # the same weights measured on a task only this copy ran: the model's point
+                    law[keep][task] = {**point, "label": keep, "model": keep, "measured_as": m,
+                                       "same_weights": list(copies)}
+                    continue
                 left_out.append({"model": m, "task": task, "same_weights_as": keep,
                                  "reason": f"the same weights as {keep} (meta.identity {_short_identity(ident)}): one "
                                            f"model is one point of the law, {keep}'s"})

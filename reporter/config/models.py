@@ -14,6 +14,7 @@ checked by the functions registered in :data:`SOURCE_CHECKS` and :data:`DEVICE_C
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -35,7 +36,8 @@ KINDS = ("base", "instruct")
 CHAT_TEMPLATES = ("auto", "none")
 RANDOM_KEYS = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab", "seed", "tokenizer")
 #: the files one of which makes a directory a Hugging Face tokenizer (``random.tokenizer``)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                   "merges.txt", "spiece.model", "sentencepiece.bpe.model", "*.tiktoken")
 #: the weight files transformers loads a local model directory from (one file, or shards with their index)
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -147,6 +149,24 @@ def source_type(source: str) -> str:
     return source_prefix(source) or "hub"  # a prefix a plugin registered (reporter.config.sources), or a hub id
 
 
+def has_tokenizer(path: Path) -> bool:
+    """Whether directory ``path`` holds a tokenizer ``AutoTokenizer`` can load: one of :data:`TOKENIZER_FILES`, or a
+    ``config.json`` naming its ``tokenizer_class`` (whose own vocabulary file may have any name).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "vocab.txt").write_text("[PAD]"); has_tokenizer(d)
+    5
+    True
+    """
+    if any(f.is_file() for pattern in TOKENIZER_FILES for f in path.glob(pattern)):
+        return True
+    try:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(cfg, dict) and isinstance(cfg.get("tokenizer_class"), str)
+
+
 def _is_path(value: str) -> bool:
     """Whether a ``profile:`` value names a file rather than a built-in profile."""
     return value.endswith((".yaml", ".yml")) or "/" in value or value.startswith("~")
@@ -233,8 +253,9 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
         except OSError as e:  # unreadable (its permissions): transformers would fail on it too
             p.add(key, f"'{v}': its config.json cannot be read ({e.strerror or type(e).__name__})")
             return None
-        if not any((path / f).is_file() for f in TOKENIZER_FILES):  # failed only at loading, after the run began
-            p.add(key, f"'{v}' holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); copy the tokenizer's "
+        if not has_tokenizer(path):  # failed only at loading, after the run began
+            p.add(key, f"'{v}' holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}, nor a tokenizer_class in "
+                       "its config.json); copy the tokenizer's "
                        "files into it (tokenizer.save_pretrained)")
             return None
         if not any(f.is_file() for g in WEIGHT_FILES for f in path.glob(g)):
@@ -430,7 +451,7 @@ def _random_tokenizer(p: Problems, key: str, v: Any, base_dir: Path) -> str | No
         p.add(key, f"tokenizer directory '{v}' {what} (looked at {path}); use packaged:NAME or a directory "
                    "holding a Hugging Face tokenizer")
         return None
-    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+    if not has_tokenizer(path):
         p.add(key, f"'{v}' holds no tokenizer (none of {', '.join(TOKENIZER_FILES)})")
         return None
     return str(path.resolve())

@@ -90,33 +90,33 @@ def parse_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str], i
                            "a single task only")
         return []
     out = []
-    said: dict[str, list[str]] = {}  # key -> its problems, one per leaf: a group's are folded into one line below
+    said: dict[tuple[str, str], list[str]] = {}  # (key, kind) -> its problems, one per leaf: folded into one line below
     for leaf in resolved.leaves:
         task = resolved.task(leaf)
         if task.get_config("output_type") == "loglikelihood_rolling":
-            said.setdefault(f"{k}.lm_eval", []).append(f"lm-eval task '{leaf}' is a perplexity task (loglikelihood_rolling): it has no "
+            said.setdefault((f"{k}.lm_eval", "perplexity"), []).append(f"lm-eval task '{leaf}' is a perplexity task (loglikelihood_rolling): it has no "
                                   "per-item score in [0, 1] for the card; lm-eval scores it with reporter's model: "
                                   "reporter lm-eval --model reporter --model_args pretrained=... --tasks "
                                   f"{leaf} (without output=)")
             continue
         if (problem := _metric_problem(task, leaf, t.get("metric"))) is not None:
-            said.setdefault(f"{k}.metric", []).append(problem)
+            said.setdefault((f"{k}.metric", "metric"), []).append(problem)
             continue
         if (problem := _shots_problem(task, leaf, t.get("shots"))) is not None:
-            said.setdefault(f"{k}.shots", []).append(problem)
+            said.setdefault((f"{k}.shots", "shots"), []).append(problem)
             continue
         rname = t.get("name", leaf)
         if len(rname) > MAX_TASK_NAME:
             p.add(f"{k}.name", f"is {len(rname)} characters long; use at most {MAX_TASK_NAME}")
         if rname in names:
-            said.setdefault(f"{k}.lm_eval", []).append(
+            said.setdefault((f"{k}.lm_eval", "duplicate"), []).append(
                 f"duplicate task '{rname}' (another entry already has it; "
                 + ("list each task once: an lm-eval group's tasks cannot be renamed)" if resolved.is_group
                    else "rename one with name:)"))
             continue
         if slugify(rname) in names.values():
             other = next(n for n, s in names.items() if s == slugify(rname))
-            said.setdefault(f"{k}.lm_eval", []).append(
+            said.setdefault((f"{k}.lm_eval", "directory"), []).append(
                 f"'{rname}' and '{other}' would share the directory '{slugify(rname)}'; rename one")
             continue
         names[rname] = slugify(rname)
@@ -125,7 +125,7 @@ def parse_entry(p: Problems, k: str, t: dict[str, Any], names: dict[str, str], i
                               lm_eval_group=name if resolved.is_group else None, metric=t.get("metric"),
                               chat_template=t.get("chat_template"), lm_eval_config=overrides,
                               lm_eval_digest=resolved.digests[leaf]))
-    for key, problems in said.items():
+    for (key, _), problems in said.items():
         first = problems[0]
         p.add(key, first if len(problems) == 1 else
               f"{first} (and {len(problems) - 1} more of the {len(resolved.leaves)} tasks of '{name}' alike)")

@@ -62,6 +62,21 @@ def _packaged_include(argv: list[str]) -> list[str]:
     return out
 
 
+def _unreachable(e: BaseException) -> bool:
+    """Whether ``e`` says a dataset's host could not be reached: the ``ConnectionError`` ``datasets`` raises itself,
+    requests' and the hub client's (offline mode) — not a broken pipe or a reset connection, which are
+    ``ConnectionError``s too.
+
+    >>> _unreachable(ConnectionError("Couldn't reach 'x' on the Hub")), _unreachable(BrokenPipeError(32, "Broken pipe"))
+    (True, False)
+    """
+    if type(e) is ConnectionError:
+        return True
+    return any(f"{c.__module__}.{c.__name__}" in ("requests.exceptions.ConnectionError",
+                                                   "huggingface_hub.errors.OfflineModeIsEnabled")
+               for c in type(e).__mro__)
+
+
 #: a profile's or ``reporter run``'s words, and what lm-eval's command line has instead
 _TERMS = ((f"lm_eval_include: [{PACKAGED}]", f"--include_path {PACKAGED}"),
           ("a directory listed in lm_eval_include", "a directory given to --include_path"),
@@ -112,7 +127,7 @@ def main(argv: list[str]) -> None:
         raise UserError(f"--tasks: {str(e).removeprefix('Tasks not found: ')}: no such lm-eval task (`reporter lm-eval "
                         "ls tasks` lists them; --include_path DIR adds your own task YAMLs)") from None
     except Exception as e:  # noqa: BLE001  (a hub that cannot be reached, in lm-eval's own loading: a traceback)
-        if not any(c.__name__ == "ConnectionError" for c in type(e).__mro__):
+        if not _unreachable(e):
             raise
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
         raise UserError(f"lm-eval could not load a task's data: {first}; offline, give a local copy (a task YAML in a "
