@@ -392,6 +392,8 @@ class LawPoint(TypedDict, total=False):
     excluded: str
     #: the other names of the same weights (equal ``meta.identity``) this point stands for: one model, one point
     same_weights: list[str]
+    #: the name the point was measured under, where a copy of the model's weights ran a task the model itself did not
+    measured_as: str
 
 
 class LawFit(TypedDict, total=False):
