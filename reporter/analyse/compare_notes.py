@@ -12,7 +12,7 @@ from ..schema import ComparisonRow, Unpaired
 from .contamination import SIGNAL_NAMES
 from .control_power import POWER_TESTS, power_at_size, why_not
 
-__all__ = ["cleared_note", "left_out_notes", "mui_notes", "power_text"]
+__all__ = ["cleared_note", "evaluation_changes", "left_out_notes", "mui_notes", "power_text", "unfinished"]
 
 
 def power_text(test: str, s: dict[str, Any], task: str | None = None) -> str:
@@ -108,3 +108,47 @@ def left_out_notes(tasks_only: dict[str, dict[str, set[str]]], unpaired: Unpaire
     if both:
         notes.append(f"In both runs but in no pair, not compared: {', '.join(both)}.")
     return notes
+
+
+#: what a model's ``meta`` records of how it was evaluated, as the notes name it
+_HOW = {"kind": "kind", "chat_template": "chat template", "dtype": "dtype", "device": "device"}
+
+
+def evaluation_changes(base_meta: dict[str, Any], new_meta: dict[str, Any],
+                       shots: dict[tuple[Any, Any], list[str]]) -> list[str]:
+    """How one model's evaluation differs between two runs: its recorded kind, chat template, dtype and device kind
+    (``cuda:0`` and ``cuda:1`` compute alike), and ``shots`` ({(base, new): [task …]} where a task's shots differ).
+
+    >>> evaluation_changes({"kind": "instruct", "chat_template": True, "device": "cuda:0"},
+    ...                    {"kind": "base", "chat_template": False, "device": "cuda:1"}, {(0, 1): ["arc"]})
+    ['kind instruct → base', 'chat template on → off', 'shots 0 → 1 on arc']
+    """
+    def setting(key: str, v: Any) -> Any:
+        return str(v).split(":")[0] if key == "device" and v is not None else v
+
+    def plain(v: Any) -> str:
+        return "on" if v is True else "off" if v is False else "unrecorded" if v is None else str(v)
+
+    changed = [f"{label} {plain(base_meta.get(k))} → {plain(new_meta.get(k))}" for k, label in _HOW.items()
+               if setting(k, base_meta.get(k)) != setting(k, new_meta.get(k))]
+    return changed + [f"shots {plain(b)} → {plain(n)} on {', '.join(ts)}" for (b, n), ts in shots.items()]
+
+
+def unfinished(name: str, role: str, entry: dict[str, Any]) -> str | None:
+    """The line for a model that did not finish in the ``role`` run (status pending or partial), or None: only what it
+    finished is compared.
+
+    >>> unfinished("m", "new", {"status": "partial", "tasks": {"arc": {}}})
+    'm did not finish in the new run (partial: arc finished); only the tasks it finished are compared, so rerun `reporter run` on that run directory to compare the rest'
+    >>> unfinished("m", "base", {"status": "complete"}) is None
+    True
+    """
+    status, done = entry.get("status"), sorted(entry.get("tasks") or {})
+    if status not in ("pending", "partial"):
+        return None
+    if status == "pending":
+        what = f"only {', '.join(done)} finished" if done else "no task finished"
+    else:
+        what = f"{', '.join(done) or 'no task'} finished"
+    return (f"{name} did not finish in the {role} run ({status}: {what}); only the tasks it finished are compared, so "
+            "rerun `reporter run` on that run directory to compare the rest")
