@@ -10,14 +10,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..analyse.contamination import SIGNAL_NAMES
 from ..metrics.mui import DEFINITION_TEXT, LEGACY_DEFINITION
 from ..schema import Results, TaskSummary, is_untrained, validate
 from ..store.gate import check_version, open_run
 from ..tasks import is_probe
 from .format import finite, fmt_about
 from .lm_eval import lm_eval_view, task_rows
-from .readings import logprob_answers, null_own, partial_credit, task_levels
+from .readings import item_counts_differ, logprob_answers, null_own, partial_credit, reasons_by_test, task_levels
 from .shots import shots_phrase
 from .warnings import card_warnings, join_names, trained
 
@@ -226,34 +225,6 @@ def _summary(card: dict[str, Any]) -> dict[str, Any]:
             "warnings": card["warnings"][:4]}
 
 
-def _reasons_by_test(rows: list[dict[str, Any]]) -> str:
-    """Why each contamination test could not run, per test, each reason with the tasks it holds for ("every task"
-    where all): "option order: the task has no multiple-choice options (boolq, gsm8k); …".
-
-    >>> rows = [{"task": "arc", "signals": {"option_order": {"reason": "too few items"},
-    ...                                      "verbatim": {"reason": "verbatim_items is 0"}}},
-    ...         {"task": "gsm8k", "signals": {"option_order": {"reason": "no options"},
-    ...                                        "verbatim": {"reason": "verbatim_items is 0"}}}]
-    >>> _reasons_by_test(rows)
-    'option order: too few items (arc); no options (gsm8k); verbatim completion: verbatim_items is 0 (every task)'
-    """
-    tasks = list(dict.fromkeys(str(c.get("task")) for c in rows))
-    parts = []
-    for name in dict.fromkeys([*SIGNAL_NAMES, *(k for c in rows for k in (c.get("signals") or {}))]):
-        by_reason: dict[str, list[str]] = {}
-        for c in rows:
-            sig = (c.get("signals") or {}).get(name)
-            if isinstance(sig, dict) and sig.get("reason"):
-                seen = by_reason.setdefault(str(sig["reason"]), [])
-                if str(c.get("task")) not in seen:
-                    seen.append(str(c.get("task")))
-        if by_reason:
-            parts.append(f"{SIGNAL_NAMES.get(name, name.replace('_', ' '))}: " + "; ".join(
-                f"{reason} ({'every task' if len(ts) == len(tasks) > 1 else ', '.join(ts)})"
-                for reason, ts in by_reason.items()))
-    return "; ".join(parts)
-
-
 def _tier_sentence(ranked: list[dict[str, Any]], a: dict[str, Any]) -> str | None:
     """"A and B are statistically tied on 8 of 9 tasks" — the tiers of the ranking, in words."""
     rk = a.get("ranking")
@@ -341,32 +312,12 @@ def _limitations(card: dict[str, Any]) -> list[str]:
         out.append("MUI grows with the number of samples: tasks here use different sample counts "
                    f"({', '.join(str(n) for n, _ in sorted(settings, key=str))}), so compare MUI only "
                    "within a task.")
-    if differ := _item_counts_differ(card):
+    if differ := item_counts_differ(card):
         out.append("Trained models were scored on different numbers of items on " + "; ".join(differ) + ": a base "
                    "model holds its few-shot example out of the items where the task has no few-shot split, so each "
                    "mean score is over that model's own items, and a pairwise test over the items both answered.")
     a = card["analysis"] or {}
     return out + a.get("notes", [])
-
-
-def _item_counts_differ(card: dict[str, Any]) -> list[str]:
-    """Each benchmark task whose trained models answered different numbers of items, with the counts and models.
-
-    >>> card = {"benchmarks": ["arc", "gsm8k"], "models": [
-    ...     {"name": "a", "reference": False, "status": "complete", "tasks": {"arc": {"n": 7}, "gsm8k": {"n": 5}}},
-    ...     {"name": "b", "reference": False, "status": "complete", "tasks": {"arc": {"n": 8}, "gsm8k": {"n": 5}}}]}
-    >>> _item_counts_differ(card)
-    ['arc (7: a; 8: b)']
-    """
-    out = []
-    for task in card["benchmarks"]:
-        by_n: dict[int, list[str]] = {}
-        for m in trained(card):
-            if isinstance(n := (m["tasks"].get(task) or {}).get("n"), int):
-                by_n.setdefault(n, []).append(m["name"])
-        if len(by_n) > 1:
-            out.append(f"{task} (" + "; ".join(f"{n}: {join_names(ms)}" for n, ms in sorted(by_n.items())) + ")")
-    return out
 
 
 def extra_measurements(card: dict[str, Any]) -> list[dict[str, Any]]:
@@ -475,7 +426,7 @@ def empty_elements(card: dict[str, Any]) -> dict[str, str]:
             out["contamination"] = ("Contamination: only untrained baselines were checked; "
                                     "no trained model was tested in this run.")
         elif all(c.get("measured") is False for c in tested):
-            why = _reasons_by_test(tested)
+            why = reasons_by_test(tested)
             out["contamination"] = ("Contamination: no test could be run, or none that ran could fire, on any model × "
                                     "task pair"
                                     + (f" ({why})" if why else "") + ".")

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PARTIAL", "logprob_answers", "null_own", "partial_credit", "task_levels"]
+from ..analyse.contamination import SIGNAL_NAMES
+from .warnings import join_names, trained
+
+__all__ = ["PARTIAL", "item_counts_differ", "logprob_answers", "null_own", "partial_credit", "reasons_by_test",
+           "task_levels"]
 
 #: the scorers whose item scores are partial credit in [0, 1], not right or wrong, and how each credits an item
 PARTIAL = {"f1": "token F1 against the answer", "char_f1": "character F1 against the answer"}
@@ -105,3 +109,50 @@ def null_own(card: dict[str, Any]) -> dict[str, Any] | None:
         elif name in clean:
             names.append(name)
     return {"clean": clean, "weights": weights, "names": names} if weights or names else None
+
+def reasons_by_test(rows: list[dict[str, Any]]) -> str:
+    """Why each contamination test could not run, per test, each reason with the tasks it holds for ("every task"
+    where all): "option order: the task has no multiple-choice options (boolq, gsm8k); …".
+
+    >>> rows = [{"task": "arc", "signals": {"option_order": {"reason": "too few items"},
+    ...                                      "verbatim": {"reason": "verbatim_items is 0"}}},
+    ...         {"task": "gsm8k", "signals": {"option_order": {"reason": "no options"},
+    ...                                        "verbatim": {"reason": "verbatim_items is 0"}}}]
+    >>> reasons_by_test(rows)
+    'option order: too few items (arc); no options (gsm8k); verbatim completion: verbatim_items is 0 (every task)'
+    """
+    tasks = list(dict.fromkeys(str(c.get("task")) for c in rows))
+    parts = []
+    for name in dict.fromkeys([*SIGNAL_NAMES, *(k for c in rows for k in (c.get("signals") or {}))]):
+        by_reason: dict[str, list[str]] = {}
+        for c in rows:
+            sig = (c.get("signals") or {}).get(name)
+            if isinstance(sig, dict) and sig.get("reason"):
+                seen = by_reason.setdefault(str(sig["reason"]), [])
+                if str(c.get("task")) not in seen:
+                    seen.append(str(c.get("task")))
+        if by_reason:
+            parts.append(f"{SIGNAL_NAMES.get(name, name.replace('_', ' '))}: " + "; ".join(
+                f"{reason} ({'every task' if len(ts) == len(tasks) > 1 else ', '.join(ts)})"
+                for reason, ts in by_reason.items()))
+    return "; ".join(parts)
+
+
+def item_counts_differ(card: dict[str, Any]) -> list[str]:
+    """Each benchmark task whose trained models answered different numbers of items, with the counts and models.
+
+    >>> card = {"benchmarks": ["arc", "gsm8k"], "models": [
+    ...     {"name": "a", "reference": False, "status": "complete", "tasks": {"arc": {"n": 7}, "gsm8k": {"n": 5}}},
+    ...     {"name": "b", "reference": False, "status": "complete", "tasks": {"arc": {"n": 8}, "gsm8k": {"n": 5}}}]}
+    >>> item_counts_differ(card)
+    ['arc (7: a; 8: b)']
+    """
+    out = []
+    for task in card["benchmarks"]:
+        by_n: dict[int, list[str]] = {}
+        for m in trained(card):
+            if isinstance(n := (m["tasks"].get(task) or {}).get("n"), int):
+                by_n.setdefault(n, []).append(m["name"])
+        if len(by_n) > 1:
+            out.append(f"{task} (" + "; ".join(f"{n}: {join_names(ms)}" for n, ms in sorted(by_n.items())) + ")")
+    return out
