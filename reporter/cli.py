@@ -421,5 +421,30 @@ def schema(document, output):
         click.echo(f"{document}: {output}", err=True)
 
 
+@main.command("list")
+@click.argument("kinds", nargs=-1, metavar="[KIND]...")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document (every field of every row) instead of text.")
+@boundary
+def list_(kinds, as_json):
+    """List what this installation can run: tasks, profiles, sources, architectures, collectors, evidence,
+    sections, scorers (default: all of them), or plugins (only what is not reporter's own).
+
+    Each name is one a models file, a profile or a command line may use; an entry an installed package or a
+    --plugin module added says where it came from.
+
+    \b
+    Examples:
+      reporter list tasks profiles
+      reporter --plugin my_plugins.py list plugins     # is my plugin seen?
+      reporter list --json sources
+    """
+    import json
+
+    from .catalogue import catalogue, render_text
+
+    cat = catalogue(kinds)
+    click.echo(json.dumps(cat, indent=2, ensure_ascii=False) if as_json else render_text(cat))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

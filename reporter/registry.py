@@ -220,9 +220,11 @@ def import_plugin(module: str) -> Any:
                 raise UserError(f"--plugin {module}: not a Python file")
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod
+            _PLUGIN_MODULES[name] = str(path)
             spec.loader.exec_module(mod)
             return mod
         sys.path.insert(0, os.getcwd())
+        _PLUGIN_MODULES[module] = module
         try:
             return importlib.import_module(module)
         finally:
@@ -233,6 +235,26 @@ def import_plugin(module: str) -> Any:
         text = str(e).strip().splitlines()
         raise UserError(f"--plugin {module}: cannot import it ({type(e).__name__}"
                         f"{': ' + text[0][:300] if text else ''})") from None
+
+
+def registering_module() -> str:
+    """The module whose code is registering an entry: the first caller outside this module, outside the import
+    machinery and outside a reporter ``register…`` helper (``register_task``, ``register_section`` …), so that a
+    plugin's ``@register_task("x")`` names the plugin and reporter's own registrations name reporter (an empty string
+    when no frame qualifies).
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        helper = (module == "reporter" or module.startswith("reporter.")) and frame.f_code.co_name.startswith("register")
+        if module and module != __name__ and not helper and not module.startswith(("importlib", "_frozen_importlib")):
+            return module
+        frame = frame.f_back  # type: ignore[assignment]
+    return ""
+
+
+#: the modules ``--plugin`` imported, by module name: what the command line named (a file's path, or a module)
+_PLUGIN_MODULES: dict[str, str] = {}
 
 
 class Registry(Generic[T]):
@@ -264,6 +286,7 @@ class Registry(Generic[T]):
         self._load = load
         self._entries: dict[str, T] = {}
         self._origins: dict[str, str] = {}  # the entry point of each entry an installed plugin added
+        self._modules: dict[str, str] = {}  # the module whose code registered each in-process entry
         self._loaded = entry_point_group is None
         if entry_point_group is not None:
             _BY_GROUP[entry_point_group] = self
@@ -275,6 +298,8 @@ class Registry(Generic[T]):
             if origin is None:
                 raise ValueError(f"{self.kind} '{name}' is already registered")
             plugin_warning(self.kind, name, origin, f"the name is taken by the {self.kind} registered in-process")
+        if name not in self._entries:
+            self._modules[name] = registering_module()
         self._entries[name] = entry
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -290,6 +315,7 @@ class Registry(Generic[T]):
         """Forget ``name`` (for plugins defined by a test)."""
         self._entries.pop(name, None)
         self._origins.pop(name, None)
+        self._modules.pop(name, None)
 
     def load_plugins(self) -> None:
         """Add the installed plugins of :attr:`entry_point_group` (once; every lookup calls it).
@@ -322,12 +348,31 @@ class Registry(Generic[T]):
                 self._origins[ep.name] = origin
 
     def origin(self, name: str) -> str:
-        """Where entry ``name`` came from: an installed plugin's entry point, or ``registered in-process``.
+        """Where entry ``name`` came from: ``built-in`` (reporter's own code registered it), an installed plugin's
+        entry point, ``--plugin FILE`` (or module), or ``registered in-process by module …`` (any other code).
 
-        >>> r = Registry[int]("number"); r.add("one", 1); r.origin("one")
-        'registered in-process'
+        >>> from reporter.tasks import TASKS
+        >>> TASKS.origin("arc_easy")
+        'built-in'
+        >>> r = Registry[int]("number"); r.add("one", 1); r.origin("one").startswith("registered in-process by ")
+        True
         """
-        return self._origins.get(name, "registered in-process")
+        if name in self._origins:
+            return self._origins[name]
+        module = self._modules.get(name, "")
+        if module == "reporter" or module.startswith("reporter."):
+            return "built-in"
+        if module in _PLUGIN_MODULES:
+            return f"--plugin {_PLUGIN_MODULES[module]}"
+        return f"registered in-process by module {module}" if module else "registered in-process by unknown code"
+
+    def builtin(self, name: str) -> bool:
+        """Whether reporter's own code registered entry ``name`` (not an installed plugin, not ``--plugin``).
+
+        >>> Registry[int]("number").builtin("one")
+        False
+        """
+        return self.origin(name) == "built-in"
 
     def get(self, name: str) -> T:
         """The entry registered as ``name``; a :class:`UserError` naming the closest match otherwise."""

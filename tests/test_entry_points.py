@@ -427,7 +427,8 @@ def test_an_entry_point_is_imported_on_the_first_lookup_only(monkeypatch, tmp_pa
     assert "lazy_plugin_mod" not in sys.modules  # made and added to: nothing imported
     assert numbers.get("one") == 1 and "lazy_plugin_mod" in sys.modules
     assert numbers.names() == ["zero", "one", "two"] and sys.modules["lazy_plugin_mod"].LOADS == [1]  # once
-    assert numbers.origin("zero") == "registered in-process" and "lazy_plugin_mod:ONE" in numbers.origin("one")
+    assert numbers.origin("zero") == f"registered in-process by module {__name__}"
+    assert "lazy_plugin_mod:ONE" in numbers.origin("one")
     assert capsys.readouterr().err == ""
 
 
@@ -533,3 +534,49 @@ def test_a_plugin_whose_constructor_fails_is_one_warning_and_the_others_load(mon
         assert "'no_artifact'" in err[1] and "names its artifact or says when it is done" in err[1]
     finally:
         EVIDENCE.remove("good")
+
+
+def test_reporter_list_names_every_plugin_with_where_it_came_from(site, tmp_path):
+    """``reporter --plugin FILE list``: the installed packages' plugins with their entry points, the file's with its
+    path, reporter's own as built-in; the broken ones warned as by a run (one process, as a user runs it)."""
+    plugin = tmp_path / "my_plugins.py"
+    plugin.write_text(textwrap.dedent("""\
+        from reporter.card.sections import Section, register_section
+        from reporter.tasks import Item, Task, register_task
+
+        @register_task("file_task")
+        def file_task():
+            '''A task from a --plugin file.'''
+            return Task("file_task", "exact", "", "", load=lambda: [Item("1", "q", "a")], description="two items")
+
+        register_section(Section("file_section", "File section", source="<p>x</p>", order=97))
+    """))
+    r = _reporter(site, "--plugin", str(plugin), "list", "--json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(r.stdout)
+    assert list(listed) == ["tasks", "profiles", "sources", "architectures", "collectors", "evidence", "sections",
+                            "scorers"]
+    origin = {kind: {row["name"]: row["origin"] for row in rows} for kind, rows in listed.items()}
+    toy = "of package 'reporter-toy' 0.1.0"
+    assert origin["tasks"]["toy_sums"] == f"entry point 'toy_sums = reporter_toy.task:toy_sums' (reporter.tasks) {toy}"
+    assert origin["tasks"]["file_task"] == origin["sections"]["file_section"] == f"--plugin {plugin}"
+    assert toy in origin["collectors"]["toy_layer_norm"] and toy in origin["evidence"]["toy_question_tokens"]
+    assert toy in origin["sections"]["toy_norms"] and toy in origin["sources"]["toy:…"]
+    builtin = {"arc_easy", "spc", "mmlu"} | {"quick", "standard"} | {"packaged:smollm2-135m-instruct", "random:gpt2"}
+    everything = {name: o for kind in origin.values() for name, o in kind.items()}
+    assert {everything[n] for n in builtin} == {"built-in"}
+    assert {o for k in ("architectures", "scorers") for o in origin[k].values()} == {"built-in"}
+    assert [row["name"] for row in listed["sections"]][-3:] == ["file_section", "methods", "appendix"]  # card order
+    assert "broken_import" not in origin["collectors"] and r.stderr.count("warning: skipped") == 3, r.stderr
+
+    r = _reporter(site, "--plugin", str(plugin), "list", "plugins", timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("plugins (7): ")
+    names = ("file_task", "file_section", "toy", "toy_sums", "toy_norms", "toy_layer_norm", "toy_question_tokens")
+    rows = {n: line for line in lines[1:] for n in names if f"  {n}  " in line}
+    assert len(rows) == len(lines) - 1 == 7, lines
+    assert rows["file_task"].startswith("  task  ") and rows["file_task"].endswith(f"  --plugin {plugin}")
+    assert rows["toy"].startswith("  model source  ") and rows["toy"].endswith(toy)
+    assert {line.index("  --plugin") for line in lines[1:] if "--plugin" in line} == {  # one column
+        line.index("  entry point") for line in lines[1:] if "entry point" in line}

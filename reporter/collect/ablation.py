@@ -79,7 +79,9 @@ def validate_neurons(lm: Any, plan: TaskPlan, task_dir: Path, *, seed: int) -> d
 
 @register_evidence
 class AblationPass(EvidencePass):
-    """``validation.json`` (``mui: {validate_neurons: true}``): every task, probes too, every model."""
+    """MUI's validation: each task's key neurons ablated against as many random ones (``validation.json``; on with
+    ``mui: {validate_neurons: true}``): every task, probes too, every model.
+    """
 
     name = "ablation"
     order = 50

@@ -439,7 +439,10 @@ def collect_option_order(lm: Any, items: Sequence[Any], task_dir: Path, settings
 
 @register_evidence
 class OptionOrderPass(EvidencePass):
-    """``option_order.json``: the first contamination pass of a task; it also answers the verbatim check's
+    """Contamination: a task's multiple-choice items scored in their published option order and in others
+    (``option_order.json``).
+
+    The first contamination pass of a task; it also answers the verbatim check's
     tokens where they are a prefix of an item's published-order text (``shared["verbatim_answers"]``), and the
     other split's test's log-probs of those texts (``shared["split_logprobs"]``).
     """

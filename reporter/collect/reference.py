@@ -209,7 +209,9 @@ def _reference_verbatim(lm: Any, settings: ContaminationConfig, seed: int, texts
 
 @register_evidence
 class ReferencePass(EvidencePass):
-    """The held-out reference text, once per model (``reference_logprobs.npz``, ``reference_verbatim.json``)."""
+    """Contamination: log-probs and greedy completions of held-out text, once per model, the reference of the Min-K%
+    and verbatim tests (``reference_logprobs.npz``, ``reference_verbatim.json``).
+    """
 
     name = "reference"
     order = 10

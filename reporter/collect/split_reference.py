@@ -202,7 +202,9 @@ def _split_record(lm: Any, plan: SplitPlan, seed: int, batch_size: int, cache: C
 
 @register_evidence
 class SplitReferencePass(EvidencePass):
-    """``split_reference.json``: Min-K% of the evaluated items against as many of the task's other split."""
+    """Contamination: Min-K% of the evaluated items against as many of the task's other split
+    (``split_reference.json``).
+    """
 
     name = "split_reference"
     order = 40

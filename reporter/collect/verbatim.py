@@ -239,7 +239,7 @@ def collect_verbatim(lm: Any, items: Sequence[Any], task_dir: Path, settings: Co
 
 @register_evidence
 class VerbatimPass(EvidencePass):
-    """``verbatim.json``: greedy completion of each question's second half from its first."""
+    """Contamination: greedy completion of each question's second half from its first (``verbatim.json``)."""
 
     name = "verbatim"
     order = 30

@@ -1,0 +1,243 @@
+"""What this installation can run, by kind (``reporter list``): tasks, profiles, model sources, architectures,
+collectors, evidence passes, card sections and scorers, each with where it came from.
+
+Every row is read from the registries the run itself looks names up in, after the built-in modules and every
+plugin (installed entry points, and ``reporter --plugin`` modules, which the command line imported first) have
+registered, so a name listed here is a name a models file or profile may use. ``plugins`` lists only what is not
+reporter's own. A kind imports only what it needs: ``tasks``, ``profiles`` and ``scorers`` load no torch.
+
+>>> rows = catalogue(["scorers"])["scorers"]
+>>> [r["name"] for r in rows][:3], rows[0]["origin"]
+(['choice', 'exact', 'f1'], 'built-in')
+>>> print("\\n".join(render_text(catalogue(["architectures"])).splitlines()[:2]))
+architectures (12): what a model's config.model_type must be for the hooks to find its FFN neurons
+  llama        gated MLP; FFN neurons at the input of each layer's mlp.down_proj
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from typing import Any, Callable, Iterable
+
+from .errors import UserError
+from .registry import PLUGIN_GROUPS, Registry, unknown_name
+
+#: the kinds ``reporter list`` shows, in its order, with the header line each gets
+KINDS: dict[str, str] = {
+    "tasks": "what a profile's tasks[].name (or reporter run --tasks) may name",
+    "profiles": "what --profile (or a models file's profile:) may name; a YAML path works too",
+    "sources": "what a models file's source: may be",
+    "architectures": "what a model's config.model_type must be for the hooks to find its FFN neurons",
+    "collectors": "measurements riding the hooked pass; a profile turns them on",
+    "evidence": "passes of their own after a model's tasks (contamination evidence, ablation)",
+    "sections": "the card's sections, in card order",
+    "scorers": "how a task's responses are scored",
+    "plugins": "every entry above that is not reporter's own (installed entry points and --plugin modules)",
+}
+
+
+def _first_line(text: str | None) -> str:
+    """A docstring's first paragraph on one line, with reST's roles and backquotes made plain.
+
+    >>> _first_line("Token F1 of the short answer,\\n    max over ``item['answer']`` (:func:`f1`).\\n\\n    More.")
+    "Token F1 of the short answer, max over item['answer'] (f1)."
+    """
+    paragraph = (text or "").strip().split("\n\n")[0]
+    line = " ".join(part.strip() for part in paragraph.splitlines())
+    return re.sub(r":\w+:`([^`]*)`", r"\1", line).replace("``", "")
+
+
+def _row(registry: Registry[Any], name: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, **fields, "origin": registry.origin(name)}
+
+
+def _tasks() -> list[dict[str, Any]]:
+    from .tasks import TASKS, get_task
+
+    rows = []
+    for name in TASKS.names():
+        try:
+            task = get_task(name)
+        except UserError as e:  # a plugin's factory that fails here would fail the run too: say so, list the rest
+            rows.append(_row(TASKS, name, type="?", scorer="?", description=f"cannot be built: {e}", data=""))
+            continue
+        rows.append(_row(TASKS, name, type="probe" if task.probe else "benchmark", scorer=task.scorer,
+                         description=task.description, data=task.source))
+    return rows
+
+
+def _profiles() -> list[dict[str, Any]]:
+    from .config.profile import builtin_profiles, load_profile
+
+    rows = []
+    for name in builtin_profiles():
+        try:
+            profile = load_profile(name)
+        except UserError as e:
+            rows.append({"name": name, "description": f"cannot be read: {e}", "tasks": [], "models": 0,
+                         "origin": "built-in"})
+            continue
+        rows.append({"name": name, "description": profile.description or "",
+                     "tasks": [t.name for t in profile.tasks], "models": len(profile.models or ()),
+                     "origin": "built-in"})
+    return rows
+
+
+def _sources() -> list[dict[str, Any]]:
+    from .config.sources import SOURCES
+    from .models.packaged import PACKAGED, missing_modules
+    from .models.random_archs import RANDOM_ARCHS
+
+    rows: list[dict[str, Any]] = [
+        {"name": "ORG/NAME", "description": "a Hugging Face hub id (revision: pins a commit); needs the hub or its "
+                                            "copy in the Hugging Face cache", "origin": "built-in"},
+        {"name": "PATH", "description": "a local directory with config.json, tokenizer and weight files "
+                                        "(save_pretrained's layout)", "origin": "built-in"},
+    ]
+    for name, pm in PACKAGED.items():  # reporter's own sources (reporter.models.loading registers their loaders)
+        missing = missing_modules(pm)
+        state = "installed" if not missing else f"not installed: {pm.pip_command}"
+        rows.append({"name": f"packaged:{name}", "description": f"{pm.upstream}, {pm.kind}, offline ({state})",
+                     "installed": not missing, "origin": "built-in"})
+    for name, arch in RANDOM_ARCHS.items():
+        rows.append({"name": f"random:{name}", "description": f"an untrained {name} model from the run's seed "
+                                                             f"(tokenizer of packaged:{arch.tokenizer}): a baseline",
+                     "origin": "built-in"})
+    for prefix, source in SOURCES.items():  # a plugin's (its loader needs no torch here: only listed)
+        if prefix not in ("packaged", "random"):
+            rows.append({"name": f"{prefix}:…", "description": _first_line(source.load.__doc__),
+                         "origin": SOURCES.origin(prefix)})
+    return rows
+
+
+def _architectures() -> list[dict[str, Any]]:
+    from .models.adapters import ADAPTERS
+
+    rows = []
+    for name, spec in ADAPTERS.items():
+        mlp = ("gated MLP" if spec.gated else "MLP") + (" (Conv1D weights)" if spec.conv1d else "")
+        rows.append(_row(ADAPTERS, name, description=f"{mlp}; FFN neurons at the input of each layer's {spec.down_proj}"))
+    return rows
+
+
+def _settings(cls: Any) -> list[str]:
+    """``field=default`` for each field of a plugin's settings dataclass (read from the profile's ``plugins.<name>``)."""
+    if cls is None:
+        return []
+    out = []
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
+        out.append(f"{f.name}={default!r}")
+    return out
+
+
+def _collectors() -> list[dict[str, Any]]:
+    from .collect import job  # noqa: F401  (imports every built-in collector and evidence pass)
+    from .collect.collectors.base import COLLECTORS
+
+    return [_row(COLLECTORS, name, label=plugin.label, description=_first_line(type(plugin).__doc__),
+                 settings=_settings(plugin.settings)) for name, plugin in COLLECTORS.items()]
+
+
+def _evidence() -> list[dict[str, Any]]:
+    from .collect import job  # noqa: F401
+    from .collect.evidence import EVIDENCE
+
+    return [_row(EVIDENCE, name, label=p.label, scope=p.scope, contamination=p.contamination,
+                 description=_first_line(type(p).__doc__), settings=_settings(p.settings))
+            for name, p in sorted(EVIDENCE.items(), key=lambda kv: kv[1].order)]
+
+
+def _sections() -> list[dict[str, Any]]:
+    from .card.sections import SECTIONS, ordered_sections
+
+    return [_row(SECTIONS, s.name, title=s.title, order=s.order) for s in ordered_sections()]
+
+
+def _scorers() -> list[dict[str, Any]]:
+    from .scoring.scorers import SCORERS
+
+    return [_row(SCORERS, name, description=_first_line(getattr(fn, "__doc__", None))) for name, fn in SCORERS.items()]
+
+
+_BUILDERS: dict[str, Callable[[], list[dict[str, Any]]]] = {
+    "tasks": _tasks, "profiles": _profiles, "sources": _sources, "architectures": _architectures,
+    "collectors": _collectors, "evidence": _evidence, "sections": _sections, "scorers": _scorers,
+}
+
+
+def _plugins() -> list[dict[str, Any]]:
+    """Every entry of the plugin registries that reporter did not register itself, with its kind."""
+    for module in ("reporter.tasks", "reporter.config.sources", "reporter.card.sections", "reporter.collect.job"):
+        importlib.import_module(module)
+    from .registry import _BY_GROUP
+
+    rows = []
+    for group, kind in PLUGIN_GROUPS.items():
+        registry = _BY_GROUP.get(group)
+        for name in registry.names() if registry is not None else []:
+            if not registry.builtin(name):  # type: ignore[union-attr]
+                rows.append({"name": name, "kind": kind, "origin": registry.origin(name)})  # type: ignore[union-attr]
+    return rows
+
+
+def catalogue(kinds: Iterable[str] = ()) -> dict[str, list[dict[str, Any]]]:
+    """The rows of each kind in ``kinds`` (every kind when empty), in :data:`KINDS` order.
+
+    >>> catalogue(["scorer"])
+    Traceback (most recent call last):
+    reporter.errors.UserError: unknown kind 'scorer' (did you mean 'scorers'?); available: architectures, collectors, evidence, plugins, profiles, scorers, sections, sources, tasks
+    """
+    wanted = list(kinds) or [k for k in KINDS if k != "plugins"]
+    for kind in wanted:
+        if kind not in KINDS:
+            raise UserError(unknown_name("kind", kind, KINDS))
+    return {kind: (_plugins() if kind == "plugins" else _BUILDERS[kind]()) for kind in KINDS if kind in wanted}
+
+
+#: the columns each kind shows as text (the JSON has every field)
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "tasks": ("name", "type", "scorer", "description"),
+    "profiles": ("name", "description"),
+    "sources": ("name", "description"),
+    "architectures": ("name", "description"),
+    "collectors": ("name", "description", "settings"),
+    "evidence": ("name", "scope", "description", "settings"),
+    "sections": ("name", "title"),
+    "scorers": ("name", "description"),
+    "plugins": ("kind", "name", "origin"),
+}
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def render_text(cat: dict[str, list[dict[str, Any]]]) -> str:
+    """Each kind as a header line and aligned rows; an entry that is not built-in says where it came from.
+
+    >>> print(render_text({"scorers": [{"name": "exact", "description": "Exact match.", "origin": "built-in"}]}))
+    scorers (1): how a task's responses are scored
+      exact  Exact match.
+    """
+    blocks = []
+    for kind, rows in cat.items():
+        lines = [f"{kind} ({len(rows)}): {KINDS[kind]}"]
+        if not rows:
+            lines.append("  none" + (" (no installed package registers one, and no --plugin module was given)"
+                                     if kind == "plugins" else ""))
+        cols = _COLUMNS[kind]
+        cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]
+        widths = [max((len(row[i]) for row in cells), default=0) for i in range(len(cols) - 1)]
+        for r, row in zip(rows, cells):
+            text = "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + ("  " if widths else "") + row[-1]
+            if r.get("origin", "built-in") != "built-in" and kind != "plugins":
+                text += f"  [{r['origin']}]"
+            lines.append("  " + text.rstrip())
+        if kind == "tasks":
+            lines.append("  lm-eval's own tasks (a profile's lm_eval: entries): reporter lm-eval ls tasks")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
