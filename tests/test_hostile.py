@@ -999,9 +999,9 @@ def test_the_profile_a_bad_models_file_names_is_checked_in_the_same_pass(tmp_pat
         assert [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")] == errors[:1], r.output
 
 
-def test_a_results_score_edited_by_hand_leaves_the_run_off_the_board(finished_run, tmp_path):
+def test_a_results_score_edited_by_hand_leaves_the_run_off_the_board_and_is_refused_by_render(finished_run, tmp_path):
     """results.json edited by hand: the board ranked the edited score (and merged the copy with its original as
-    "identical results") while compare, reading the items, said otherwise."""
+    "identical results") while compare, reading the items, said otherwise; render put it on the card."""
     from reporter.analyse.board import build_board
 
     run = copy_run(finished_run, tmp_path / "edited")
@@ -1018,5 +1018,10 @@ def test_a_results_score_edited_by_hand_leaves_the_run_off_the_board(finished_ru
                                f"{task['score']:g} is not the mean of the {len(items)} item scores of its samples.jsonl "
                                f"({sum(items) / len(items):.4g}); was it edited? `reporter analyse {run}` rebuilds "
                                "results.json from the task files"]
+    said = doc["warnings"][0].split(": left out: ", 1)[1]
+    line = _refused(_invoke("render", str(run), "--format", "md"))  # the card showed the edited score
+    assert line == f"error: {said}" and not (run / "card.md").exists()
+    assert _refused(_invoke("compare", str(finished_run), str(run), "-o", str(tmp_path / "notes"))) == f"error: {said}"
     assert _invoke("analyse", str(run)).exit_code == 0  # the remedy it names
     assert not build_board([run], n_resamples=20)["warnings"]
+    assert _invoke("render", str(run), "--format", "md").exit_code == 0 and (run / "card.md").is_file()

@@ -21,8 +21,7 @@ from ..schema import is_untrained
 from ..store.atomic import read_json, write_json
 from ..store.gate import open_run
 from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, MODEL_INDEX_DIR, SAMPLES, RunDir, slugify
-from ..store.samples import holds_task, read_samples
-from .results import check_score
+from ..store.samples import check_score, holds_task, read_samples
 
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "contamination_state", "expand_runs",
            "load_runs"]
@@ -182,7 +181,7 @@ def contamination_state(row: dict[str, Any]) -> str:
 
 
 def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
-    view = open_run(path, "board", analysed=True)
+    view = open_run(path, "board", analysed=True, scores=False)  # checked below, where a run's items are read anyway
     rd, results = view.rd, view.results or {}
     digest = f"{_digest(rd, results)}-v{BOARD_VERSION}"  # a new board format reads every run again
     label = Path(os.path.abspath(path)).name  # a symlink keeps its own name

@@ -19,7 +19,7 @@ from ..schema import SCHEMA_VERSION, check_document
 from ..store.atomic import read_json, write_json
 from ..store.checked import read_document
 from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, legacy_slug, slugify
-from ..store.samples import item_scores
+from ..store.samples import check_score, item_scores
 from .correlations import Correlation, lpp_correlations
 from .numbers import tested_p
 
@@ -29,25 +29,6 @@ _SCHEMAS = {"meta": "model", "smoke": "smoke", "lpp": "lpp"}
 
 #: what to do about a summary.json whose score is not its items' mean
 SUMMARY_EDITED = "Remove it and rerun `reporter run` on the run directory to recompute that task"
-
-
-def check_score(where: str, summary: dict[str, Any], scores: dict[str, float], remedy: str = SUMMARY_EDITED) -> None:
-    """A task's score is the mean of its items' scores: one whose score is not (a summary.json or results.json edited
-    by hand) is refused in one line, or the card, the board and ``compare`` (which reads the items) would say
-    different things. ``where`` names the file (and the entry) at fault.
-
-    >>> check_score("s.json", {"score": 0.5}, {"a": 1.0, "b": 0.0})
-    >>> check_score("s.json", {"score": 0.875}, {"a": 0.0, "b": 0.0})
-    Traceback (most recent call last):
-    reporter.errors.UserError: s.json: score 0.875 is not the mean of the 2 item scores of its samples.jsonl (0); was it edited? Remove it and rerun `reporter run` on the run directory to recompute that task
-    """
-    score = summary.get("score")
-    if not scores or not isinstance(score, (int, float)) or isinstance(score, bool):
-        return
-    mean = sum(scores.values()) / len(scores)
-    if abs(float(score) - mean) > 1e-9 * max(1.0, abs(mean)):
-        raise UserError(f"{where}: score {score:g} is not the mean of the {len(scores)} item scores of its "
-                        f"samples.jsonl ({mean:.4g}); was it edited? {remedy}")
 
 
 class RunBlock(TypedDict):
@@ -128,7 +109,7 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
                 validation = read_document(tdir / VALIDATION, "validation")
                 tasks[t.name] = {**summary, **({"validation": validation} if validation else {})}
                 if (scores := item_scores(tdir / SAMPLES, summary.get("n"))) is not None:  # not a cut file's items
-                    check_score(str(tdir / SUMMARY), summary, scores)
+                    check_score(str(tdir / SUMMARY), summary, scores, SUMMARY_EDITED)
                     per_item.setdefault(m["name"], {})[t.name] = scores
         entry["tasks"] = tasks
         err = read_json(rd.model_dir(slug) / ERROR) if rd.model_dir(slug).is_dir() else None

@@ -20,8 +20,9 @@ from typing import Any
 from ..errors import SchemaError, UserError
 from ..schema import SCHEMA_VERSION, Results, not_finite, validate
 from .atomic import read_json
-from .layout import RunDir, slugify
+from .layout import SAMPLES, RunDir, slugify
 from .lock import LOCK
+from .samples import check_score, item_scores
 
 #: the results.json versions this reporter reads
 SUPPORTED_VERSIONS = (SCHEMA_VERSION,)
@@ -77,13 +78,32 @@ def check_version(res: Any, where: str = "results.json") -> None:
                           f"version {', '.join(map(str, SUPPORTED_VERSIONS))} (rebuild it with `reporter analyse`)")
 
 
+def check_scores(results: dict[str, Any], rd: RunDir) -> None:
+    """Refuse a results.json whose task score is not the mean of that task's item scores in its ``samples.jsonl``
+    (edited by hand): the card, ``compare`` and the board would otherwise show a number nothing measured. A task
+    whose samples are gone, cut or damaged is not checked here (nothing to check against; the command that reads
+    the items names what is wrong with them).
+    """
+    for name, m in (results.get("models") or {}).items():
+        for task, s in (m.get("tasks") or {}).items():
+            if not isinstance(s, dict):
+                continue
+            try:
+                scores = item_scores(rd.task_dir(str(m.get("slug") or name), task) / SAMPLES, s.get("n"))
+            except (KeyError, TypeError, ValueError):  # an item without a numeric score: the command's reader names it
+                continue
+            check_score(f"{rd.results}: models.{name}.tasks.{task}", s, scores or {},
+                        f"`reporter analyse {rd.root}` rebuilds results.json from the task files")
+
+
 def open_run(run_dir: str | Path, command: str, *, manifest: bool = True, results: bool = True,
-             analysed: bool = False, locked_ok: bool = False) -> RunView:
+             analysed: bool = False, locked_ok: bool = False, scores: bool = True) -> RunView:
     """Check the run directory ``run_dir`` for ``command`` (the name used in messages) and read it.
 
     ``manifest``: manifest.json must exist and be a run's manifest. ``results``: results.json must exist,
     carry a supported ``schema_version`` and match the schema (a hand-edited score that is not a number is
-    refused with its key path). ``analysed``: its analysis section must be there. ``locked_ok``: the caller
+    refused with its key path), and, with ``scores``, each task's score must be its items' mean
+    (:func:`check_scores`; the board checks them where it reads the items, once per run it has not cached). ``analysed``: its analysis section must be there. ``locked_ok``: the caller
     holds or takes the lock itself (``analyse``); otherwise a run that is still writing is refused.
     """
     root = Path(run_dir)
@@ -123,6 +143,8 @@ def open_run(run_dir: str | Path, command: str, *, manifest: bool = True, result
                 raise UserError(f"{rd.results}: models[{str(name)[:60]!r}].slug: {str(slug)[:60]!r} is not a safe "
                                 f"file name (use letters, digits, '.', '_' and '-'); rebuild it with "
                                 f"`reporter analyse {root}`")
+        if scores:
+            check_scores(view.results, rd)
         if analysed and not isinstance(view.results.get("analysis"), dict):
             raise UserError(f"{rd.results}: has no analysis section; run `reporter analyse {root}` first")
     return view

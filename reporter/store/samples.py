@@ -133,3 +133,22 @@ def item_scores(path: Path, n: Any) -> dict[str, float] | None:
     """
     scores = {r["id"]: float(r["score"]) for r in read_samples(path).values()}
     return scores if holds_task(len(scores), n) else None
+
+
+def check_score(where: str, summary: dict[str, Any], scores: dict[str, float], remedy: str) -> None:
+    """A task's score is the mean of its items' scores: one whose score is not (a summary.json or results.json edited
+    by hand) is refused in one line, or the card, the board and ``compare`` (which reads the items) would say
+    different things. ``where`` names the file (and the entry) at fault.
+
+    >>> check_score("s.json", {"score": 0.5}, {"a": 1.0, "b": 0.0}, "Rerun it.")
+    >>> check_score("s.json", {"score": 0.875}, {"a": 0.0, "b": 0.0}, "Rerun it.")
+    Traceback (most recent call last):
+    reporter.errors.UserError: s.json: score 0.875 is not the mean of the 2 item scores of its samples.jsonl (0); was it edited? Rerun it.
+    """
+    score = summary.get("score")
+    if not scores or not isinstance(score, (int, float)) or isinstance(score, bool):
+        return
+    mean = sum(scores.values()) / len(scores)
+    if abs(float(score) - mean) > 1e-9 * max(1.0, abs(mean)):
+        raise UserError(f"{where}: score {score:g} is not the mean of the {len(scores)} item scores of its "
+                        f"samples.jsonl ({mean:.4g}); was it edited? {remedy}")
