@@ -236,6 +236,7 @@ def _run_once(root: Path, files: dict[str, str], formats: str = "html,pdf,md") -
             r = CliRunner().invoke(main, ["run", str(root / "models.yaml"), "-o", str(root / "run"),
                                           "--no-progress", "--format", formats])
             assert r.exit_code == 0, r.output
+            (root / "stderr.txt").write_text(r.stderr)  # what a user of --no-progress reads
             (root / "done").write_text("")
     return root / "run"
 

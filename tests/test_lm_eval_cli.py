@@ -86,6 +86,14 @@ def test_a_group_runs_end_to_end_with_lm_evals_aggregation(lm_eval_run, tmp_path
     assert (copy / "models" / "Llama-chat" / "tasks" / "mmlu_anatomy" / "samples.jsonl").read_text() == before
 
 
+def test_no_progress_hides_lm_evals_own_bars(lm_eval_run):
+    """``--no-progress`` hid reporter's bars but not lm-eval's: three per task (building its requests twice,
+    tokenising them) went into a log that asked for none. The shared run was made with ``--no-progress``."""
+    stderr = (lm_eval_run["root"] / "stderr.txt").read_text()
+    assert "Llama chat / arc_challenge: " in stderr and "Llama chat / mmlu_anatomy: " in stderr  # the run's lines
+    assert "it/s" not in stderr and "%|" not in stderr, stderr
+
+
 # --- bad input: one line, exit 2, nothing written ---------------------------------------------------------------
 
 def _bad(tmp_path, profile: str, models: str = MODELS):

@@ -322,7 +322,8 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
     try:
         resolved = run.resolve_entry(profile, members[0])
         rlm = ReporterLM(lm)
-        plans = [run.plan_leaf(rlm, resolved, t, cfg.seed) for t in members]
+        with run.lm_eval_bars(progress):
+            plans = [run.plan_leaf(rlm, resolved, t, cfg.seed) for t in members]
         done = {t.name: run.leaf_complete(profile, dirs[t.name]) for t in members}
         if not all(done.values()) or (group is not None and group not in (read_json(groups_path) or {})):
             spent: dict[str, float] = {}  # each leaf's own requests; lm-eval's scoring of the entry is shared
@@ -333,7 +334,8 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
                     t0 = time.perf_counter()
                     run.execute_leaf(lm, rlm, profile, lp, dirs[lp.config.name], seed=cfg.seed, progress=progress)
                     spent[lp.config.name] = time.perf_counter() - t0
-            result = score.score_entry(rlm, resolved, plans)
+            with run.lm_eval_bars(progress):
+                result = score.score_entry(rlm, resolved, plans)
             if rlm.misses:
                 log(f"{name} / {label}: {rlm.misses} lm-eval requests were not among the answers reporter collected")
             if group is not None:

@@ -30,9 +30,10 @@ group results.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -98,6 +99,44 @@ def resolve_entry(profile: Profile, config: TaskConfig) -> Resolved:
     if config.lm_eval is None:
         raise AssertionError(f"task '{config.name}' is not an lm-eval task")
     return resolve(config.lm_eval_group or config.lm_eval, include_dirs(profile.lm_eval_include))
+
+
+#: lm-eval's modules that draw progress bars of their own while reporter plans and scores its tasks: building each
+#: task's requests (``Task.build_all_requests``), tokenising them (``LM.loglikelihood``), bootstrapping a stderr
+_BAR_MODULES = ("lm_eval.api.task", "lm_eval.api.model", "lm_eval.api.metrics")
+
+
+@contextlib.contextmanager
+def lm_eval_bars(progress: bool) -> Iterator[None]:
+    """lm-eval's own progress bars on stderr only with ``progress``: ``reporter run --no-progress`` hides them as it
+    hides reporter's (they printed three bars per task into a log that asked for none).
+
+    >>> import lm_eval.api.task as t
+    >>> with lm_eval_bars(False):
+    ...     t.tqdm(range(3)).disable
+    True
+    """
+    if progress:
+        yield
+        return
+    import importlib
+
+    modules = [importlib.import_module(name) for name in _BAR_MODULES]
+    saved = [(m, m.tqdm) for m in modules if hasattr(m, "tqdm")]
+
+    def quiet(real: Any) -> Any:
+        def bar(*args: Any, **kwargs: Any) -> Any:
+            kwargs["disable"] = True  # also where lm-eval passes its own disable=False
+            return real(*args, **kwargs)
+        return bar
+
+    for module, real in saved:
+        module.tqdm = quiet(real)
+    try:
+        yield
+    finally:
+        for module, real in saved:
+            module.tqdm = real
 
 
 def plan_leaf(rlm: Any, resolved: Resolved, config: TaskConfig, seed: int) -> LeafPlan:
