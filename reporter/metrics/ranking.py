@@ -12,8 +12,9 @@ fixed (it is what the leaderboard averages over), so tasks are not resampled.
   ``floor(0.025 B)``-th and ``(ceil(0.975 B) - 1)``-th of the ``B`` sorted ranks (Chatbot Arena's
   reading of bootstrap ranks);
 * tiers: the best remaining model leads a tier; every remaining model whose paired bootstrap
-  difference from the leader has a 95% percentile interval that contains 0 joins it; repeat.
-  Members of a tier are statistically tied with its leader.
+  difference from the leader (leader minus model) has a 95% percentile interval whose lower end is not
+  above 0 joins it (the interval contains 0, or lies below it, which the point order all but rules
+  out); repeat. Members of a tier are statistically tied with its leader.
 
 >>> import numpy as np
 >>> s = {"t": {"a": np.array([1, 1, 1, 0, 1, 1, 1, 1.]), "b": np.array([1, 0, 1, 0, 1, 1, 0, 1.]),
