@@ -129,11 +129,18 @@ def _strip_defaults(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def summary(res: dict[str, Any]) -> str:
-    """One line per model of a results.json: its status, smoke perplexity and each task's score with its CI.
+    """One line per model of a results.json: its status, smoke perplexity, each task's score with its CI, and lm-eval's
+    aggregate of each lm-eval group (its value ± lm-eval's standard error, as ``lm_eval`` prints it).
 
     >>> summary({"models": {"m": {"status": "ok", "tasks": {"t": {"score": 0.5, "ci_low": 0.25, "ci_high": 0.75}}}}})
     'm: ok, t 50.0% [25.0, 75.0]'
+    >>> leaf = {"score": 0.5, "ci_low": 0.25, "ci_high": 0.75, "lm_eval": {"group": "g", "metric": "acc,none"}}
+    >>> summary({"models": {"m": {"status": "ok", "tasks": {"a": leaf, "b": leaf},
+    ...          "lm_eval_groups": {"g": {"metrics": {"acc,none": 0.5, "acc_stderr,none": 0.1}}}}}})
+    'm: ok, a 50.0% [25.0, 75.0], b 50.0% [25.0, 75.0], group g (2 tasks, lm-eval) 50.0% ± 10.0'
     """
+    from .card.lm_eval import stderr_key
+
     lines = []
     for name, m in res["models"].items():
         ppl = m.get("smoke", {}).get("perplexity")
@@ -142,5 +149,15 @@ def summary(res: dict[str, Any]) -> str:
             bits.append(f"perplexity {ppl:.1f}")
         for t, s in m.get("tasks", {}).items():
             bits.append(f"{t} {100 * s['score']:.1f}% [{100 * s['ci_low']:.1f}, {100 * s['ci_high']:.1f}]")
+        for group, info in (m.get("lm_eval_groups") or {}).items():
+            leaves = [s["lm_eval"] for s in m.get("tasks", {}).values()
+                      if isinstance(s.get("lm_eval"), dict) and s["lm_eval"].get("group") == group]
+            metrics = (info or {}).get("metrics") or {}
+            value = metrics.get(leaves[0].get("metric")) if leaves else None
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue  # a group inside another (mmlu_stem in mmlu) or one without its leaves' metric
+            err = metrics.get(stderr_key(str(leaves[0]["metric"])))
+            bits.append(f"group {group} ({len(leaves)} tasks, lm-eval) {100 * value:.1f}%"
+                        + (f" ± {100 * err:.1f}" if isinstance(err, (int, float)) and not isinstance(err, bool) else ""))
         lines.append(", ".join(bits))
     return "\n".join(lines)

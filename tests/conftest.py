@@ -237,6 +237,7 @@ def _run_once(root: Path, files: dict[str, str], formats: str = "html,pdf,md") -
                                           "--no-progress", "--format", formats])
             assert r.exit_code == 0, r.output
             (root / "stderr.txt").write_text(r.stderr)  # what a user of --no-progress reads
+            (root / "stdout.txt").write_text(r.stdout)  # the run's summary
             (root / "done").write_text("")
     return root / "run"
 

@@ -62,6 +62,10 @@ def test_a_group_runs_end_to_end_with_lm_evals_aggregation(lm_eval_run, tmp_path
         assert entry["chance"] == 0.25 and "mui" in entry
         assert entry["seconds"] > 0  # the leaf's own requests and summary, timed
     groups = json.loads((run / "models" / "Llama-chat" / "lm_eval_groups.json").read_text())
+    group = groups["mmlu_mini"]["metrics"]  # the run's summary on stdout gives lm-eval's aggregate beside the leaves
+    said = [ln for ln in (root / "stdout.txt").read_text().splitlines() if ln.startswith("Llama chat: ")]
+    assert len(said) == 1 and said[0].endswith(f", group mmlu_mini (3 tasks, lm-eval) {100 * group['acc,none']:.1f}% "
+                                                f"± {100 * group['acc_stderr,none']:.1f}"), said
     spec = ModelSpec(name="Llama chat", source="random:llama",  # as the shared run's models.yaml (small_random)
                      random={"layers": 2, "hidden": 64, "intermediate": 96, "heads": 4,
                              "tokenizer": str(small_tokenizer_dir())})
