@@ -138,10 +138,14 @@ def unfinished(name: str, role: str, entry: dict[str, Any]) -> str | None:
     """The line for a model that did not finish in the ``role`` run (status pending or partial), or None: only what it
     finished is compared.
 
-    >>> unfinished("m", "new", {"status": "partial", "tasks": {"arc": {}}})
+    >>> unfinished("m", "new", {"status": "partial", "tasks": {"arc": {}}, "smoke": {}})
     'm did not finish in the new run (partial: arc finished); only the tasks it finished are compared, so rerun `reporter run` on that run directory to compare the rest'
     >>> unfinished("m", "base", {"status": "complete"}) is None
     True
+    >>> unfinished("m", "new", {"status": "partial", "tasks": {"arc": {}}, "smoke": {}}).split("; ")[0]
+    'm did not finish in the new run (partial: arc finished)'
+    >>> unfinished("m", "new", {"status": "partial", "tasks": {"arc": {}}}).split("; ")[0]
+    'm did not finish in the new run (partial: arc finished, its smoke test did not)'
     """
     status, done = entry.get("status"), sorted(entry.get("tasks") or {})
     if status not in ("pending", "partial"):
@@ -149,6 +153,6 @@ def unfinished(name: str, role: str, entry: dict[str, Any]) -> str | None:
     if status == "pending":
         what = f"only {', '.join(done)} finished" if done else "no task finished"
     else:
-        what = f"{', '.join(done) or 'no task'} finished"
+        what = f"{', '.join(done) or 'no task'} finished" + ("" if "smoke" in entry else ", its smoke test did not")
     return (f"{name} did not finish in the {role} run ({status}: {what}); only the tasks it finished are compared, so "
             "rerun `reporter run` on that run directory to compare the rest")
