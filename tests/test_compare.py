@@ -332,6 +332,26 @@ def test_a_cleared_notes_every_way_the_new_run_can_differ():
     assert cleared_note({"signals": {"verbatim": base["signals"]["verbatim"]}}, new) == ""  # nothing fired: no note
 
 
+def test_a_cleared_note_on_a_users_file_named_like_a_benchmark_reads_the_general_table():
+    """A ``type: jsonl`` task named ``hellaswag`` (a user's own data) took HellaSwag's own control's power in the
+    cleared note, where the run's analysis had read the general table."""
+    from reporter.analyse.compare_notes import cleared_note
+    from reporter.analyse.control_power import power_at_size
+
+    fired = {"measured": True, "test": True, "fires": True, "n": 32, "orders": 3, "n_tests": 3}
+    quiet = {**fired, "fires": False, "n": 16}
+    base, new = {"task": "hellaswag", "signals": {"option_order": fired}}, {"signals": {"option_order": quiet}}
+
+    def said(task):
+        return [f"{100 * power_at_size('option_order', items=n, orders=3, n_tests=3, task=task)['power']:.0f}%"
+                for n in (32, 16)]
+
+    assert said("hellaswag") != said(None)  # the two tables differ at these sizes: the test can tell them apart
+    for own, task in ((True, "hellaswag"), (False, None)):
+        note = cleared_note(base, new, own_control=own)
+        assert [part.split("power ")[1].split(" ")[0] for part in note.split("; ")] == said(task), note
+
+
 def _edited(src: Path, dst: Path, edit) -> Path:
     """A copy of run ``src`` whose results.json ``edit(results)`` changed (what another run would have recorded)."""
     shutil.copytree(src, dst)

@@ -342,8 +342,10 @@ def _row(base: _Run, new: _Run, w: _Work, seed: int, mui_compared: bool) -> tupl
                        "test": c.test, "p_value": tested_p(c.p_value), "n_regressed": c.n01, "n_improved": c.n10,
                        "reference": is_untrained(base["results"]["models"][old]), "mui": None,
                        "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}})
+    user_data = any(_task_settings(r, task).get("type") == "jsonl" for r in (base, new))  # not the benchmark's control
     if row["contamination"]["change"] == "cleared" and (note := cleared_note(_verdict(base, old, task),
-                                                                             _verdict(new, nw, task))):
+                                                                             _verdict(new, nw, task),
+                                                                             own_control=not user_data)):
         row["contamination"]["note"] = note
     if mui_compared and ms[0] and ms[1]:
         row["mui"] = {"base": w.b_entry["mui"], "new": w.n_entry["mui"], "delta": w.n_entry["mui"] - w.b_entry["mui"],

@@ -39,13 +39,14 @@ def power_text(test: str, s: dict[str, Any], task: str | None = None) -> str:
             f"{where}")
 
 
-def cleared_note(base_row: dict[str, Any], new_row: dict[str, Any]) -> str:
+def cleared_note(base_row: dict[str, Any], new_row: dict[str, Any], *, own_control: bool = True) -> str:
     """What a cleared warning rests on: each test that fired in the base run, at its size and power in both runs.
 
     A warning can clear because the model changed, or because the new run's test scored fewer items and could
     not see what the base run's did. The note puts the two side by side; the power of both comes from the
     current table (:func:`reporter.analyse.control_power.power_at_size`), whatever table each run was
-    analysed with.
+    analysed with. ``own_control``: the task is the benchmark its name says, so its own control's rows apply (a
+    user's ``type: jsonl`` file named like one reads the general table, as the run's analysis did).
 
     >>> fired = {"measured": True, "test": True, "fires": True, "n": 32, "orders": 8, "n_tests": 3}
     >>> quiet = {"measured": True, "test": True, "fires": False, "n": 8, "orders": 3, "n_tests": 3}
@@ -56,6 +57,7 @@ def cleared_note(base_row: dict[str, Any], new_row: dict[str, Any]) -> str:
     True
     """
     parts = []
+    task = base_row.get("task") if own_control else None
     for k, s in (base_row.get("signals") or {}).items():
         if not isinstance(s, dict) or not s.get("fires"):
             continue
@@ -69,8 +71,8 @@ def cleared_note(base_row: dict[str, Any], new_row: dict[str, Any]) -> str:
         elif t.get("confounded"):
             now = f"it fired in the new run too but was discounted ({t.get('reason') or 'negative control'})"
         else:
-            now = f"the new run tested {power_text(k, t, base_row.get('task'))}"
-        was = f" at {power_text(k, s, base_row.get('task'))}" if "n" in s or "n_points" in s else ""
+            now = f"the new run tested {power_text(k, t, task)}"
+        was = f" at {power_text(k, s, task)}" if "n" in s or "n_points" in s else ""
         parts.append(f"{SIGNAL_NAMES.get(k, k)} fired in the base run{was}; {now}")
     return "; ".join(parts)
 
