@@ -577,7 +577,8 @@ def test_an_unreachable_cluster_is_refused_before_the_run_directory_exists(addre
 @pytest.mark.parametrize("args, models, want", [
     (["--seed", "-1"], None, "error: --seed: must be an integer from 0"),
     (["--device", "tpu"], None, "error: --device: 'tpu' is not a valid device"),
-    (["--tasks", "arc_easy,arc"], None, "error: --tasks: 'arc' is not a task of profile profile; its tasks: arc_easy"),
+    (["--tasks", "arc_easy,arc"], None, "error: --tasks: 'arc' is not a task of profile profile (did you mean arc_easy?); "
+                                             "its tasks: arc_easy"),
     (["--limit", "0"], None, "error: main {command}: Invalid value for '--limit': 0 is not in the range x>=1"),
     (["--tasks", " , "], None, "error: --tasks: no task named"),
     (["--profile", "nonesuch"], None, "error: --profile: 'nonesuch' is not a built-in profile nor a file"),

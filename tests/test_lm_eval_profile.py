@@ -48,6 +48,22 @@ def _readme_snippet() -> str:
     return blocks[0]
 
 
+def test_tasks_of_a_group_profile_name_the_group_not_its_leaves(env):
+    """``--tasks`` with a misspelt leaf listed the group's twelve leaves as the profile's tasks, then refused a
+    leaf: what it can name is a task or a group, and a near miss is suggested."""
+    profile = load_profile("lm-eval")
+    assert len(profile.restricted(["mmlu_social_sciences"]).tasks) == 12  # the group: every leaf
+    with pytest.raises(UserError) as e:
+        profile.restricted(["mmlu_econometrics"])
+    assert str(e.value) == ("--tasks: mmlu_econometrics is a task of the lm-eval group mmlu_social_sciences; name the "
+                            "group (its aggregate needs every task of it)")
+    with pytest.raises(UserError) as e:
+        profile.restricted(["mmlu_econometrix"])
+    assert str(e.value) == ("--tasks: 'mmlu_econometrix' is not a task of profile lm-eval (did you mean "
+                            "'mmlu_econometrics'?); its tasks: arc_challenge, arc_easy, hellaswag, boolq, "
+                            "mmlu_social_sciences (an lm-eval group of 12 tasks)")
+
+
 def test_readme_example_parses_as_a_profile(env, tmp_path):
     path = tmp_path / "profile.yaml"
     path.write_text(_readme_snippet(), encoding="utf-8")

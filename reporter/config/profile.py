@@ -159,15 +159,28 @@ class Profile:
         >>> load_profile("quick").restricted(["arc"])
         Traceback (most recent call last):
         ...
-        reporter.errors.UserError: --tasks: 'arc' is not a task of profile quick; its tasks: arc_challenge, arc_easy, mmlu, hellaswag, boolq, gsm8k, math500, humaneval, mbpp, spc, ar
+        reporter.errors.UserError: --tasks: 'arc' is not a task of profile quick (did you mean arc_challenge or arc_easy?); its tasks: arc_challenge, arc_easy, mmlu, hellaswag, boolq, gsm8k, math500, humaneval, mbpp, spc, ar
+        >>> load_profile("quick").restricted(["arc_esay"])
+        Traceback (most recent call last):
+        ...
+        reporter.errors.UserError: --tasks: 'arc_esay' is not a task of profile quick (did you mean 'arc_easy'?); its tasks: ...
         """
         kept = list(self.tasks)
         if tasks:
             names = [t.name for t in self.tasks] + [g for t in self.tasks if (g := t.lm_eval_group)]
             if unknown := [x for x in tasks if x not in names]:
+                sizes: dict[str, int] = {}
+                for t in self.tasks:  # what --tasks can name: a task, or a group (not one of its leaves)
+                    key = t.lm_eval_group or t.name
+                    sizes[key] = sizes.get(key, 0) + 1
+                groups = {t.lm_eval_group for t in self.tasks if t.lm_eval_group}
+                listed = [f"{k} (an lm-eval group of {n} tasks)" if k in groups else k for k, n in sizes.items()]
+                starting = [n for n in dict.fromkeys(names) if n.startswith(unknown[0])]  # 'arc': arc_easy, not ar
+                hint = "" if len(unknown) != 1 else (f" (did you mean {' or '.join(starting[:3])}?)" if starting
+                                                     else did_you_mean(unknown[0], names))
                 raise UserError(f"--tasks: {', '.join(repr(x) for x in unknown)} "
                                 f"{'is not a task' if len(unknown) == 1 else 'are not tasks'} of profile "
-                                f"{self.name or 'unnamed'}; its tasks: {', '.join(dict.fromkeys(names))}")
+                                f"{self.name or 'unnamed'}{hint}; its tasks: {', '.join(listed)}")
             if parts := [x for x in tasks if any(t.name == x and t.lm_eval_group for t in self.tasks)]:
                 groups = {t.name: t.lm_eval_group for t in self.tasks}
                 raise UserError(f"--tasks: {', '.join(f'{x} is a task of the lm-eval group {groups[x]}' for x in parts)}"
