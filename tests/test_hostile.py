@@ -981,6 +981,21 @@ def test_a_summary_score_edited_by_hand_is_refused_by_analyse(finished_run, tmp_
                     "to recompute that task")
 
 
+def test_a_manifest_seed_edited_by_hand_is_blamed_on_the_manifest(finished_run, tmp_path):
+    """``seed: "abc"`` in manifest.json was reported as a results.json problem, the file analyse was about to write."""
+    run = copy_run(finished_run, tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    before = (run / "results.json").read_bytes()
+    for key, value, what in (("seed", "abc", "an integer"), ("created", 7, "text")):
+        (run / "manifest.json").write_text(json.dumps({**manifest, key: value}))
+        assert _refused(_invoke("analyse", str(run))) == (
+            f"error: {run / 'manifest.json'}: {key}: {str(value)!r} is not {what}; the manifest records how the run "
+            f"was made and only `reporter run … --force` into {run} writes it again")
+        assert (run / "results.json").read_bytes() == before
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert _invoke("analyse", str(run)).exit_code == 0  # negative control: the manifest as the run wrote it
+
+
 def test_the_profile_a_bad_models_file_names_is_checked_in_the_same_pass(tmp_path):
     """A models file with a misspelt key and a missing profile said one, then (fixed) the other: the README promises
     every problem of the file at once."""

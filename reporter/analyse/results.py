@@ -122,6 +122,7 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
         elif "meta" in entry:
             entry["status"] = "partial"
         out_models[m["name"]] = entry
+    _check_provenance(manifest, rd)
     res: ResultsDocument = {
         "schema_version": SCHEMA_VERSION,
         "run": {
@@ -136,6 +137,26 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
     }
     res["lpp_correlations"] = lpp_correlations(res)
     return res
+
+
+#: what results.json's run block copies from the manifest, with the types it may have there
+_PROVENANCE = {"created": str, "reporter_version": str, "seed": int, "config_hash": str}
+
+
+def _check_provenance(manifest: dict[str, Any], rd: RunDir) -> None:
+    """The manifest's fields that results.json copies are of their type (or absent): a hand-edited ``seed: "abc"`` was
+    blamed on results.json, the file analyse was about to write.
+
+    >>> _check_provenance({"seed": "abc"}, RunDir("r"))
+    Traceback (most recent call last):
+    reporter.errors.UserError: r/manifest.json: seed: 'abc' is not an integer; the manifest records how the run was made and only `reporter run … --force` into r writes it again
+    """
+    for key, kind in _PROVENANCE.items():
+        value = manifest.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            what = "an integer" if kind is int else "text"
+            raise UserError(f"{rd.manifest}: {key}: {str(value)[:40]!r} is not {what}; the manifest records how the run "
+                            f"was made and only `reporter run … --force` into {rd.root} writes it again")
 
 
 def comparisons(per_item: dict[str, dict[str, dict[str, float]]], *, seed: int) -> list[PairRow]:

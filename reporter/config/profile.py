@@ -173,8 +173,8 @@ class Profile:
                 for t in self.tasks:  # what --tasks can name: a task, or a group (not one of its leaves)
                     key = t.lm_eval_group or t.name
                     sizes[key] = sizes.get(key, 0) + 1
-                groups = {t.lm_eval_group for t in self.tasks if t.lm_eval_group}
-                listed = [f"{k} (an lm-eval group of {n} tasks)" if k in groups else k for k, n in sizes.items()]
+                group_names = {t.lm_eval_group for t in self.tasks if t.lm_eval_group}
+                listed = [f"{k} (an lm-eval group of {n} tasks)" if k in group_names else k for k, n in sizes.items()]
                 starting = [n for n in dict.fromkeys(names) if n.startswith(unknown[0])]  # 'arc': arc_easy, not ar
                 hint = "" if len(unknown) != 1 else (f" (did you mean {' or '.join(starting[:3])}?)" if starting
                                                      else did_you_mean(unknown[0], names))
