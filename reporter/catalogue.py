@@ -33,7 +33,7 @@ KINDS: dict[str, str] = {
     "evidence": "passes of their own after a model's tasks (contamination evidence, ablation)",
     "sections": "the card's sections, in card order",
     "scorers": "how a task's responses are scored",
-    "plugins": "every entry above that is not reporter's own (installed entry points and --plugin modules)",
+    "plugins": "every entry that is not reporter's own (installed entry points and --plugin modules), charts too",
 }
 
 
@@ -53,14 +53,18 @@ def _row(registry: Registry[Any], name: str, **fields: Any) -> dict[str, Any]:
 
 
 def _tasks() -> list[dict[str, Any]]:
-    from .tasks import TASKS, get_task
+    from .tasks import TASKS, Task, get_task
 
     rows = []
     for name in TASKS.names():
         try:
             task = get_task(name)
-        except UserError as e:  # a plugin's factory that fails here would fail the run too: say so, list the rest
-            rows.append(_row(TASKS, name, type="?", scorer="?", description=f"cannot be built: {e}", data=""))
+            if not isinstance(task, Task):
+                raise TypeError(f"its factory returned {type(task).__name__}, not a reporter.tasks.Task")
+        except Exception as e:  # a plugin's factory that fails here would fail the run too: say so, list the rest
+            why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            rows.append(_row(TASKS, name, type="?", scorer="?", data="",
+                             description=f"cannot be built ({type(e).__name__}{': ' + why if why else ''})"))
             continue
         rows.append(_row(TASKS, name, type="probe" if task.probe else "benchmark", scorer=task.scorer,
                          description=task.description, data=task.source))
@@ -127,6 +131,8 @@ def _settings(cls: Any) -> list[str]:
         return []
     out = []
     for f in dataclasses.fields(cls):
+        if not f.init:  # derived in __post_init__: not a profile setting
+            continue
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
         out.append(f"{f.name}={default!r}")
     return out
@@ -168,17 +174,23 @@ _BUILDERS: dict[str, Callable[[], list[dict[str, Any]]]] = {
 
 
 def _plugins() -> list[dict[str, Any]]:
-    """Every entry of the plugin registries that reporter did not register itself, with its kind."""
+    """Every entry that reporter did not register itself, with its kind: the five plugin groups (installed entry
+    points or ``--plugin``) and the in-process registries a ``--plugin`` module may add to (scorers, architectures,
+    charts).
+    """
     for module in ("reporter.tasks", "reporter.config.sources", "reporter.card.sections", "reporter.collect.job"):
         importlib.import_module(module)
+    from .card.charts import CHARTS
+    from .models.adapters import ADAPTERS
     from .registry import _BY_GROUP
+    from .scoring.scorers import SCORERS
 
+    registries: list[Registry[Any]] = [r for g in PLUGIN_GROUPS if (r := _BY_GROUP.get(g)) is not None]
     rows = []
-    for group, kind in PLUGIN_GROUPS.items():
-        registry = _BY_GROUP.get(group)
-        for name in registry.names() if registry is not None else []:
-            if not registry.builtin(name):  # type: ignore[union-attr]
-                rows.append({"name": name, "kind": kind, "origin": registry.origin(name)})  # type: ignore[union-attr]
+    for registry in [*registries, SCORERS, ADAPTERS, CHARTS]:
+        for name in registry.names():
+            if not registry.builtin(name):
+                rows.append({"name": name, "kind": registry.kind, "origin": registry.origin(name)})
     return rows
 
 
@@ -227,7 +239,7 @@ def render_text(cat: dict[str, list[dict[str, Any]]]) -> str:
     for kind, rows in cat.items():
         lines = [f"{kind} ({len(rows)}): {KINDS[kind]}"]
         if not rows:
-            lines.append("  none" + (" (no installed package registers one, and no --plugin module was given)"
+            lines.append("  none" + (" (no installed package or --plugin module registered one)"
                                      if kind == "plugins" else ""))
         cols = _COLUMNS[kind]
         cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]

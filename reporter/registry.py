@@ -298,7 +298,7 @@ class Registry(Generic[T]):
             if origin is None:
                 raise ValueError(f"{self.kind} '{name}' is already registered")
             plugin_warning(self.kind, name, origin, f"the name is taken by the {self.kind} registered in-process")
-        if name not in self._entries:
+        if self._entries.get(name) is not entry:  # new, or taking an installed plugin's name
             self._modules[name] = registering_module()
         self._entries[name] = entry
 

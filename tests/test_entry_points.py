@@ -447,6 +447,7 @@ def test_clashes_and_wrong_types_are_warned_once_and_in_process_wins(monkeypatch
     assert numbers.names() == ["zero", "one"] and numbers.get("zero") == 0
     numbers.add("one", 100)  # a later in-process registration takes the name, with one warning
     assert numbers.get("one") == 100 and len(numbers) == 2
+    assert numbers.origin("one") == f"registered in-process by module {__name__}"  # not the entry point's any more
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 3 and all(line.startswith("warning: skipped the number plugin ") for line in err)
     assert "'minus' (entry point 'minus = clash_plugin_mod:MINUS' (reporter.test-clash)" in err[0]

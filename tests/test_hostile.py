@@ -577,7 +577,7 @@ def test_an_unreachable_cluster_is_refused_before_the_run_directory_exists(addre
 @pytest.mark.parametrize("args, models, want", [
     (["--seed", "-1"], None, "error: --seed: must be an integer from 0"),
     (["--device", "tpu"], None, "error: --device: 'tpu' is not a valid device"),
-    (["--tasks", "arc_easy,arc"], None, "error: --tasks: 'arc' is not a task of profile profile (did you mean arc_easy?); "
+    (["--tasks", "arc_easy,arc"], None, "error: --tasks: 'arc' is not a task of profile profile (did you mean 'arc_easy'?); "
                                              "its tasks: arc_easy"),
     (["--limit", "0"], None, "error: main {command}: Invalid value for '--limit': 0 is not in the range x>=1"),
     (["--tasks", " , "], None, "error: --tasks: no task named"),
@@ -981,12 +981,23 @@ def test_a_summary_score_edited_by_hand_is_refused_by_analyse(finished_run, tmp_
                     "to recompute that task")
 
 
+def test_render_reads_no_items_so_a_damaged_samples_file_does_not_stop_it(finished_run, tmp_path):
+    """The score check of the run gate read every samples.jsonl: a damaged one (a line that is no sample record, a
+    score past float's range) refused ``render``, which never reads items, or was a traceback."""
+    for damage in ('[1, 2]\n', '{"id": "x", "score": 1e400}\n'):
+        run = copy_run(finished_run, tmp_path / f"run{len(damage)}")
+        with _samples(run).open("a") as f:
+            f.write(damage)
+        r = _invoke("render", str(run), "--format", "md")
+        assert r.exit_code == 0 and (run / "card.md").is_file(), r.output
+
+
 def test_a_manifest_seed_edited_by_hand_is_blamed_on_the_manifest(finished_run, tmp_path):
     """``seed: "abc"`` in manifest.json was reported as a results.json problem, the file analyse was about to write."""
     run = copy_run(finished_run, tmp_path / "run")
     manifest = json.loads((run / "manifest.json").read_text())
     before = (run / "results.json").read_bytes()
-    for key, value, what in (("seed", "abc", "an integer"), ("created", 7, "text")):
+    for key, value, what in (("seed", "abc", "an integer from 0"), ("seed", -1, "an integer from 0"), ("created", 7, "text")):
         (run / "manifest.json").write_text(json.dumps({**manifest, key: value}))
         assert _refused(_invoke("analyse", str(run))) == (
             f"error: {run / 'manifest.json'}: {key}: {str(value)!r} is not {what}; the manifest records how the run "

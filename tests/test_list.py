@@ -61,3 +61,46 @@ def test_an_unknown_kind_is_one_line_and_exit_2():
     assert r.exit_code == 2
     assert r.output == ("error: unknown kind 'task' (did you mean 'tasks'?); available: architectures, collectors, "
                         "evidence, plugins, profiles, scorers, sections, sources, tasks\n")
+
+
+def test_what_a_plugin_module_adds_anywhere_is_listed_and_a_broken_one_is_a_row_not_a_traceback():
+    """A scorer or an architecture a module registers is a plugin too; a task factory that raises, or a settings
+    class with a derived field, is listed as what it is (the first version crashed ``reporter list``)."""
+    from dataclasses import dataclass, field
+
+    from reporter.collect.collectors import COLLECTORS, CollectorPlugin, register_collector
+    from reporter.scoring.scorers import SCORERS, register_scorer
+    from reporter.tasks import TASKS, register_task
+
+    @register_scorer("listed_scorer")
+    def listed_scorer(response, item):
+        """Always right."""
+        return response, 1.0
+
+    @register_task("listed_broken")
+    def listed_broken():
+        raise RuntimeError("its data file is gone")
+
+    @dataclass(frozen=True)
+    class Derived:
+        window: int = 4
+        doubled: int = field(init=False, default=0)
+
+    @register_collector
+    class Listed(CollectorPlugin):
+        """A collector with a derived setting."""
+        name, settings = "listed_collector", Derived
+
+    try:
+        r = CliRunner().invoke(main, ["list", "--json", "plugins", "tasks", "collectors"])
+        assert r.exit_code == 0, r.output
+        listed = json.loads(r.output)
+        kinds = {row["name"]: row["kind"] for row in listed["plugins"]}
+        assert kinds == {"listed_scorer": "scorer", "listed_broken": "task", "listed_collector": "collector"}
+        broken = next(row for row in listed["tasks"] if row["name"] == "listed_broken")
+        assert broken["description"] == "cannot be built (RuntimeError: its data file is gone)"
+        assert next(row for row in listed["collectors"] if row["name"] == "listed_collector")["settings"] == ["window=4"]
+    finally:
+        SCORERS.remove("listed_scorer"), TASKS.remove("listed_broken"), COLLECTORS.remove("listed_collector")
+    r = CliRunner().invoke(main, ["list", "plugins"])
+    assert r.output.splitlines()[1] == "  none (no installed package or --plugin module registered one)", r.output

@@ -98,6 +98,20 @@ def test_no_progress_hides_lm_evals_own_bars(lm_eval_run):
     assert "it/s" not in stderr and "%|" not in stderr, stderr
 
 
+def test_no_progress_hides_the_bar_of_lm_evals_bootstrapped_stderr(monkeypatch, capfd):
+    """A metric whose stderr lm-eval bootstraps (f1, mcc, bleu …) drew one more bar: lm-eval imports tqdm inside the
+    function that draws it, so hiding the bars of lm-eval's modules missed it."""
+    from lm_eval.api.metrics import bootstrap_stderr, mean
+
+    from reporter.collect.lm_eval_run import lm_eval_bars
+
+    monkeypatch.setenv("DISABLE_MULTIPROC", "1")  # lm-eval's single-process path: no pool of workers in a test
+    for progress in (True, False):  # with progress (the negative control) the bar is drawn
+        with lm_eval_bars(progress):
+            bootstrap_stderr(mean, [0, 1, 1, 0, 1], 2000)
+        assert ("2/2" in capfd.readouterr().err) is progress
+
+
 # --- bad input: one line, exit 2, nothing written ---------------------------------------------------------------
 
 def _bad(tmp_path, profile: str, models: str = MODELS):

@@ -59,9 +59,12 @@ def test_tasks_of_a_group_profile_name_the_group_not_its_leaves(env):
                             "group (its aggregate needs every task of it)")
     with pytest.raises(UserError) as e:
         profile.restricted(["mmlu_econometrix"])
-    assert str(e.value) == ("--tasks: 'mmlu_econometrix' is not a task of profile lm-eval (did you mean "
-                            "'mmlu_econometrics'?); its tasks: arc_challenge, arc_easy, hellaswag, boolq, "
-                            "mmlu_social_sciences (an lm-eval group of 12 tasks)")
+    assert str(e.value) == ("--tasks: 'mmlu_econometrix' is not a task of profile lm-eval (did you mean the lm-eval "
+                            "group 'mmlu_social_sciences'? mmlu_econometrics is one of its tasks); its tasks: "
+                            "arc_challenge, arc_easy, hellaswag, boolq, mmlu_social_sciences (an lm-eval group of 12 "
+                            "tasks)")
+    with pytest.raises(UserError, match=r"\(did you mean 'mmlu_social_sciences'\?\)"):
+        profile.restricted(["mmlu_"])  # the group it begins, not three of its leaves
 
 
 def test_readme_example_parses_as_a_profile(env, tmp_path):

@@ -149,12 +149,13 @@ def _check_provenance(manifest: dict[str, Any], rd: RunDir) -> None:
 
     >>> _check_provenance({"seed": "abc"}, RunDir("r"))
     Traceback (most recent call last):
-    reporter.errors.UserError: r/manifest.json: seed: 'abc' is not an integer; the manifest records how the run was made and only `reporter run … --force` into r writes it again
+    reporter.errors.UserError: r/manifest.json: seed: 'abc' is not an integer from 0; the manifest records how the run was made and only `reporter run … --force` into r writes it again
     """
     for key, kind in _PROVENANCE.items():
         value = manifest.get(key)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            what = "an integer" if kind is int else "text"
+        negative = isinstance(value, int) and value < 0
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool) or negative):
+            what = "an integer from 0" if kind is int else "text"
             raise UserError(f"{rd.manifest}: {key}: {str(value)[:40]!r} is not {what}; the manifest records how the run "
                             f"was made and only `reporter run … --force` into {rd.root} writes it again")
 

@@ -101,9 +101,10 @@ def resolve_entry(profile: Profile, config: TaskConfig) -> Resolved:
     return resolve(config.lm_eval_group or config.lm_eval, include_dirs(profile.lm_eval_include))
 
 
-#: lm-eval's modules that draw progress bars of their own while reporter plans and scores its tasks: building each
-#: task's requests (``Task.build_all_requests``), tokenising them (``LM.loglikelihood``), bootstrapping a stderr
-_BAR_MODULES = ("lm_eval.api.task", "lm_eval.api.model", "lm_eval.api.metrics")
+#: where lm-eval finds the progress bars it draws while reporter plans and scores its tasks: building each task's
+#: requests (``Task.build_all_requests``), tokenising them (``LM.loglikelihood``), and bootstrapping a metric's stderr
+#: (``lm_eval.api.metrics``, which imports ``tqdm.tqdm`` inside its functions)
+_BAR_MODULES = ("lm_eval.api.task", "lm_eval.api.model", "tqdm")
 
 
 @contextlib.contextmanager
@@ -113,7 +114,10 @@ def lm_eval_bars(progress: bool) -> Iterator[None]:
 
     >>> import lm_eval.api.task as t
     >>> with lm_eval_bars(False):
-    ...     t.tqdm(range(3)).disable
+    ...     from tqdm import tqdm
+    ...     t.tqdm(range(3)).disable, tqdm(range(3)).disable
+    (True, True)
+    >>> tqdm is not t.tqdm  # undone: reporter's own bars and other code see tqdm itself again
     True
     """
     if progress:

@@ -9,7 +9,9 @@ metric's value is the item's score) and writes the leaf's summary with its CI, c
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -46,8 +48,9 @@ def score_entry(rlm: Any, resolved: Resolved, leaves: Sequence[LeafPlan], *, boo
     rlm.misses = 0
     if set(samples) != set(loaded["tasks"]):  # a subset of a group's leaves: score them alone
         loaded = {"tasks": {n: loaded["tasks"][n] for n in samples}, "groups": {}, "group_map": {}}
-    out = evaluate(rlm, loaded, samples=samples, log_samples=True, bootstrap_iters=bootstrap_iters,
-                   apply_chat_template=chat, fewshot_as_multiturn=chat)
+    with contextlib.redirect_stdout(sys.stderr):  # lm-eval prints ("bootstrapping for stddev: …"): stdout is the summary's
+        out = evaluate(rlm, loaded, samples=samples, log_samples=True, bootstrap_iters=bootstrap_iters,
+                       apply_chat_template=chat, fewshot_as_multiturn=chat)
     if out is None:
         raise UserError("lm-eval returned no results (a distributed rank other than 0)")
     return out  # type: ignore[no-any-return]

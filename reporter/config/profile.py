@@ -159,7 +159,7 @@ class Profile:
         >>> load_profile("quick").restricted(["arc"])
         Traceback (most recent call last):
         ...
-        reporter.errors.UserError: --tasks: 'arc' is not a task of profile quick (did you mean arc_challenge or arc_easy?); its tasks: arc_challenge, arc_easy, mmlu, hellaswag, boolq, gsm8k, math500, humaneval, mbpp, spc, ar
+        reporter.errors.UserError: --tasks: 'arc' is not a task of profile quick (did you mean 'arc_challenge' or 'arc_easy'?); its tasks: arc_challenge, arc_easy, mmlu, hellaswag, boolq, gsm8k, math500, humaneval, mbpp, spc, ar
         >>> load_profile("quick").restricted(["arc_esay"])
         Traceback (most recent call last):
         ...
@@ -175,9 +175,7 @@ class Profile:
                     sizes[key] = sizes.get(key, 0) + 1
                 group_names = {t.lm_eval_group for t in self.tasks if t.lm_eval_group}
                 listed = [f"{k} (an lm-eval group of {n} tasks)" if k in group_names else k for k, n in sizes.items()]
-                starting = [n for n in dict.fromkeys(names) if n.startswith(unknown[0])]  # 'arc': arc_easy, not ar
-                hint = "" if len(unknown) != 1 else (f" (did you mean {' or '.join(starting[:3])}?)" if starting
-                                                     else did_you_mean(unknown[0], names))
+                hint = self._tasks_hint(unknown[0], list(sizes)) if len(unknown) == 1 else ""
                 raise UserError(f"--tasks: {', '.join(repr(x) for x in unknown)} "
                                 f"{'is not a task' if len(unknown) == 1 else 'are not tasks'} of profile "
                                 f"{self.name or 'unnamed'}{hint}; its tasks: {', '.join(listed)}")
@@ -193,6 +191,19 @@ class Profile:
             [f"{limit} item{'s' * (limit != 1)} each"] if limit is not None else [])
         name = f"{self.name or 'unnamed'} ({', '.join(changes)})" if changes else self.name
         return dataclasses.replace(self, name=name, tasks=tuple(kept))
+
+    def _tasks_hint(self, word: str, nameable: list[str]) -> str:
+        """The suggestion for a ``--tasks`` name that is not one: the nameable names it begins ('arc': arc_challenge,
+        arc_easy, not the probe ar), else the closest one; a near miss of a group's leaf suggests the group.
+        """
+        if starting := [n for n in nameable if n.startswith(word)]:
+            return " (did you mean " + " or ".join(f"'{n}'" for n in starting[:3]) + "?)"
+        groups = {t.name: t.lm_eval_group for t in self.tasks if t.lm_eval_group}
+        close = did_you_mean(word, [*nameable, *groups])
+        leaf = close.removeprefix(" (did you mean '").removesuffix("'?)")
+        if leaf in groups:
+            return f" (did you mean the lm-eval group '{groups[leaf]}'? {leaf} is one of its tasks)"
+        return close
 
     def plugin_settings(self, name: str) -> Any:
         """The settings of plugin ``name``: its ``plugins.<name>`` entry, or its settings class's defaults.

@@ -90,8 +90,8 @@ def check_scores(results: dict[str, Any], rd: RunDir) -> None:
                 continue
             try:
                 scores = item_scores(rd.task_dir(str(m.get("slug") or name), task) / SAMPLES, s.get("n"))
-            except (KeyError, TypeError, ValueError):  # an item without a numeric score: the command's reader names it
-                continue
+            except (UserError, KeyError, TypeError, ValueError, OverflowError):  # a damaged file or score: render
+                continue  # does not read items, and compare's own reader names what is wrong with them
             check_score(f"{rd.results}: models.{name}.tasks.{task}", s, scores or {},
                         f"`reporter analyse {rd.root}` rebuilds results.json from the task files")
 
