@@ -540,6 +540,8 @@ def test_a_plugin_whose_constructor_fails_is_one_warning_and_the_others_load(mon
 def test_reporter_list_names_every_plugin_with_where_it_came_from(site, tmp_path):
     """``reporter --plugin FILE list``: the installed packages' plugins with their entry points, the file's with its
     path, reporter's own as built-in; the broken ones warned as by a run (one process, as a user runs it)."""
+    from reporter.catalogue import KINDS, render_text
+
     plugin = tmp_path / "my_plugins.py"
     plugin.write_text(textwrap.dedent("""\
         from reporter.card.sections import Section, register_section
@@ -552,11 +554,11 @@ def test_reporter_list_names_every_plugin_with_where_it_came_from(site, tmp_path
 
         register_section(Section("file_section", "File section", source="<p>x</p>", order=97))
     """))
-    r = _reporter(site, "--plugin", str(plugin), "list", "--json", timeout=300)
+    r = _reporter(site, "--plugin", str(plugin), "list", "--json", *KINDS, timeout=300)  # one process: every kind
     assert r.returncode == 0, r.stderr
     listed = json.loads(r.stdout)
     assert list(listed) == ["tasks", "profiles", "sources", "architectures", "collectors", "evidence", "sections",
-                            "scorers"]
+                            "scorers", "plugins"]
     origin = {kind: {row["name"]: row["origin"] for row in rows} for kind, rows in listed.items()}
     toy = "of package 'reporter-toy' 0.1.0"
     assert origin["tasks"]["toy_sums"] == f"entry point 'toy_sums = reporter_toy.task:toy_sums' (reporter.tasks) {toy}"
@@ -564,15 +566,15 @@ def test_reporter_list_names_every_plugin_with_where_it_came_from(site, tmp_path
     assert toy in origin["collectors"]["toy_layer_norm"] and toy in origin["evidence"]["toy_question_tokens"]
     assert toy in origin["sections"]["toy_norms"] and toy in origin["sources"]["toy:…"]
     builtin = {"arc_easy", "spc", "mmlu"} | {"quick", "standard"} | {"packaged:smollm2-135m-instruct", "random:gpt2"}
-    everything = {name: o for kind in origin.values() for name, o in kind.items()}
+    everything = {name: o for kind, rows in origin.items() if kind != "plugins" for name, o in rows.items()}
     assert {everything[n] for n in builtin} == {"built-in"}
     assert {o for k in ("architectures", "scorers") for o in origin[k].values()} == {"built-in"}
     assert [row["name"] for row in listed["sections"]][-3:] == ["file_section", "methods", "appendix"]  # card order
     assert "broken_import" not in origin["collectors"] and r.stderr.count("warning: skipped") == 3, r.stderr
-
-    r = _reporter(site, "--plugin", str(plugin), "list", "plugins", timeout=300)
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
+    # the plugins kind: only what is not reporter's own, each with its kind, as text in one column
+    everything["toy"] = everything["toy:…"]  # a source is listed by how a models file writes it
+    assert origin["plugins"] == {n: everything[n] for n in origin["plugins"]}
+    lines = render_text({"plugins": listed["plugins"]}).splitlines()
     assert lines[0].startswith("plugins (7): ")
     names = ("file_task", "file_section", "toy", "toy_sums", "toy_norms", "toy_layer_norm", "toy_question_tokens")
     rows = {n: line for line in lines[1:] for n in names if f"  {n}  " in line}
