@@ -296,6 +296,8 @@ def test_lm_eval_command_line_with_model_reporter_writes_reporters_run(env, lm, 
         mine = ours[str(s["doc_id"])]
         assert float(s["acc"]) == mine["score"] and float(s["acc_norm"]) == mine["lm_eval_metrics"]["acc_norm,none"]
         np.testing.assert_allclose([float(x[0]) for x in s["filtered_resps"]], mine["loglikelihoods"], atol=1e-5)
+    config = json.loads(open(glob.glob(str(tmp_path / "lmeval" / "*" / "results_*.json"))[0]).read())["config"]
+    assert config["model"] == "reporter" and config["model_args"]["pretrained"] == str(model_dir)  # as it was named
     # what reporter cannot reproduce is one line, exit 2
     r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir},output={out},colour=red",
              "--tasks", "arc_challenge", "--include_path", env["packaged"], "--limit", "5")

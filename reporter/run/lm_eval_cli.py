@@ -156,7 +156,12 @@ def _reporter_first() -> Iterator[None]:
             write_run(rlm, **{k: kw.get(k) for k in ("tasks", "task_manager", "num_fewshot", "limit", "samples",
                                                       "gen_kwargs", "apply_chat_template", "fewshot_as_multiturn",
                                                       "system_instruction", "fewshot_random_seed")})
-        return original(rlm, model_args, **kw)
+        out = original(rlm, model_args, **kw)
+        if isinstance(out, dict) and isinstance(out.get("config"), dict):
+            # lm-eval names a model instance by its config's path (reporter's cache of a converted model, or ""):
+            # the results file says what the command line named, as for --model hf, so that it reproduces
+            out["config"]["model"] = "reporter"
+        return out
 
     ev.simple_evaluate = simple_evaluate
     try:
