@@ -9,7 +9,7 @@ reporter's own. A kind imports only what it needs: ``tasks``, ``profiles`` and `
 >>> rows = catalogue(["scorers"])["scorers"]
 >>> [r["name"] for r in rows][:3], rows[0]["origin"]
 (['choice', 'exact', 'f1'], 'built-in')
->>> print("\\n".join(render_text(catalogue(["architectures"])).splitlines()[:2]))
+>>> print("\\n".join(render_text(catalogue(["architectures"]), width=120).splitlines()[:2]))
 architectures (12): what a model's config.model_type must be for the hooks to find its FFN neurons
   llama        gated MLP; FFN neurons at the input of each layer's mlp.down_proj
 """
@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
+import shutil
+import textwrap
 from typing import Any, Callable, Iterable
 
 from .errors import UserError
@@ -25,14 +27,14 @@ from .registry import PLUGIN_GROUPS, Registry, unknown_name
 
 #: the kinds ``reporter list`` shows, in its order, with the header line each gets
 KINDS: dict[str, str] = {
-    "tasks": "what a profile's tasks[].name (or reporter run --tasks) may name",
+    "tasks": "what a profile's tasks[].name may name (--tasks then picks among a profile's tasks)",
     "profiles": "what --profile (or a models file's profile:) may name; a YAML path works too",
     "sources": "what a models file's source: may be",
     "architectures": "what a model's config.model_type must be for the hooks to find its FFN neurons",
-    "collectors": "measurements riding the hooked pass; a profile turns them on",
-    "evidence": "passes of their own after a model's tasks (contamination evidence, ablation)",
+    "collectors": "measurements riding the hooked pass, each with what turns it on or off",
+    "evidence": "passes of their own after a model's tasks, each with what turns it on or off",
     "sections": "the card's sections, in card order",
-    "scorers": "how a task's responses are scored",
+    "scorers": "how a task's responses are scored ('jsonl': a type: jsonl task of your own data may use it)",
     "plugins": "every entry that is not reporter's own (installed entry points and --plugin modules), charts too",
 }
 
@@ -53,22 +55,29 @@ def _row(registry: Registry[Any], name: str, **fields: Any) -> dict[str, Any]:
 
 
 def _tasks() -> list[dict[str, Any]]:
-    from .tasks import TASKS, Task, get_task
+    from .tasks import TASKS
+    from .tasks.base import checked_task
 
     rows = []
     for name in TASKS.names():
         try:
-            task = get_task(name)
-            if not isinstance(task, Task):
-                raise TypeError(f"its factory returned {type(task).__name__}, not a reporter.tasks.Task")
-        except Exception as e:  # a plugin's factory that fails here would fail the run too: say so, list the rest
-            why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-            rows.append(_row(TASKS, name, type="?", scorer="?", data="",
-                             description=f"cannot be built ({type(e).__name__}{': ' + why if why else ''})"))
+            task = checked_task(name)  # what validate checks: a plugin's factory, the name it gives, its scorer
+        except UserError as e:  # listed with its problem, which would stop a run: the rest are listed too
+            rows.append(_row(TASKS, name, type="?", scorer="?", description="", data="", problem=str(e)))
             continue
         rows.append(_row(TASKS, name, type="probe" if task.probe else "benchmark", scorer=task.scorer,
                          description=task.description, data=task.source))
     return rows
+
+
+def _models_of(profile: Any) -> str:
+    """What models a profile runs, in words: its own list (how many from the hub), or the default one."""
+    models = list(profile.models or ())
+    if not models:
+        return "the default models"
+    hub = sum(1 for m in models if ":" not in str(m.get("source", "")) and str(m.get("source", "")).count("/") == 1)
+    return f"{len(models)} models" + ("" if not hub else ", all from the hub" if hub == len(models) else
+                                      f", {hub} from the hub")
 
 
 def _profiles() -> list[dict[str, Any]]:
@@ -79,11 +88,12 @@ def _profiles() -> list[dict[str, Any]]:
         try:
             profile = load_profile(name)
         except UserError as e:
-            rows.append({"name": name, "description": f"cannot be read: {e}", "tasks": [], "models": 0,
+            rows.append({"name": name, "description": "", "tasks": [], "models": 0, "runs": "", "problem": str(e),
                          "origin": "built-in"})
             continue
-        rows.append({"name": name, "description": profile.description or "",
-                     "tasks": [t.name for t in profile.tasks], "models": len(profile.models or ()),
+        tasks = list(dict.fromkeys(t.lm_eval_group or t.name for t in profile.tasks))
+        rows.append({"name": name, "description": profile.description or "", "tasks": [t.name for t in profile.tasks],
+                     "models": len(profile.models or ()), "runs": f"{len(tasks)} tasks, {_models_of(profile)}",
                      "origin": "built-in"})
     return rows
 
@@ -143,7 +153,13 @@ def _collectors() -> list[dict[str, Any]]:
     from .collect.collectors.base import COLLECTORS
 
     return [_row(COLLECTORS, name, label=plugin.label, description=_first_line(type(plugin).__doc__),
+                 switch=plugin.switch or _default_switch(name, plugin.settings),
                  settings=_settings(plugin.settings)) for name, plugin in COLLECTORS.items()]
+
+
+def _default_switch(name: str, settings: Any) -> str:
+    """What turns a plugin without its own ``switch`` text on: nothing (always on), or its settings' profile key."""
+    return f"always; settings: plugins.{name}" if settings is not None else "always"
 
 
 def _evidence() -> list[dict[str, Any]]:
@@ -151,7 +167,8 @@ def _evidence() -> list[dict[str, Any]]:
     from .collect.evidence import EVIDENCE
 
     return [_row(EVIDENCE, name, label=p.label, scope=p.scope, contamination=p.contamination,
-                 description=_first_line(type(p).__doc__), settings=_settings(p.settings))
+                 description=_first_line(type(p).__doc__), switch=p.switch or _default_switch(name, p.settings),
+                 settings=_settings(p.settings))
             for name, p in sorted(EVIDENCE.items(), key=lambda kv: kv[1].order)]
 
 
@@ -163,8 +180,10 @@ def _sections() -> list[dict[str, Any]]:
 
 def _scorers() -> list[dict[str, Any]]:
     from .scoring.scorers import SCORERS
+    from .tasks import JSONL_SCORERS
 
-    return [_row(SCORERS, name, description=_first_line(getattr(fn, "__doc__", None))) for name, fn in SCORERS.items()]
+    return [_row(SCORERS, name, description=_first_line(getattr(fn, "__doc__", None)),
+                 jsonl="jsonl" if name in JSONL_SCORERS else "") for name, fn in SCORERS.items()]
 
 
 _BUILDERS: dict[str, Callable[[], list[dict[str, Any]]]] = {
@@ -186,11 +205,15 @@ def _plugins() -> list[dict[str, Any]]:
     from .scoring.scorers import SCORERS
 
     registries: list[Registry[Any]] = [r for g in PLUGIN_GROUPS if (r := _BY_GROUP.get(g)) is not None]
+    problems = {row["name"]: row["problem"] for row in _tasks() if row.get("problem")}
     rows = []
     for registry in [*registries, SCORERS, ADAPTERS, CHARTS]:
         for name in registry.names():
             if not registry.builtin(name):
-                rows.append({"name": name, "kind": registry.kind, "origin": registry.origin(name)})
+                row = {"name": name, "kind": registry.kind, "origin": registry.origin(name)}
+                if registry.kind == "task" and name in problems:  # "is my plugin seen?": seen, but it would not run
+                    row["problem"] = problems[name]
+                rows.append(row)
     return rows
 
 
@@ -208,18 +231,37 @@ def catalogue(kinds: Iterable[str] = ()) -> dict[str, list[dict[str, Any]]]:
     return {kind: (_plugins() if kind == "plugins" else _BUILDERS[kind]()) for kind in KINDS if kind in wanted}
 
 
-#: the columns each kind shows as text (the JSON has every field)
+#: the short columns each kind aligns as text, then the long text after them (the JSON has every field)
 _COLUMNS: dict[str, tuple[str, ...]] = {
-    "tasks": ("name", "type", "scorer", "description"),
-    "profiles": ("name", "description"),
-    "sources": ("name", "description"),
-    "architectures": ("name", "description"),
-    "collectors": ("name", "description", "settings"),
-    "evidence": ("name", "scope", "description", "settings"),
-    "sections": ("name", "title"),
-    "scorers": ("name", "description"),
-    "plugins": ("kind", "name", "origin"),
+    "tasks": ("name", "type", "scorer"),
+    "profiles": ("name",),
+    "sources": ("name",),
+    "architectures": ("name",),
+    "collectors": ("name",),
+    "evidence": ("name", "scope"),
+    "sections": ("name",),
+    "scorers": ("name", "jsonl"),
+    "plugins": ("kind", "name"),
 }
+
+
+def _long_text(kind: str, row: dict[str, Any]) -> str:
+    """A row's long text: what it is, what turns it on, where it came from when not reporter's, and a problem."""
+    if kind == "plugins":
+        parts = [str(row.get("origin", ""))]
+    elif kind == "profiles":
+        parts = [f"{row['runs']}." if row.get("runs") else "", str(row.get("description", ""))]
+    elif kind == "sections":
+        parts = [str(row.get("title", ""))]
+    else:
+        parts = [str(row.get("description", ""))]
+    if row.get("switch"):
+        parts.append(f"Runs: {row['switch']}.")
+    if kind != "plugins" and row.get("origin", "built-in") != "built-in":
+        parts.append(f"[{row['origin']}]")
+    if row.get("problem"):
+        parts.append(f"CANNOT BE USED: {row['problem']}")
+    return " ".join(p for p in parts if p)
 
 
 def _cell(value: Any) -> str:
@@ -228,28 +270,41 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def render_text(cat: dict[str, list[dict[str, Any]]]) -> str:
-    """Each kind as a header line and aligned rows; an entry that is not built-in says where it came from.
+def render_text(cat: dict[str, list[dict[str, Any]]], width: int | None = None) -> str:
+    """Each kind as a header line and its rows: the short columns aligned, then the long text, wrapped to ``width``
+    (default: the terminal's, ``COLUMNS`` first, else 100) under its own column.
 
-    >>> print(render_text({"scorers": [{"name": "exact", "description": "Exact match.", "origin": "built-in"}]}))
-    scorers (1): how a task's responses are scored
-      exact  Exact match.
+    >>> print(render_text({"scorers": [{"name": "exact", "jsonl": "jsonl", "description": "Exact match, after "
+    ...                                 "normalising case, spaces and quotes.", "origin": "built-in"}]}, width=40))
+    scorers (1): how a task's responses are
+      scored ('jsonl': a type: jsonl task of
+      your own data may use it)
+      exact  jsonl  Exact match, after
+                    normalising case,
+                    spaces and quotes.
     """
+    width = max(60, width or shutil.get_terminal_size((100, 24)).columns) if width is None else width
     blocks = []
     for kind, rows in cat.items():
-        lines = [f"{kind} ({len(rows)}): {KINDS[kind]}"]
+        lines = textwrap.wrap(f"{kind} ({len(rows)}): {KINDS[kind]}", width=width, subsequent_indent="  ")
         if not rows:
             lines.append("  none" + (" (no installed package or --plugin module registered one)"
                                      if kind == "plugins" else ""))
         cols = _COLUMNS[kind]
         cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]
-        widths = [max((len(row[i]) for row in cells), default=0) for i in range(len(cols) - 1)]
+        widths = [max((len(row[i]) for row in cells), default=0) for i in range(len(cols))]
         for r, row in zip(rows, cells):
-            text = "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + ("  " if widths else "") + row[-1]
-            if r.get("origin", "built-in") != "built-in" and kind != "plugins":
-                text += f"  [{r['origin']}]"
-            lines.append("  " + text.rstrip())
+            prefix = "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  "
+            text = _long_text(kind, r)
+            if len(prefix) > width // 2:  # no room beside the columns: the text goes under them
+                lines.append(prefix.rstrip())
+                prefix = " " * 6
+            lines.extend(textwrap.wrap(text, width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
+                                       break_on_hyphens=False) or [prefix.rstrip()])
         if kind == "tasks":
-            lines.append("  lm-eval's own tasks (a profile's lm_eval: entries): reporter lm-eval ls tasks")
+            lines.extend(textwrap.wrap("Your own data needs no plugin: a profile task of type: jsonl (see the "
+                                       "scorers marked jsonl). lm-eval's own tasks (a profile's lm_eval: entries): "
+                                       "reporter lm-eval ls tasks.", width=width, initial_indent="  ",
+                                       subsequent_indent="  "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

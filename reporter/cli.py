@@ -103,6 +103,11 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
                             "(reporter render RUN_DIR --format … draws the card later)")
         wanted = run_formats(formats, render=not no_render)  # checked before anything runs
         cfg, prof = resolve(file, profile, only_tasks, limit, device, seed)
+        if not no_render:
+            from .card.sections import template_problems
+
+            if broken := template_problems():  # the card would fail after every model had run
+                raise UserError(broken)
         if address and (executor or cfg.executor) != "ray":
             raise UserError(f"--address {address}: is a Ray cluster's address, for --executor ray (or executor: ray "
                             "in the models file); add it, or leave --address out")
@@ -352,6 +357,10 @@ def validate(file, profile, only_tasks, limit, device, seed):
         cfg, prof = resolve(file, profile, only_tasks, limit, device, seed)
         check_sae(cfg, prof)
         check_user_data(prof, cfg.models)  # every data file `run` would read: jsonl tasks, other_split files, items lists
+        from .card.sections import template_problems
+
+        if broken := template_problems():  # a plugin's card section: the card of `run` would fail at its end
+            raise UserError(broken)
         if prof.mui.unit in ("sae", "both"):  # and every SAE file (torch is imported only then)
             from .models.sae import check_sae_files
 

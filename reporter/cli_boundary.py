@@ -167,6 +167,10 @@ class OneLineGroup(click.Group):
                 sys.exit(e.exit_code)
             where = f"{e.ctx.command_path}: " if e.ctx is not None else ""
             hint = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
+            if isinstance(e, click.NoSuchOption) and e.option_name == "--plugin" and e.ctx is not None \
+                    and e.ctx.parent is not None:  # an option of reporter itself, given after the command
+                hint = (f"; --plugin is reporter's own option and comes before the command: reporter --plugin MODULE "
+                        f"{e.ctx.info_name} …")
             click.echo(f"error: {where}{e.format_message().rstrip('.')}{hint}", err=True)
             sys.exit(e.exit_code)
         except click.ClickException as e:

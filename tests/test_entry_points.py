@@ -574,7 +574,7 @@ def test_reporter_list_names_every_plugin_with_where_it_came_from(site, tmp_path
     # the plugins kind: only what is not reporter's own, each with its kind, as text in one column
     everything["toy"] = everything["toy:…"]  # a source is listed by how a models file writes it
     assert origin["plugins"] == {n: everything[n] for n in origin["plugins"]}
-    lines = render_text({"plugins": listed["plugins"]}).splitlines()
+    lines = render_text({"plugins": listed["plugins"]}, width=1000).splitlines()
     assert lines[0].startswith("plugins (7): ")
     names = ("file_task", "file_section", "toy", "toy_sums", "toy_norms", "toy_layer_norm", "toy_question_tokens")
     rows = {n: line for line in lines[1:] for n in names if f"  {n}  " in line}

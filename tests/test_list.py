@@ -26,17 +26,25 @@ def test_every_listed_name_is_one_the_run_accepts():
     assert [get_scorer(row["name"]) is not None for row in listed["scorers"]] == [True] * len(listed["scorers"])
 
 
-def test_text_rows_line_up_and_sources_say_what_is_installed():
-    r = CliRunner().invoke(main, ["list", "sources", "tasks"])
+def test_text_fits_the_terminal_each_text_in_one_column_and_sources_say_what_is_installed():
+    r = CliRunner().invoke(main, ["list"], env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
-    blocks = r.output.strip().split("\n\n")
-    assert [b.splitlines()[0].split(" (")[0] for b in blocks] == ["tasks", "sources"]  # the kinds' order, not argv's
-    rows = [line for line in blocks[1].splitlines()[1:]]
-    starts = {line.index(line.split()[1], len(line.split()[0]) + 2) for line in rows}
-    assert len(starts) == 1, rows  # one column for the descriptions
-    packaged = next(line for line in rows if "packaged:smollm2-135m-instruct" in line)
-    assert packaged.endswith("offline (installed)")  # the suite's own setup installs it
-    assert blocks[0].splitlines()[-1].endswith("reporter lm-eval ls tasks")
+    assert max(len(line) for line in r.output.splitlines()) <= 80  # 52 of 94 lines were wider (the longest 205)
+    blocks = {b.splitlines()[0].split(" (")[0]: b for b in r.output.strip().split("\n\n")}
+    assert list(blocks) == ["tasks", "profiles", "sources", "architectures", "collectors", "evidence", "sections",
+                            "scorers"]  # the kinds' order
+    rows = [line for line in blocks["profiles"].splitlines() if line.startswith("  ") and not line.startswith("  works")]
+    starts = {len(line) - len(line.lstrip()) if line.startswith("   ") else line.index(line.split()[1]) for line in rows}
+    assert len(starts) == 1, rows  # first lines and wrapped lines: one column for the text
+    quick = next(line for line in rows if line.startswith("  quick "))
+    assert quick.split(None, 1)[1].startswith("11 tasks, the default models.")
+    packaged = " ".join(blocks["sources"].split())  # unwrapped
+    assert "packaged:smollm2-135m-instruct HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF), instruct, offline " \
+           "(installed)" in packaged  # the suite's own setup installs it
+    assert "Your own data needs no plugin: a profile task of type: jsonl" in " ".join(blocks["tasks"].split())
+    assert " ".join(blocks["collectors"].split()).count("Runs: ") == 5
+    wide = CliRunner().invoke(main, ["list", "sources"], env={"COLUMNS": "300"})
+    assert max(len(line) for line in wide.output.splitlines()) > 80  # the terminal's width, not a fixed one
 
 
 def test_an_in_process_plugin_is_named_by_its_module_and_listed_under_plugins():
@@ -70,7 +78,7 @@ def test_what_a_plugin_module_adds_anywhere_is_listed_and_a_broken_one_is_a_row_
 
     from reporter.collect.collectors import COLLECTORS, CollectorPlugin, register_collector
     from reporter.scoring.scorers import SCORERS, register_scorer
-    from reporter.tasks import TASKS, register_task
+    from reporter.tasks import TASKS, Task, register_task
 
     @register_scorer("listed_scorer")
     def listed_scorer(response, item):
@@ -80,6 +88,10 @@ def test_what_a_plugin_module_adds_anywhere_is_listed_and_a_broken_one_is_a_row_
     @register_task("listed_broken")
     def listed_broken():
         raise RuntimeError("its data file is gone")
+
+    @register_task("listed_misspelt")
+    def listed_misspelt():
+        return Task("listed_misspelt", "exakt", "", "", load=list)
 
     @dataclass(frozen=True)
     class Derived:
@@ -96,11 +108,19 @@ def test_what_a_plugin_module_adds_anywhere_is_listed_and_a_broken_one_is_a_row_
         assert r.exit_code == 0, r.output
         listed = json.loads(r.output)
         kinds = {row["name"]: row["kind"] for row in listed["plugins"]}
-        assert kinds == {"listed_scorer": "scorer", "listed_broken": "task", "listed_collector": "collector"}
-        broken = next(row for row in listed["tasks"] if row["name"] == "listed_broken")
-        assert broken["description"] == "cannot be built (RuntimeError: its data file is gone)"
+        assert kinds == {"listed_scorer": "scorer", "listed_broken": "task", "listed_misspelt": "task",
+                         "listed_collector": "collector"}
+        problems = {row["name"]: row.get("problem") for row in listed["tasks"]}
+        assert problems["listed_broken"] == ("task 'listed_broken' could not be built: its factory raised "
+                                             "RuntimeError: its data file is gone")
+        assert problems["listed_misspelt"].startswith("task 'listed_misspelt' has an unknown scorer 'exakt' (did you "
+                                                      "mean 'exact'?)")  # what validate says, before a model loads
+        assert problems["arc_easy"] is None
+        # "is my plugin seen?": seen, and said not to work, in the plugins view too
+        assert {row["name"]: row.get("problem") for row in listed["plugins"]}["listed_broken"] == problems["listed_broken"]
         assert next(row for row in listed["collectors"] if row["name"] == "listed_collector")["settings"] == ["window=4"]
     finally:
-        SCORERS.remove("listed_scorer"), TASKS.remove("listed_broken"), COLLECTORS.remove("listed_collector")
+        SCORERS.remove("listed_scorer"), COLLECTORS.remove("listed_collector")
+        TASKS.remove("listed_broken"), TASKS.remove("listed_misspelt")
     r = CliRunner().invoke(main, ["list", "plugins"])
-    assert r.output.splitlines()[1] == "  none (no installed package or --plugin module registered one)", r.output
+    assert r.output.splitlines()[-1] == "  none (no installed package or --plugin module registered one)", r.output

@@ -259,3 +259,23 @@ def test_settings_whose_annotations_cannot_be_read_are_one_line_not_a_traceback(
     assert _plugin_settings(p, "plugins.toy", {"window": 8}, ns["Broken"]) is None
     assert p.lines == ["p.yaml: plugins.toy: the plugin's settings class Broken has annotations that cannot be read "
                        "(NameError: name 'NotDefinedAnywhere' is not defined); its author must fix it"]
+
+
+def test_a_card_section_whose_template_does_not_parse_is_refused_before_any_model_loads(tmp_path):
+    """A plugin's section with an unclosed ``{% for %}`` passed ``validate`` and failed the card after every model
+    had run; ``run --no-render`` draws no card, so it is not refused for it."""
+    (tmp_path / "models.yaml").write_text("models:\n  - {name: tiny, source: 'random:llama'}\n")
+    register_section(Section("toy_broken", "Broken", source="<ul>{% for m in card.models %}<li>{{ m.name }}</ul>"))
+    try:
+        want = ("error: card section 'toy_broken': its template does not parse (line 1: Unexpected end of template. "
+                "Jinja was looking for the following tags: 'endfor' or 'else'.")
+        for args in (["validate"], ["run", "-o", str(tmp_path / "run")]):
+            r = CliRunner().invoke(main, [*args, str(tmp_path / "models.yaml")])
+            assert r.exit_code == 2 and r.output.startswith(want), r.output
+            assert r.output.rstrip().endswith(f"fix or remove what registers it (registered in-process by module "
+                                              f"{__name__})"), r.output
+        assert not (tmp_path / "run").exists()  # before the run directory, before any model
+    finally:
+        SECTIONS.remove("toy_broken")
+    r = CliRunner().invoke(main, ["validate", str(tmp_path / "models.yaml")])
+    assert r.exit_code == 0, r.output  # negative control: without it

@@ -348,4 +348,11 @@ def test_a_scorer_that_is_not_a_string_is_one_problem_not_two(tmp_path):
     with pytest.raises(UserError) as e:
         load_profile(str(p))
     assert [ln for ln in e.value.lines if ".scorer" in ln] == [
-        f"{p}: tasks[0].scorer: ['exact'] is not valid; use one of exact, numeric, choice, f1, code"]
+        f"{p}: tasks[0].scorer: ['exact'] is not valid; use one of exact, numeric, choice, f1, code (a type: jsonl "
+        "task's; `reporter list scorers` marks them)"]
+    for scorer, hint in (("exac", " (did you mean 'exact'?)"), ("bool", "")):  # bool is BoolQ's, not a jsonl task's
+        p.write_text(f"tasks:\n  - {{name: t, type: jsonl, path: x.jsonl, prompt_field: q, answer_field: a, "
+                     f"scorer: {scorer}}}\n")
+        with pytest.raises(UserError) as e:
+            load_profile(str(p))
+        assert f"{p}: tasks[0].scorer: '{scorer}' is not valid{hint}; use one of exact, " in str(e.value), e.value

@@ -91,6 +91,28 @@ def ordered_sections() -> list[Section]:
     return sorted((s for _, s in SECTIONS.items()), key=lambda s: s.order)
 
 
+def template_problems() -> list[str]:
+    """One line per registered section whose inline Jinja template (a plugin's ``source=``) does not parse: ``validate``
+    and ``run`` say so before a model loads (the card failed after every model had run). Reporter's own template
+    files are the suite's to check.
+
+    >>> template_problems()
+    []
+    """
+    import jinja2
+
+    out = []
+    for s in ordered_sections():
+        if s.source is None:
+            continue
+        try:
+            jinja2.Environment().parse(s.source)
+        except jinja2.TemplateSyntaxError as e:
+            out.append(f"card section '{s.name}': its template does not parse (line {e.lineno}: {e.message}); fix or "
+                       f"remove what registers it ({SECTIONS.origin(s.name)})")
+    return out
+
+
 def _present(v: Any) -> bool:
     return v is not None and v != [] and v != {} and v != ""
 

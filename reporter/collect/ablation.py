@@ -2,7 +2,7 @@
 
 If the key neurons matter, zeroing them should hurt the score far more than zeroing the same
 number of random neurons in the same layers (``validation.json`` per task, with
-``mui: {validate_neurons: true}``).
+``with mui: {validate_neurons: true}``).
 
 >>> import torch
 >>> from transformers import LlamaConfig, LlamaForCausalLM
@@ -79,11 +79,13 @@ def validate_neurons(lm: Any, plan: TaskPlan, task_dir: Path, *, seed: int) -> d
 
 @register_evidence
 class AblationPass(EvidencePass):
-    """MUI's validation: each task's key neurons ablated against as many random ones (``validation.json``; on with
-    ``mui: {validate_neurons: true}``): every task, probes too, every model.
+    """MUI's validation: each task's key neurons ablated against as many random ones (``validation.json``), on every
+    task, probes too, and every model.
     """
 
     name = "ablation"
+
+    switch = "with mui: {validate_neurons: true}"
     order = 50
     artifact = VALIDATION
     label = "key-neuron ablation"

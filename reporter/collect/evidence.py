@@ -168,6 +168,8 @@ class EvidencePass:
     settings: ClassVar[type | None] = None
     #: the file a pass writes into its directory, when it is one JSON document (the default :meth:`done` reads it)
     artifact: ClassVar[str | None] = None
+    #: in words, when it runs, read after "Runs:" (``reporter list`` shows it); empty: always
+    switch: ClassVar[str] = ""
 
     def enabled(self, profile: Profile) -> bool:
         """Whether ``profile`` turns this pass on."""

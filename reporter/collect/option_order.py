@@ -448,6 +448,8 @@ class OptionOrderPass(EvidencePass):
     """
 
     name = "option_order"
+
+    switch = "with contamination.order_items above 0, on trained models"
     order = 20
     artifact = OPTION_ORDER
     label = "option order"

@@ -214,6 +214,8 @@ class ReferencePass(EvidencePass):
     """
 
     name = "reference"
+
+    switch = "for trained models (random ones too with contamination.untrained), on contamination.reference_texts texts"
     order = 10
     label = "held-out reference text"
     scope = "model"

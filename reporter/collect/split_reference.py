@@ -202,11 +202,13 @@ def _split_record(lm: Any, plan: SplitPlan, seed: int, batch_size: int, cache: C
 
 @register_evidence
 class SplitReferencePass(EvidencePass):
-    """Contamination: Min-K% of the evaluated items against as many of the task's other split
+    """Contamination: Min-K% of the evaluated items against as many items of the same data's other split
     (``split_reference.json``).
     """
 
     name = "split_reference"
+
+    switch = "with contamination.split_items above 0, on trained models"
     order = 40
     artifact = SPLIT_REFERENCE
     label = "other split"

@@ -242,6 +242,8 @@ class VerbatimPass(EvidencePass):
     """Contamination: greedy completion of each question's second half from its first (``verbatim.json``)."""
 
     name = "verbatim"
+
+    switch = "with contamination.verbatim_items above 0, on trained models"
     order = 30
     artifact = VERBATIM
     label = "verbatim completion"

@@ -143,7 +143,9 @@ def parse_task(p: Problems, k: str, t: Any, names: dict[str, str], base_dir: Pat
             if req not in t:
                 p.add(f"{k}.{req}", "is required for a jsonl task")
         if t.get("scorer") is not None and t["scorer"] not in JSONL_SCORERS:
-            p.add(f"{k}.scorer", f"{short(t['scorer'])} is not valid; use one of {', '.join(JSONL_SCORERS)}")
+            hint = did_you_mean(t["scorer"], JSONL_SCORERS) if isinstance(t["scorer"], str) else ""
+            p.add(f"{k}.scorer", f"{short(t['scorer'])} is not valid{hint}; use one of "
+                                 f"{', '.join(JSONL_SCORERS)} (a type: jsonl task's; `reporter list scorers` marks them)")
         if isinstance(t.get("path"), str) and not user_path(t["path"]).is_absolute() and not t["path"].startswith("~"):
             values["path"] = str((base_dir / t["path"]).resolve())
         elif isinstance(t.get("path"), str):

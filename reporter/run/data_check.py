@@ -9,11 +9,9 @@ from typing import Sequence
 from ..collect.plan import build_task
 from ..config import ModelSpec, Profile, TaskConfig
 from ..errors import UserError, user_path
-from ..registry import unknown_name
-from ..scoring.scorers import SCORERS
 from ..store.atomic import read_json
 from ..tasks import Task, get_task
-from ..tasks.base import DEFAULT_SHOTS, TASKS
+from ..tasks.base import DEFAULT_SHOTS, TASKS, checked_task
 from ..tasks.corpora import fixed_texts, most_tokens
 
 __all__ = ["check_user_data", "hub_only_tasks"]
@@ -190,25 +188,14 @@ def _check_lpp_corpus(profile: Profile) -> None:
 
 
 def _check_factory(name: str) -> None:
-    """A registered task's factory (a plugin's, most often) builds a :class:`Task`: one that raised failed every
-    model after loading, outside the guard that lets a task fail alone (its data and scorer run inside it).
+    """A registered task's factory (a plugin's, most often) builds a :class:`Task` a run can use
+    (:func:`~reporter.tasks.base.checked_task`): one that raised failed every model after loading, outside the guard
+    that lets a task fail alone (its data and scorer run inside it).
     """
     try:
-        task = get_task(name)
-    except UserError:
-        raise
-    except Exception as e:  # noqa: BLE001  (a plugin's code: any exception is its problem, said in one line)
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        raise UserError(f"tasks[{name!r}]: task '{name}' could not be built: its factory raised "
-                        f"{type(e).__name__}: {first}") from None
-    if not isinstance(task, Task):
-        raise UserError(f"tasks[{name!r}]: task '{name}' could not be built: its factory returned "
-                        f"{type(task).__name__}, not a reporter.tasks.Task")
-    if task.name != name:  # its results would be filed under another name than the profile's
-        raise UserError(f"tasks[{name!r}]: task '{name}' is registered under that name but its factory returned a "
-                        f"Task named {task.name!r}; give the Task the name it is registered under")
-    if task.scorer not in SCORERS:  # failed every model after loading
-        raise UserError(f"tasks[{name!r}]: task '{name}' has an {unknown_name('scorer', task.scorer, SCORERS.names())}")
+        checked_task(name)
+    except UserError as e:
+        raise UserError(f"tasks[{name!r}]: {e}") from None
 
 
 def hub_only_tasks(profile: Profile) -> list[tuple[str, str]]:

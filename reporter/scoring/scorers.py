@@ -391,8 +391,11 @@ def build_program(response: str, item: dict) -> str:
 
 @register_scorer("code")
 def score_code(response: str, item: dict) -> tuple[str | None, float]:
-    """HumanEval/MBPP: 1.0 iff :func:`build_program` passes in ``reporter.scoring.sandbox.run_python``
-    (``item["timeout"]`` seconds, default 3). The extracted answer is the code.
+    """HumanEval/MBPP: 1.0 iff the reply's code passes the item's tests, run in reporter's sandbox (no network, no
+    writes outside its directory; ``item["timeout"]`` seconds, default 3).
+
+    The program is :func:`build_program`; it runs in ``reporter.scoring.sandbox.run_python``. The extracted answer
+    is the code.
 
     >>> score_code("```python\\ndef add(a, b):\\n    return a + b\\n```", {"test": "assert add(2, 3) == 5"})
     ('def add(a, b):\\n    return a + b\\n', 1.0)

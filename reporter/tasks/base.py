@@ -169,6 +169,36 @@ def get_task(name: str, **options: Any) -> Task:
     return TASKS.get(name)(**options)
 
 
+def checked_task(name: str) -> Task:
+    """The :class:`Task` of registered task ``name``, checked as a run needs it: its factory (a plugin's, most often)
+    runs, returns a Task of that name, with a registered scorer; otherwise a one-line
+    :class:`~reporter.errors.UserError` saying which (``validate`` and ``reporter list`` say it before a model loads).
+
+    >>> checked_task("arc_easy").scorer
+    'choice'
+    """
+    from ..scoring.scorers import SCORERS
+
+    try:
+        task = get_task(name)
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001  (a plugin's code: any exception is its problem, said in one line)
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise UserError(f"task '{name}' could not be built: its factory raised {type(e).__name__}: {first}") from None
+    if not isinstance(task, Task):
+        raise UserError(f"task '{name}' could not be built: its factory returned {type(task).__name__}, not a "
+                        "reporter.tasks.Task")
+    if task.name != name:  # its results would be filed under another name than the profile's
+        raise UserError(f"task '{name}' is registered under that name but its factory returned a Task named "
+                        f"{task.name!r}; give the Task the name it is registered under")
+    if task.scorer not in SCORERS:  # failed every model after loading
+        from ..registry import unknown_name
+
+        raise UserError(f"task '{name}' has an {unknown_name('scorer', task.scorer, SCORERS.names())}")
+    return task
+
+
 def is_probe(name: str) -> bool:
     """Whether ``name`` is a registered probe task (a user's own task never is).
 

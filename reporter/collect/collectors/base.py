@@ -114,6 +114,8 @@ class CollectorPlugin:
     #: the dataclass of this plugin's profile settings (``plugins.<name>:`` in a profile; every field with a
     #: default), read with ``profile.plugin_settings(name)``; None: it takes none
     settings: ClassVar[type | None] = None
+    #: in words, when it runs, read after "Runs:" (``reporter list`` shows it); empty: always
+    switch: ClassVar[str] = ""
 
     def enabled(self, profile: Profile) -> bool:
         """Whether ``profile`` turns this collector on."""

@@ -181,6 +181,8 @@ class CalibrationPlugin(CollectorPlugin):
     """Option probabilities of multiple-choice items, the answer fallback, ECE and Brier."""
 
     name = "calibration"
+
+    switch = "always, on multiple-choice items"
     label = "calibration"
 
     def for_batch(self, batch: BatchContext) -> CalibrationCollector | None:

@@ -268,6 +268,8 @@ class LogProbsPlugin(CollectorPlugin):
     """
 
     name = "logprobs"
+
+    switch = "always"
     label = "token log-probs"
 
     def for_batch(self, batch: BatchContext) -> TokenLogProbCollector:

@@ -349,6 +349,8 @@ class LPPPlugin(CollectorPlugin):
     """The LPP latent signature of a model on its corpus (``lpp.json``): a model-scope collector."""
 
     name = "lpp"
+
+    switch = "unless lpp: {enabled: false}"
     label = "LPP"
 
     def enabled(self, profile: Profile) -> bool:

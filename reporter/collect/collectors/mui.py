@@ -393,6 +393,8 @@ class MUIPlugin(KeySetPlugin):
     """Key-neuron sets of every item (``neurons.npz``) and the task's MUI, overall and per layer."""
 
     name = "mui"
+
+    switch = "unless mui: {enabled: false} or mui.unit: sae"
     label = "MUI"
     artifact = NEURONS
 

@@ -228,6 +228,8 @@ class SAEPlugin(KeySetPlugin):
     """Key SAE features of every item (``features.npz``) and the task's MUI over features."""
 
     name = "sae"
+
+    switch = "with mui.unit: sae or both (and a model's sae:)"
     label = "MUI (SAE features)"
     artifact = FEATURES
 

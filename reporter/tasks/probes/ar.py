@@ -277,5 +277,5 @@ def ar(n_per_template: int = 16, seed: str = AR_SEED) -> Task:
                 answer_prefix="Reply:", max_new_tokens=32, stop=(), base_stop=("\n",), probe=True,
                 summarize=lambda responses, items: {"ar": ar_metrics(responses, items)},
                 description=f"LPP Ambiguous Reasoning: {len(AR_TEMPLATES)} templates x {n_per_template} genuinely "
-                            "ambiguous two-option items; score = ambiguity flagged (see ar_metrics)",
+                            "ambiguous two-option items; score = ambiguity flagged (the flag, answer and format rates too)",
                 source=f"generated (reporter.probes, seed {seed!r})")

@@ -141,7 +141,8 @@ def char_f1(pred: str, gold: str) -> float:
 
 @register_scorer("char_f1")
 def score_char_f1(response: str, item: dict[str, Any]) -> tuple[str | None, float]:
-    """SPC: :func:`char_f1` of :func:`extract_continuation` against the gold continuation.
+    """SPC: character-level F1 of the continuation the reply writes (after any echo of the sequence) against the
+    gold continuation (:func:`char_f1` of :func:`extract_continuation`).
 
     >>> score_char_f1("->)]>", {"answer": ")]>"})
     (')]>', 1.0)
