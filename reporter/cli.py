@@ -341,7 +341,8 @@ def board(run_dirs, output, title, seed, resamples):
 def validate(file, profile, only_tasks, limit, device, seed):
     """Check what reporter run with the same arguments would read (the models YAML FILE, the profile it
     names or --profile gives, every data file of the profile's tasks on disk) without loading any model.
-    A task with no offline copy, read from the Hugging Face hub when it runs, is named in a note.
+    A task with no offline copy, or a hub model not in the Hugging Face cache, read from the hub when it runs, is
+    named in a note.
 
     \b
     Examples:
@@ -350,7 +351,7 @@ def validate(file, profile, only_tasks, limit, device, seed):
     """
     from .config import check_sae
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
-    from .run.data_check import check_user_data, hub_only_tasks
+    from .run.data_check import check_user_data, hub_only_tasks, uncached_hub_models
     from .tasks.corpora import fixed_texts
 
     try:
@@ -367,6 +368,9 @@ def validate(file, profile, only_tasks, limit, device, seed):
             check_sae_files(cfg, prof)
     except UserError as e:
         fail(e)
+    for m in uncached_hub_models(cfg.models):
+        click.echo(f"note: model '{m.name}' ({m.source}) is not in the Hugging Face cache: it is downloaded from the hub "
+                   "when it runs, and fails alone where the hub cannot be reached", err=True)
     for name, where in hub_only_tasks(prof):
         click.echo(f"note: task '{name}' has no offline copy: it reads {where} from the Hugging Face hub when it "
                    "runs, and fails alone where the hub cannot be reached", err=True)

@@ -111,6 +111,32 @@ def test_local_source_round_trip_and_kind_inference(tmp_path):
     assert base.kind == "base" and not base.use_chat_template
 
 
+def test_validate_notes_a_hub_model_that_is_not_in_the_hugging_face_cache(tmp_path, monkeypatch):
+    """``validate`` of the paper profiles' hub models said only "OK" offline: it names each hub model the cache
+    lacks (at its revision), and none that the cache holds or that is not a hub id."""
+    from click.testing import CliRunner
+    from huggingface_hub import constants
+
+    from reporter.cli import main
+
+    cache = tmp_path / "hub"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    snapshot = cache / "models--org--cached" / "snapshots" / ("a" * 40)  # the hub client's own cache layout
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (cache / "models--org--cached" / "refs").mkdir()
+    (cache / "models--org--cached" / "refs" / "main").write_text("a" * 40)
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  - {name: cached, source: org/cached}\n  - {name: other, source: org/cached, revision: v2}\n"
+        "  - {name: absent, source: org/absent}\n  - {name: rand, source: 'random:llama'}\n")
+    r = CliRunner().invoke(main, ["validate", str(tmp_path / "models.yaml")])
+    assert r.exit_code == 0, r.output
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note: model ")]
+    assert notes == [f"note: model '{name}' (org/{repo}) is not in the Hugging Face cache: it is downloaded from the "
+                     "hub when it runs, and fails alone where the hub cannot be reached"
+                     for name, repo in (("other", "cached"), ("absent", "absent"))]
+
+
 def test_hub_source_offline_is_a_clear_error():
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     code = ("from reporter.models.loading import load_model; from reporter.config import ModelSpec;"

@@ -14,7 +14,7 @@ from ..tasks import Task, get_task
 from ..tasks.base import DEFAULT_SHOTS, TASKS, checked_task
 from ..tasks.corpora import fixed_texts, most_tokens
 
-__all__ = ["check_user_data", "hub_only_tasks"]
+__all__ = ["check_user_data", "hub_only_tasks", "uncached_hub_models"]
 
 
 def check_user_data(profile: Profile, models: Sequence[ModelSpec] = ()) -> None:
@@ -210,4 +210,22 @@ def hub_only_tasks(profile: Profile) -> list[tuple[str, str]]:
     for t in profile.tasks:
         if t.lm_eval is None and t.type != "jsonl" and (src := get_task(t.name).source).startswith("hub:"):
             out.append((t.name, src.removeprefix("hub:").strip()))
+    return out
+
+
+def uncached_hub_models(models: Sequence[ModelSpec]) -> list[ModelSpec]:
+    """The models given by a hub id whose files are not in the Hugging Face cache (its ``config.json`` at the model's
+    ``revision``): ``validate`` reads nothing from the hub, so it says that such a model is downloaded when it runs,
+    and fails alone where the hub cannot be reached (8 hub models of ``paper-lpp`` passed in silence offline).
+
+    >>> uncached_hub_models([ModelSpec(name="m", source="random:llama")])
+    []
+    """
+    from huggingface_hub import try_to_load_from_cache
+
+    out = []
+    for m in models:
+        if m.source_type == "hub" and not isinstance(try_to_load_from_cache(m.source, "config.json",
+                                                                             revision=m.revision), str):
+            out.append(m)
     return out
