@@ -54,12 +54,14 @@ def _row(registry: Registry[Any], name: str, **fields: Any) -> dict[str, Any]:
     return {"name": name, **fields, "origin": registry.origin(name)}
 
 
-def _tasks() -> list[dict[str, Any]]:
+def _tasks(builtin: bool = True) -> list[dict[str, Any]]:
     from .tasks import TASKS
     from .tasks.base import checked_task
 
     rows = []
     for name in TASKS.names():
+        if not builtin and TASKS.builtin(name):
+            continue
         try:
             task = checked_task(name)  # what validate checks: a plugin's factory, the name it gives, its scorer
         except UserError as e:  # listed with its problem, which would stop a run: the rest are listed too
@@ -71,13 +73,22 @@ def _tasks() -> list[dict[str, Any]]:
 
 
 def _models_of(profile: Any) -> str:
-    """What models a profile runs, in words: its own list (how many from the hub), or the default one."""
+    """What models a profile runs without a models file, in words: its own list (how many from the hub), or
+    reporter's default one.
+
+    >>> from reporter.config import Profile
+    >>> _models_of(Profile("p", models=({"name": "a", "source": "org/a"},))), _models_of(Profile("p"))
+    ('1 model, from the hub', 'without a models file, the default models')
+    """
+    from .config.models import source_type
+
     models = list(profile.models or ())
     if not models:
-        return "the default models"
-    hub = sum(1 for m in models if ":" not in str(m.get("source", "")) and str(m.get("source", "")).count("/") == 1)
-    return f"{len(models)} models" + ("" if not hub else ", all from the hub" if hub == len(models) else
-                                      f", {hub} from the hub")
+        return "without a models file, the default models"
+    hub = sum(1 for m in models if source_type(str(m.get("source", ""))) == "hub")
+    n = f"{len(models)} model{'s' * (len(models) != 1)}"
+    return n + ("" if not hub else (", from the hub" if len(models) == 1 else ", all from the hub")
+                if hub == len(models) else f", {hub} from the hub")
 
 
 def _profiles() -> list[dict[str, Any]]:
@@ -150,24 +161,29 @@ def _settings(cls: Any) -> list[str]:
 
 def _collectors() -> list[dict[str, Any]]:
     from .collect import job  # noqa: F401  (imports every built-in collector and evidence pass)
-    from .collect.collectors.base import COLLECTORS
+    from .collect.collectors.base import COLLECTORS, CollectorPlugin
 
     return [_row(COLLECTORS, name, label=plugin.label, description=_first_line(type(plugin).__doc__),
-                 switch=plugin.switch or _default_switch(name, plugin.settings),
+                 switch=plugin.switch or _default_switch(name, plugin, CollectorPlugin),
                  settings=_settings(plugin.settings)) for name, plugin in COLLECTORS.items()]
 
 
-def _default_switch(name: str, settings: Any) -> str:
-    """What turns a plugin without its own ``switch`` text on: nothing (always on), or its settings' profile key."""
-    return f"always; settings: plugins.{name}" if settings is not None else "always"
+def _default_switch(name: str, plugin: Any, base: type) -> str:
+    """When a plugin without its own ``switch`` text runs, as far as its class says: always, or as its ``enabled()``
+    decides; a contamination pass on trained models only; and where its settings are read.
+    """
+    when = "as its enabled() decides" if type(plugin).enabled is not base.enabled else "always"
+    if getattr(plugin, "contamination", False):
+        when += ", on trained models' benchmark tasks (random ones too with contamination.untrained)"
+    return when + (f"; settings: plugins.{name}" if plugin.settings is not None else "")
 
 
 def _evidence() -> list[dict[str, Any]]:
     from .collect import job  # noqa: F401
-    from .collect.evidence import EVIDENCE
+    from .collect.evidence import EVIDENCE, EvidencePass
 
     return [_row(EVIDENCE, name, label=p.label, scope=p.scope, contamination=p.contamination,
-                 description=_first_line(type(p).__doc__), switch=p.switch or _default_switch(name, p.settings),
+                 description=_first_line(type(p).__doc__), switch=p.switch or _default_switch(name, p, EvidencePass),
                  settings=_settings(p.settings))
             for name, p in sorted(EVIDENCE.items(), key=lambda kv: kv[1].order)]
 
@@ -205,7 +221,7 @@ def _plugins() -> list[dict[str, Any]]:
     from .scoring.scorers import SCORERS
 
     registries: list[Registry[Any]] = [r for g in PLUGIN_GROUPS if (r := _BY_GROUP.get(g)) is not None]
-    problems = {row["name"]: row["problem"] for row in _tasks() if row.get("problem")}
+    problems = {row["name"]: row["problem"] for row in _tasks(builtin=False) if row.get("problem")}
     rows = []
     for registry in [*registries, SCORERS, ADAPTERS, CHARTS]:
         for name in registry.names():
@@ -286,7 +302,8 @@ def render_text(cat: dict[str, list[dict[str, Any]]], width: int | None = None) 
     width = max(60, width or shutil.get_terminal_size((100, 24)).columns) if width is None else width
     blocks = []
     for kind, rows in cat.items():
-        lines = textwrap.wrap(f"{kind} ({len(rows)}): {KINDS[kind]}", width=width, subsequent_indent="  ")
+        lines = textwrap.wrap(f"{kind} ({len(rows)}): {KINDS[kind]}", width=width, subsequent_indent="  ",
+                              break_on_hyphens=False, break_long_words=False)
         if not rows:
             lines.append("  none" + (" (no installed package or --plugin module registered one)"
                                      if kind == "plugins" else ""))
@@ -300,11 +317,11 @@ def render_text(cat: dict[str, list[dict[str, Any]]], width: int | None = None) 
                 lines.append(prefix.rstrip())
                 prefix = " " * 6
             lines.extend(textwrap.wrap(text, width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
-                                       break_on_hyphens=False) or [prefix.rstrip()])
+                                       break_on_hyphens=False, break_long_words=False) or [prefix.rstrip()])
         if kind == "tasks":
             lines.extend(textwrap.wrap("Your own data needs no plugin: a profile task of type: jsonl (see the "
                                        "scorers marked jsonl). lm-eval's own tasks (a profile's lm_eval: entries): "
                                        "reporter lm-eval ls tasks.", width=width, initial_indent="  ",
-                                       subsequent_indent="  "))
+                                       subsequent_indent="  ", break_on_hyphens=False, break_long_words=False))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

@@ -9,6 +9,7 @@ need no option.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
                             "(reporter render RUN_DIR --format … draws the card later)")
         wanted = run_formats(formats, render=not no_render)  # checked before anything runs
         cfg, prof = resolve(file, profile, only_tasks, limit, device, seed)
-        if not no_render:
+        if not no_render and {"html", "pdf"} & set(wanted):  # card.md has fixed blocks: no section template
             from .card.sections import template_problems
 
             if broken := template_problems():  # the card would fail after every model had run
@@ -368,9 +369,13 @@ def validate(file, profile, only_tasks, limit, device, seed):
             check_sae_files(cfg, prof)
     except UserError as e:
         fail(e)
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
     for m in uncached_hub_models(cfg.models):
-        click.echo(f"note: model '{m.name}' ({m.source}) is not in the Hugging Face cache: it is downloaded from the hub "
-                   "when it runs, and fails alone where the hub cannot be reached", err=True)
+        what = f"{m.source} at revision {m.revision}" if m.revision else m.source
+        click.echo(f"note: model '{m.name}' ({what}) is not in the Hugging Face cache: "
+                   + ("HF_HUB_OFFLINE is set, so it will fail to load" if offline else
+                      "it is downloaded from the hub when it runs, and fails alone where the hub cannot be reached"),
+                   err=True)
     for name, where in hub_only_tasks(prof):
         click.echo(f"note: task '{name}' has no offline copy: it reads {where} from the Hugging Face hub when it "
                    "runs, and fails alone where the hub cannot be reached", err=True)

@@ -38,11 +38,12 @@ def test_text_fits_the_terminal_each_text_in_one_column_and_sources_say_what_is_
     starts = {len(line) - len(line.lstrip()) if line.startswith("   ") else line.index(line.split()[1]) for line in rows}
     assert len(starts) == 1, rows  # first lines and wrapped lines: one column for the text
     quick = next(line for line in rows if line.startswith("  quick "))
-    assert quick.split(None, 1)[1].startswith("11 tasks, the default models.")
+    assert quick.split(None, 1)[1].startswith("11 tasks, without a models file, the default models.")
     packaged = " ".join(blocks["sources"].split())  # unwrapped
     assert "packaged:smollm2-135m-instruct HuggingFaceTB/SmolLM2-135M-Instruct (Q4_1 GGUF), instruct, offline " \
            "(installed)" in packaged  # the suite's own setup installs it
     assert "Your own data needs no plugin: a profile task of type: jsonl" in " ".join(blocks["tasks"].split())
+    assert not [line for line in r.output.splitlines() if line.endswith("-")]  # "lm-" / "eval": no break at a hyphen
     assert " ".join(blocks["collectors"].split()).count("Runs: ") == 5
     wide = CliRunner().invoke(main, ["list", "sources"], env={"COLUMNS": "300"})
     assert max(len(line) for line in wide.output.splitlines()) > 80  # the terminal's width, not a fixed one
@@ -104,6 +105,9 @@ def test_what_a_plugin_module_adds_anywhere_is_listed_and_a_broken_one_is_a_row_
         """A collector with a derived setting."""
         name, settings = "listed_collector", Derived
 
+        def enabled(self, profile):
+            return profile.lpp.enabled  # its own rule: "always" would not be true
+
     try:
         r = CliRunner().invoke(main, ["list", "--json", "plugins", "tasks", "collectors"])
         assert r.exit_code == 0, r.output
@@ -119,7 +123,10 @@ def test_what_a_plugin_module_adds_anywhere_is_listed_and_a_broken_one_is_a_row_
         assert problems["arc_easy"] is None
         # "is my plugin seen?": seen, and said not to work, in the plugins view too
         assert {row["name"]: row.get("problem") for row in listed["plugins"]}["listed_broken"] == problems["listed_broken"]
-        assert next(row for row in listed["collectors"] if row["name"] == "listed_collector")["settings"] == ["window=4"]
+        row = next(row for row in listed["collectors"] if row["name"] == "listed_collector")
+        assert row["settings"] == ["window=4"]
+        assert row["switch"] == "as its enabled() decides; settings: plugins.listed_collector"
+        assert next(row for row in listed["collectors"] if row["name"] == "logprobs")["switch"] == "always"
     finally:
         SCORERS.remove("listed_scorer"), COLLECTORS.remove("listed_collector")
         TASKS.remove("listed_broken"), TASKS.remove("listed_misspelt")

@@ -121,6 +121,7 @@ def test_validate_notes_a_hub_model_that_is_not_in_the_hugging_face_cache(tmp_pa
 
     cache = tmp_path / "hub"
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # the suite sets it: online first
     snapshot = cache / "models--org--cached" / "snapshots" / ("a" * 40)  # the hub client's own cache layout
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
@@ -132,9 +133,14 @@ def test_validate_notes_a_hub_model_that_is_not_in_the_hugging_face_cache(tmp_pa
     r = CliRunner().invoke(main, ["validate", str(tmp_path / "models.yaml")])
     assert r.exit_code == 0, r.output
     notes = [line for line in r.stderr.splitlines() if line.startswith("note: model ")]
-    assert notes == [f"note: model '{name}' (org/{repo}) is not in the Hugging Face cache: it is downloaded from the "
+    assert notes == [f"note: model '{name}' ({source}) is not in the Hugging Face cache: it is downloaded from the "
                      "hub when it runs, and fails alone where the hub cannot be reached"
-                     for name, repo in (("other", "cached"), ("absent", "absent"))]
+                     for name, source in (("other", "org/cached at revision v2"), ("absent", "org/absent"))]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline, "downloaded when it runs" is not true: it cannot run
+    r = CliRunner().invoke(main, ["validate", str(tmp_path / "models.yaml")])
+    assert [line for line in r.stderr.splitlines() if line.startswith("note: model 'absent'")] == [
+        "note: model 'absent' (org/absent) is not in the Hugging Face cache: HF_HUB_OFFLINE is set, so it will fail "
+        "to load"]
 
 
 def test_hub_source_offline_is_a_clear_error():

@@ -261,21 +261,39 @@ def test_settings_whose_annotations_cannot_be_read_are_one_line_not_a_traceback(
                        "(NameError: name 'NotDefinedAnywhere' is not defined); its author must fix it"]
 
 
-def test_a_card_section_whose_template_does_not_parse_is_refused_before_any_model_loads(tmp_path):
-    """A plugin's section with an unclosed ``{% for %}`` passed ``validate`` and failed the card after every model
-    had run; ``run --no-render`` draws no card, so it is not refused for it."""
+def test_a_card_section_whose_template_would_fail_is_refused_before_any_model_loads(tmp_path):
+    """A plugin's section with an unclosed ``{% for %}``, a filter the card has not, or a template file reporter does
+    not ship passed ``validate`` and failed the card after every model had run. ``run --no-render``, or a run that
+    writes card.md only (fixed blocks, no sections), is not refused for it."""
+    from reporter.card import assets
+    from reporter.card.sections import CARD_FILTERS
+
+    assert set(CARD_FILTERS) == set(assets._FILTERS)  # what validate compiles against is what the card has
     (tmp_path / "models.yaml").write_text("models:\n  - {name: tiny, source: 'random:llama'}\n")
     register_section(Section("toy_broken", "Broken", source="<ul>{% for m in card.models %}<li>{{ m.name }}</ul>"))
+    register_section(Section("toy_filter", "Filter", source="<p>{{ card.models|nosuchfilter }} {{ 0.5|pct }}</p>"))
+    register_section(Section("toy_file", "File", template="toy_nosuch.j2"))
+    origin = f"fix or remove what registers it (registered in-process by module {__name__})"
     try:
-        want = ("error: card section 'toy_broken': its template does not parse (line 1: Unexpected end of template. "
-                "Jinja was looking for the following tags: 'endfor' or 'else'.")
         for args in (["validate"], ["run", "-o", str(tmp_path / "run")]):
             r = CliRunner().invoke(main, [*args, str(tmp_path / "models.yaml")])
-            assert r.exit_code == 2 and r.output.startswith(want), r.output
-            assert r.output.rstrip().endswith(f"fix or remove what registers it (registered in-process by module "
-                                              f"{__name__})"), r.output
+            errors = [line for line in r.output.splitlines() if line.startswith("error: ")]
+            assert r.exit_code == 2 and len(errors) == 3, r.output
+            assert errors[0].startswith("error: card section 'toy_broken': its template does not compile (line 1: "
+                                        "Unexpected end of template.") and errors[0].endswith(origin), errors
+            assert errors[1] == ("error: card section 'toy_filter': its template does not compile (line 1: No filter "
+                                 f"named 'nosuchfilter'.); {origin}")  # pct is the card's own: not named
+            assert errors[2] == ("error: card section 'toy_file': its template 'toy_nosuch.j2' is not a file reporter "
+                                 f"ships; give the template inline (source=), {origin}")
         assert not (tmp_path / "run").exists()  # before the run directory, before any model
+        for formats, said in (("md", "--address auto: is a Ray cluster's address"), ("html", "card section")):
+            # --address without Ray is refused just after the sections are checked: which line comes shows whether
+            # the sections were checked
+            r = CliRunner().invoke(main, ["run", str(tmp_path / "models.yaml"), "-o", str(tmp_path / "run"),
+                                          "--format", formats, "--address", "auto"])
+            assert r.exit_code == 2 and said in r.output.splitlines()[0], r.output
     finally:
-        SECTIONS.remove("toy_broken")
+        for name in ("toy_broken", "toy_filter", "toy_file"):
+            SECTIONS.remove(name)
     r = CliRunner().invoke(main, ["validate", str(tmp_path / "models.yaml")])
-    assert r.exit_code == 0, r.output  # negative control: without it
+    assert r.exit_code == 0, r.output  # negative control: without them

@@ -80,12 +80,12 @@ def validate_neurons(lm: Any, plan: TaskPlan, task_dir: Path, *, seed: int) -> d
 @register_evidence
 class AblationPass(EvidencePass):
     """MUI's validation: each task's key neurons ablated against as many random ones (``validation.json``), on every
-    task, probes too, and every model.
+    reporter task (not lm-eval's), probes too, and every model.
     """
 
     name = "ablation"
 
-    switch = "with mui: {validate_neurons: true}"
+    switch = "with mui: {validate_neurons: true} and MUI on"
     order = 50
     artifact = VALIDATION
     label = "key-neuron ablation"

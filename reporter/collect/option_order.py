@@ -449,7 +449,7 @@ class OptionOrderPass(EvidencePass):
 
     name = "option_order"
 
-    switch = "with contamination.order_items above 0, on trained models"
+    switch = "with contamination.order_items above 0, on trained models (random ones too with contamination.untrained)"
     order = 20
     artifact = OPTION_ORDER
     label = "option order"

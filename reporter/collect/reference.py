@@ -215,7 +215,8 @@ class ReferencePass(EvidencePass):
 
     name = "reference"
 
-    switch = "for trained models (random ones too with contamination.untrained), on contamination.reference_texts texts"
+    switch = ("for trained models (random ones too with contamination.untrained) where the profile has a benchmark, "
+              "on contamination.reference_texts texts")
     order = 10
     label = "held-out reference text"
     scope = "model"

@@ -208,7 +208,7 @@ class SplitReferencePass(EvidencePass):
 
     name = "split_reference"
 
-    switch = "with contamination.split_items above 0, on trained models"
+    switch = "with contamination.split_items above 0, on trained models (random ones too with contamination.untrained)"
     order = 40
     artifact = SPLIT_REFERENCE
     label = "other split"

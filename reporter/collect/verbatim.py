@@ -243,7 +243,7 @@ class VerbatimPass(EvidencePass):
 
     name = "verbatim"
 
-    switch = "with contamination.verbatim_items above 0, on trained models"
+    switch = "with contamination.verbatim_items above 0, on trained models (random ones too with contamination.untrained)"
     order = 30
     artifact = VERBATIM
     label = "verbatim completion"

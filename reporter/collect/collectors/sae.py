@@ -229,7 +229,7 @@ class SAEPlugin(KeySetPlugin):
 
     name = "sae"
 
-    switch = "with mui.unit: sae or both (and a model's sae:)"
+    switch = "with mui.unit: sae or both (MUI on), given SAEs (mui.sae, or a model's sae:)"
     label = "MUI (SAE features)"
     artifact = FEATURES
 
