@@ -166,6 +166,9 @@ def lm_eval_command(args: tuple[str, ...]) -> None:
     from .tasks.lm_eval_source import require
 
     try:
+        if any(a == "--plugin" or a.startswith("--plugin=") for a in args):  # lm-eval's argparse would refuse it
+            raise UserError("reporter lm-eval: --plugin is reporter's own option and comes before the command: "
+                            "reporter --plugin MODULE lm-eval …")
         require("--model reporter")
         from .run.lm_eval_cli import main as lm_eval_main
 

@@ -240,6 +240,8 @@ def test_ordinary_links_outside_the_folders_reporter_writes_are_left_alone(finis
     (["render", "{run}", "--no-such-option"], "render: No such option '--no-such-option'"),
     (["render", "{run}", "--plugin", "x.py"], "render: No such option '--plugin'; --plugin is reporter's own option and "
                                              "comes before the command: reporter --plugin MODULE render …"),
+    (["lm-eval", "--tasks", "arc_easy", "--plugin=x.py"], "reporter lm-eval: --plugin is reporter's own option and comes "
+                                                         "before the command: reporter --plugin MODULE lm-eval …"),
     (["compare", "{run}"], "Missing argument 'NEW_RUN'"),
 ])
 def test_bad_arguments_to_render_and_compare(args, want, finished_run, tmp_path):
