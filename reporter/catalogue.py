@@ -299,7 +299,8 @@ def render_text(cat: dict[str, list[dict[str, Any]]], width: int | None = None) 
                     normalising case,
                     spaces and quotes.
     """
-    width = max(60, width or shutil.get_terminal_size((100, 24)).columns) if width is None else width
+    if width is None:
+        width = max(60, shutil.get_terminal_size((100, 24)).columns)
     blocks = []
     for kind, rows in cat.items():
         lines = textwrap.wrap(f"{kind} ({len(rows)}): {KINDS[kind]}", width=width, subsequent_indent="  ",

@@ -105,10 +105,9 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
         wanted = run_formats(formats, render=not no_render)  # checked before anything runs
         cfg, prof = resolve(file, profile, only_tasks, limit, device, seed)
         if not no_render and {"html", "pdf"} & set(wanted):  # card.md has fixed blocks: no section template
-            from .card.sections import template_problems
+            from .card.sections import check_templates
 
-            if broken := template_problems():  # the card would fail after every model had run
-                raise UserError(broken)
+            check_templates()  # a plugin's broken section failed the card after every model had run
         if address and (executor or cfg.executor) != "ray":
             raise UserError(f"--address {address}: is a Ray cluster's address, for --executor ray (or executor: ray "
                             "in the models file); add it, or leave --address out")
@@ -226,7 +225,8 @@ def render(run_dir, formats, model, section):
 
     wanted = tuple(f.strip() for f in formats.split(",") if f.strip())
     try:
-        open_run(run_dir, "render", manifest=False)  # the card's own gate, before the renderer is imported
+        # the card's own gate, before the renderer is imported (the items' scores: load_card's gate, once)
+        open_run(run_dir, "render", manifest=False, scores=False)
         from .card.render import render as render_card
 
         if section is not None:
@@ -362,10 +362,9 @@ def validate(file, profile, only_tasks, limit, device, seed):
         cfg, prof = resolve(file, profile, only_tasks, limit, device, seed)
         check_sae(cfg, prof)
         check_user_data(prof, cfg.models)  # every data file `run` would read: jsonl tasks, other_split files, items lists
-        from .card.sections import template_problems
+        from .card.sections import check_templates
 
-        if broken := template_problems():  # a plugin's card section: the card of `run` would fail at its end
-            raise UserError(broken)
+        check_templates()  # a plugin's card section: the card of `run` would fail at its end
         if prof.mui.unit in ("sae", "both"):  # and every SAE file (torch is imported only then)
             from .models.sae import check_sae_files
 

@@ -54,8 +54,18 @@ def did_you_mean(word: str, candidates: Iterable[str], *, prefix: str = "") -> s
     >>> did_you_mean("zzz", ["dtype"])
     ''
     """
+    close = closest(word, candidates)
+    return f" (did you mean '{prefix}{close}'?)" if close is not None else ""
+
+
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to ``word`` (difflib's, at 0.6 or more), or None: what :func:`did_you_mean` suggests.
+
+    >>> closest("arc_esay", ["arc_easy", "boolq"]), closest("zzz", ["dtype"])
+    ('arc_easy', None)
+    """
     close = difflib.get_close_matches(str(word), [str(c) for c in candidates], n=1, cutoff=0.6)
-    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+    return close[0] if close else None
 
 
 def unknown_name(kind: str, name: str, candidates: Iterable[str], *, prefix: str = "",

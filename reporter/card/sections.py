@@ -127,6 +127,16 @@ def template_problems() -> list[str]:
     return out
 
 
+def check_templates() -> None:
+    """Raise a :class:`~reporter.errors.UserError` with every line of :func:`template_problems`, if any (``validate``,
+    and ``run`` before a card is drawn).
+    """
+    from ..errors import UserError
+
+    if broken := template_problems():
+        raise UserError(broken)
+
+
 def _present(v: Any) -> bool:
     return v is not None and v != [] and v != {} and v != ""
 

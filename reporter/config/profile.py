@@ -23,7 +23,7 @@ import yaml
 from ..errors import ConfigError, UserError, user_path
 from ..metrics.mui import DEFINITIONS as MUI_DEFINITIONS
 from ..metrics.mui import MODES as MUI_MODES
-from ..registry import declared_settings, did_you_mean, unknown_name
+from ..registry import closest, declared_settings, did_you_mean, unknown_name
 from ..tasks.corpora import BUILTIN_CORPORA, names_a_file
 from .files import Problems, load_yaml, short
 from .plugin_settings import parse_plugins, parse_settings
@@ -199,11 +199,10 @@ class Profile:
         if starting := [n for n in nameable if n.startswith(word)]:
             return " (did you mean " + " or ".join(f"'{n}'" for n in starting[:3]) + "?)"
         groups = {t.name: t.lm_eval_group for t in self.tasks if t.lm_eval_group}
-        close = did_you_mean(word, [*nameable, *groups])
-        leaf = close.removeprefix(" (did you mean '").removesuffix("'?)")
-        if leaf in groups:
-            return f" (did you mean the lm-eval group '{groups[leaf]}'? {leaf} is one of its tasks)"
-        return close
+        close = closest(word, [*nameable, *groups])
+        if close in groups:
+            return f" (did you mean the lm-eval group '{groups[close]}'? {close} is one of its tasks)"
+        return f" (did you mean '{close}'?)" if close is not None else ""
 
     def plugin_settings(self, name: str) -> Any:
         """The settings of plugin ``name``: its ``plugins.<name>`` entry, or its settings class's defaults.

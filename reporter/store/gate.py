@@ -103,8 +103,9 @@ def open_run(run_dir: str | Path, command: str, *, manifest: bool = True, result
     ``manifest``: manifest.json must exist and be a run's manifest. ``results``: results.json must exist,
     carry a supported ``schema_version`` and match the schema (a hand-edited score that is not a number is
     refused with its key path), and, with ``scores``, each task's score must be its items' mean
-    (:func:`check_scores`; the board checks them where it reads the items, once per run it has not cached). ``analysed``: its analysis section must be there. ``locked_ok``: the caller
-    holds or takes the lock itself (``analyse``); otherwise a run that is still writing is refused.
+    (:func:`check_scores`; the board checks them where it reads the items, once per run it has not cached).
+    ``analysed``: its analysis section must be there. ``locked_ok``: the caller holds or takes the lock itself
+    (``analyse``); otherwise a run that is still writing is refused.
     """
     root = Path(run_dir)
     rd = RunDir(root)
