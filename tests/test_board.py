@@ -167,6 +167,26 @@ def test_the_run_on_other_items_is_left_out_saying_so(site):
 
 
 @pytest.mark.slow
+def test_a_run_on_reworded_items_is_left_out_saying_so(runs, tmp_path):
+    """The same ids and gold answers under other questions (a task's data reworded): the items key (ids, gold
+    answers, source) is the same, so the board merged them. Each sample's content digest now tells them apart."""
+    reworded = tmp_path / "r3"
+    shutil.copytree(runs["r3"], reworded)
+    for samples in reworded.glob("models/*/tasks/mine/samples.jsonl"):  # what a run on reworded questions records
+        rows = [json.loads(line) for line in samples.read_text().splitlines()]
+        assert all(len(r["item_sha256"]) == 64 for r in rows)
+        samples.write_text("".join(json.dumps({**r, "item_sha256": "0" * 64} if r["id"] in ("q3", "q7") else r)
+                                   + "\n" for r in rows))
+    doc = build_board([runs["r1"], runs["r2"], reworded], n_resamples=200)
+    out = [x for x in doc["left_out"] if x["run"] == "r3"]
+    assert out and out[0]["task"] == "mine" and "on 2 item(s) whose question or options are not the other runs'" in \
+        out[0]["reason"]
+    assert all("r3" not in r["runs"] for r in doc["rows"])
+    assert not [x for x in build_board([runs["r1"], runs["r2"], runs["r3"]], n_resamples=200)["left_out"]
+                if x["run"] == "r3"]  # the same run unchanged is merged
+
+
+@pytest.mark.slow
 def test_with_as_many_runs_each_way_the_items_more_models_answered_win(runs):
     doc = build_board([runs["odd"], runs["r1"]], n_resamples=200)  # one run each; r1: 3 models on 40 items
     assert [x["run"] for x in doc["left_out"] if x.get("task")] == ["odd"]

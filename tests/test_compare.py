@@ -182,6 +182,31 @@ def test_the_same_ids_with_other_gold_answers_are_refused_or_left_out(runs):
 
 
 @pytest.mark.slow
+def test_the_same_ids_and_golds_with_other_questions_are_refused(runs, tmp_path):
+    """The same id and gold answer, another question (a task's data reworded under its ids): pairing by id and gold
+    compared different questions. Each sample records its item's content digest; where both runs have it, a
+    digest that differs makes the item another one, refused like another gold answer."""
+    reworded = tmp_path / "reworded"
+    shutil.copytree(runs["base"], reworded)
+    samples = reworded / "models/Release/tasks/mine/samples.jsonl"
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert all(isinstance(r["item_sha256"], str) and len(r["item_sha256"]) == 64 for r in rows)
+    changed = {r["id"] for r in rows[:3]}  # what a run on reworded questions records for them
+    samples.write_text("".join(json.dumps({**r, "item_sha256": "0" * 64} if r["id"] in changed else r) + "\n"
+                               for r in rows))
+    r = CliRunner().invoke(main, ["compare", str(reworded), str(runs["base"])])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    line = r.stderr.strip()
+    assert "mine of Release: 3 of the items both runs answered have another gold answer or question" in line
+    assert "the same gold answer" in line and "to another question or options" in line
+    doc = compare_runs(reworded, runs["base"], shared_only=True, mui=False)
+    assert _row(doc, "mine")["n"] == N_ITEMS - 3
+    # a run made before samples recorded the digest is paired by gold alone, as before
+    samples.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "item_sha256"}) + "\n" for r in rows))
+    assert _row(compare_runs(reworded, runs["base"], mui=False), "mine")["n"] == N_ITEMS
+
+
+@pytest.mark.slow
 def test_different_mui_settings_are_refused_in_one_line(runs):
     r = CliRunner().invoke(main, ["compare", str(runs["other_mui"]), str(runs["base"])])
     assert r.exit_code == 2

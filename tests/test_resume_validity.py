@@ -1,8 +1,10 @@
 """A resumed run takes only artifacts that are still this run's: not those of other weights under the same name,
-not those an interrupted ``--force`` left under the new configuration; and a resume keeps the run's creation time.
+not those an interrupted ``--force`` left under the new configuration, not those of a task whose data changed under its
+name; and a resume keeps the run's creation time.
 """
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from reporter.cli import main
@@ -232,3 +234,100 @@ def test_an_interrupt_after_a_model_failed_still_says_why(tmp_path, monkeypatch)
     assert lines[-1].startswith("interrupted: finished work is saved")
     assert lines[-3].startswith("error: model 'broken': ") and "broken: FAILED" in r.stderr
     assert lines[-2] == "error: model 'mine', task 'arc_easy': its data could not be read"
+
+
+PLUGIN = '''
+import json, os
+from reporter.tasks import Item, Task, register_task
+
+@register_task("NAME")
+def facts():
+    rows = json.loads(open(os.environ["FACTS_DATA"]).read())
+    return Task(name="NAME", scorer="exact", instruction="Answer in one word.", answer_prefix="Answer:",
+                load=lambda: [Item(r["id"], r["q"], r["a"]) for r in rows], max_new_tokens=3,
+                description="facts from a file the test edits")
+'''
+
+
+@pytest.fixture
+def forget_tasks():
+    """The plugin tasks a test registers are forgotten after it (other tests list every registered task)."""
+    from reporter.tasks import TASKS
+
+    names: list[str] = []
+    yield names
+    for name in names:
+        TASKS.remove(name)
+
+
+def _facts(tmp_path, monkeypatch, rows, name, forget):
+    """A plugin task ``name`` (one per test: a process registers a name once) over a JSON file the test edits."""
+    forget.append(name)
+    data = tmp_path / "facts.json"
+    data.write_text(json.dumps(rows))
+    monkeypatch.setenv("FACTS_DATA", str(data))
+    plugin = tmp_path / "facts_plugin.py"
+    plugin.write_text(PLUGIN.replace("NAME", name))
+    prof = tmp_path / "facts-profile.yaml"
+    prof.write_text("lpp: {enabled: false}\nsmoke_texts: 1\n"
+                    "contamination: {verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: 0}\n"
+                    f"tasks:\n  - {{name: {name}}}\n")
+    models = tmp_path / "facts-models.yaml"
+    models.write_text(f"profile: {prof}\nmodels:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, "
+                      f"hidden: 32, intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
+    return plugin, models
+
+
+def _facts_run(plugin, models, out):
+    r = CliRunner().invoke(main, ["--plugin", str(plugin), "run", str(models), "-o", str(out), "--no-progress",
+                                  "--no-render"])
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+ROWS = [{"id": f"f{i}", "q": f"What is fact number {i}?", "a": f"x{i % 3}"} for i in range(8)]
+
+
+def test_a_task_whose_data_changed_under_its_name_is_measured_again(tmp_path, monkeypatch, forget_tasks):
+    """A new copy of a task's data (a packaged dataset upgraded, a file edited) leaves the run's configuration, and
+    so its hash, as it was: the names are the same. The rerun found the model "already complete" and kept answers
+    to the old questions. Each task now records its data's digest (and each sample its item's): the rerun measures
+    again what was measured on other items, and ends as a fresh run on the new data does; unchanged, it skips."""
+    plugin, models = _facts(tmp_path, monkeypatch, ROWS, "facts", forget_tasks)
+    out = tmp_path / "run"
+    _facts_run(plugin, models, out)
+    first = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]["facts"]
+    assert first["items_sha256"].startswith("sha256:") and first["n"] == 7  # a random model is a base model: 1 shot
+    assert "rnd: already complete" in _facts_run(plugin, models, out)  # unchanged data: nothing is redone
+
+    edited = [dict(r, q=r["q"].replace("fact", "the fact")) if r["id"] == "f2" else r for r in ROWS]  # same gold
+    (tmp_path / "facts.json").write_text(json.dumps(edited))
+    output = _facts_run(plugin, models, out)
+    assert "rnd / facts: its items or few-shot examples are not the ones it was measured on" in output, output
+    assert "already complete" not in output
+    fresh = tmp_path / "fresh"
+    _facts_run(plugin, models, fresh)
+    assert _model(out, "rnd")["tasks"] == _model(fresh, "rnd")["tasks"]
+    again = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]["facts"]
+    assert again["items_sha256"] != first["items_sha256"]
+    prompts = {json.loads(line)["prompt"] for line in
+               (out / "models" / "rnd" / "tasks" / "facts" / "samples.jsonl").read_text().splitlines()}
+    assert any("the fact number 2" in p for p in prompts)  # the item, or the shot every prompt shows
+
+
+def test_an_interrupted_task_whose_data_changed_keeps_none_of_its_old_answers(tmp_path, monkeypatch, forget_tasks):
+    """Killed mid-task (samples, no summary), then the data changed: the answers already written are to other
+    questions. The samples' item digests say so, and the task starts over instead of mixing old and new answers."""
+    plugin, models = _facts(tmp_path, monkeypatch, ROWS, "facts_killed", forget_tasks)
+    out = tmp_path / "run"
+    _facts_run(plugin, models, out)
+    task = out / "models" / "rnd" / "tasks" / "facts_killed"
+    (task / "summary.json").unlink()  # as a kill before the summary leaves it
+    edited = [dict(r, a="changed") if r["id"] in ("f1", "f5") else r for r in ROWS]
+    (tmp_path / "facts.json").write_text(json.dumps(edited))
+    output = _facts_run(plugin, models, out)
+    assert "rnd / facts_killed: item " in output and "is not the one answered before" in output, output
+    golds = {json.loads(line)["id"]: json.loads(line)["gold"] for line in (task / "samples.jsonl").read_text().splitlines()}
+    assert all(golds[i] == "changed" for i in ("f1", "f5") if i in golds) and len(golds) == 7
+    _facts_run(plugin, models, tmp_path / "fresh")
+    assert _model(out, "rnd")["tasks"] == _model(tmp_path / "fresh", "rnd")["tasks"]

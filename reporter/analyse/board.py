@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -92,6 +93,34 @@ def _row_names(runs: list[BoardRun], chosen: dict[str, str]) -> dict[tuple[str, 
     return rows
 
 
+def _reworded(runs: Sequence[BoardRun], chosen: dict[str, str]) -> list[dict[str, Any]]:
+    """Runs on a task's chosen items (the same ids and gold answers) whose items' content differs: the same id under
+    another question or other options (the task's data reworded). Where runs recorded each item's digest, the one
+    most model entries give an item is the board's; a run giving another is left out on that task (its entries' items
+    key is changed, so nothing merges them), and the reason is returned.
+    """
+    out: list[dict[str, Any]] = []
+    for t, key in chosen.items():
+        members = [(r, e["tasks"][t]) for r in runs for e in r.models.values()
+                   if t in e["tasks"] and e["tasks"][t]["items_key"] == key]
+        votes: dict[str, Counter[str]] = {}
+        for _, s in members:
+            for i, d in (s.get("digests") or {}).items():
+                votes.setdefault(i, Counter())[d] += 1
+        board = {i: c.most_common(1)[0][0] for i, c in votes.items()}
+        for r, s in members:
+            other = [i for i, d in (s.get("digests") or {}).items() if board[i] != d]
+            if not other:
+                continue
+            s["items_key"] = f"{key}:reworded"
+            if not any(x["run"] == r.label and x["task"] == t for x in out):
+                out.append({"run": r.label, "task": t,
+                            "reason": f"evaluated {t} on {len(other)} item(s) whose question or options are not the "
+                                      f"other runs' under the same id and gold answer (e.g. {other[0][:40]!r}; the "
+                                      "task's data changed): not merged on this task"})
+    return out
+
+
 def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int = 2000,
                 cache: BoardCache | None = None, title: str | None = None,
                 exclude: Sequence[str | Path] = ()) -> dict[str, Any]:
@@ -119,8 +148,8 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
                 w = weight.setdefault((t, s["items_key"]), [0, len(s["items"])])
                 w[0] += 1
     chosen = {t: max(keys, key=lambda k: (len(keys[k]), *weight[(t, k)])) for t, keys in task_keys.items()}
+    left_out: list[dict[str, Any]] = _reworded(runs, chosen)
     row_of = _row_names(runs, chosen)
-    left_out: list[dict[str, Any]] = []
     for t, keys in sorted(task_keys.items()):
         for k, labels in keys.items():
             if k != chosen[t]:
@@ -164,7 +193,7 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
             for t, s in e["tasks"].items():
                 if s["items_key"] != chosen[t]:
                     continue
-                summary = {k: v for k, v in s.items() if k not in ("items", "items_key", "mui_key")}
+                summary = {k: v for k, v in s.items() if k not in ("items", "items_key", "mui_key", "digests")}
                 if s.get("mui_key") and s["mui_key"] != mui_chosen.get(t):
                     summary["mui_not_comparable"] = ("MUI measured with other settings or on another number of "
                                                      f"items ({_settings_text(s.get('mui_settings'))}) than the "

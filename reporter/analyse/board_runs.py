@@ -26,7 +26,7 @@ from ..store.samples import check_score, holds_task, read_samples
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "contamination_state", "expand_runs",
            "load_runs"]
 
-BOARD_VERSION = 4
+BOARD_VERSION = 5
 #: the LPP numbers a history page follows over versions
 LPP_KEYS = ("entropy_floor", "participation_ratio", "effective_rank")
 #: what identifies MUI settings: a MUI value compares only with one measured the same way on as many items
@@ -213,6 +213,8 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
             keep["items_key"] = _items_key(s, samples)
             keep["mui_key"] = _mui_key(s)
             keep["items"] = {str(i): float(r["score"]) for i, r in samples.items()}
+            keep["digests"] = {str(i): r["item_sha256"] for i, r in samples.items()  # absent before runs kept them
+                               if isinstance(r.get("item_sha256"), str)}
             check_score(f"{rd.results}: models.{name}.tasks.{task}", s, keep["items"],  # results.json edited by hand
                         f"`reporter analyse {rd.root}` rebuilds results.json from the task files")
             keep["contamination"] = verdicts.get((name, task))

@@ -115,9 +115,10 @@ def _pairs(base: _Run, new: _Run, explicit: Sequence[tuple[str, str]]) -> list[t
     return pairs
 
 
-def _items(run: _Run, model: str, task: str) -> tuple[dict[str, float], dict[str, str]]:
+def _items(run: _Run, model: str, task: str) -> tuple[dict[str, float], dict[str, tuple[str, str | None]]]:
     """A model's item scores on a task from its samples.jsonl, which must be there and hold numeric scores; and
-    each item's gold answer (as JSON), by which the same id is the same item in both runs.
+    each item's gold answer (as JSON) and content digest (``item_sha256``; None in a run made before samples
+    recorded it), by which the same id is the same item in both runs.
     """
     slug = run["results"]["models"][model].get("slug") or slugify(model)
     path = run["rd"].task_dir(slug, task) / SAMPLES
@@ -131,7 +132,8 @@ def _items(run: _Run, model: str, task: str) -> tuple[dict[str, float], dict[str
             raise UserError(f"{path}: item {str(r.get('id'))[:60]!r} has score {json.dumps(score)[:40]}, not a "
                             f"number; rerun `reporter run` on {run['dir']} to rebuild it")
         out[str(r.get("id"))] = float(score)
-        gold[str(r.get("id"))] = json.dumps(r.get("gold"), sort_keys=True)
+        digest = r.get("item_sha256")
+        gold[str(r.get("id"))] = (json.dumps(r.get("gold"), sort_keys=True), digest if isinstance(digest, str) else None)
     n = ((run["results"]["models"][model].get("tasks") or {}).get(task) or {}).get("n")
     if not holds_task(len(out), n):
         raise UserError(f"{path}: holds {len(out)} items where {task} of {model} has {n} (cut after the task "
@@ -227,9 +229,9 @@ def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
                  shared_only: bool) -> tuple[list[_Work], dict[str, dict[str, set[str]]], list[str]]:
     """Tasks pair by name and items by id: both runs must have answered the same items (with ``shared_only``, at
     least one shared item), else the comparison is refused; tasks in one run only are counted, not compared. An id
-    whose gold answer differs between the runs is another item under the same id (the task's data changed): refused
-    too, or with ``shared_only`` left out like an unshared id, with a note. ``tasks_only``: per run, the tasks in
-    that run only, by pair (:func:`_who`).
+    whose gold answer (or, where both runs recorded it, content digest) differs between the runs is another item
+    under the same id (the task's data changed): refused too, or with ``shared_only`` left out like an unshared id,
+    with a note. ``tasks_only``: per run, the tasks in that run only, by pair (:func:`_who`).
     """
     work, notes = [], []
     tasks_only: dict[str, dict[str, set[str]]] = {"base": {}, "new": {}}
@@ -242,23 +244,24 @@ def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
         for task in [t for t in b_tasks if t in n_tasks]:
             (bi, b_gold), (ni, n_gold) = _items(base, old, task), _items(new, nw, task)
             both = sorted(set(bi) & set(ni))
-            if changed := [i for i in both if b_gold[i] != n_gold[i]]:
-                example = f"{changed[0][:40]!r}: {b_gold[changed[0]][:30]} → {n_gold[changed[0]][:30]}"
+            if changed := [i for i in both if _other_item(b_gold[i], n_gold[i])]:
+                example = _changed_example(changed[0], b_gold[changed[0]], n_gold[changed[0]])
                 if shared_only and len(changed) == len(both):  # nothing unchanged: the task goes
                     notes.append(f"Task {task} of {_who(old, nw)}: every item both runs answered has another gold "
-                                 f"answer in the new run (e.g. {example}); the task's data changed, so it is not "
-                                 "compared (--shared-only).")
+                                 f"answer or question in the new run (e.g. {example}); the task's data changed, so it "
+                                 "is not compared (--shared-only).")
                     continue
                 if not shared_only:
                     raise UserError(
                         f"{task} of {_who(old, nw)}: {len(changed)} of the items both runs answered have another gold "
-                        f"answer in the new run ({example}): the task's data changed, so the same id is not the same "
-                        "item and no paired test is possible; rerun both with the same data"
+                        f"answer or question in the new run ({example}): the task's data changed, so the same id is "
+                        "not the same item and no paired test is possible; rerun both with the same data"
                         + (" or pass --shared-only to compare the unchanged items" if len(changed) < len(both) else ""))
                 gone = set(changed)
                 ni = {i: v for i, v in ni.items() if i not in gone}
-                notes.append(f"Task {task} of {_who(old, nw)}: {len(changed)} item(s) have another gold answer in the "
-                             f"new run (e.g. {example}), so the task's data changed; they are left out (--shared-only).")
+                notes.append(f"Task {task} of {_who(old, nw)}: {len(changed)} item(s) have another gold answer or "
+                             f"question in the new run (e.g. {example}), so the task's data changed; they are left out "
+                             "(--shared-only).")
             shared = sorted(set(bi) & set(ni))
             if set(bi) != set(ni) and not (shared_only and shared):
                 raise UserError(
@@ -271,6 +274,23 @@ def _paired_work(base: _Run, new: _Run, paired: Sequence[tuple[str, str]],
                                 "(its samples.jsonl is missing or empty); rerun `reporter run` on that run directory")
             work.append(_Work(old, nw, task, b_tasks[task], n_tasks[task], bi, ni))
     return work, tasks_only, notes
+
+
+def _other_item(base: tuple[str, str | None], new: tuple[str, str | None]) -> bool:
+    """Whether one id is another item in the two runs: another gold answer, or (where both runs recorded it) another
+    content digest: the same gold under another question or other options.
+
+    >>> _other_item(('"A"', "d1"), ('"A"', "d1")), _other_item(('"A"', "d1"), ('"A"', "d2")), _other_item(('"A"', None), ('"A"', "d2"))
+    (False, True, False)
+    """
+    return base[0] != new[0] or (base[1] is not None and new[1] is not None and base[1] != new[1])
+
+
+def _changed_example(item: str, base: tuple[str, str | None], new: tuple[str, str | None]) -> str:
+    """One changed item for a message: its gold answers, or that only its question or options changed."""
+    if base[0] != new[0]:
+        return f"{item[:40]!r}: {base[0][:30]} → {new[0][:30]}"
+    return f"{item[:40]!r}: the same gold answer {base[0][:30]} to another question or options"
 
 
 def _settings_notes(base: _Run, new: _Run, work: Sequence[_Work]) -> list[str]:

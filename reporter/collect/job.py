@@ -32,27 +32,30 @@ from ..models.identity import model_identity, source_identity
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.checked import document_ok
-from ..store.layout import ERROR, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, RunDir
+from ..store.layout import ERROR, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, SUMMARY, RunDir
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
 from .failures import crashed, failed, first_line, log, not_the_tasks, out_of_memory, stops_every_model, task_crashed
 from .model_cache import ModelStep, run_cached
-from .plan import plan_task
+from .plan import changed_items, plan_task
 from .smoke import runs_finite, smoke
 from .task_run import run_task, task_complete
 
 __all__ = ["collect_model", "log", "model_done", "task_done", "wants_evidence"]
 
 
-def task_done(profile: Profile, spec: ModelSpec, task: TaskConfig, task_dir: Path) -> bool:
-    """Whether every artifact of one task of one model exists: the task run's, and every evidence pass's."""
-    return task_complete(profile, task_dir) and all(
-        p.done(task_dir) for p in evidence_passes(profile, spec, "task", task))
+def task_done(profile: Profile, spec: ModelSpec, task: TaskConfig, task_dir: Path, seed: int) -> bool:
+    """Whether every artifact of one task of one model exists: the task run's, and every evidence pass's; and they
+    answer the items the task's data gives now (:func:`~reporter.collect.plan.changed_items`).
+    """
+    return (task_complete(profile, task_dir)
+            and not changed_items(task, read_json(task_dir / SUMMARY), seed)
+            and all(p.done(task_dir) for p in evidence_passes(profile, spec, "task", task)))
 
 
-def model_done(rd: RunDir, spec: ModelSpec, profile: Profile) -> bool:
-    """Whether every artifact of one model exists."""
+def model_done(rd: RunDir, spec: ModelSpec, profile: Profile, seed: int) -> bool:
+    """Whether every artifact of one model exists, made from the tasks' data as it is now."""
     mdir = rd.model_dir(spec.slug)
     if not document_ok(mdir / MODEL_META, "model") or not document_ok(mdir / SMOKE, "smoke"):
         return False
@@ -60,7 +63,7 @@ def model_done(rd: RunDir, spec: ModelSpec, profile: Profile) -> bool:
         return False
     if not all(p.done(mdir) for p in evidence_passes(profile, spec, "model")):
         return False
-    return all(task_done(profile, spec, t, rd.task_dir(spec.slug, t.name)) for t in profile.tasks)
+    return all(task_done(profile, spec, t, rd.task_dir(spec.slug, t.name), seed) for t in profile.tasks)
 
 
 def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool = False,
@@ -93,7 +96,7 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
     mdir = rd.model_dir(spec.slug)
     if force and mdir.exists():
         shutil.rmtree(mdir)
-    elif model_done(rd, spec, profile) and not _other_weights(spec, mdir, source_identity(spec, cfg.seed)):
+    elif model_done(rd, spec, profile, cfg.seed) and not _other_weights(spec, mdir, source_identity(spec, cfg.seed)):
         log(f"{spec.name}: already complete in {mdir}, skipping")
         return []
     rd.failure_note(spec.slug).unlink(missing_ok=True)
@@ -253,7 +256,7 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
     A pass that fails is one failure line naming it; the passes after it still run.
     """
     name = lm.spec.name
-    if task_done(profile, lm.spec, task, task_dir):
+    if task_done(profile, lm.spec, task, task_dir, cfg.seed):
         return []
     (task_dir / ERROR).unlink(missing_ok=True)
     try:
@@ -315,7 +318,7 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
     dirs = {t.name: rd.task_dir(lm.spec.slug, t.name) for t in members}
     group = members[0].lm_eval_group
     groups_path = rd.model_dir(lm.spec.slug) / run.GROUPS
-    if all(task_done(profile, lm.spec, t, dirs[t.name]) for t in members) and (
+    if all(task_done(profile, lm.spec, t, dirs[t.name], cfg.seed) for t in members) and (
             group is None or group in (read_json(groups_path) or {})):
         return []
     label = f"task '{group}'" if group else f"task '{members[0].name}'"

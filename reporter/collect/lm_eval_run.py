@@ -42,7 +42,7 @@ from ..config import Profile, TaskConfig
 from ..instrument.gather import head_output_is_logits
 from ..models.generation import Generation
 from ..store.atomic import json_ok, read_json, write_json
-from ..tasks import Task
+from ..tasks import Task, content_sha256
 from ..tasks.lm_eval_source import FEWSHOT_SEED, Resolved, include_dirs, lm_eval_version, resolve, select_docs
 from .collectors import BatchContext, CollectorPlugin, OptionPasses, TaskContext, enabled_collectors
 from .lm_eval_items import doc_item, other_split
@@ -174,7 +174,9 @@ def plan_leaf(rlm: Any, resolved: Resolved, config: TaskConfig, seed: int) -> Le
         split, read = other
         rtask.other_split = lambda: [doc_item(task, kind, d, f"{split}:{i}", "") for i, d in enumerate(read())]
         rtask.other_split_source = f"the {split} split of lm-eval task {config.lm_eval} (its config's {split} split)"
-    plan = TaskPlan(rtask, items, prompts, prompt_ids, int(task.get_config("num_fewshot") or 0), ())
+    # an item's digest is its document's (lm-eval's own content), not the prompt, which holds the model's template
+    plan = TaskPlan(rtask, items, prompts, prompt_ids, int(task.get_config("num_fewshot") or 0), (),
+                    item_digests=[content_sha256(docs[doc_id]) for doc_id in ids])
     return LeafPlan(config, task, ids, requests, plan, kind, chat)
 
 
@@ -242,7 +244,8 @@ def execute_leaf(lm: Any, rlm: Any, profile: Profile, lp: LeafPlan, task_dir: Pa
 def _records(lp: LeafPlan, batch: BatchContext, texts: Sequence[str], extra: Sequence[dict[str, Any]] | None = None
              ) -> None:
     for n, (i, g, t) in enumerate(zip(batch.positions, batch.generations, texts)):
-        rec = {"id": lp.plan.items[i].id, "prompt": lp.plan.prompts[i], "response": t,
+        rec = {"id": lp.plan.items[i].id, "item_sha256": lp.plan.item_digests[i], "prompt": lp.plan.prompts[i],
+               "response": t,
                "prompt_tokens": len(g.prompt_ids), "response_tokens": len(g.response_ids), "stopped_by": g.stopped_by,
                "batch": batch.index}
         if extra is not None:

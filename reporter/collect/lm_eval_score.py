@@ -127,7 +127,7 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
         chance = 0.0
     summary: dict[str, Any] = {
         "task": lp.config.name, "scorer": "lm_eval", "shots": int(result["n-shot"].get(leaf, lp.plan.shots)),
-        "limit": len(lp.ids), **ci.to_dict(), "source": lp.plan.task.source, "description": lp.plan.task.description,
+        "limit": len(lp.ids), "items_sha256": lp.plan.items_sha256, **ci.to_dict(), "source": lp.plan.task.source, "description": lp.plan.task.description,
         "mean_response_tokens": float(np.mean([r.get("response_tokens", 0) for r in records])) if records else 0.0,
         "collection": collection, "lm_eval": lm_eval_info(lp, result, metric)}
     if fallback:

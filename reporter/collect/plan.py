@@ -10,12 +10,12 @@ the verbatim-completion evidence and the ablation check.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import TaskConfig
 from ..errors import UserError
-from ..tasks import DEFAULT_SHOTS, Item, Task, get_task, jsonl_task, pick_shots, select_items
+from ..tasks import DEFAULT_SHOTS, Item, Task, get_task, items_sha256, jsonl_task, pick_shots, select_items
 from ..tasks.prompts import build_prompt, encode_prompt
 
 
@@ -29,6 +29,20 @@ class TaskPlan:
     prompt_ids: list[list[int]]
     shots: int
     stop: tuple[str, ...]
+    #: each item's content digest, parallel to ``items`` (:meth:`~reporter.tasks.Item.sha256`; an lm-eval leaf's:
+    #: its document's); computed from the items when not given
+    item_digests: list[str] = field(default_factory=list)
+    #: the few-shot examples' digests, in the order the prompts show them
+    shot_digests: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.item_digests:
+            self.item_digests = [it.sha256() for it in self.items]
+
+    @property
+    def items_sha256(self) -> str:
+        """The task's data by content: its evaluated items and few-shot examples (:func:`~reporter.tasks.items_sha256`)."""
+        return items_sha256(self.item_digests, self.shot_digests)
 
 
 def build_task(config: TaskConfig) -> Task:
@@ -53,26 +67,48 @@ def build_task(config: TaskConfig) -> Task:
     return task
 
 
+def chosen_items(config: TaskConfig, seed: int, shots: int) -> tuple[Task, list[Item], list[Item], list[Item]]:
+    """The task, its evaluated items, its few-shot pool and the examples picked from it: the data alone, no model."""
+    task = build_task(config)
+    items, pool = select_items(task, config.limit, seed, shots, only=config.items)
+    return task, items, pool, pick_shots(pool, shots, seed)
+
+
+def changed_items(config: TaskConfig, recorded: dict[str, Any], seed: int) -> bool:
+    """Whether the data of a task that a ``summary.json`` (``recorded``) was written for is no longer the data the
+    task reads now (a new copy of a packaged dataset, an edited file): its ``items_sha256`` against the items and
+    few-shot examples chosen again, without a model. False where it cannot be told: a summary without the digest,
+    data that cannot be read now (a run then fails on it, not here), or an lm-eval task (its documents are in the
+    run's configuration hash: changed, the run is refused as another configuration).
+    """
+    digest, shots = recorded.get("items_sha256"), recorded.get("shots")
+    if config.lm_eval is not None or not isinstance(digest, str) or not isinstance(shots, int):
+        return False
+    try:
+        _, items, _, demos = chosen_items(config, seed, shots)
+    except Exception:  # noqa: BLE001 - unreadable now: the task's own run says why
+        return False
+    return items_sha256([it.sha256() for it in items], [d.sha256() for d in demos]) != digest
+
+
 def plan_task(lm: Any, config: TaskConfig, seed: int) -> TaskPlan:
     """The evaluated items, their prompts and token ids, the shot count and the stop sequences.
 
     Instruct models are prompted zero-shot with their chat template, base models 1-shot (the
     Utility Law paper's settings), unless the profile sets ``shots``.
     """
-    task = build_task(config)
     shots = config.shots
     if shots is None:
         shots = DEFAULT_SHOTS["instruct" if lm.kind == "instruct" else "base"]
-    items, pool = select_items(task, config.limit, seed, shots, only=config.items)
+    task, items, pool, demos = chosen_items(config, seed, shots)
     if not items:
         raise UserError(f"no item is left to evaluate: the {len(pool)} item(s) of the task "
                         f"are all taken as few-shot examples ({shots} shot{'s' * (shots != 1)} for this "
                         f"{lm.kind} model); add items or set shots: 0")
-    demos = pick_shots(pool, shots, seed)
     if len(demos) < shots:  # the card and results.json would state more shots than the prompts hold
         raise UserError(f"task '{task.name}' has {len(demos)} few-shot example(s), fewer than shots: {shots}; "
                         f"use at most {len(demos)}")
     prompts = [build_prompt(lm, task, it, demos) for it in items]
     ids = [encode_prompt(lm, p) for p in prompts]
     stop = task.stop if lm.use_chat_template else task.base_stop
-    return TaskPlan(task, items, prompts, ids, shots, stop)
+    return TaskPlan(task, items, prompts, ids, shots, stop, shot_digests=[d.sha256() for d in demos])

@@ -40,6 +40,7 @@ from ..store.checked import check_before_writing, document_ok, merge_fields
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
 from .collectors import BatchContext, CollectorPlugin, TaskContext, enabled_collectors
+from .failures import log
 from .plan import TaskPlan
 
 
@@ -57,6 +58,46 @@ def task_complete(profile: Profile, task_dir: Path) -> bool:
     return all(p.task_done(task_dir, n) for p in enabled_collectors(profile))
 
 
+def stale_answers(plan: TaskPlan, task_dir: Path) -> str | None:
+    """Why what ``task_dir`` holds answers other items than ``plan``'s, or None (it answers these, or nothing yet).
+
+    A task's data can change under the same names (a new copy of a packaged dataset, an edited file, another chat
+    template or few-shot example): its ``summary.json`` records the items' digest (``items_sha256``), and each
+    sample line its item's digest (``item_sha256``) and the prompt it was given. A line whose item or prompt is not
+    the plan's, or a summary of other items, makes every artifact of the task stale (its collectors' and evidence
+    passes' files were made from the same items).
+
+    >>> from reporter.collect.plan import TaskPlan
+    >>> from reporter.store.samples import append_samples
+    >>> from reporter.tasks import Item, Task
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> old = TaskPlan(Task("t", "exact", "", "", load=list), [Item("1", "2+2?", "4")], ["2+2?"], [[1]], 0, ())
+    >>> append_samples(d / "samples.jsonl", [{"id": "1", "prompt": "2+2?", "item_sha256": old.item_digests[0]}])
+    >>> stale_answers(old, d) is None
+    True
+    >>> stale_answers(TaskPlan(old.task, [Item("1", "2+2?", "5")], ["2+2?"], [[1]], 0, ()), d)
+    "item '1' is not the one answered before"
+    """
+    try:
+        recorded = read_json(task_dir / SUMMARY, {})
+    except UserError:  # damaged: the task is redone whatever it holds
+        recorded = {}
+    digest = recorded.get("items_sha256") if isinstance(recorded, dict) else None
+    if isinstance(digest, str) and digest != plan.items_sha256:
+        return "its items or few-shot examples are not the ones it was measured on"
+    planned = {it.id: (d, p) for it, d, p in zip(plan.items, plan.item_digests, plan.prompts)}
+    for rid, r in read_samples(task_dir / SAMPLES).items():
+        if rid not in planned:
+            continue
+        digest, prompt = planned[rid]
+        if r.get("item_sha256", digest) != digest:
+            return f"item {rid[:60]!r} is not the one answered before"
+        if r.get("prompt", prompt) != prompt:
+            return f"item {rid[:60]!r} was answered to another prompt"
+    return None
+
+
 def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task_dir: Path, *, seed: int,
              progress: bool = True, plugins: list[CollectorPlugin] | None = None) -> dict[str, Any]:
     """Evaluate ``lm`` on one planned task, resuming from ``task_dir``; returns the summary.
@@ -68,6 +109,10 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
     t0 = time.perf_counter()
     task_dir.mkdir(parents=True, exist_ok=True)
     summary_path = task_dir / SUMMARY
+    if (why := stale_answers(plan, task_dir)) is not None:
+        log(f"{lm.spec.name} / {plan.task.name}: {why} (the task's data changed): measuring it again")
+        shutil.rmtree(task_dir)
+        task_dir.mkdir(parents=True)
     if plugins is None and task_complete(profile, task_dir):
         return read_json(summary_path)  # type: ignore[no-any-return]
     summary_path.unlink(missing_ok=True)  # a collector's final artifact is missing: recompute it
@@ -102,7 +147,8 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
             raise UserError(_nan_message(lm, plan)) from None
         for i, g in zip(idx, batch.generations):
             extracted, score = scorer(g.text, items[i].scorer_item())
-            batch.records.append({"id": items[i].id, "prompt": plan.prompts[i], "response": g.text,
+            batch.records.append({"id": items[i].id, "item_sha256": plan.item_digests[i], "prompt": plan.prompts[i],
+                                  "response": g.text,
                                   "extracted": extracted, "gold": items[i].answer, "score": float(score),
                                   "prompt_tokens": len(g.prompt_ids), "response_tokens": len(g.response_ids),
                                   "stopped_by": g.stopped_by, "batch": b})
@@ -195,7 +241,7 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
     ci = score_ci([r["score"] for r in recs], seed=ctx.seed, exact_binary=True)
     summary: dict[str, Any] = {
         "task": plan.task.name, "scorer": plan.task.scorer, "shots": plan.shots, "limit": len(plan.items),
-        **ci.to_dict(), "chance": chance_level(plan.task.scorer, [it.scorer_item() for it in plan.items]),
+        "items_sha256": plan.items_sha256, **ci.to_dict(), "chance": chance_level(plan.task.scorer, [it.scorer_item() for it in plan.items]),
         "source": plan.task.source, **({"split": plan.task.split} if plan.task.split else {}),
         "description": plan.task.description,
         "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0,

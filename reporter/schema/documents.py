@@ -176,6 +176,9 @@ class TaskSummary(TypedDict, total=False):
     scorer: str
     shots: int
     limit: int
+    #: the task's data by content (``sha256:<hex>``): its evaluated items and few-shot examples (an lm-eval task's:
+    #: its documents); two runs with another digest for a task evaluated other data under its name
+    items_sha256: str
     score: Required[Fraction]
     ci_low: Required[Fraction]
     ci_high: Required[Fraction]

@@ -14,8 +14,10 @@ from .base import (
                    HubDataset,
                    Item,
                    Task,
+                   content_sha256,
                    get_task,
                    is_probe,
+                   items_sha256,
                    mc_question,
                    pick_shots,
                    register_task,
@@ -23,5 +25,6 @@ from .base import (
 )
 from .jsonl import JSONL_SCORERS, jsonl_task
 
-__all__ = ["DEFAULT_SHOTS", "LETTERS", "TASKS", "HubDataset", "Item", "Task", "get_task", "is_probe", "mc_question",
+__all__ = ["DEFAULT_SHOTS", "LETTERS", "TASKS", "HubDataset", "Item", "Task", "content_sha256", "get_task", "is_probe",
+           "items_sha256", "mc_question",
            "pick_shots", "register_task", "select_items", "JSONL_SCORERS", "jsonl_task"]

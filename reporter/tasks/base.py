@@ -11,6 +11,8 @@ never a point of the Utility Law, never checked for contamination (its items are
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,18 @@ class Item:
     meta: dict[str, Any] = field(default_factory=dict)  # scorer extras (tests, entry_point, prompt …)
     demo_answer: str | None = None  # the worked answer shown when the item is a few-shot example
 
+    def sha256(self) -> str:
+        """The item's content digest (hex): its id, question, options, gold answer and scorer extras.
+
+        What the model is asked and what its answer is scored against, so a changed copy of a task's data gives
+        another digest under the same id.
+
+        >>> Item("1", "2+2?", "4").sha256() == Item("1", "2+2?", "5").sha256()
+        False
+        """
+        return content_sha256({"id": self.id, "question": self.question, "answer": self.answer,
+                               "choices": self.choices, "meta": self.meta, "demo_answer": self.demo_answer})
+
     def scorer_item(self) -> dict[str, Any]:
         """What a scorer reads: the gold answer, the scorer extras and, for multiple choice, the options."""
         d = {"answer": self.answer, **self.meta}
@@ -44,6 +58,33 @@ class Item:
             d["choices"] = self.choices
             d["labels"] = list(LETTERS[: len(self.choices)])
         return d
+
+
+def content_sha256(value: Any) -> str:
+    """The sha256 (hex) of a JSON value's canonical text (sorted keys; what JSON cannot hold as its ``str``).
+
+    >>> content_sha256({"b": 1, "a": [2]}) == content_sha256({"a": [2], "b": 1})
+    True
+    """
+    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def items_sha256(item_digests: Sequence[str], shot_digests: Sequence[str] = ()) -> str:
+    """``sha256:<hex>`` of a task's evaluated items (their digests, in any order) and its few-shot examples (in
+    the order the prompts show them): the task's data by content, recorded in each task's ``summary.json``.
+
+    >>> a, b = Item("1", "q", "x").sha256(), Item("2", "q", "y").sha256()
+    >>> items_sha256([a, b]) == items_sha256([b, a]) != items_sha256([a, b], [a])
+    True
+    """
+    h = hashlib.sha256()
+    for digest in sorted(item_digests):
+        h.update(digest.encode() + b"\n")
+    h.update(b"shots\n")
+    for digest in shot_digests:
+        h.update(digest.encode() + b"\n")
+    return f"sha256:{h.hexdigest()}"
 
 
 @dataclass(frozen=True)
