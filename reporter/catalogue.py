@@ -20,6 +20,7 @@ import importlib
 import re
 import shutil
 import textwrap
+import unicodedata
 from typing import Any, Callable, Iterable
 
 from .errors import UserError
@@ -286,6 +287,15 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _columns(text: str) -> int:
+    """How many terminal columns ``text`` takes: a wide (CJK) character two, a combining mark none.
+
+    >>> _columns("abc"), _columns("模型"), _columns("e\u0301")
+    (3, 4, 1)
+    """
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
 def render_text(cat: dict[str, list[dict[str, Any]]], width: int | None = None) -> str:
     """Each kind as a header line and its rows: the short columns aligned, then the long text, wrapped to ``width``
     (default: the terminal's, ``COLUMNS`` first, else 100) under its own column.
@@ -310,15 +320,17 @@ def render_text(cat: dict[str, list[dict[str, Any]]], width: int | None = None) 
                                      if kind == "plugins" else ""))
         cols = _COLUMNS[kind]
         cells = [[_cell(r.get(c, "")) for c in cols] for r in rows]
-        widths = [max((len(row[i]) for row in cells), default=0) for i in range(len(cols))]
+        widths = [max((_columns(row[i]) for row in cells), default=0) for i in range(len(cols))]
         for r, row in zip(rows, cells):
-            prefix = "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  "
+            prefix = "  " + "  ".join(cell + " " * (w - _columns(cell)) for cell, w in zip(row, widths)) + "  "
             text = _long_text(kind, r)
-            if len(prefix) > width // 2:  # no room beside the columns: the text goes under them
+            if _columns(prefix) > width // 2:  # no room beside the columns: the text goes under them
                 lines.append(prefix.rstrip())
                 prefix = " " * 6
-            lines.extend(textwrap.wrap(text, width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
-                                       break_on_hyphens=False, break_long_words=False) or [prefix.rstrip()])
+            indent = " " * _columns(prefix)  # wrapped at the prefix's width on screen, then the prefix put back
+            wrapped = textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent,
+                                    break_on_hyphens=False, break_long_words=False)
+            lines.extend([prefix + wrapped[0][len(indent):], *wrapped[1:]] if wrapped else [prefix.rstrip()])
         if kind == "tasks":
             lines.extend(textwrap.wrap("Your own data needs no plugin: a profile task of type: jsonl (see the "
                                        "scorers marked jsonl). lm-eval's own tasks (a profile's lm_eval: entries): "

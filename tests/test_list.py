@@ -66,6 +66,24 @@ def test_an_in_process_plugin_is_named_by_its_module_and_listed_under_plugins():
         TASKS.remove("listed_here")
 
 
+def test_wide_names_keep_the_text_in_one_column_on_screen():
+    """A plugin task named in CJK characters (two terminal columns each) pushed the text column of its row left of
+    the others' and its lines past the terminal's width: the columns are now padded by what the screen shows."""
+    from reporter.catalogue import _columns, render_text
+
+    rows = [{"name": name, "type": "task", "scorer": "exact", "description": "Questions about things, long enough to "
+             "wrap onto a second line of the listing.", "origin": "built-in"} for name in ("知识问答", "trivia")]
+    text = render_text({"tasks": rows}, width=60)
+    assert max(_columns(line) for line in text.splitlines()) <= 60
+    body = text.split("  Your own data")[0].splitlines()  # the rows, before the closing note
+    lines = [line for line in body[1:] if line.startswith("  ")]
+    first = [line for line in lines if line.lstrip().startswith(("知识问答", "trivia"))]
+    assert len(first) == 2
+    starts = {_columns(line[:line.index("Questions")]) for line in first}
+    wrapped = {_columns(line) - _columns(line.lstrip()) for line in lines if line.startswith("   ")}  # not the header's
+    assert len(starts) == 1 and wrapped == starts, text  # first lines and wrapped lines: one column on screen
+
+
 def test_an_unknown_kind_is_one_line_and_exit_2():
     r = CliRunner().invoke(main, ["list", "task"])
     assert r.exit_code == 2
