@@ -122,20 +122,33 @@ def test_validate_notes_a_hub_model_that_is_not_in_the_hugging_face_cache(tmp_pa
     cache = tmp_path / "hub"
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # the suite sets it: online first
-    snapshot = cache / "models--org--cached" / "snapshots" / ("a" * 40)  # the hub client's own cache layout
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}")
-    (cache / "models--org--cached" / "refs").mkdir()
-    (cache / "models--org--cached" / "refs" / "main").write_text("a" * 40)
+
+    def cached(repo, files):  # the hub client's own cache layout
+        snapshot = cache / f"models--org--{repo}" / "snapshots" / ("a" * 40)
+        snapshot.mkdir(parents=True)
+        for name, text in files.items():
+            (snapshot / name).write_text(text)
+        (cache / f"models--org--{repo}" / "refs").mkdir()
+        (cache / f"models--org--{repo}" / "refs" / "main").write_text("a" * 40)
+
+    shards = json.dumps({"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}})
+    cached("cached", {"config.json": "{}", "model.safetensors": "w"})
+    cached("sharded", {"config.json": "{}", "model.safetensors.index.json": shards, "model-1.safetensors": "w",
+                       "model-2.safetensors": "w"})
+    cached("config-only", {"config.json": "{}"})  # AutoConfig ran once; the weights were never fetched
+    cached("one-shard", {"config.json": "{}", "model.safetensors.index.json": shards, "model-1.safetensors": "w"})
     (tmp_path / "models.yaml").write_text(
         "models:\n  - {name: cached, source: org/cached}\n  - {name: other, source: org/cached, revision: v2}\n"
-        "  - {name: absent, source: org/absent}\n  - {name: rand, source: 'random:llama'}\n")
+        "  - {name: absent, source: org/absent}\n  - {name: rand, source: 'random:llama'}\n"
+        "  - {name: sharded, source: org/sharded}\n  - {name: config-only, source: org/config-only}\n"
+        "  - {name: one-shard, source: org/one-shard}\n")
     r = CliRunner().invoke(main, ["validate", str(tmp_path / "models.yaml")])
     assert r.exit_code == 0, r.output
     notes = [line for line in r.stderr.splitlines() if line.startswith("note: model ")]
     assert notes == [f"note: model '{name}' ({source}) is not in the Hugging Face cache: it is downloaded from the "
                      "hub when it runs, and fails alone where the hub cannot be reached"
-                     for name, source in (("other", "org/cached at revision v2"), ("absent", "org/absent"))]
+                     for name, source in (("other", "org/cached at revision v2"), ("absent", "org/absent"),
+                                          ("config-only", "org/config-only"), ("one-shard", "org/one-shard"))]
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline, "downloaded when it runs" is not true: it cannot run
     r = CliRunner().invoke(main, ["validate", str(tmp_path / "models.yaml")])
     assert [line for line in r.stderr.splitlines() if line.startswith("note: model 'absent'")] == [

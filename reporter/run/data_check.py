@@ -4,6 +4,8 @@ Its own module so that ``reporter validate`` checks them without importing the a
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Sequence
 
 from ..collect.plan import build_task
@@ -213,19 +215,40 @@ def hub_only_tasks(profile: Profile) -> list[tuple[str, str]]:
     return out
 
 
+#: a hub model's weights as ``transformers`` looks for them, in its order: a sharded index (then every shard it names)
+#: or one file, safetensors first
+_WEIGHTS = (("model.safetensors.index.json", "model.safetensors"), ("pytorch_model.bin.index.json", "pytorch_model.bin"))
+
+
 def uncached_hub_models(models: Sequence[ModelSpec]) -> list[ModelSpec]:
-    """The models given by a hub id whose files are not in the Hugging Face cache (its ``config.json`` at the model's
-    ``revision``): ``validate`` reads nothing from the hub, so it says that such a model is downloaded when it runs,
-    and fails alone where the hub cannot be reached (8 hub models of ``paper-lpp`` passed in silence offline).
+    """The models given by a hub id whose files are not in the Hugging Face cache at the model's ``revision``: its
+    ``config.json``, or its weights (a single file, or a sharded index and every shard it names). ``validate`` reads
+    nothing from the hub, so it says that such a model is downloaded when it runs, and fails alone where the hub
+    cannot be reached (8 hub models of ``paper-lpp`` passed in silence offline; a cache holding a model's config but
+    not its weights passed too).
 
     >>> uncached_hub_models([ModelSpec(name="m", source="random:llama")])
     []
     """
+    return [m for m in models if m.source_type == "hub" and not _hub_files_cached(m.source, m.revision)]
+
+
+def _hub_files_cached(repo: str, revision: str | None) -> bool:
     from huggingface_hub import try_to_load_from_cache
 
-    out = []
-    for m in models:
-        if m.source_type == "hub" and not isinstance(try_to_load_from_cache(m.source, "config.json",
-                                                                             revision=m.revision), str):
-            out.append(m)
-    return out
+    def cached(name: str) -> str | None:
+        path = try_to_load_from_cache(repo, name, revision=revision)
+        return path if isinstance(path, str) else None
+
+    if cached("config.json") is None:
+        return False
+    for index, single in _WEIGHTS:
+        if (listing := cached(index)) is not None:
+            try:
+                shards = set((json.loads(Path(listing).read_text(encoding="utf-8")).get("weight_map") or {}).values())
+            except (OSError, ValueError, AttributeError):
+                return False  # a damaged index: loading reads it again from the hub
+            return bool(shards) and all(cached(str(s)) is not None for s in shards)
+        if cached(single) is not None:
+            return True
+    return False
