@@ -175,14 +175,19 @@ def test_a_killed_runs_half_written_files_are_removed_on_resume(tmp_path):
     models, out = _files(tmp_path), tmp_path / "run"
     assert _invoke("run", models, "-o", out).exit_code == 0
     task = next((out / "models").glob("*/tasks/*"))
-    stale = task / ".logprobs.npz.076oo3iz.tmp"
-    stale.write_bytes(b"half")
-    kept = task / "notes.tmp"  # not an atomic writer's twin: left alone
-    kept.write_text("mine")
+    stale = [task / ".logprobs.npz.076oo3iz.tmp", out / ".results.json.k3j9z1ab.tmp", out / ".card.pdf.a1b2c3d4.tmp"]
+    for twin in stale:  # a run's, an analysis's and a render's (only models/ was swept)
+        twin.write_bytes(b"half")
+    kept = [task / "notes.tmp", out / ".notes.tmp"]  # not an atomic writer's twins: left alone
+    for k in kept:
+        k.write_text("mine")
     before = _model(out, "mine")
     assert _invoke("run", models, "-o", out).exit_code == 0
-    assert not stale.exists() and kept.read_text() == "mine"
+    assert not any(t.exists() for t in stale) and all(k.read_text() == "mine" for k in kept)
     assert _model(out, "mine") == before
+    (out / ".results.json.zz9z9z9z.tmp").write_bytes(b"half")  # `reporter analyse` sweeps under its lock too
+    assert CliRunner().invoke(main, ["analyse", str(out)]).exit_code == 0
+    assert not (out / ".results.json.zz9z9z9z.tmp").exists() and (out / ".notes.tmp").exists()
 
 
 def test_an_interrupted_analyse_leaves_results_json_as_it_was(tmp_path, monkeypatch):

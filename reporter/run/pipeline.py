@@ -84,7 +84,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
         if old and not force and old.get("created"):  # a resume: the run keeps the time it was made (a board orders
             manifest = {**manifest, "created": old["created"], "updated": manifest["created"]}  # versions by it)
         write_json(rd.manifest, manifest)
-        remove_stale_temporaries(rd.root / "models")  # a killed run's half-written files (SIGKILL: no cleanup ran)
+        remove_stale_temporaries(rd.root)  # a killed process's half-written files (SIGKILL: no cleanup ran): a run's,
+        # an analysis's results.json, a render's card
         if force:
             _clear_models(rd, cfg)
         if began is not None:
