@@ -24,7 +24,7 @@ def _cpu_seconds() -> float:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """With REPORTER_TEST_CPU=FILE, append each test's CPU seconds (setup, call and teardown, all threads,
-    waited-for subprocesses) and node id to FILE: a cost that a busy machine does not inflate, unlike
+    waited-for subprocesses), node id and pytest-xdist worker to FILE: a cost that a busy machine does not inflate, unlike
     ``--durations``. Module and session fixtures count toward the first test that uses them.
     """
     log = os.environ.get("REPORTER_TEST_CPU")
@@ -32,7 +32,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     yield
     if log:
         with open(log, "a") as f:
-            f.write(f"{_cpu_seconds() - start:.2f}\t{item.nodeid}\n")
+            f.write(f"{_cpu_seconds() - start:.2f}\t{item.nodeid}\t{os.environ.get('PYTEST_XDIST_WORKER', '-')}\n")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
