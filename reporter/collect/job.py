@@ -38,7 +38,7 @@ from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
 from .failures import crashed, failed, first_line, log, not_the_tasks, out_of_memory, stops_every_model, task_crashed
 from .model_cache import ModelStep, run_cached
-from .plan import changed_items, plan_task
+from .plan import DATA_DIGESTS, changed_items, plan_task
 from .smoke import runs_finite, smoke
 from .task_run import run_task, task_complete
 
@@ -77,6 +77,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
     kept in the model's ``error.json``) and the other models run. Only an environment failure that every
     model would meet the same way (a full disk, a read-only run directory) and an interrupt stop the run.
     """
+    DATA_DIGESTS.clear()  # the tasks' data as it is now
     try:
         return _collect_model(cfg, index, root, profile, force=force, progress=progress, loaded=loaded)
     except (KeyboardInterrupt, SystemExit):

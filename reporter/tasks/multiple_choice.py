@@ -28,8 +28,7 @@ def _arc_items(hub_data: HubDataset, origin: dict[str, str] | None = None) -> li
     subset = hub_data.config or ""
 
     def offline() -> list[Item]:
-        ds = load_disk(f"ai2_arc/{subset}/validation")
-        return [_arc_item(r) for r in ds]
+        return [_arc_item(r) for r in load_disk(f"ai2_arc/{subset}/validation").to_list()]
 
     def hub() -> list[Item]:
         from datasets import load_dataset
@@ -129,8 +128,7 @@ def _mmlu_split(split: str, origin: dict[str, str] | None = None, *, other: bool
             raise UserError(f"offline MMLU {root} is missing")
         out = []
         for subj in sorted(p.name for p in root.iterdir() if p.is_dir()):
-            ds = load_disk(f"hails/mmlu_no_train/{subj}/{split}")
-            for i, r in enumerate(ds):
+            for i, r in enumerate(load_disk(f"hails/mmlu_no_train/{subj}/{split}").to_list()):
                 out.append(_mmlu_item(r, f"{subj}/{split}/{i}"))
         return out
 
@@ -178,7 +176,7 @@ def hellaswag() -> Task:
 
     def load() -> list[Item]:
         def offline() -> list[Item]:
-            return [_hs_item(r, i) for i, r in enumerate(load_disk("hellaswag/none/validation"))]
+            return [_hs_item(r, i) for i, r in enumerate(load_disk("hellaswag/none/validation").to_list())]
 
         def hub() -> list[Item]:
             from datasets import load_dataset
@@ -213,7 +211,7 @@ def boolq() -> Task:
 
     def load() -> list[Item]:
         def offline() -> list[Item]:
-            return [_bq_item(r, i) for i, r in enumerate(load_disk("boolq/none/validation"))]
+            return [_bq_item(r, i) for i, r in enumerate(load_disk("boolq/none/validation").to_list())]
 
         def hub() -> list[Item]:
             from datasets import load_dataset

