@@ -188,7 +188,7 @@ def analyse(run_dir):
     Example:
       reporter analyse reports/v2 && reporter render reports/v2
     """
-    from .store.atomic import read_json, remove_stale_temporaries
+    from .store.atomic import read_json
     from .store.gate import open_run
     from .store.layout import RunDir
     from .store.lock import run_lock
@@ -198,7 +198,7 @@ def analyse(run_dir):
         from .analyse import fresh_results, write_analysis  # (SciPy) once the directory is a run's
 
         with run_lock(Path(run_dir)):  # not under a run that is still writing its artifacts
-            remove_stale_temporaries(Path(run_dir))  # what a killed process left half-written, under the lock
+            RunDir(run_dir).sweep_temporaries()  # what a killed process left half-written, under the lock
             write_analysis(run_dir, results=fresh_results(run_dir))  # one write: an interrupt leaves the old file
     except UserError as e:
         fail(e)

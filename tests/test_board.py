@@ -184,6 +184,19 @@ def test_a_run_on_reworded_items_is_left_out_saying_so(runs, tmp_path):
     assert all("r3" not in r["runs"] for r in doc["rows"])
     assert not [x for x in build_board([runs["r1"], runs["r2"], runs["r3"]], n_resamples=200)["left_out"]
                 if x["run"] == "r3"]  # the same run unchanged is merged
+    # three runs, each reworded on another item: a vote per item left every run out (and the board then failed);
+    # the runs' whole sets of digests are voted on, and the earliest run's wins the tie
+    copies = []
+    for n, item in enumerate(("q3", "q5", "q7")):
+        copies.append(tmp_path / f"c{n}")
+        shutil.copytree(runs["r3"], copies[-1])
+        for samples in copies[-1].glob("models/*/tasks/mine/samples.jsonl"):
+            rows = [json.loads(line) for line in samples.read_text().splitlines()]
+            samples.write_text("".join(json.dumps({**r, "item_sha256": "1" * 64} if r["id"] == item else r) + "\n"
+                                       for r in rows))
+    doc = build_board(copies, n_resamples=200)
+    assert sorted(x["run"] for x in doc["left_out"] if x.get("task") == "mine") == ["c1", "c2"]
+    assert any("c0" in r["runs"] for r in doc["rows"])
 
 
 @pytest.mark.slow

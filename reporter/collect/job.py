@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
 import shutil
 import time
 import weakref
@@ -32,13 +33,13 @@ from ..models.identity import model_identity, source_identity
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.checked import document_ok
-from ..store.layout import ERROR, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, SUMMARY, RunDir
+from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, SUMMARY, RunDir
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
 from .failures import crashed, failed, first_line, log, not_the_tasks, out_of_memory, stops_every_model, task_crashed
 from .model_cache import ModelStep, run_cached
-from .plan import DATA_DIGESTS, changed_items, plan_task
+from .plan import changed_items, data_checks_for, plan_task
 from .smoke import runs_finite, smoke
 from .task_run import run_task, task_complete
 
@@ -77,7 +78,7 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
     kept in the model's ``error.json``) and the other models run. Only an environment failure that every
     model would meet the same way (a full disk, a read-only run directory) and an interrupt stop the run.
     """
-    DATA_DIGESTS.clear()  # the tasks' data as it is now
+    data_checks_for(_run_token(root))  # the tasks' data as it is now, read once per run
     try:
         return _collect_model(cfg, index, root, profile, force=force, progress=progress, loaded=loaded)
     except (KeyboardInterrupt, SystemExit):
@@ -88,6 +89,17 @@ def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, fo
         return crashed(cfg, index, root, e)
     except Exception as e:  # a bug in reporter or in the model's own code, or no memory: one line, traceback kept
         return crashed(cfg, index, root, e)
+
+
+def _run_token(root: str) -> tuple[str, int, int] | None:
+    """What names one run of ``root``: its manifest file as the run wrote it when it began (every run writes a new
+    one, atomically: another inode and time), or None without one.
+    """
+    try:
+        st = (Path(root) / MANIFEST).stat()
+    except OSError:
+        return None
+    return os.path.realpath(root), st.st_ino, st.st_mtime_ns
 
 
 def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool,

@@ -17,6 +17,7 @@ from ..config import TaskConfig
 from ..errors import UserError
 from ..tasks import DEFAULT_SHOTS, Item, Task, get_task, items_sha256, jsonl_task, pick_shots, select_items
 from ..tasks.prompts import build_prompt, encode_prompt
+from ..tasks.sources import offline_only
 
 
 @dataclass
@@ -36,7 +37,7 @@ class TaskPlan:
     shot_digests: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if not self.item_digests:
+        if len(self.item_digests) != len(self.items):  # not given, or given for other items (a plan cut with replace)
             self.item_digests = [it.sha256() for it in self.items]
 
     @property
@@ -85,6 +86,8 @@ def changed_items(config: TaskConfig, recorded: dict[str, Any], seed: int) -> bo
     digest, shots = recorded.get("items_sha256"), recorded.get("shots")
     if config.lm_eval is not None or not isinstance(digest, str) or not isinstance(shots, int):
         return False
+    if str(recorded.get("source", "")).startswith("hub:"):  # measured on the hub's copy: not reached for finished work
+        return False
     key = (config, seed, shots)
     if key not in DATA_DIGESTS:
         DATA_DIGESTS[key] = _data_digest(config, seed, shots)
@@ -92,22 +95,38 @@ def changed_items(config: TaskConfig, recorded: dict[str, Any], seed: int) -> bo
     return now is not None and now != digest
 
 
-#: :func:`changed_items`' digests of the data as it is now, by (task, seed, shots): read once per model, not once
-#: per check (parsing MMLU's or HellaSwag's copy takes 0.6-1.1 s); emptied as each model's collection begins
-#: (:func:`reporter.collect.job.collect_model`, also in a Ray worker that outlives a run)
+#: :func:`changed_items`' digests of the data as it is now, by (task, seed, shots): read once per run, not once per
+#: model and check (parsing MMLU's copy takes 0.5 s); kept for one run (:func:`data_checks_for`)
 DATA_DIGESTS: dict[tuple[TaskConfig, int, int], str | None] = {}
+_DIGESTS_RUN: list[Any] = [None]
+
+
+def data_checks_for(run: Any) -> None:
+    """Keep :data:`DATA_DIGESTS` for the run ``run`` names (None: for no run, so emptied), emptying it when another
+    run begins: a second run in the same process (or Ray worker) reads the data as it is then.
+
+    >>> DATA_DIGESTS[("t", 0, 0)] = "sha256:x"; data_checks_for(("run", 1)); DATA_DIGESTS
+    {}
+    """
+    if run is None or _DIGESTS_RUN[0] != run:
+        DATA_DIGESTS.clear()
+        _DIGESTS_RUN[0] = run
 
 
 def _data_digest(config: TaskConfig, seed: int, shots: int) -> str | None:
+    """The digest of the task's data as its offline copy gives it now; None where that cannot be read without the
+    network (no offline copy, or one that is missing: a finished task never reaches for the hub) or at all.
+    """
     try:
         task = build_task(config)
-        if task.source.startswith("hub:"):  # no offline copy: a finished task does not reach for the network
+        if task.source.startswith("hub:"):  # no offline copy
             return None
-        items, pool = select_items(task, config.limit, seed, shots, only=config.items)
+        with offline_only():
+            items, pool = select_items(task, config.limit, seed, shots, only=config.items)
         demos = pick_shots(pool, shots, seed)
+        return items_sha256([it.sha256() for it in items], [d.sha256(as_shot=True) for d in demos])
     except Exception:  # noqa: BLE001 - unreadable now: the task's own run says why
         return None
-    return items_sha256([it.sha256() for it in items], [d.sha256() for d in demos])
 
 
 def plan_task(lm: Any, config: TaskConfig, seed: int) -> TaskPlan:
@@ -130,4 +149,4 @@ def plan_task(lm: Any, config: TaskConfig, seed: int) -> TaskPlan:
     prompts = [build_prompt(lm, task, it, demos) for it in items]
     ids = [encode_prompt(lm, p) for p in prompts]
     stop = task.stop if lm.use_chat_template else task.base_stop
-    return TaskPlan(task, items, prompts, ids, shots, stop, shot_digests=[d.sha256() for d in demos])
+    return TaskPlan(task, items, prompts, ids, shots, stop, shot_digests=[d.sha256(as_shot=True) for d in demos])

@@ -61,11 +61,12 @@ def task_complete(profile: Profile, task_dir: Path) -> bool:
 def stale_answers(plan: TaskPlan, task_dir: Path) -> str | None:
     """Why what ``task_dir`` holds answers other items than ``plan``'s, or None (it answers these, or nothing yet).
 
-    A task's data can change under the same names (a new copy of a packaged dataset, an edited file, another chat
-    template or few-shot example): its ``summary.json`` records the items' digest (``items_sha256``), and each
-    sample line its item's digest (``item_sha256``) and the prompt it was given. A line whose item or prompt is not
-    the plan's, or a summary of other items, makes every artifact of the task stale (its collectors' and evidence
-    passes' files were made from the same items).
+    A task's data can change under the same names (a new copy of a packaged dataset, an edited file): its
+    ``summary.json`` records the items' and few-shot examples' digest (``items_sha256``), and each sample line its
+    item's digest (``item_sha256``). A line of an item the plan does not hold, or whose digest is not the plan's
+    item's, or a summary of other data, makes every artifact of the task stale (its collectors' and evidence
+    passes' files were made from the same items). The prompt itself is not compared: a chat template may put
+    today's date in it, and a task interrupted one day would start over the next.
 
     >>> from reporter.collect.plan import TaskPlan
     >>> from reporter.store.samples import append_samples
@@ -78,6 +79,8 @@ def stale_answers(plan: TaskPlan, task_dir: Path) -> str | None:
     True
     >>> stale_answers(TaskPlan(old.task, [Item("1", "2+2?", "5")], ["2+2?"], [[1]], 0, ()), d)
     "item '1' is not the one answered before"
+    >>> stale_answers(TaskPlan(old.task, [Item("2", "3+3?", "6")], ["3+3?"], [[1]], 0, ()), d)
+    "item '1' was answered but is not among the task's items"
     """
     try:
         recorded = read_json(task_dir / SUMMARY, {})
@@ -86,15 +89,12 @@ def stale_answers(plan: TaskPlan, task_dir: Path) -> str | None:
     digest = recorded.get("items_sha256") if isinstance(recorded, dict) else None
     if isinstance(digest, str) and digest != plan.items_sha256:
         return "its items or few-shot examples are not the ones it was measured on"
-    planned = {it.id: (d, p) for it, d, p in zip(plan.items, plan.item_digests, plan.prompts)}
+    planned = {it.id: d for it, d in zip(plan.items, plan.item_digests)}
     for rid, r in read_samples(task_dir / SAMPLES).items():
-        if rid not in planned:
-            continue
-        digest, prompt = planned[rid]
-        if r.get("item_sha256", digest) != digest:
+        if rid not in planned:  # the configuration (limit, seed, core set) is the same: the data changed
+            return f"item {rid[:60]!r} was answered but is not among the task's items"
+        if r.get("item_sha256", planned[rid]) != planned[rid]:
             return f"item {rid[:60]!r} is not the one answered before"
-        if r.get("prompt", prompt) != prompt:
-            return f"item {rid[:60]!r} was answered to another prompt"
     return None
 
 

@@ -19,7 +19,7 @@ from ..analyse import fresh_results, write_analysis
 from ..config import Profile, RunConfig, check_sae
 from ..errors import UserError
 from ..installed import make_writable_dir
-from ..store.atomic import read_json, remove_stale_temporaries, write_json
+from ..store.atomic import read_json, write_json
 from ..store.layout import RunDir, legacy_slug, slugify
 from ..store.lock import run_lock
 from .data_check import check_user_data
@@ -84,8 +84,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
         if old and not force and old.get("created"):  # a resume: the run keeps the time it was made (a board orders
             manifest = {**manifest, "created": old["created"], "updated": manifest["created"]}  # versions by it)
         write_json(rd.manifest, manifest)
-        remove_stale_temporaries(rd.root)  # a killed process's half-written files (SIGKILL: no cleanup ran): a run's,
-        # an analysis's results.json, a render's card
+        rd.sweep_temporaries()  # a killed process's half-written files (SIGKILL: no cleanup ran)
         if force:
             _clear_models(rd, cfg)
         if began is not None:

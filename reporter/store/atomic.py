@@ -87,10 +87,10 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
 _TWIN = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
 
 
-def remove_stale_temporaries(folder: Path) -> int:
+def remove_stale_temporaries(folder: Path, recursive: bool = True) -> int:
     """Delete the temporary twins :func:`atomic_writer` left under ``folder`` (``.<name>.<random>.tmp``, plain files
-    only) when a process was killed between writing and renaming (SIGKILL, a power cut); return how many. Call it
-    only while no one else writes there (under the run directory's lock).
+    only; ``recursive``: in its subfolders too) when a process was killed between writing and renaming (SIGKILL, a
+    power cut); return how many. Call it only while no one else writes there (under the run directory's lock).
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "a").mkdir()
@@ -100,7 +100,7 @@ def remove_stale_temporaries(folder: Path) -> int:
     (1, ['.notes.tmp', 'x.json'])
     """
     gone = 0
-    for p in folder.rglob(".*.tmp"):  # the twin's name: "." + the file's name + "." + mkstemp's 8 characters + ".tmp"
+    for p in (folder.rglob if recursive else folder.glob)(".*.tmp"):  # "." + name + "." + mkstemp's 8 + ".tmp"
         if _TWIN.fullmatch(p.name) and p.is_file() and not p.is_symlink():
             p.unlink(missing_ok=True)
             gone += 1

@@ -112,6 +112,20 @@ class RunDir:
         """``coreset.json``."""
         return self.root / CORESET
 
+    def sweep_temporaries(self) -> int:
+        """Delete what a killed process left half-written in the run directory (an atomic writer's twins): at its
+        top (results.json's, the card's) and under the folders reporter writes (``models/``, the card's files, the
+        Hugging Face READMEs, model-index, compare), not elsewhere (``-o`` may be a folder holding other things).
+        Call it under the run directory's lock. Returns how many.
+        """
+        from .atomic import remove_stale_temporaries
+
+        gone = remove_stale_temporaries(self.root, recursive=False)
+        for name in ("models", CARD_FILES, HF_DIR, COMPARE_DIR, MODEL_INDEX_DIR):
+            if (self.root / name).is_dir():
+                gone += remove_stale_temporaries(self.root / name)
+        return gone
+
     def model_dir(self, model: str) -> Path:
         """``models/<slug>`` of a model name (or of a slug: slugs are their own slug)."""
         return self.root / "models" / slugify(model)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,17 +40,21 @@ class Item:
     meta: dict[str, Any] = field(default_factory=dict)  # scorer extras (tests, entry_point, prompt …)
     demo_answer: str | None = None  # the worked answer shown when the item is a few-shot example
 
-    def sha256(self) -> str:
-        """The item's content digest (hex): its id, question, options, gold answer and scorer extras.
+    def sha256(self, *, as_shot: bool = False) -> str:
+        """The item's content digest (hex): its id, question, options, gold answer and scorer extras; ``as_shot``:
+        with the worked answer a few-shot example shows (``demo_answer``), which an evaluated item's prompt lacks.
 
         What the model is asked and what its answer is scored against, so a changed copy of a task's data gives
         another digest under the same id.
 
         >>> Item("1", "2+2?", "4").sha256() == Item("1", "2+2?", "5").sha256()
         False
+        >>> Item("1", "2+2?", "4", demo_answer="2+2=4").sha256() == Item("1", "2+2?", "4").sha256()
+        True
         """
-        return content_sha256({"id": self.id, "question": self.question, "answer": self.answer,
-                               "choices": self.choices, "meta": self.meta, "demo_answer": self.demo_answer})
+        content = {"id": self.id, "question": self.question, "answer": self.answer, "choices": self.choices,
+                   "meta": self.meta}
+        return content_sha256({**content, "demo_answer": self.demo_answer} if as_shot else content)
 
     def scorer_item(self) -> dict[str, Any]:
         """What a scorer reads: the gold answer, the scorer extras and, for multiple choice, the options."""
@@ -61,13 +66,34 @@ class Item:
 
 
 def content_sha256(value: Any) -> str:
-    """The sha256 (hex) of a JSON value's canonical text (sorted keys; what JSON cannot hold as its ``str``).
+    """The sha256 (hex) of a value's canonical JSON text (:func:`canonical`): the same in every process.
 
     >>> content_sha256({"b": 1, "a": [2]}) == content_sha256({"a": [2], "b": 1})
     True
     """
-    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    blob = json.dumps(canonical(value), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as plain JSON that no process's hash seed or memory layout changes: a set as its sorted members,
+    a tuple as a list, a mapping's keys as text, a float that JSON cannot hold as its text, and any other object as
+    its type's name (what it holds is code, not data: its ``str`` may carry a memory address).
+
+    >>> canonical({"s": {"b", "a"}, 1: (2, float("nan")), "f": print})
+    {'s': ['a', 'b'], '1': [2, 'nan'], 'f': '<builtin_function_or_method>'}
+    """
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    return f"<{type(value).__qualname__}>"
 
 
 def items_sha256(item_digests: Sequence[str], shot_digests: Sequence[str] = ()) -> str:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from ..errors import UserError
 from ..installed import module_dir
@@ -52,9 +54,33 @@ def load_disk(rel: str) -> Any:
     return load_from_disk(str(path))
 
 
+_OFFLINE_ONLY = ContextVar("offline_only", default=False)
+
+
+@contextmanager
+def offline_only() -> Iterator[None]:
+    """Within it, :func:`offline_then_hub` gives the offline copy or raises its error: it never reaches the hub.
+
+    >>> with offline_only():
+    ...     offline_then_hub(_missing, lambda: "the hub", "t")
+    Traceback (most recent call last):
+    reporter.errors.UserError: gone
+    """
+    token = _OFFLINE_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _OFFLINE_ONLY.reset(token)
+
+
+def _missing() -> Any:
+    raise UserError("gone")
+
+
 def offline_then_hub(offline: Callable[[], T], hub: Callable[[], T], what: str,
                      origin: dict[str, str] | None = None) -> T:
-    """The offline packaged copy first, then the hub; one error naming both failures.
+    """The offline packaged copy first, then the hub (not within :func:`offline_only`); one error naming both
+    failures.
 
     ``origin`` (when given) records which copy answered: ``origin["copy"]`` is "offline" or
     "hub", so that a task's other split can come from the same copy (:func:`same_copy`).
@@ -65,6 +91,8 @@ def offline_then_hub(offline: Callable[[], T], hub: Callable[[], T], what: str,
             origin["copy"] = "offline"
         return out
     except UserError as offline_err:
+        if _OFFLINE_ONLY.get():
+            raise
         try:
             out = hub()
             if origin is not None:
