@@ -80,8 +80,8 @@ def canonical(value: Any) -> Any:
     a tuple as a list, a mapping's keys as text, a float that JSON cannot hold as its text, and any other object as
     its type's name (what it holds is code, not data: its ``str`` may carry a memory address).
 
-    >>> canonical({"s": {"b", "a"}, 1: (2, float("nan")), "f": print})
-    {'s': ['a', 'b'], '1': [2, 'nan'], 'f': '<builtin_function_or_method>'}
+    >>> canonical({"s": {"b", "a"}, 1: (2, float("nan")), "f": object()})
+    {'s': ['a', 'b'], '1': [2, 'nan'], 'f': '<object>'}
     """
     if value is None or isinstance(value, (str, bool, int)):
         return value
