@@ -3,6 +3,7 @@ not those an interrupted ``--force`` left under the new configuration, not those
 name; and a resume keeps the run's creation time.
 """
 import json
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -306,8 +307,12 @@ def test_a_task_whose_data_changed_under_its_name_is_measured_again(tmp_path, mo
     assert first["items_sha256"].startswith("sha256:") and first["n"] == 7  # a random model is a base model: 1 shot
     assert "rnd: already complete" in _facts_run(plugin, models, out)  # unchanged data: nothing is redone
 
-    edited = [dict(r, q=r["q"].replace("fact", "the fact")) if r["id"] == "f2" else r for r in ROWS]  # same gold
+    samples = out / "models" / "rnd" / "tasks" / "facts" / "samples.jsonl"
+    reworded = sorted(json.loads(line)["id"] for line in samples.read_text().splitlines())[0]  # an evaluated item
+    edited = [dict(r, q=r["q"].replace("fact", "the fact")) if r["id"] == reworded else r for r in ROWS]  # same gold
     (tmp_path / "facts.json").write_text(json.dumps(edited))
+    before = tmp_path / "before"
+    shutil.copytree(out, before)
     output = _facts_run(plugin, models, out)
     assert "rnd / facts: its items or few-shot examples are not the ones it was measured on" in output, output
     assert "already complete" not in output
@@ -316,9 +321,16 @@ def test_a_task_whose_data_changed_under_its_name_is_measured_again(tmp_path, mo
     assert _model(out, "rnd")["tasks"] == _model(fresh, "rnd")["tasks"]
     again = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]["facts"]
     assert again["items_sha256"] != first["items_sha256"]
-    prompts = {json.loads(line)["prompt"] for line in
-               (out / "models" / "rnd" / "tasks" / "facts" / "samples.jsonl").read_text().splitlines()}
-    assert any("the fact number 2" in p for p in prompts)  # the item, or the shot every prompt shows
+    prompts = {json.loads(line)["prompt"] for line in samples.read_text().splitlines()}
+    assert any(f"the fact number {reworded[1:]}" in p for p in prompts)
+    # the runs before and after, as a user compares them: the same id and gold answer, another question
+    r = CliRunner().invoke(main, ["compare", str(before), str(out), "-o", str(tmp_path / "cmp")])
+    assert r.exit_code == 2 and "another gold answer or question" in r.stderr and "the same gold answer" in r.stderr
+    from reporter.analyse.board import build_board
+
+    left = build_board([before, out], n_resamples=100)["left_out"]
+    assert [x["task"] for x in left if "question or options are not the other runs'" in x.get("reason", "")] == \
+        ["facts"]
 
 
 def test_an_interrupted_task_whose_data_changed_keeps_none_of_its_old_answers(tmp_path, monkeypatch, forget_tasks):
