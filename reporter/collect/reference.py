@@ -31,7 +31,7 @@ from ..store.layout import REFERENCE_LOGPROBS, REFERENCE_VERBATIM
 from ..store.logprobs import save_logprobs
 from ..store.ragged import ragged_ok
 from ..tasks import is_probe
-from ..tasks.sources import lambada_texts
+from ..tasks.sources import lambada_sha256, lambada_texts
 from .evidence import EvidenceContext, EvidencePass, batch_size_for, measured, register_evidence
 from .verbatim import greedy_under_teacher_forcing, verbatim_plan, verbatim_result
 
@@ -239,9 +239,10 @@ class ReferencePass(EvidencePass):
         True
         """
         c = profile.contamination
-        return {"reference_texts": c.reference_texts, "verbatim_tokens": c.verbatim_tokens,
-                "verbatim_min_target": c.verbatim_min_target, "max_tokens": REFERENCE_MAX_TOKENS,
-                "verbatim_max_tokens": REFERENCE_VERBATIM_TOKENS, "seed": seed, "version": 2}
+        return {"reference_texts": c.reference_texts, "passages": lambada_sha256(c.reference_texts),
+                "verbatim_tokens": c.verbatim_tokens, "verbatim_min_target": c.verbatim_min_target,
+                "max_tokens": REFERENCE_MAX_TOKENS, "verbatim_max_tokens": REFERENCE_VERBATIM_TOKENS, "seed": seed,
+                "version": 2}
 
     def run(self, ctx: EvidenceContext) -> None:
         """One pass over the packaged LAMBADA passages."""

