@@ -2,7 +2,7 @@
 
 If the key neurons matter, zeroing them should hurt the score far more than zeroing the same
 number of random neurons in the same layers (``validation.json`` per task, with
-``with mui: {validate_neurons: true}``).
+``mui: {validate_neurons: true}``).
 
 >>> import torch
 >>> from transformers import LlamaConfig, LlamaForCausalLM
@@ -84,7 +84,6 @@ class AblationPass(EvidencePass):
     """
 
     name = "ablation"
-
     switch = "with mui: {validate_neurons: true} and MUI on"
     order = 50
     artifact = VALIDATION

@@ -118,12 +118,10 @@ def _data_digest(config: TaskConfig, seed: int, shots: int) -> str | None:
     network (no offline copy, or one that is missing: a finished task never reaches for the hub) or at all.
     """
     try:
-        task = build_task(config)
-        if task.source.startswith("hub:"):  # no offline copy
+        if build_task(config).source.startswith("hub:"):  # no offline copy: its loader would reach the hub
             return None
         with offline_only():
-            items, pool = select_items(task, config.limit, seed, shots, only=config.items)
-        demos = pick_shots(pool, shots, seed)
+            _, items, _, demos = chosen_items(config, seed, shots)  # the selection plan_task makes
         return items_sha256([it.sha256() for it in items], [d.sha256(as_shot=True) for d in demos])
     except Exception:  # noqa: BLE001 - unreadable now: the task's own run says why
         return None

@@ -207,7 +207,6 @@ class SplitReferencePass(EvidencePass):
     """
 
     name = "split_reference"
-
     switch = "with contamination.split_items above 0, on trained models (random ones too with contamination.untrained)"
     order = 40
     artifact = SPLIT_REFERENCE

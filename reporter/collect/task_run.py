@@ -241,7 +241,8 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
     ci = score_ci([r["score"] for r in recs], seed=ctx.seed, exact_binary=True)
     summary: dict[str, Any] = {
         "task": plan.task.name, "scorer": plan.task.scorer, "shots": plan.shots, "limit": len(plan.items),
-        "items_sha256": plan.items_sha256, **ci.to_dict(), "chance": chance_level(plan.task.scorer, [it.scorer_item() for it in plan.items]),
+        "items_sha256": plan.items_sha256, **ci.to_dict(),
+        "chance": chance_level(plan.task.scorer, [it.scorer_item() for it in plan.items]),
         "source": plan.task.source, **({"split": plan.task.split} if plan.task.split else {}),
         "description": plan.task.description,
         "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0,
