@@ -132,6 +132,43 @@ def test_a_run_made_by_other_reporter_code_is_not_resumed(finished_run, tmp_path
     assert r.exit_code == 0 and "already complete" in r.output, r.output
 
 
+def test_the_code_version_is_the_code_that_measures(tmp_path):
+    """A change to what judges and shows (``analyse/``, ``card/``, the catalogue) keeps a run resumable and the
+    caches warm; a change anywhere else makes a new version. Nothing that measures imports the parts left out: a
+    fresh process that imports every collect module and the executors holds none of them.
+    """
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import reporter
+    from reporter.collect.model_cache import NOT_MEASURING, code_version, source_digest
+
+    root = Path(reporter.__file__).resolve().parent
+    assert code_version() == source_digest(root, exclude=NOT_MEASURING) != source_digest(root)
+    copy = tmp_path / "reporter"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    before = source_digest(copy, exclude=NOT_MEASURING)
+    for name, measures in (("card/render.py", False), ("analyse/law.py", False), ("catalogue.py", False),
+                           ("collect/option_order.py", True), ("metrics/min_k.py", True), ("cli.py", True),
+                           ("run/pipeline.py", True), ("tasks/base.py", True)):
+        f = copy / name
+        text = f.read_text()
+        f.write_text(text + "\n# changed\n")
+        assert (source_digest(copy, exclude=NOT_MEASURING) != before) is measures, name
+        f.write_text(text)
+    left_out = tuple("reporter." + n.removesuffix(".py") for n in NOT_MEASURING)
+    code = ("import importlib, json, pkgutil, sys, reporter.collect as c\n"
+            "for m in pkgutil.walk_packages(c.__path__, 'reporter.collect.'): importlib.import_module(m.name)\n"
+            "import reporter.run.executors\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('reporter.'))))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                       check=True).stdout)
+    assert {"reporter.collect.job", "reporter.collect.option_order", "reporter.run.executors"} <= set(loaded)
+    assert [m for m in loaded if m in left_out or m.startswith(tuple(f"{x}." for x in left_out))] == []
+
+
 def test_changed_config_in_the_same_directory_is_refused(finished_run, tmp_path):
     out = copy_run(finished_run, tmp_path / "run")  # the suite's shared run, made by finished_run.parent/models.yaml
     made_by = (finished_run.parent / "models.yaml").read_text()

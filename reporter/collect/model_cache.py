@@ -3,11 +3,11 @@ perplexity, the held-out reference pass, the LPP corpus pass) is computed once p
 later run of the same model, in reporter's cache beside the converted models.
 
 The key covers the model's content identity (:func:`reporter.models.identity.model_identity`), its dtype and
-device kind, the step's name and settings, the code (a hash of reporter's source and of a plugin's module)
-and the torch and transformers versions. A hit copies
-the step's files into the run directory (each checked against the sha256 it was stored with), so the run
-directory stays the source of truth; a miss runs the step and stores the files it wrote. A cache that cannot
-be read or written only means computing; ``--force`` never reads it.
+device kind, the step's name and settings, the code (a hash of reporter's source that measures, and of a plugin's
+module) and the torch and transformers versions. A hit copies the step's files into the run directory (each
+checked against the sha256 it was stored with), so the run directory stays the source of truth; a miss runs the
+step and stores the files it wrote. A cache that cannot be read or written only means computing; ``--force``
+never reads it.
 
 >>> step = ModelStep("smoke", {"texts": 2})
 >>> len(step_key("random:abc", "float32", "cpu", step))
@@ -43,26 +43,37 @@ class ModelStep:
     settings: Any
 
 
+#: reporter's source that measures nothing: the stages that judge and show (``analyse/``, ``card/``) and
+#: ``reporter list``'s catalogue run again from the artifacts on every run, and nothing that measures imports them
+#: (pyproject.toml's import contracts; ``tests/test_run.py`` checks it in a fresh process)
+NOT_MEASURING = ("analyse", "card", "catalogue.py")
+
+
 @lru_cache(maxsize=None)
 def code_version(*extra: str) -> str:
-    """sha256 over reporter's own Python source (and the files ``extra``, a plugin's module): any change of the
-    code that measures makes a new key, so a cached result is always the current code's.
+    """sha256 over reporter's own Python source that measures (all but :data:`NOT_MEASURING`) and the files
+    ``extra`` (a plugin's module): any change of the code that measures makes a new key, so a cached result and
+    a resumed run are always the current code's; a change to the analysis or the card keeps them.
     """
-    return source_digest(Path(__file__).resolve().parent.parent, extra)
+    return source_digest(Path(__file__).resolve().parent.parent, extra, exclude=NOT_MEASURING)
 
 
-def source_digest(root: Path, extra: tuple[str, ...] = ()) -> str:
+def source_digest(root: Path, extra: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> str:
     """sha256 over the ``*.py`` files under ``root`` (named relative to it, so two checkouts of the same code
-    give the same digest) and the files ``extra`` (named by their file name).
+    give the same digest) but those whose first path part is in ``exclude``, and the files ``extra`` (named by
+    their file name).
 
     >>> import tempfile
     >>> a, b = (Path(tempfile.mkdtemp()) for _ in range(2))
     >>> for d in (a, b): _ = (d / "m.py").write_text("x = 1")
     >>> source_digest(a) == source_digest(b), (b / "m.py").write_text("x = 2") and source_digest(a) == source_digest(b)
     (True, False)
+    >>> source_digest(a, exclude=("m.py",)) == source_digest(b, exclude=("m.py",))
+    True
     """
     h = hashlib.sha256()
-    files = [(p, p.relative_to(root).as_posix()) for p in sorted(root.rglob("*.py"))]
+    files = [(p, name) for p in sorted(root.rglob("*.py"))
+             if (name := p.relative_to(root).as_posix()).split("/")[0] not in exclude]
     for p, name in files + [(Path(e), Path(e).name) for e in extra]:
         try:
             h.update(name.encode() + b"\0" + p.read_bytes())
