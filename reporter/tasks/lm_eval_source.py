@@ -21,12 +21,15 @@ True
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib.util
+import inspect
 import json
 import logging
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -384,24 +387,82 @@ def select_docs(n_docs: int, name: str, *, limit: int | None, seed: int, only: S
 
 
 def task_digest(task: Any) -> str:
-    """``sha256:<hex>`` of what decides a task's results: its resolved config and every document it may use.
+    """``sha256:<hex>`` of what decides a task's results: its resolved config, the code of its ``!function`` s and
+    every document it may use.
 
     The evaluated split's documents (all of them: the seeded choice depends on how many there
     are) and the few-shot split's documents count by content, not by where they were read from:
     the config's ``dataset_kwargs`` (local file paths, for one) and the YAML's own path lm-eval records
-    are left out, so the same task on the same data has the same digest on every machine.
+    are left out, so the same task on the same data has the same digest on every machine. A function the
+    config names (``!function utils.process_results``) counts by the whole file that defines it, so a helper
+    it calls counts too; a function lm-eval leaves unserialised (the copy in ``fewshot_config``) counts the
+    same way, never by its address in memory.
     """
     h = hashlib.sha256()
     config = {k: v for k, v in task.dump_config().items() if k != "dataset_kwargs"}
     if isinstance(config.get("metadata"), dict):  # lm-eval records the YAML's path there
         config["metadata"] = {k: v for k, v in config["metadata"].items() if k != "config_source"}
-    h.update(json.dumps(config, sort_keys=True, default=str).encode())
+    h.update(json.dumps(config, sort_keys=True, default=_stable_text).encode())
+    for code in sorted({_function_code(f) for f in _functions(getattr(task, "config", None))}):
+        h.update(b"\x00code" + code.encode())
     evaluated = task.eval_docs
     fewshot = _fewshot_docs(task)
     for docs in (evaluated, None if fewshot is evaluated else fewshot):
         h.update(b"\x00docs")
         _hash_docs(h, docs)
     return f"sha256:{h.hexdigest()}"
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _stable_text(value: Any) -> str:
+    """A value JSON cannot write, as text that is the same in every process: a function by its code
+    (:func:`_function_code`), anything else by its text without a memory address.
+
+    >>> _stable_text(object()).startswith("<object object>")
+    True
+    """
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return _function_code(value)
+    return _ADDRESS.sub("", str(value))
+
+
+def _functions(value: Any, depth: int = 0) -> Iterator[Any]:
+    """Every Python function in a task's config (its dataclass fields, dicts and lists, a few levels deep)."""
+    if depth > 6:
+        return
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _functions(v, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _functions(v, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _functions(getattr(value, f.name, None), depth + 1)
+
+
+def _function_code(fn: Any) -> str:
+    """A function by what decides what it does: its name and the sha256 of the whole file that defines it (its
+    helpers and constants too); its own source where the file cannot be read; its name alone where neither can.
+
+    >>> _function_code(_function_code).startswith("_function_code sha256:")
+    True
+    """
+    name = getattr(fn, "__qualname__", type(fn).__name__)
+    try:
+        source = inspect.getsourcefile(fn)
+        if source:
+            return f"{name} sha256:{hashlib.sha256(Path(source).read_bytes()).hexdigest()}"
+    except (OSError, TypeError):
+        pass
+    try:
+        return f"{name} source:{inspect.getsource(fn)}"
+    except (OSError, TypeError):
+        return name
 
 
 def _hash_docs(h: Any, docs: Any) -> None:
