@@ -9,8 +9,10 @@ runtimes; :func:`module_dir` locates a package's directory with
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -64,3 +66,35 @@ def module_dir(module: str) -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(list(spec.submodule_search_locations)[0])
+
+
+def source_digest(root: Path, extra: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> str:
+    """sha256 over the ``*.py`` files under ``root`` (named relative to it, so two checkouts of the same code
+    give the same digest) but those whose first path part is in ``exclude``, and the files ``extra`` (named by
+    their file name).
+
+    >>> import tempfile
+    >>> a, b = (Path(tempfile.mkdtemp()) for _ in range(2))
+    >>> for d in (a, b): _ = (d / "m.py").write_text("x = 1")
+    >>> source_digest(a) == source_digest(b), (b / "m.py").write_text("x = 2") and source_digest(a) == source_digest(b)
+    (True, False)
+    >>> source_digest(a, exclude=("m.py",)) == source_digest(b, exclude=("m.py",))
+    True
+    """
+    h = hashlib.sha256()
+    files = [(p, name) for p in sorted(root.rglob("*.py"))
+             if (name := p.relative_to(root).as_posix()).split("/")[0] not in exclude]
+    for p, name in files + [(Path(e), Path(e).name) for e in extra]:
+        try:
+            h.update(name.encode() + b"\0" + p.read_bytes())
+        except OSError:
+            h.update(f"unreadable:{name}".encode())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def reporter_digest() -> str:
+    """sha256 over all of reporter's own Python source (:func:`source_digest`): what keys the caches of code that
+    reads and compares runs (``reporter board``'s), where any change of reporter may change what they hold.
+    """
+    return source_digest(Path(__file__).resolve().parent)

@@ -444,6 +444,46 @@ def test_rebuild_after_adding_a_run_reads_only_the_new_one(runs, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_cache_reads_a_run_again_after_a_new_label_a_new_card_or_another_reporter(runs, tmp_path, monkeypatch):
+    """A run's ``version:`` label (the manifest's: a rerun with a new label changes no result) and its rendered card
+    are what the board shows too: a cached run with the old label kept the old version order, and a card rendered
+    later stayed unlinked. Another reporter reads and compares every run again.
+    """
+    import reporter.analyse.board_runs as board_runs
+
+    r1, r2 = (Path(shutil.copytree(runs[n], tmp_path / n)) for n in ("r1", "r2"))
+    for n in ("card.html", "card.md", "card.pdf"):
+        (r1 / n).unlink(missing_ok=True)
+    cache = tmp_path / "cache"
+
+    def board():
+        return build_board([r1, r2], n_resamples=200, cache=BoardCache(cache))
+
+    first = board()
+    assert first["cache"]["runs_read"] == 2
+    assert [v["model"] for v in first["history"][0]["versions"]] == ["Release (1.0)", "Release (1.1)"]
+    assert board()["cache"] == {"runs_read": 0, "runs_cached": 2, "compared": 0, "comparisons_cached": 1}
+    # a rerun of r1 with Release relabelled 1.2: "already complete", a new manifest, the same results
+    (runs["root"] / "r1-relabelled.yaml").write_text(
+        (runs["root"] / "r1.yaml").read_text().replace("version: '1.0'", "version: '1.2'"))
+    r = CliRunner().invoke(main, ["run", str(runs["root"] / "r1-relabelled.yaml"), "-o", str(r1), "--no-progress",
+                                  "--no-render"])
+    assert r.exit_code == 0 and "already complete" in r.output, r.output
+    relabelled = board()
+    assert (relabelled["cache"]["runs_read"], relabelled["cache"]["runs_cached"]) == (1, 1)
+    assert [v["model"] for v in relabelled["history"][0]["versions"]] == ["Release (1.1)", "Release (1.2)"]
+    assert {row["version"] for row in relabelled["rows"] if row["name"] == "Release"} == {"1.1", "1.2"}
+    r = CliRunner().invoke(main, ["render", str(r1), "--format", "md"])  # a card rendered after the board was built
+    assert r.exit_code == 0, r.output
+    assert all("md" not in row["files"] for row in relabelled["rows"] if row["run_dir"] == str(r1))
+    carded = board()
+    assert carded["cache"]["runs_read"] == 1
+    assert all(row["files"]["md"] == "card.md" for row in carded["rows"] if row["run_dir"] == str(r1))
+    monkeypatch.setattr(board_runs, "reporter_digest", lambda: "0" * 64)  # another reporter, the same runs
+    assert board()["cache"] == {"runs_read": 2, "runs_cached": 0, "compared": 1, "comparisons_cached": 0}
+
+
+@pytest.mark.slow
 def test_a_history_whose_inputs_did_not_change_keeps_its_page(site, tmp_path):
     from reporter.card.board import write_board
 

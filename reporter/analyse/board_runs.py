@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..errors import UserError
+from ..installed import reporter_digest
 from ..schema import is_untrained
 from ..store.atomic import read_json, write_json
 from ..store.gate import open_run
@@ -51,7 +52,9 @@ class BoardRun:
 
 
 class BoardCache:
-    """What a board read and compared before, by content: ``runs/<digest>.json`` and ``compare/<key>.json``.
+    """What a board read and compared before, by content: ``runs/<digest>.json`` and ``compare/<key>.json``, each
+    key with reporter's code (:func:`~reporter.installed.reporter_digest`): a reporter that reads or compares
+    differently reads and compares again.
 
     A missing, unreadable or unwritable cache only means reading again.
     """
@@ -67,7 +70,7 @@ class BoardCache:
             self.misses[kind] += 1
             return None
         try:
-            got = read_json(self.root / kind / f"{key}.json")
+            got = read_json(self.root / kind / f"{key}-{reporter_digest()[:12]}.json")
         except (OSError, UserError):  # damaged or unreadable: read the run again (and store it again)
             got = None
         (self.hits if got is not None else self.misses)[kind] += 1
@@ -78,7 +81,7 @@ class BoardCache:
         if self.root is None:
             return
         try:
-            write_json(self.root / kind / f"{key}.json", value)
+            write_json(self.root / kind / f"{key}-{reporter_digest()[:12]}.json", value)
         except (OSError, UserError):
             pass
 
@@ -117,10 +120,16 @@ def expand_runs(args: Iterable[str | Path]) -> list[Path]:
     return out
 
 
-def _digest(rd: RunDir, results: dict[str, Any]) -> str:
-    """The content hash of everything a board reads from a run: results.json and every task's samples."""
+def _digest(rd: RunDir, results: dict[str, Any], manifest: dict[str, Any]) -> str:
+    """The content hash of everything a board reads from a run: results.json, every task's samples, the models'
+    ``release`` and ``version`` labels (the manifest's: a label added later changes no result) and which card files
+    the run holds (a card rendered later is linked).
+    """
     h = hashlib.sha256(rd.results.read_bytes())
-    for name, e in sorted((results.get("models") or {}).items()):
+    models = results.get("models") or {}
+    h.update(json.dumps([_labels(manifest), {n: _files(rd, e.get("slug", n)) for n, e in sorted(models.items())}],
+                        sort_keys=True, default=str).encode())
+    for name, e in sorted(models.items()):
         for task in sorted(e.get("tasks") or {}):
             path = rd.task_dir(e.get("slug", name), task) / SAMPLES
             h.update(f"\0{name}\0{task}\0".encode())
@@ -183,7 +192,8 @@ def contamination_state(row: dict[str, Any]) -> str:
 def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
     view = open_run(path, "board", analysed=True, scores=False)  # checked below, where a run's items are read anyway
     rd, results = view.rd, view.results or {}
-    digest = f"{_digest(rd, results)}-v{BOARD_VERSION}"  # a new board format reads every run again
+    # a new board format reads every run again
+    digest = f"{_digest(rd, results, view.manifest or {})}-v{BOARD_VERSION}"
     label = Path(os.path.abspath(path)).name  # a symlink keeps its own name
     n = 2
     while label in taken:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UserError
-from ..installed import cache_root
+from ..installed import cache_root, source_digest
 from ..store.atomic import atomic_directory, read_json, write_bytes
 
 #: the directory of the cache that holds model-only work
@@ -56,30 +56,6 @@ def code_version(*extra: str) -> str:
     a resumed run are always the current code's; a change to the analysis or the card keeps them.
     """
     return source_digest(Path(__file__).resolve().parent.parent, extra, exclude=NOT_MEASURING)
-
-
-def source_digest(root: Path, extra: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> str:
-    """sha256 over the ``*.py`` files under ``root`` (named relative to it, so two checkouts of the same code
-    give the same digest) but those whose first path part is in ``exclude``, and the files ``extra`` (named by
-    their file name).
-
-    >>> import tempfile
-    >>> a, b = (Path(tempfile.mkdtemp()) for _ in range(2))
-    >>> for d in (a, b): _ = (d / "m.py").write_text("x = 1")
-    >>> source_digest(a) == source_digest(b), (b / "m.py").write_text("x = 2") and source_digest(a) == source_digest(b)
-    (True, False)
-    >>> source_digest(a, exclude=("m.py",)) == source_digest(b, exclude=("m.py",))
-    True
-    """
-    h = hashlib.sha256()
-    files = [(p, name) for p in sorted(root.rglob("*.py"))
-             if (name := p.relative_to(root).as_posix()).split("/")[0] not in exclude]
-    for p, name in files + [(Path(e), Path(e).name) for e in extra]:
-        try:
-            h.update(name.encode() + b"\0" + p.read_bytes())
-        except OSError:
-            h.update(f"unreadable:{name}".encode())
-    return h.hexdigest()
 
 
 def step_key(identity: str, dtype: str, device: str, step: ModelStep, code: str = "") -> str:
