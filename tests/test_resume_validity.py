@@ -69,6 +69,40 @@ def test_weights_changed_in_place_are_measured_again(tmp_path):
     assert after["tasks"] == want["tasks"]
 
 
+def test_a_model_begun_in_another_dtype_is_not_resumed_in_this_one(tmp_path):
+    """``dtype: auto`` is bfloat16 on a GPU and float32 on a CPU, and the configuration says ``auto`` either way: a
+    model begun on a GPU and resumed on a CPU mixed the two in its results (and its model.json said float32 for
+    all). Its rerun here is that model's failure, one line naming the key and the ways on, its artifacts kept; the
+    other models go on, and ``--force`` measures it again. (model.json's dtype stands for the GPU machine's.)"""
+    models = _files(tmp_path)
+    out = tmp_path / "run"
+    assert _invoke("run", models, "-o", out).exit_code == 0
+    meta = out / "models" / "mine" / "model.json"
+    assert json.loads(meta.read_text())["dtype"] == "float32"
+    # finished there, resumed here: the same dtype or a finished model resumes as before
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0 and "mine: already complete" in r.output, r.output
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "dtype": "bfloat16"}))
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0 and "mine: already complete" in r.output, r.output
+    # begun there, unfinished: here auto is float32
+    samples = out / "models" / "mine" / "tasks" / "arc_easy" / "samples.jsonl"
+    kept = samples.read_text().splitlines()[:1]
+    samples.write_text(kept[0] + "\n")
+    (samples.parent / "summary.json").unlink()
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 2, r.output
+    line = ("error: model 'mine': " + str(out / "models" / "mine") + " was measured in bfloat16, and models[0].dtype "
+            "'auto' is float32 on this machine (cpu); resuming would mix the two: set models[0].dtype: bfloat16 where "
+            "this device supports it, resume on a machine like the first, or pass --force to measure it again in "
+            "float32")
+    assert line in r.output.splitlines() and "rnd: already complete" in r.output, r.output
+    assert samples.read_text().splitlines() == kept and not (samples.parent / "summary.json").exists()
+    r = _invoke("run", models, "-o", out, "--force")
+    assert r.exit_code == 0, r.output
+    assert json.loads(meta.read_text())["dtype"] == "float32" and len(samples.read_text().splitlines()) == 3
+
+
 def test_an_interrupted_forced_run_leaves_nothing_of_the_old_configuration(tmp_path):
     """``--force`` after a change of the configuration, interrupted after its first model: the second model's old
     artifacts must not survive under the new manifest, where the next (plain) run would take them as current."""

@@ -30,7 +30,7 @@ from ..config import ModelSpec, Profile, RunConfig, TaskConfig
 from ..errors import UserError
 from ..models.heap import return_free_memory
 from ..models.identity import model_identity, source_identity
-from ..models.loading import load_model
+from ..models.loading import load_model, resolve_device, resolve_dtype
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.checked import document_ok
 from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, SUMMARY, RunDir
@@ -113,6 +113,8 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
     elif model_done(rd, spec, profile, cfg.seed) and not _other_weights(spec, mdir, source_identity(spec, cfg.seed)):
         log(f"{spec.name}: already complete in {mdir}, skipping")
         return []
+    elif (other := _other_precision(spec, cfg, index, mdir)) is not None:
+        return failed(spec.name, [other])
     rd.failure_note(spec.slug).unlink(missing_ok=True)
     (mdir / ERROR).unlink(missing_ok=True)
     try:
@@ -192,6 +194,26 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
                    and (("group", t.lm_eval_group) if t.lm_eval_group else ("task", t.name)) == entry]
         failures += _collect_lm_eval(lm, cfg, profile, members, rd, progress, _Scores("refresh" if force else "use", work, mdir))
     return failures
+
+
+def _other_precision(spec: ModelSpec, cfg: RunConfig, index: int, mdir: Path) -> str | None:
+    """Why an unfinished model cannot be resumed here: ``dtype: auto`` (the model's or the run's) resolved to another
+    dtype on the machine that began it (bfloat16 on a GPU, float32 on a CPU) than it does on this one; resuming would
+    mix the two in one model's results, and the configuration, which says ``auto``, cannot tell. None: the same, or
+    nothing recorded. The artifacts are kept.
+    """
+    try:
+        recorded = read_json(mdir / MODEL_META).get("dtype")
+    except (UserError, AttributeError):
+        return None
+    device = resolve_device(spec.device, cfg.device)
+    now = str(resolve_dtype(spec.dtype, cfg.dtype, device)).replace("torch.", "")
+    if not isinstance(recorded, str) or recorded == now:
+        return None
+    return (f"model '{spec.name}': {mdir} was measured in {recorded}, and models[{index}].dtype "
+            f"'{spec.dtype if spec.dtype != 'auto' else cfg.dtype}' is {now} on this machine ({device.type}); resuming "
+            f"would mix the two: set models[{index}].dtype: {recorded} where this device supports it, resume on a "
+            f"machine like the first, or pass --force to measure it again in {now}")
 
 
 def _other_weights(spec: ModelSpec, mdir: Path, identity: str | None) -> bool:
