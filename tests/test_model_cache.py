@@ -150,6 +150,22 @@ def test_identity_is_the_content_of_the_model(tmp_path, monkeypatch):
     cfg = json.loads((tmp_path / "copy" / "config.json").read_text())
     (tmp_path / "copy" / "config.json").write_text(json.dumps({**cfg, "rms_norm_eps": 1e-3}))
     assert directory_sha256(tmp_path / "copy") != first
+    # other weights of the same size copied over with their times kept (cp -p, rsync -a, tar x): the memo held the
+    # old file's hash by path, size and mtime
+    import os
+
+    weights = tmp_path / "m" / "model.safetensors"
+    other = tmp_path / "other.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one bit of the last weight
+    other.write_bytes(bytes(data))
+    st = weights.stat()
+    os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+    shutil.copy2(other, weights)  # what cp -p does: the bytes, then the times
+    assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert directory_sha256(tmp_path / "m") != first
+    shutil.copy2(tmp_path / "copy" / "model.safetensors", weights)  # the first weights back
+    assert directory_sha256(tmp_path / "m") == first
     # a damaged memo (not JSON, not a mapping, entries that are no sha256) is hashed again, never trusted
     from reporter.models import identity
 

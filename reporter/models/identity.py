@@ -88,8 +88,9 @@ def _random_identity(spec: Any, seed: int | None, tokenizer: str) -> str | None:
 
 def directory_sha256(folder: Path) -> str | None:
     """sha256 over the names and contents of a model directory's files (weights, configs, tokenizer), or None
-    when it cannot be read. A file's hash is remembered by its path, size and mtime, so that a second run of a
-    large local model only reads the directory listing.
+    when it cannot be read. A file's hash is remembered by its path, inode, size, mtime and ctime, so that a second
+    run of a large local model only reads the directory listing. The ctime is the kernel's: ``cp -p``, ``rsync -a``
+    or ``tar x`` of another checkpoint of the same size keep the mtime they copy, never the ctime.
     """
     try:
         files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in _MODEL_FILES
@@ -110,7 +111,7 @@ def directory_sha256(folder: Path) -> str | None:
     for p in files:
         try:
             st = p.stat()
-            key = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+            key = f"{p.resolve()}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
             if key not in _memo:
                 _memo[key], changed = sha256_file(p), True
         except OSError:
