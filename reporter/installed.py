@@ -68,10 +68,10 @@ def module_dir(module: str) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def source_digest(root: Path, extra: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> str:
+def source_digest(root: Path | None, extra: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> str:
     """sha256 over the ``*.py`` files under ``root`` (named relative to it, so two checkouts of the same code
-    give the same digest) but those whose first path part is in ``exclude``, and the files ``extra`` (named by
-    their file name).
+    give the same digest; None: none) but those whose first path part is in ``exclude``, and the files ``extra``
+    (named by their file name).
 
     >>> import tempfile
     >>> a, b = (Path(tempfile.mkdtemp()) for _ in range(2))
@@ -82,8 +82,8 @@ def source_digest(root: Path, extra: tuple[str, ...] = (), exclude: tuple[str, .
     True
     """
     h = hashlib.sha256()
-    files = [(p, name) for p in sorted(root.rglob("*.py"))
-             if (name := p.relative_to(root).as_posix()).split("/")[0] not in exclude]
+    files = [] if root is None else [(p, name) for p in sorted(root.rglob("*.py"))
+                                     if (name := p.relative_to(root).as_posix()).split("/")[0] not in exclude]
     for p, name in files + [(Path(e), Path(e).name) for e in extra]:
         try:
             h.update(name.encode() + b"\0" + p.read_bytes())

@@ -30,6 +30,7 @@ import dataclasses
 import difflib
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import UserError, user_path
@@ -265,6 +266,45 @@ def registering_module() -> str:
 
 #: the modules ``--plugin`` imported, by module name: what the command line named (a file's path, or a module)
 _PLUGIN_MODULES: dict[str, str] = {}
+
+
+def module_files(name: str) -> list[str]:
+    """The source files of module ``name`` and of the modules this process loaded from its own package (an
+    installed plugin's) or, for a top-level module, its own folder (a helper a ``--plugin`` file imports): what
+    the module's code depends on beyond its dependencies. A module in ``site-packages`` itself counts alone.
+
+    >>> [Path(f).name for f in module_files("reporter.errors")][:1]
+    ['__init__.py']
+    """
+    mod = sys.modules.get(name)
+    file = getattr(mod, "__file__", None)
+    if not file:
+        return []
+    top = sys.modules.get(name.split(".")[0])
+    roots = getattr(top, "__path__", None)
+    root = Path(list(roots)[0] if roots else file).resolve()
+    root = root if roots else root.parent
+    if root.name in ("site-packages", "dist-packages"):
+        return [str(Path(file).resolve())]
+    found = {str(f) for m in list(sys.modules.values())
+             if isinstance(getattr(m, "__file__", None), str) and m.__file__.endswith(".py")
+             and (f := Path(m.__file__).resolve()).is_relative_to(root)}
+    return sorted(found | {str(Path(file).resolve())})
+
+
+def plugin_sources() -> tuple[str, ...]:
+    """The source files of every plugin this process has that can measure (:func:`module_files` of each
+    ``--plugin`` module and each installed collector, task, model source and evidence plugin; card sections
+    measure nothing): with reporter's own, the code a run's results depend on.
+
+    >>> isinstance(plugin_sources(), tuple)
+    True
+    """
+    modules = set(_PLUGIN_MODULES)
+    for group in PLUGIN_GROUPS:
+        if group != "reporter.sections":
+            modules |= {ep.module for ep, _obj, error in _load_group(group) if error is None}
+    return tuple(sorted({f for m in modules for f in module_files(m)}))
 
 
 class Registry(Generic[T]):

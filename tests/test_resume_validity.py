@@ -103,6 +103,72 @@ def test_a_model_begun_in_another_dtype_is_not_resumed_in_this_one(tmp_path):
     assert json.loads(meta.read_text())["dtype"] == "float32" and len(samples.read_text().splitlines()) == 3
 
 
+HELPED = """\
+import json, sys
+sys.path.insert(0, FOLDER)
+import plug_helper_x
+from reporter.collect.collectors import CollectorPlugin, register_collector
+
+@register_collector
+class Helped(CollectorPlugin):
+    name, label = "toy_helped", "helped"
+
+    def run_model(self, lm, profile, model_dir):
+        (model_dir / "helped.json").write_text(json.dumps({"value": plug_helper_x.SCALE}))
+
+    def model_done(self, profile, model_dir):
+        return (model_dir / "helped.json").is_file()
+
+    def model_cache_key(self, profile):
+        return {"version": 1}
+"""
+
+
+def test_a_plugins_helper_is_part_of_the_code_a_run_and_the_cache_key_on(tmp_path, monkeypatch):
+    """A collector plugin was keyed by the file that defines its class, and a run directory by reporter's code
+    alone: a fix to a helper the plugin imports was served from the model-only cache in a new run directory, and
+    resumed in the old one. Both now count the modules the plugin loaded from its own folder."""
+    import sys
+
+    from reporter.collect.collectors import COLLECTORS
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    models = _files(tmp_path)
+    (tmp_path / "plug_helper_x.py").write_text("SCALE = 1.0\n")
+    plugin = tmp_path / "helped_plugin.py"
+    plugin.write_text(HELPED.replace("FOLDER", repr(str(tmp_path))))
+
+    def fresh_process():  # what a new process would import: the plugin and its helper, read again
+        for name in ("reporter_plugin_helped_plugin", "plug_helper_x"):
+            sys.modules.pop(name, None)
+        COLLECTORS.remove("toy_helped")
+
+    def run(out, *extra):
+        return CliRunner().invoke(main, ["--plugin", str(plugin), "run", str(models), "-o", str(tmp_path / out),
+                                         "--no-progress", "--no-render", *extra])
+
+    def measured(out):
+        mdir = tmp_path / out / "models" / "mine"
+        return (json.loads((mdir / "helped.json").read_text())["value"],
+                json.loads((mdir / "model_work.json").read_text())["toy_helped"])
+
+    try:
+        assert run("r1").exit_code == 0 and measured("r1") == (1.0, "computed")
+        fresh_process()
+        assert run("r2").exit_code == 0 and measured("r2") == (1.0, "cached")  # negative control: unchanged code
+        (tmp_path / "plug_helper_x.py").write_text("SCALE = 2.0\n")  # the fix, in the helper only
+        fresh_process()
+        r = run("r3")
+        assert r.exit_code == 0 and measured("r3") == (2.0, "computed"), r.output
+        r = run("r1")
+        assert r.exit_code == 2 and "holds a run made by another version of reporter's code or of its plugins'" \
+            in r.output, r.output
+        assert run("r1", "--force").exit_code == 0 and measured("r1")[0] == 2.0
+    finally:
+        fresh_process()
+        sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
+
+
 def test_an_interrupted_forced_run_leaves_nothing_of_the_old_configuration(tmp_path):
     """``--force`` after a change of the configuration, interrupted after its first model: the second model's old
     artifacts must not survive under the new manifest, where the next (plain) run would take them as current."""

@@ -115,10 +115,11 @@ def test_a_run_made_by_other_reporter_code_is_not_resumed(finished_run, tmp_path
     """Resuming mixes the run's artifacts with this code's: a run directory made by other reporter code (the
     manifest's ``code_version``, or none recorded) is refused with one line, and the same code resumes it."""
     from reporter.collect.model_cache import code_version
+    from reporter.registry import plugin_sources
 
     out = copy_run(finished_run, tmp_path / "run")
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["code_version"] == code_version()
+    assert manifest["code_version"] == code_version(*plugin_sources())
     args = ["run", str(finished_run.parent / "models.yaml"), "-o", str(out), "--no-progress", "--no-render"]
     for old, says in (("0" * 64, "(code 000000000000, this is "), (None, "before runs recorded their code version")):
         (out / "manifest.json").write_text(json.dumps({**manifest, "code_version": old} if old else

@@ -16,7 +16,6 @@ never reads it.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import shutil
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any, Callable
 
 from ..errors import UserError
 from ..installed import cache_root, source_digest
+from ..registry import module_files
 from ..store.atomic import atomic_directory, read_json, write_bytes
 
 #: the directory of the cache that holds model-only work
@@ -49,13 +49,22 @@ class ModelStep:
 NOT_MEASURING = ("analyse", "card", "catalogue.py")
 
 
-@lru_cache(maxsize=None)
 def code_version(*extra: str) -> str:
     """sha256 over reporter's own Python source that measures (all but :data:`NOT_MEASURING`) and the files
-    ``extra`` (a plugin's module): any change of the code that measures makes a new key, so a cached result and
-    a resumed run are always the current code's; a change to the analysis or the card keeps them.
+    ``extra`` (a plugin's modules, read again at every call): any change of the code that measures makes a new key,
+    so a cached result and a resumed run are always the current code's; a change to the analysis or the card keeps
+    them.
     """
-    return source_digest(Path(__file__).resolve().parent.parent, extra, exclude=NOT_MEASURING)
+    own = _measuring_source()
+    if not extra:
+        return own
+    return hashlib.sha256((own + source_digest(None, extra)).encode()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _measuring_source() -> str:
+    """:func:`source_digest` of reporter's source that measures, read once per process."""
+    return source_digest(Path(__file__).resolve().parent.parent, exclude=NOT_MEASURING)
 
 
 def step_key(identity: str, dtype: str, device: str, step: ModelStep, code: str = "") -> str:
@@ -120,9 +129,9 @@ def run_cached(lm: Any, step: ModelStep, directory: Path, run: Callable[[], None
     identity = model_identity(lm)
     entry = None
     if identity is not None:
-        module = inspect.getsourcefile(type(owner)) if owner is not None else None
-        key = step_key(identity, str(lm.dtype).replace("torch.", ""), device_kind(lm), step,
-                       code_version(*([module] if module else [])))
+        # a plugin's code: its module and what it loaded from its own package or folder (a helper it imports)
+        modules = module_files(type(owner).__module__) if owner is not None else []
+        key = step_key(identity, str(lm.dtype).replace("torch.", ""), device_kind(lm), step, code_version(*modules))
         entry = cache_root() / CACHE_DIR / step.name / key
     if entry is not None and use_cache:
         try:

@@ -14,6 +14,7 @@ from .. import __version__
 from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
 from ..errors import UserError
+from ..registry import plugin_sources
 from ..store.atomic import read_json
 from ..store.digest import corpus_for_hash, file_sha256
 from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir
@@ -135,7 +136,8 @@ def _task_for_hash(t: dict[str, Any]) -> dict[str, Any]:
 
 def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:
     """The manifest of a run: versions, machine, seed, resolved configuration and its hash, and the digest of
-    reporter's own source (``code_version``: a run directory resumes only with the code that made it).
+    the code that measures (``code_version``: reporter's, and every plugin's that can measure, with the helpers it
+    loads from its own package or folder; a run directory resumes only with the code that made it).
     """
     import torch
     import transformers
@@ -159,7 +161,7 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
         "config_file": cfg.path,
         "resolved": resolved,
         "config_hash": config_hash(resolved),
-        "code_version": code_version(),
+        "code_version": code_version(*plugin_sources()),
     }
 
 

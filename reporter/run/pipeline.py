@@ -78,7 +78,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
         if old and old.get("code_version") != manifest["code_version"] and not force:
             made = (f"code {str(old['code_version'])[:12]}, this is {manifest['code_version'][:12]}"
                     if old.get("code_version") else "before runs recorded their code version")
-            raise UserError(f"{rd.root}: holds a run made by another version of reporter's code ({made}); resuming "
+            raise UserError(f"{rd.root}: holds a run made by another version of reporter's code or of its plugins' "
+                            f"({made}); resuming "
                             "would mix its results with this version's: choose another -o/--output or pass --force "
                             "to recompute")
         if old and not force and old.get("created"):  # a resume: the run keeps the time it was made (a board orders
