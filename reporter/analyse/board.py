@@ -122,6 +122,37 @@ def _reworded(runs: Sequence[BoardRun], chosen: dict[str, str]) -> list[dict[str
     return out
 
 
+def _shots_differ(benchmarks: list[str], merged: dict[str, dict[str, Any]],
+                  rows: dict[str, dict[str, Any]]) -> list[str]:
+    """A note per task whose trained rows of one kind were prompted with different shot counts (runs of different
+    profiles merged on the same items): instruct models zero-shot and base models 1-shot is the defaults' split,
+    not a difference; lm-eval tasks, whose shots are in their items' key, never merge across shot counts.
+
+    >>> m = lambda kind, shots: {"meta": {"kind": kind}, "tasks": {"arc": {"shots": shots}}}
+    >>> rows = {n: {"untrained": False} for n in "abc"}
+    >>> _shots_differ(["arc"], {"a": m("instruct", 0), "b": m("instruct", 3), "c": m("base", 1)}, rows)
+    ["task arc: its instruct rows were prompted with different shots (zero-shot: a; 3-shot: b); a difference between them is partly the prompt's, not only the model's"]
+    >>> _shots_differ(["arc"], {"a": m("instruct", 0), "c": m("base", 1)}, rows)
+    []
+    """
+    notes = []
+    for t in benchmarks:
+        by_kind: dict[str, dict[int, list[str]]] = {}
+        for name, e in merged.items():
+            s = e["tasks"].get(t) or {}
+            if rows[name]["untrained"] or s.get("scorer") == "lm_eval" or not isinstance(s.get("shots"), int):
+                continue
+            kind = "instruct" if (e.get("meta") or {}).get("kind") == "instruct" else "base"
+            by_kind.setdefault(kind, {}).setdefault(s["shots"], []).append(name)
+        for kind, counts in sorted(by_kind.items()):
+            if len(counts) > 1:
+                said = "; ".join(f"{'zero-shot' if n == 0 else f'{n}-shot'}: {', '.join(ms)}"
+                                 for n, ms in sorted(counts.items()))
+                notes.append(f"task {t}: its {kind} rows were prompted with different shots ({said}); a difference "
+                             "between them is partly the prompt's, not only the model's")
+    return notes
+
+
 def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int = 2000,
                 cache: BoardCache | None = None, title: str | None = None,
                 exclude: Sequence[str | Path] = ()) -> dict[str, Any]:
@@ -227,6 +258,7 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
                          "tasks, items or outcomes): one row per run "
                          f"({', '.join(entry['model'] for entry in same)})")
     benchmarks = sorted({t for row in rows.values() for t in row["tasks"] if not is_probe(t)})
+    notes += _shots_differ(benchmarks, merged, rows)
     rank_tasks = ranking_tasks([set(row["tasks"]) for row in rows.values() if not row["untrained"]], benchmarks)
     if rank_tasks != benchmarks:
         notes.append(f"the ranking uses {', '.join(rank_tasks) or 'no task'}, the tasks every ranked model "
