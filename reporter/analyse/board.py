@@ -125,8 +125,9 @@ def _reworded(runs: Sequence[BoardRun], chosen: dict[str, str]) -> list[dict[str
 def _shots_differ(benchmarks: list[str], merged: dict[str, dict[str, Any]],
                   rows: dict[str, dict[str, Any]]) -> list[str]:
     """A note per task whose trained rows of one kind were prompted with different shot counts (runs of different
-    profiles merged on the same items): instruct models zero-shot and base models 1-shot is the defaults' split,
-    not a difference; lm-eval tasks, whose shots are in their items' key, never merge across shot counts.
+    profiles merged on the same items): instruct models zero-shot and base models 1-shot is the defaults' split of
+    reporter's own tasks, not a difference; an lm-eval task's default is one count for every model, so all its
+    rows count as one kind.
 
     >>> m = lambda kind, shots: {"meta": {"kind": kind}, "tasks": {"arc": {"shots": shots}}}
     >>> rows = {n: {"untrained": False} for n in "abc"}
@@ -134,21 +135,25 @@ def _shots_differ(benchmarks: list[str], merged: dict[str, dict[str, Any]],
     ["task arc: its instruct rows were prompted with different shots (zero-shot: a; 3-shot: b); a difference between them is partly the prompt's, not only the model's"]
     >>> _shots_differ(["arc"], {"a": m("instruct", 0), "c": m("base", 1)}, rows)
     []
+    >>> lm = lambda kind, shots: {"meta": {"kind": kind}, "tasks": {"arc": {"shots": shots, "scorer": "lm_eval"}}}
+    >>> _shots_differ(["arc"], {"a": lm("instruct", 0), "c": lm("base", 1)}, rows)[0].split(";")[0]
+    'task arc: its rows were prompted with different shots (zero-shot: a'
     """
     notes = []
     for t in benchmarks:
         by_kind: dict[str, dict[int, list[str]]] = {}
         for name, e in merged.items():
             s = e["tasks"].get(t) or {}
-            if rows[name]["untrained"] or s.get("scorer") == "lm_eval" or not isinstance(s.get("shots"), int):
+            if rows[name]["untrained"] or not isinstance(s.get("shots"), int):
                 continue
-            kind = "instruct" if (e.get("meta") or {}).get("kind") == "instruct" else "base"
+            kind = ("" if s.get("scorer") == "lm_eval" else
+                    "instruct " if (e.get("meta") or {}).get("kind") == "instruct" else "base ")
             by_kind.setdefault(kind, {}).setdefault(s["shots"], []).append(name)
         for kind, counts in sorted(by_kind.items()):
             if len(counts) > 1:
                 said = "; ".join(f"{'zero-shot' if n == 0 else f'{n}-shot'}: {', '.join(ms)}"
                                  for n, ms in sorted(counts.items()))
-                notes.append(f"task {t}: its {kind} rows were prompted with different shots ({said}); a difference "
+                notes.append(f"task {t}: its {kind}rows were prompted with different shots ({said}); a difference "
                              "between them is partly the prompt's, not only the model's")
     return notes
 
