@@ -269,42 +269,74 @@ _PLUGIN_MODULES: dict[str, str] = {}
 
 
 def module_files(name: str) -> list[str]:
-    """The source files of module ``name`` and of the modules this process loaded from its own package (an
-    installed plugin's) or, for a top-level module, its own folder (a helper a ``--plugin`` file imports): what
-    the module's code depends on beyond its dependencies. A module in ``site-packages`` itself counts alone.
+    """The source files of a plugin's module ``name`` beyond reporter and the environment: a package's every
+    ``.py`` file (its own code, loaded or not); a top-level module's file and the modules this process loaded from
+    its folder or below (a helper a ``--plugin`` file imports), leaving out what lies in the Python environment
+    (``sys.prefix``, ``site-packages``, the standard library) and reporter's own source, which its code version
+    already counts. A module of reporter itself: none. A module in ``site-packages`` itself: its file alone.
 
-    >>> [Path(f).name for f in module_files("reporter.errors")][:1]
-    ['__init__.py']
+    >>> module_files("reporter.errors"), [Path(f).name for f in module_files("doctest")]
+    ([], ['doctest.py'])
     """
-    mod = sys.modules.get(name)
-    file = getattr(mod, "__file__", None)
-    if not file:
+    if name == "reporter" or name.startswith("reporter."):
         return []
-    top = sys.modules.get(name.split(".")[0])
-    roots = getattr(top, "__path__", None)
-    root = Path(list(roots)[0] if roots else file).resolve()
-    root = root if roots else root.parent
-    if root.name in ("site-packages", "dist-packages"):
-        return [str(Path(file).resolve())]
-    found = {str(f) for m in list(sys.modules.values())
-             if isinstance(getattr(m, "__file__", None), str) and m.__file__.endswith(".py")
-             and (f := Path(m.__file__).resolve()).is_relative_to(root)}
-    return sorted(found | {str(Path(file).resolve())})
+    file = getattr(sys.modules.get(name), "__file__", None)
+    if not isinstance(file, str):
+        return []
+    path = Path(file).resolve()
+    roots = getattr(sys.modules.get(name.split(".")[0]), "__path__", None)
+    if roots:  # a package: all of its own code
+        return sorted(str(p) for p in Path(list(roots)[0]).resolve().rglob("*.py"))
+    outside = _environment_dirs()
+    folder = path.parent
+    if any(folder.is_relative_to(d) for d in outside):
+        return [str(path)]
+    loaded = {Path(f).resolve() for m in list(sys.modules.values())
+              if isinstance(f := getattr(m, "__file__", None), str) and f.endswith(".py")}
+    return sorted(str(f) for f in loaded | {path}
+                  if f.is_relative_to(folder) and not any(f.is_relative_to(d) for d in outside))
+
+
+def _environment_dirs() -> tuple[Path, ...]:
+    """The folders of the Python environment (its prefixes, site-packages, standard library, the user's site) and
+    of reporter's own source: no plugin's code.
+    """
+    import site
+    import sysconfig
+
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, site.getusersitepackages(),
+             *(v for k, v in sysconfig.get_paths().items() if k in ("purelib", "platlib", "stdlib", "platstdlib"))}
+    return tuple({Path(p).resolve() for p in paths if p} | {Path(__file__).resolve().parent})
+
+
+#: the registries of plugins whose entries measure nothing (a plugin module that registers only these is not code
+#: a result depends on)
+SHOWING_KINDS = ("card section", "chart")
 
 
 def plugin_sources() -> tuple[str, ...]:
     """The source files of every plugin this process has that can measure (:func:`module_files` of each
-    ``--plugin`` module and each installed collector, task, model source and evidence plugin; card sections
-    measure nothing): with reporter's own, the code a run's results depend on.
+    ``--plugin`` module that registered anything but card sections and charts, and of each installed collector,
+    task, model source and evidence plugin): with reporter's own, the code a run's results depend on.
 
     >>> isinstance(plugin_sources(), tuple)
     True
     """
-    modules = set(_PLUGIN_MODULES)
+    modules = {m for m in _PLUGIN_MODULES if not _shows_only(m)}
     for group in PLUGIN_GROUPS:
         if group != "reporter.sections":
             modules |= {ep.module for ep, _obj, error in _load_group(group) if error is None}
     return tuple(sorted({f for m in modules for f in module_files(m)}))
+
+
+def _shows_only(module: str) -> bool:
+    """Whether ``module`` registered entries, all of them card sections or charts."""
+    kinds = {r.kind for r in _REGISTRIES for registered in r._modules.values() if registered == module}
+    return bool(kinds) and kinds <= set(SHOWING_KINDS)
+
+
+#: every registry made, so that what a plugin module registered can be told
+_REGISTRIES: list["Registry[Any]"] = []
 
 
 class Registry(Generic[T]):
@@ -338,6 +370,7 @@ class Registry(Generic[T]):
         self._origins: dict[str, str] = {}  # the entry point of each entry an installed plugin added
         self._modules: dict[str, str] = {}  # the module whose code registered each in-process entry
         self._loaded = entry_point_group is None
+        _REGISTRIES.append(self)
         if entry_point_group is not None:
             _BY_GROUP[entry_point_group] = self
 

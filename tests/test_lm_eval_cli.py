@@ -353,30 +353,36 @@ def test_task_digest_counts_documents_by_content_not_by_where_they_lie(env, tmp_
 
 def test_task_digest_counts_a_tasks_functions_by_their_files_not_their_addresses(env, tmp_path):
     """A task whose ``doc_to_text`` is a ``!function`` (lm-eval copies it unserialised into ``fewshot_config``) got
-    another digest in every process, so its run could never be resumed; a helper the function calls did not count,
-    so fixing it resumed the old scores. Two loads of the same task: one digest; a changed helper: another.
+    another digest in every process, so its run could never be resumed; a helper a ``!function`` calls did not count,
+    so fixing it resumed the old scores. For either shape (``doc_to_text`` a function or a template; lm-eval's
+    TaskConfig is a dataclass and a dict, whose fields are where the functions are): two loads of the same task,
+    one digest; a changed helper of ``process_results``, another.
     """
     from reporter.tasks import lm_eval_source as src
 
     rows = [{"question": f"{i} plus {i}?", "choices": [str(2 * i), str(2 * i + 1)], "label": 0} for i in range(4)]
     helper = "def _pick(lls):\n    return max(range(len(lls)), key=lambda i: lls[i])\n"
-    digests = []
-    for place, pick in (("one", helper), ("two", helper), ("three", helper.replace("max(", "min("))):
-        d = tmp_path / place
-        d.mkdir()
-        (d / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        (d / "utils.py").write_text(pick + "def process_results(doc, results):\n"
-                                    "    return {'acc': float(_pick([r[0] for r in results]) == doc['label'])}\n"
-                                    "def doc_to_text(doc):\n    return 'Question: ' + doc['question'] + '\\nAnswer:'\n")
-        (d / "addq.yaml").write_text(
-            f"task: addq\ndataset_path: json\ndataset_name: null\ndataset_kwargs: {{data_files: {{test: {d / 'data.jsonl'}}}}}\n"
-            "test_split: test\noutput_type: multiple_choice\ndoc_to_text: !function utils.doc_to_text\n"
-            "doc_to_choice: '{{choices}}'\ndoc_to_target: '{{label}}'\nprocess_results: !function utils.process_results\n"
-            "metric_list: [{metric: acc}]\nmetadata: {version: 1.0}\n")
-        task = src.resolve("addq", (str(d),)).loaded["tasks"]["addq"]
-        assert callable(task.config.fewshot_config.doc_to_text)  # what made the digest differ per process
-        digests.append(src.resolve("addq", (str(d),)).digests["addq"])
-    assert digests[0] == digests[1] != digests[2]
+    for shape, doc_to_text in (("function", "!function utils.doc_to_text"), ("template", "'Q: {{question}}'")):
+        digests = []
+        for place, pick in (("one", helper), ("two", helper), ("three", helper.replace("max(", "min("))):
+            d = tmp_path / shape / place
+            d.mkdir(parents=True)
+            (d / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            (d / "utils.py").write_text(pick + "def process_results(doc, results):\n"
+                                        "    return {'acc': float(_pick([r[0] for r in results]) == doc['label'])}\n"
+                                        "def doc_to_text(doc):\n    return 'Question: ' + doc['question'] + '\\nAnswer:'\n")
+            (d / "addq.yaml").write_text(
+                f"task: addq\ndataset_path: json\ndataset_name: null\n"
+                f"dataset_kwargs: {{data_files: {{test: {d / 'data.jsonl'}}}}}\ntest_split: test\n"
+                f"output_type: multiple_choice\ndoc_to_text: {doc_to_text}\ndoc_to_choice: '{{{{choices}}}}'\n"
+                "doc_to_target: '{{label}}'\nprocess_results: !function utils.process_results\n"
+                "metric_list: [{metric: acc}]\nmetadata: {version: 1.0}\n")
+            resolved = src.resolve("addq", (str(d),))
+            task = resolved.loaded["tasks"]["addq"]
+            assert callable(task.config.process_results)
+            assert callable(task.config.fewshot_config.doc_to_text) is (shape == "function")
+            digests.append(resolved.digests["addq"])
+        assert digests[0] == digests[1] != digests[2], shape
 
 
 def _arc_yaml() -> str:

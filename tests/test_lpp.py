@@ -293,7 +293,7 @@ def test_local_corpus_files_and_unreachable_hub(tmp_path):
     with pytest.raises(UserError, match="no such file"):
         lpp_corpus(5, 128, corpus=str(tmp_path / "missing.txt"))
     with pytest.raises(UserError, match="hub dataset cannot be loaded"):
-        lpp_corpus(5, 128, corpus="tatsu-lab/alpaca")  # HF_HUB_OFFLINE=1 in the tests
+        lpp_corpus(5, 128, corpus="reporter-tests/no-such-corpus")  # HF_HUB_OFFLINE=1 in the tests
 
 
 @pytest.fixture
@@ -305,7 +305,7 @@ def hub_copy():
     _hub_texts.cache_clear()
 
 
-def test_the_model_only_cache_keys_a_hub_corpus_by_its_texts(tmp_path, hub_copy):
+def test_the_model_only_cache_keys_a_hub_corpus_by_its_texts(tmp_path, hub_copy, monkeypatch):
     """A hub corpus (here a dataset folder, which ``datasets.load_dataset`` reads the same way, offline) is keyed by
     the texts the pass reads, not its name: a new revision under the same name is measured again.
     """
@@ -329,15 +329,19 @@ def test_the_model_only_cache_keys_a_hub_corpus_by_its_texts(tmp_path, hub_copy)
     hub_copy.cache_clear()  # the next process, after the dataset changed under its name
     (folder / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in [*first[:2], "nine " * 200]))
     assert LPPPlugin().model_cache_key(profile)["corpus_sha256"] not in (None, key["corpus_sha256"])
-    # a hub corpus that cannot be read is not taken for any other (the pass then fails with why)
-    unread = LPPPlugin().model_cache_key(Profile(name="p", lpp=LPPConfig(corpus="tatsu-lab/alpaca")))
-    assert "corpus_sha256" in unread and unread["corpus_sha256"] is None
+    # a hub corpus that cannot be read has no key, so nothing is taken from the cache (the pass then fails with why)
+    assert LPPPlugin().model_cache_key(Profile(name="p", lpp=LPPConfig(corpus="reporter-tests/no-such-corpus"))) is None
     # a local file counts by its bytes in the settings, a built-in corpus by its texts
     f = tmp_path / "c.txt"
     f.write_text("word " * 300 + "\n")
     local = LPPPlugin().model_cache_key(Profile(name="p", lpp=LPPConfig(corpus=str(f))))
     assert "corpus_sha256" not in local and local["lpp"]["corpus"].startswith("sha256:")
-    assert LPPPlugin().model_cache_key(Profile(name="p"))["corpus_sha256"] is not None
+    builtin = LPPPlugin().model_cache_key(Profile(name="p"))
+    assert builtin["corpus_sha256"] is not None
+    # a file named like a built-in corpus in the working directory is not the corpus (the pass reads CoQA)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "coqa").write_text("word " * 300 + "\n")
+    assert LPPPlugin().model_cache_key(Profile(name="p")) == builtin
 
 
 def test_run_lpp_records_its_settings(lm):

@@ -98,6 +98,21 @@ def test_a_model_begun_in_another_dtype_is_not_resumed_in_this_one(tmp_path):
             "float32")
     assert line in r.output.splitlines() and "rnd: already complete" in r.output, r.output
     assert samples.read_text().splitlines() == kept and not (samples.parent / "summary.json").exists()
+    # other weights there: their artifacts are removed anyway, so no refusal
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "identity": "local:" + "0" * 64}))
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0 and "mine: its weights are not the ones" in r.output, r.output
+    assert json.loads(meta.read_text())["dtype"] == "float32" and len(samples.read_text().splitlines()) == 3
+    # nothing measured there (a bfloat16 load that failed its finite check leaves model.json and error.json): no
+    # refusal either
+    shutil.rmtree(meta.parent)
+    meta.parent.mkdir()
+    meta.write_text(json.dumps({"name": "mine", "dtype": "bfloat16"}))
+    (meta.parent / "error.json").write_text(json.dumps({"error": "not finite"}))
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0 and "was measured in" not in r.output, r.output
+    # and with it, --force measures it again
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "dtype": "bfloat16"}))
     r = _invoke("run", models, "-o", out, "--force")
     assert r.exit_code == 0, r.output
     assert json.loads(meta.read_text())["dtype"] == "float32" and len(samples.read_text().splitlines()) == 3
@@ -167,6 +182,53 @@ def test_a_plugins_helper_is_part_of_the_code_a_run_and_the_cache_key_on(tmp_pat
     finally:
         fresh_process()
         sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
+
+
+def test_a_plugins_code_is_its_own_not_the_environments_nor_reporters(tmp_path, monkeypatch):
+    """What counts as a plugin's code: a ``--plugin`` file and the helper it loaded from its folder; not what it
+    loaded from the Python environment or from reporter (a plugin beside a venv counted 1,300 site-packages files
+    and changed with what reporter happened to import); not a plugin that only adds card sections or charts;
+    reporter's own passes add nothing (their key changed when the card's modules were imported first)."""
+    import subprocess
+    import sys
+
+    from reporter.card.sections import SECTIONS
+    from reporter.collect.collectors import COLLECTORS
+    from reporter.registry import import_plugin, module_files, plugin_sources
+
+    plug, show = tmp_path / "plug", tmp_path / "show"
+    venv = plug / ".venv" / "lib"  # a project's own environment, below the plugin's folder
+    for d in (venv, show):
+        d.mkdir(parents=True)
+    (venv / "env_dep_x.py").write_text("X = 1\n")
+    (plug / "helper_y.py").write_text("Y = 2\n")
+    (plug / "measures_y.py").write_text(
+        f"import sys\nsys.path[:0] = [{str(plug)!r}, {str(venv)!r}]\nimport env_dep_x, helper_y\n"
+        "import reporter.card.render\n"
+        "from reporter.collect.collectors import CollectorPlugin, register_collector\n"
+        "@register_collector\nclass MeasuresY(CollectorPlugin):\n    name = 'toy_measures_y'\n")
+    (show / "shows_y.py").write_text(
+        "from reporter.card.sections import Section, register_section\n"
+        "register_section(Section('toy_shows_y', 'Shows', source='<p>y</p>'))\n")
+    monkeypatch.setattr(sys, "prefix", str(plug / ".venv"))  # the environment this plugin sits beside
+    try:
+        import_plugin(str(plug / "measures_y.py"))
+        import_plugin(str(show / "shows_y.py"))
+        want = [str((plug / n).resolve()) for n in ("helper_y.py", "measures_y.py")]
+        assert module_files("reporter_plugin_measures_y") == want
+        assert [f for f in plugin_sources() if f.startswith(str(tmp_path.resolve()))] == want
+    finally:
+        COLLECTORS.remove("toy_measures_y")
+        SECTIONS.remove("toy_shows_y")
+        for name in ("reporter_plugin_measures_y", "reporter_plugin_shows_y", "env_dep_x", "helper_y"):
+            sys.modules.pop(name, None)
+        sys.path[:] = [p for p in sys.path if p not in (str(plug), str(venv))]
+    code = ("from reporter.collect.model_cache import code_version\n"
+            "from reporter.registry import module_files\n"
+            "key = lambda: code_version(*module_files('reporter.collect.collectors.lpp'))\n"
+            "before = key()\nimport reporter.card.render, reporter.analyse.board, reporter.run.pipeline\n"
+            "print(before == key() == code_version())")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"
 
 
 def test_an_interrupted_forced_run_leaves_nothing_of_the_old_configuration(tmp_path):

@@ -203,9 +203,15 @@ def _other_precision(spec: ModelSpec, cfg: RunConfig, index: int, mdir: Path) ->
     nothing recorded. The artifacts are kept.
     """
     try:
-        recorded = read_json(mdir / MODEL_META).get("dtype")
+        meta = read_json(mdir / MODEL_META)
+        recorded = meta.get("dtype")
     except (UserError, AttributeError):
         return None
+    if not _measured_anything(mdir):  # a load that failed its finite check: nothing to mix
+        return None
+    now_identity = source_identity(spec, cfg.seed)
+    if now_identity is not None and meta.get("identity") not in (None, now_identity):
+        return None  # other weights: their artifacts are removed once the model loads (_other_weights)
     device = resolve_device(spec.device, cfg.device)
     now = str(resolve_dtype(spec.dtype, cfg.dtype, device)).replace("torch.", "")
     if not isinstance(recorded, str) or recorded == now:
@@ -214,6 +220,17 @@ def _other_precision(spec: ModelSpec, cfg: RunConfig, index: int, mdir: Path) ->
             f"'{spec.dtype if spec.dtype != 'auto' else cfg.dtype}' is {now} on this machine ({device.type}); resuming "
             f"would mix the two: set models[{index}].dtype: {recorded} where this device supports it, resume on a "
             f"machine like the first, or pass --force to measure it again in {now}")
+
+
+def _measured_anything(mdir: Path) -> bool:
+    """Whether a model's directory holds a measurement (its smoke test, model-only work, a task's files), not only
+    ``model.json`` and ``error.json``.
+    """
+    try:
+        return any(p.name not in (MODEL_META, ERROR, MODEL_WORK) for p in mdir.iterdir()
+                   if p.is_file() or (p.is_dir() and any(p.rglob("*"))))
+    except OSError:
+        return False
 
 
 def _other_weights(spec: ModelSpec, mdir: Path, identity: str | None) -> bool:

@@ -129,7 +129,8 @@ def run_cached(lm: Any, step: ModelStep, directory: Path, run: Callable[[], None
     identity = model_identity(lm)
     entry = None
     if identity is not None:
-        # a plugin's code: its module and what it loaded from its own package or folder (a helper it imports)
+        # a plugin's code: its module and what it loaded from its own package or folder (a helper it imports); none
+        # for reporter's own passes, whose code is in code_version already
         modules = module_files(type(owner).__module__) if owner is not None else []
         key = step_key(identity, str(lm.dtype).replace("torch.", ""), device_kind(lm), step, code_version(*modules))
         entry = cache_root() / CACHE_DIR / step.name / key

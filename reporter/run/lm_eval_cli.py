@@ -85,18 +85,27 @@ _TERMS = ((f"lm_eval_include: [{PACKAGED}]", f"--include_path {PACKAGED}"),
           ("choose another -o/--output or", "give another output= in --model_args, or"),
           ("pass --force to recompute", "remove that directory to recompute"),
           ("rerun with --force to make the run again there, or choose another -o",
-           "remove that directory to make the run again, or give another output= in --model_args"))
+           "remove that directory to make the run again, or give another output= in --model_args"),
+          ("or pass --force to measure it again", "or remove that directory to measure it again"))
 
 
 def _command_line_terms(e: UserError) -> UserError:
     """A profile's or a run directory's problem in the terms of lm-eval's command line (``--include_path``, not
-    ``lm_eval_include``; ``output=``, not ``-o``; no ``--force``; ``--num_fewshot``, not a task's ``shots``).
+    ``lm_eval_include``; ``output=``, not ``-o``; no ``--force``; ``--num_fewshot``, not a task's ``shots``;
+    ``--model_args dtype=``, not a model's ``dtype``).
+
+    >>> print(_command_line_terms(UserError("model 'm': D was measured in bfloat16, and models[0].dtype 'auto' is "
+    ...     "float32 on this machine (cpu); resuming would mix the two: set models[0].dtype: bfloat16 where this "
+    ...     "device supports it, resume on a machine like the first, or pass --force to measure it again in float32")))
+    model 'm': D was measured in bfloat16, and --model_args dtype 'auto' is float32 on this machine (cpu); resuming would mix the two: give dtype=bfloat16 in --model_args where this device supports it, resume on a machine like the first, or remove that directory to measure it again in float32
     """
     lines = []
     for line in e.lines:
         for said, instead in _TERMS:
             line = line.replace(said, instead)
         line = re.sub(r"tasks\[\d+\]\.shots: ", "--num_fewshot: ", line)
+        line = re.sub(r"set models\[\d+\]\.dtype: (\w+)", r"give dtype=\1 in --model_args", line)
+        line = re.sub(r"models\[\d+\]\.dtype", "--model_args dtype", line)
         lines.append(line)
     return UserError(lines)
 
@@ -248,6 +257,7 @@ def write_run(rlm: Any, **command: Any) -> None:
                           command=["reporter", "lm-eval", *sys.argv[1:]], jobs=jobs)
     except UserError as e:
         raise _command_line_terms(e) from None
+    failures = _command_line_terms(UserError(failures)).lines if failures else failures
     for line in failures:
         log(f"reporter: {line}")
     _FAILURES.extend(failures)

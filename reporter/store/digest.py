@@ -35,6 +35,10 @@ def file_sha256(path: str | os.PathLike[str]) -> str | None:
     return f"sha256:{h.hexdigest()}"
 
 
+#: the built-in LPP corpora (``reporter.tasks.corpora.BUILTIN_CORPORA``, a layer above): their names are never files
+BUILTIN_NAMES = ("coqa", "lambada")
+
+
 def corpus_for_hash(lpp: dict[str, Any]) -> dict[str, Any]:
     """The LPP settings as a hash sees them: a local ``corpus`` file counts by its bytes, not by its path (built-in
     and hub corpus names stay names).
@@ -46,6 +50,6 @@ def corpus_for_hash(lpp: dict[str, Any]) -> dict[str, Any]:
     (False, {'corpus': 'coqa'})
     """
     corpus = lpp.get("corpus")
-    if isinstance(corpus, str) and user_path(corpus).is_file():
+    if isinstance(corpus, str) and corpus not in BUILTIN_NAMES and user_path(corpus).is_file():
         return {**lpp, "corpus": file_sha256(user_path(corpus)) or corpus}
     return lpp

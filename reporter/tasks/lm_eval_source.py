@@ -434,15 +434,16 @@ def _functions(value: Any, depth: int = 0) -> Iterator[Any]:
         return
     if inspect.isfunction(value) or inspect.ismethod(value):
         yield value
-    elif isinstance(value, dict):
+        return
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # lm-eval's TaskConfig is a dict too
+        for f in dataclasses.fields(value):
+            yield from _functions(getattr(value, f.name, None), depth + 1)
+    if isinstance(value, dict):
         for v in value.values():
             yield from _functions(v, depth + 1)
     elif isinstance(value, (list, tuple)):
         for v in value:
             yield from _functions(v, depth + 1)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from _functions(getattr(value, f.name, None), depth + 1)
 
 
 def _function_code(fn: Any) -> str:
@@ -455,8 +456,9 @@ def _function_code(fn: Any) -> str:
     name = getattr(fn, "__qualname__", type(fn).__name__)
     try:
         source = inspect.getsourcefile(fn)
-        if source:
-            return f"{name} sha256:{hashlib.sha256(Path(source).read_bytes()).hexdigest()}"
+        if source:  # line endings as a checkout writes them do not count
+            text = Path(source).read_bytes().replace(b"\r\n", b"\n")
+            return f"{name} sha256:{hashlib.sha256(text).hexdigest()}"
     except (OSError, TypeError):
         pass
     try:

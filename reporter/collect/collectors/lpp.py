@@ -72,7 +72,7 @@ from ...store.atomic import write_json
 from ...store.checked import document_ok
 from ...store.digest import corpus_for_hash
 from ...store.layout import LPP
-from ...tasks.corpora import corpus_sha256, lpp_corpus
+from ...tasks.corpora import BUILTIN_CORPORA, corpus_sha256, lpp_corpus
 from .base import CollectorPlugin, register_collector
 
 __all__ = ["LPPCollector", "LPPPlugin", "latent_profile", "prefix_schedule", "run_lpp"]
@@ -367,9 +367,13 @@ class LPPPlugin(CollectorPlugin):
 
     def model_cache_key(self, profile: Profile) -> Any:
         """The LPP settings (the corpus by content: a local file by its bytes, a built-in or hub corpus by its texts;
-        its texts and lengths, the probes): the signature depends on nothing else.
+        its texts and lengths, the probes): the signature depends on nothing else. None (computed, not cached) for a
+        corpus that cannot be read now: the pass then fails with why.
         """
         key = {"lpp": corpus_for_hash(dataclasses.asdict(profile.lpp)), "version": 1}
-        if not user_path(profile.lpp.corpus).is_file():  # a local file counts by its bytes above
-            key["corpus_sha256"] = corpus_sha256(profile.lpp.corpus)
+        corpus = profile.lpp.corpus
+        if corpus in BUILTIN_CORPORA or not user_path(corpus).is_file():  # a local file counts by its bytes above
+            key["corpus_sha256"] = corpus_sha256(corpus)
+            if key["corpus_sha256"] is None:  # cannot be read now: nothing to key on, never taken from the cache
+                return None
         return key
