@@ -484,24 +484,23 @@ def test_the_cache_reads_a_run_again_after_a_new_label_a_new_card_or_another_rep
 
 
 @pytest.mark.slow
-def test_rows_prompted_with_other_shots_on_the_same_items_are_noted(tmp_path):
+def test_rows_prompted_with_other_shots_on_the_same_items_are_noted(runs, site, tmp_path):
     """Two runs of one profile but its shots (ARC-Easy's shots come from its own split, so the evaluated items are the
-    same) merged into one column and one ranking with nothing said; the board now notes it. The same shots: no note."""
+    same) merged into one column and one ranking with nothing said; the board now notes it. The same shots in every
+    run (the shared site's): no note."""
     profile = ("lpp: {{enabled: false}}\nsmoke_texts: 1\n"
                "contamination: {{verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: 0}}\n"
                "tasks:\n  - {{name: arc_easy, limit: 4, max_new_tokens: 2, shots: {}}}\n")
-    made = {}
-    for name, shots, seed in (("zero", 0, 1), ("two", 2, 2), ("zero-too", 0, 3)):
-        _save_local_model(tmp_path / f"m{seed}", "llama", seed, small_tokenizer_dir())
-        made[name] = _run(tmp_path, name, [f"{{name: M{seed}, source: ./m{seed}, kind: base}}"],
-                          profile=profile.format(shots))
-    doc = build_board([made["zero"], made["two"], made["zero-too"]], n_resamples=200)
+    root = runs["root"]
+    zero = _run(tmp_path, "zero", [f"{{name: M1, source: {root / 'b1'}, kind: base}}",
+                                   f"{{name: M3, source: {root / 'g1'}, kind: base}}"], profile=profile.format(0))
+    two = _run(tmp_path, "two", [f"{{name: M2, source: {root / 'v1'}, kind: base}}"], profile=profile.format(2))
+    doc = build_board([zero, two], n_resamples=200)
     assert {row["model"]: row["tasks"]["arc_easy"]["shots"] for row in doc["rows"]} == {"M1": 0, "M2": 2, "M3": 0}
     assert doc["left_out"] == []  # the same items: one column
     assert ("task arc_easy: its base rows were prompted with different shots (zero-shot: M1, M3; 2-shot: M2); a "
             "difference between them is partly the prompt's, not only the model's") in doc["notes"]
-    same = build_board([made["zero"], made["zero-too"]], n_resamples=200)
-    assert not [n for n in same["notes"] if "shots" in n]
+    assert not [n for n in site["doc"]["notes"] if "shots" in n]
 
 
 @pytest.mark.slow

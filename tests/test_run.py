@@ -160,12 +160,20 @@ def test_the_code_version_is_the_code_that_measures(tmp_path):
         assert (source_digest(copy, exclude=NOT_MEASURING) != before) is measures, name
         f.write_text(text)
     left_out = tuple("reporter." + n.removesuffix(".py") for n in NOT_MEASURING)
+    # a fresh process: what measuring loads; and the key of reporter's own LPP pass before and after the card, the
+    # board and the pipeline are imported (it counted whatever reporter module the process had loaded)
     code = ("import importlib, json, pkgutil, sys, reporter.collect as c\n"
+            "from reporter.collect.model_cache import code_version\n"
+            "from reporter.registry import module_files\n"
+            "key = lambda: code_version(*module_files('reporter.collect.collectors.lpp'))\n"
             "for m in pkgutil.walk_packages(c.__path__, 'reporter.collect.'): importlib.import_module(m.name)\n"
             "import reporter.run.executors\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('reporter.'))))")
-    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                       check=True).stdout)
+            "loaded, before = sorted(m for m in sys.modules if m.startswith('reporter.')), key()\n"
+            "import reporter.card.render, reporter.analyse.board, reporter.run.pipeline\n"
+            "print(json.dumps([loaded, before == key() == code_version()]))")
+    loaded, same_key = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                 check=True).stdout)
+    assert same_key
     assert {"reporter.collect.job", "reporter.collect.option_order", "reporter.run.executors"} <= set(loaded)
     assert [m for m in loaded if m in left_out or m.startswith(tuple(f"{x}." for x in left_out))] == []
 
