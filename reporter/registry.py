@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -291,8 +292,9 @@ def module_files(name: str) -> list[str]:
     folder = path.parent
     if any(folder.is_relative_to(d) for d in outside):
         return [str(path)]
+    prefixes = (str(folder) + os.sep, str(Path(file).parent) + os.sep)  # resolved and as imported: few to resolve
     loaded = {Path(f).resolve() for m in list(sys.modules.values())
-              if isinstance(f := getattr(m, "__file__", None), str) and f.endswith(".py")}
+              if isinstance(f := getattr(m, "__file__", None), str) and f.endswith(".py") and f.startswith(prefixes)}
     return sorted(str(f) for f in loaded | {path}
                   if f.is_relative_to(folder) and not any(f.is_relative_to(d) for d in outside))
 
