@@ -113,6 +113,26 @@ def test_a_model_begun_in_another_dtype_is_not_resumed_in_this_one(tmp_path):
     assert json.loads(meta.read_text())["dtype"] == "float32" and len(samples.read_text().splitlines()) == 3
 
 
+def test_the_dtype_check_reads_the_model_a_caller_loaded(tmp_path):
+    """``reporter lm-eval`` hands the run its own loaded model: the check compares with that model's dtype, not with
+    what ``auto`` would resolve to here."""
+    import dataclasses
+
+    import torch
+
+    from reporter.collect.job import _other_precision
+    from reporter.config import RunConfig
+
+    lm = tiny_lm("llama")
+    mdir = tmp_path / "m"
+    mdir.mkdir()
+    (mdir / "model.json").write_text(json.dumps({"name": "m", "dtype": "bfloat16"}))
+    (mdir / "smoke.json").write_text("{}")
+    cfg = RunConfig(models=(lm.spec,))
+    assert "was measured in bfloat16" in _other_precision(lm.spec, cfg, 0, mdir, lm)  # a float32 model
+    assert _other_precision(lm.spec, cfg, 0, mdir, dataclasses.replace(lm, dtype=torch.bfloat16)) is None
+
+
 HELPED = """\
 import json, sys
 sys.path.insert(0, FOLDER)

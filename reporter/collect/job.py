@@ -113,7 +113,7 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
     elif model_done(rd, spec, profile, cfg.seed) and not _other_weights(spec, mdir, source_identity(spec, cfg.seed)):
         log(f"{spec.name}: already complete in {mdir}, skipping")
         return []
-    elif (other := _other_precision(spec, cfg, index, mdir)) is not None:
+    elif (other := _other_precision(spec, cfg, index, mdir, loaded)) is not None:
         return failed(spec.name, [other])
     rd.failure_note(spec.slug).unlink(missing_ok=True)
     (mdir / ERROR).unlink(missing_ok=True)
@@ -196,11 +196,11 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     return failures
 
 
-def _other_precision(spec: ModelSpec, cfg: RunConfig, index: int, mdir: Path) -> str | None:
+def _other_precision(spec: ModelSpec, cfg: RunConfig, index: int, mdir: Path, loaded: Any = None) -> str | None:
     """Why an unfinished model cannot be resumed here: ``dtype: auto`` (the model's or the run's) resolved to another
-    dtype on the machine that began it (bfloat16 on a GPU, float32 on a CPU) than it does on this one; resuming would
-    mix the two in one model's results, and the configuration, which says ``auto``, cannot tell. None: the same, or
-    nothing recorded. The artifacts are kept.
+    dtype on the machine that began it (bfloat16 on a GPU, float32 on a CPU) than it does on this one (or than the
+    model ``loaded`` by the caller has); resuming would mix the two in one model's results, and the configuration,
+    which says ``auto``, cannot tell. None: the same, or nothing recorded. The artifacts are kept.
     """
     try:
         meta = read_json(mdir / MODEL_META)
@@ -212,8 +212,8 @@ def _other_precision(spec: ModelSpec, cfg: RunConfig, index: int, mdir: Path) ->
     now_identity = source_identity(spec, cfg.seed)
     if now_identity is not None and meta.get("identity") not in (None, now_identity):
         return None  # other weights: their artifacts are removed once the model loads (_other_weights)
-    device = resolve_device(spec.device, cfg.device)
-    now = str(resolve_dtype(spec.dtype, cfg.dtype, device)).replace("torch.", "")
+    device = resolve_device(spec.device, cfg.device) if loaded is None else torch.device(loaded.device)
+    now = str(resolve_dtype(spec.dtype, cfg.dtype, device) if loaded is None else loaded.dtype).replace("torch.", "")
     if not isinstance(recorded, str) or recorded == now:
         return None
     return (f"model '{spec.name}': {mdir} was measured in {recorded}, and models[{index}].dtype "
