@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -479,6 +480,9 @@ def test_the_cache_reads_a_run_again_after_a_new_label_a_new_card_or_another_rep
     carded = board()
     assert carded["cache"]["runs_read"] == 1
     assert all(row["files"]["md"] == "card.md" for row in carded["rows"] if row["run_dir"] == str(r1))
+    assert board()["cache"]["runs_read"] == 0
+    os.utime(r1 / "card.md", ns=(1, 1))  # rendered again (by a newer reporter, say): copied again
+    assert board()["cache"]["runs_read"] == 1
     monkeypatch.setattr(board_runs, "reporter_digest", lambda: "0" * 64)  # another reporter, the same runs
     assert board()["cache"] == {"runs_read": 2, "runs_cached": 0, "compared": 1, "comparisons_cached": 0}
 

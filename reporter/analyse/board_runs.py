@@ -8,6 +8,7 @@ board needs, keyed by the content of its results.json and samples (:class:`Board
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -122,13 +123,19 @@ def expand_runs(args: Iterable[str | Path]) -> list[Path]:
 
 def _digest(rd: RunDir, results: dict[str, Any], manifest: dict[str, Any]) -> str:
     """The content hash of everything a board reads from a run: results.json, every task's samples, the models'
-    ``release`` and ``version`` labels (the manifest's: a label added later changes no result) and which card files
-    the run holds (a card rendered later is linked).
+    ``release`` and ``version`` labels (the manifest's: a label added later changes no result) and the card files
+    the run holds, by size and modification time (a card rendered later is linked, one rendered again is copied
+    again).
     """
     h = hashlib.sha256(rd.results.read_bytes())
     models = results.get("models") or {}
-    h.update(json.dumps([_labels(manifest), {n: _files(rd, e.get("slug", n)) for n, e in sorted(models.items())}],
-                        sort_keys=True, default=str).encode())
+    files = {n: _files(rd, e.get("slug", n)) for n, e in sorted(models.items())}
+    stats = {}
+    for rel in sorted({f for fs in files.values() for f in fs.values()}):
+        with contextlib.suppress(OSError):
+            st = (rd.root / rel).stat()
+            stats[rel] = (st.st_size, st.st_mtime_ns)
+    h.update(json.dumps([_labels(manifest), files, stats], sort_keys=True, default=str).encode())
     for name, e in sorted(models.items()):
         for task in sorted(e.get("tasks") or {}):
             path = rd.task_dir(e.get("slug", name), task) / SAMPLES
