@@ -23,6 +23,10 @@ naming its package and entry point, and the registry goes on without it. The fiv
 groups are :data:`PLUGIN_GROUPS`; a plugin declares its profile settings (a dataclass read from
 the profile's ``plugins.<name>``) as its ``settings`` attribute, gathered by
 :func:`declared_settings`.
+
+**A plugin's code.** What a run's results depend on beyond reporter's own source: :func:`plugin_sources` (every
+plugin that can measure) and :func:`module_files` (one plugin module's files), which a run's ``code_version`` and
+the model-only cache's keys count.
 """
 from __future__ import annotations
 
