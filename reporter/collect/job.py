@@ -53,7 +53,8 @@ def task_done(profile: Profile, spec: ModelSpec, task: TaskConfig, task_dir: Pat
     """
     return (task_complete(profile, task_dir)
             and not changed_items(task, read_json(task_dir / SUMMARY), seed)
-            and all(p.done(task_dir) for p in evidence_passes(profile, spec, "task", task)))
+            and all(p.done(task_dir) and p.stale(task, task_dir, seed) is None
+                    for p in evidence_passes(profile, spec, "task", task)))
 
 
 def model_done(rd: RunDir, spec: ModelSpec, profile: Profile, seed: int) -> bool:
@@ -342,6 +343,9 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
     failures: list[str] = []
     passes = []
     for ev in evidence_passes(profile, lm.spec, "task", task):
+        if ev.done(task_dir) and (why := ev.stale(task, task_dir, cfg.seed)) is not None:
+            log(f"{name} / {task.name}: {ev.label}: {why}: measuring it again")
+            ev.forget(task_dir)
         try:
             ev.prepare(ctx)
             passes.append(ev)

@@ -95,9 +95,10 @@ def changed_items(config: TaskConfig, recorded: dict[str, Any], seed: int) -> bo
     return now is not None and now != digest
 
 
-#: :func:`changed_items`' digests of the data as it is now, by (task, seed, shots): read once per run, not once per
-#: model and check (parsing MMLU's copy takes 0.5 s); kept for one run (:func:`data_checks_for`)
-DATA_DIGESTS: dict[tuple[TaskConfig, int, int], str | None] = {}
+#: :func:`changed_items`' digests of the data as it is now, by (task, seed, shots), and the other split's
+#: (:func:`reporter.collect.split_reference.stale_other_split`), by ("other split", task): read once per run, not
+#: once per model and check (parsing MMLU's copy takes 0.5 s); kept for one run (:func:`data_checks_for`)
+DATA_DIGESTS: dict[tuple[Any, ...], str | None] = {}
 _DIGESTS_RUN: list[Any] = [None]
 
 

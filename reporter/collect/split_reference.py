@@ -28,6 +28,7 @@ ships only its test split), gets a record with ``n = 0`` and the reason.
 """
 from __future__ import annotations
 
+import hashlib
 import random
 from collections import defaultdict
 from dataclasses import dataclass
@@ -37,18 +38,21 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ..config import ContaminationConfig
+from ..config import ContaminationConfig, TaskConfig
 from ..errors import UserError
 from ..instrument.tree import float_dtype
 from ..metrics.rank_tests import MIN_ITEMS
+from ..store.atomic import read_json
 from ..store.layout import SPLIT_REFERENCE
 from ..tasks.base import Item, Task
+from ..tasks.sources import offline_only
 from .evidence import EvidenceContext, EvidencePass, evidence_order, measured, register_evidence
+from .plan import DATA_DIGESTS, build_task
 from .reference import logprobs_and_greedy
 from .score_cache import CacheMode, cached_scores
 
-__all__ = ["SPLIT_MAX_TOKENS", "SplitPlan", "SplitReferencePass", "split_pairs", "split_plan", "split_text_ids",
-           "split_tokens", "collect_split_reference"]
+__all__ = ["SPLIT_MAX_TOKENS", "SplitPlan", "SplitReferencePass", "others_sha256", "split_pairs", "split_plan",
+           "split_text_ids", "split_tokens", "stale_other_split", "collect_split_reference"]
 
 #: each text of a pair is cut to this many tokens (on the third positive control, 64 kept the power of 128
 #: at 80% of the cost: benchmarks/RESULTS.md)
@@ -148,6 +152,7 @@ def split_plan(task: Task, items: Sequence[Item], settings: ContaminationConfig,
     else:
         try:
             others = task.other_split()
+            base["others_sha256"] = others_sha256(others)
         except UserError as e:
             reason = f"its other split could not be read: {e}"
     pairs: list[tuple[Item, Item, str]] = []
@@ -162,6 +167,60 @@ def split_plan(task: Task, items: Sequence[Item], settings: ContaminationConfig,
                 reason += (f"; {n_own} of the other split's {len(others)} texts are the task's own items: is it the "
                            "evaluated split itself?")
     return SplitPlan(base, pairs if reason is None else [], unmatched if reason is None else 0, reason)
+
+
+def others_sha256(others: Sequence[Item]) -> str:
+    """``sha256:<hex>`` of the other split's items (their digests, in the order it is read: the pairing draws by
+    it), recorded in ``split_reference.json`` so that a resume sees a new copy of the data under the same name.
+
+    >>> a, b = Item("1", "q", "x"), Item("2", "r", "y")
+    >>> others_sha256([a, b]) == others_sha256([a, b]) != others_sha256([b, a])
+    True
+    """
+    h = hashlib.sha256()
+    for it in others:
+        h.update(it.sha256().encode() + b"\n")
+    return f"sha256:{h.hexdigest()}"
+
+
+def stale_other_split(config: TaskConfig, task_dir: Path) -> str | None:
+    """Why a finished task's ``split_reference.json`` compared its items with another copy of the other split than
+    the task reads now, or None (the same, or it cannot be told without the network).
+
+    Only a built-in task's (or a plugin task's) own other split is checked, from its offline copy, once per run
+    (:data:`reporter.collect.plan.DATA_DIGESTS`): an ``other_split`` file counts by its content in the run's
+    configuration hash, and an lm-eval task's documents are in its digest. A record written before the digest was
+    (no ``others_sha256``) is not checked.
+    """
+    try:
+        recorded = read_json(Path(task_dir) / SPLIT_REFERENCE, {})
+    except UserError:
+        return None
+    digest = recorded.get("others_sha256") if isinstance(recorded, dict) else None
+    if not isinstance(digest, str) or config.lm_eval is not None or config.other_split:
+        return None
+    key = ("other split", config)
+    if key not in DATA_DIGESTS:
+        DATA_DIGESTS[key] = _others_now(config)
+    now = DATA_DIGESTS[key]
+    if now is None or now == digest:
+        return None
+    return "the task's other split is not the copy its items were compared with"
+
+
+def _others_now(config: TaskConfig) -> str | None:
+    """The digest of the task's other split as its offline copy gives it now; None where that cannot be read
+    without the network, or at all.
+    """
+    try:
+        task = build_task(config)
+        if task.source.startswith("hub:") or task.other_split is None:
+            return None
+        with offline_only():
+            task.items()  # a built-in task's other split comes from the copy its items came from
+            return others_sha256(task.other_split())
+    except Exception:  # noqa: BLE001 - unreadable now: the pass's own run says why
+        return None
 
 
 def split_text_ids(tokenizer: Any, item: Item) -> list[int]:
@@ -211,6 +270,10 @@ class SplitReferencePass(EvidencePass):
     order = 40
     artifact = SPLIT_REFERENCE
     label = "other split"
+
+    def stale(self, task: TaskConfig, directory: Path, seed: int) -> str | None:
+        """A new copy of the task's other split under the same name (:func:`stale_other_split`)."""
+        return stale_other_split(task, directory)
 
     def prepare(self, ctx: EvidenceContext) -> None:
         """Pair the items (``shared["split_plan"]``) and say which tokens of the evaluated texts the test scores
