@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -275,8 +274,9 @@ _PLUGIN_MODULES: dict[str, str] = {}
 
 def module_files(name: str) -> list[str]:
     """The source files of a plugin's module ``name`` beyond reporter and the environment: a package's every
-    ``.py`` file (its own code, loaded or not); a top-level module's file and the modules this process loaded from
-    its folder or below (a helper a ``--plugin`` file imports), leaving out what lies in the Python environment
+    ``.py`` file (its own code, loaded or not); a top-level module's file and the modules in its folder or below
+    that it imports, read from its source (at its top or inside a function, loaded yet or not, and what they import
+    in turn; a package among them with all of its files), leaving out what lies in the Python environment
     (``sys.prefix``, ``site-packages``, the standard library) and reporter's own source, which its code version
     already counts. A module of reporter itself: none. A module in ``site-packages`` itself: its file alone.
 
@@ -296,11 +296,60 @@ def module_files(name: str) -> list[str]:
     folder = path.parent
     if any(folder.is_relative_to(d) for d in outside):
         return [str(path)]
-    prefixes = (str(folder) + os.sep, str(Path(file).parent) + os.sep)  # resolved and as imported: few to resolve
-    loaded = {Path(f).resolve() for m in list(sys.modules.values())
-              if isinstance(f := getattr(m, "__file__", None), str) and f.endswith(".py") and f.startswith(prefixes)}
-    return sorted(str(f) for f in loaded | {path}
-                  if f.is_relative_to(folder) and not any(f.is_relative_to(d) for d in outside))
+    found: set[Path] = set()
+    _imported_files(path, folder, outside, found)
+    return sorted(str(f) for f in found)
+
+
+def _imported_files(path: Path, folder: Path, outside: tuple[Path, ...], found: set[Path]) -> None:
+    """Add ``path`` and, read from its source, every module in ``folder`` or below that it imports, in turn."""
+    import ast
+
+    if path in found:
+        return
+    found.add(path)
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):  # unreadable now: its file alone counts (as it is)
+        return
+    tops: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            tops |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops.add(node.module.split(".")[0])
+    for top in sorted(tops):
+        for where in _module_location(top):
+            if not where.is_relative_to(folder) or any(where.is_relative_to(d) for d in outside):
+                continue
+            if where.is_dir():  # a package: all of its own code
+                found.update(p.resolve() for p in where.rglob("*.py"))
+            elif where.suffix == ".py":
+                _imported_files(where, folder, outside, found)
+
+
+def _module_location(top: str) -> list[Path]:
+    """Where the top-level module ``top`` is (its file, or a package's folders), without importing it: from the
+    process's modules when loaded, else as the import system would find it on ``sys.path``; none when not found.
+    """
+    import importlib.machinery
+
+    mod = sys.modules.get(top)
+    if mod is not None:
+        paths = getattr(mod, "__path__", None)
+        if paths:
+            return [Path(p).resolve() for p in paths]
+        file = getattr(mod, "__file__", None)
+        return [Path(file).resolve()] if isinstance(file, str) else []
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(top)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return [Path(p).resolve() for p in spec.submodule_search_locations]
+    return [Path(spec.origin).resolve()] if spec.origin and spec.origin not in ("built-in", "frozen") else []
 
 
 def _environment_dirs() -> tuple[Path, ...]:

@@ -201,11 +201,13 @@ def test_a_plugins_helper_is_part_of_the_code_a_run_and_the_cache_key_on(tmp_pat
 
 
 def test_a_plugins_code_is_its_own_not_the_environments_nor_reporters(tmp_path, monkeypatch):
-    """What counts as a plugin's code: a ``--plugin`` file and the helper it loaded from its folder; not what it
-    loaded from the Python environment or from reporter (a plugin beside a venv counted 1,300 site-packages files
-    and changed with what reporter happened to import); not a plugin that only adds card sections or charts;
-    reporter's own passes add nothing (``tests/test_run.py``: their key changed when the card's modules were imported
-    first)."""
+    """What counts as a plugin's code: a ``--plugin`` file and the helpers it imports from its folder, at its top or
+    inside a function not yet called (a helper imported in ``run_model`` was not loaded when the keys were taken, so a
+    fix to it was served from the cache), a package among them whole; not a sibling ``--plugin`` file it does not
+    import (two plugins side by side counted as each other's code); not what it loaded from the Python environment or
+    from reporter (a plugin beside a venv counted 1,300 site-packages files and changed with what reporter happened to
+    import); not a plugin that only adds card sections or charts; reporter's own passes add nothing
+    (``tests/test_run.py``: their key changed when the card's modules were imported first)."""
     import sys
 
     from reporter.card.sections import SECTIONS
@@ -218,25 +220,43 @@ def test_a_plugins_code_is_its_own_not_the_environments_nor_reporters(tmp_path, 
         d.mkdir(parents=True)
     (venv / "env_dep_x.py").write_text("X = 1\n")
     (plug / "helper_y.py").write_text("Y = 2\n")
+    (plug / "late_z.py").write_text("import deeper_u\nZ = 3\n")  # imported by run_model only, and imports one more
+    (plug / "deeper_u.py").write_text("U = 4\n")
+    (plug / "pkg_v").mkdir()
+    (plug / "pkg_v" / "__init__.py").write_text("")
+    (plug / "pkg_v" / "inner.py").write_text("V = 5\n")
+    (plug / "unrelated_t.py").write_text("T = 6\n")  # in the folder, imported by nothing
     (plug / "measures_y.py").write_text(
-        f"import sys\nsys.path[:0] = [{str(plug)!r}, {str(venv)!r}]\nimport env_dep_x, helper_y\n"
+        f"import sys\nsys.path[:0] = [{str(plug)!r}, {str(venv)!r}]\nimport env_dep_x, helper_y, json\n"
         "import reporter.card.render\n"
         "from reporter.collect.collectors import CollectorPlugin, register_collector\n"
-        "@register_collector\nclass MeasuresY(CollectorPlugin):\n    name = 'toy_measures_y'\n")
+        "@register_collector\nclass MeasuresY(CollectorPlugin):\n    name = 'toy_measures_y'\n"
+        "    def run_model(self, lm, profile, model_dir):\n        import late_z\n        from pkg_v import inner\n")
+    (plug / "sibling_w.py").write_text(  # another --plugin file beside it
+        "import helper_y\nfrom reporter.collect.collectors import CollectorPlugin, register_collector\n"
+        "@register_collector\nclass SiblingW(CollectorPlugin):\n    name = 'toy_sibling_w'\n")
     (show / "shows_y.py").write_text(
         "from reporter.card.sections import Section, register_section\n"
         "register_section(Section('toy_shows_y', 'Shows', source='<p>y</p>'))\n")
     monkeypatch.setattr(sys, "prefix", str(plug / ".venv"))  # the environment this plugin sits beside
     try:
         import_plugin(str(plug / "measures_y.py"))
+        import_plugin(str(plug / "sibling_w.py"))
         import_plugin(str(show / "shows_y.py"))
-        want = [str((plug / n).resolve()) for n in ("helper_y.py", "measures_y.py")]
+        assert "late_z" not in sys.modules  # not loaded when the keys are taken
+        want = [str((plug / n).resolve()) for n in ("deeper_u.py", "helper_y.py", "late_z.py", "measures_y.py",
+                                                     "pkg_v/__init__.py", "pkg_v/inner.py")]
         assert module_files("reporter_plugin_measures_y") == want
-        assert [f for f in plugin_sources() if f.startswith(str(tmp_path.resolve()))] == want
+        assert module_files("reporter_plugin_sibling_w") == [str((plug / n).resolve())
+                                                             for n in ("helper_y.py", "sibling_w.py")]
+        assert [f for f in plugin_sources() if f.startswith(str(tmp_path.resolve()))] == sorted(
+            {*want, str((plug / "sibling_w.py").resolve())})
     finally:
         COLLECTORS.remove("toy_measures_y")
+        COLLECTORS.remove("toy_sibling_w")
         SECTIONS.remove("toy_shows_y")
-        for name in ("reporter_plugin_measures_y", "reporter_plugin_shows_y", "env_dep_x", "helper_y"):
+        for name in ("reporter_plugin_measures_y", "reporter_plugin_sibling_w", "reporter_plugin_shows_y", "env_dep_x",
+                     "helper_y"):
             sys.modules.pop(name, None)
         sys.path[:] = [p for p in sys.path if p not in (str(plug), str(venv))]
 

@@ -129,7 +129,7 @@ def run_cached(lm: Any, step: ModelStep, directory: Path, run: Callable[[], None
     identity = model_identity(lm)
     entry = None
     if identity is not None:
-        # a plugin's code: its module and what it loaded from its own package or folder (a helper it imports); none
+        # a plugin's code: its module and what it imports from its own package or folder (a helper); none
         # for reporter's own passes, whose code is in code_version already
         modules = module_files(type(owner).__module__) if owner is not None else []
         key = step_key(identity, str(lm.dtype).replace("torch.", ""), device_kind(lm), step, code_version(*modules))

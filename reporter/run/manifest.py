@@ -137,7 +137,7 @@ def _task_for_hash(t: dict[str, Any]) -> dict[str, Any]:
 def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:
     """The manifest of a run: versions, machine, seed, resolved configuration and its hash, and the digest of
     the code that measures (``code_version``: reporter's, and every plugin's that can measure, with the helpers it
-    loads from its own package or folder; a run directory resumes only with the code that made it).
+    imports from its own package or folder; a run directory resumes only with the code that made it).
     """
     import torch
     import transformers
