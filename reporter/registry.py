@@ -302,7 +302,9 @@ def module_files(name: str) -> list[str]:
 
 
 def _imported_files(path: Path, folder: Path, outside: tuple[Path, ...], found: set[Path]) -> None:
-    """Add ``path`` and, read from its source, every module in ``folder`` or below that it imports, in turn."""
+    """Add ``path`` and, read from its source, every module in ``folder`` or below that it imports, in turn: by an
+    import statement anywhere in it, or by ``importlib.import_module`` / ``__import__`` of a literal name.
+    """
     import ast
 
     if path in found:
@@ -310,30 +312,65 @@ def _imported_files(path: Path, folder: Path, outside: tuple[Path, ...], found: 
     found.add(path)
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):  # unreadable now: its file alone counts (as it is)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):  # unreadable: its file alone counts
         return
-    tops: set[str] = set()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            tops |= {a.name.split(".")[0] for a in node.names}
+            names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            tops.add(node.module.split(".")[0])
-    for top in sorted(tops):
-        for where in _module_location(top):
-            if not where.is_relative_to(folder) or any(where.is_relative_to(d) for d in outside):
-                continue
-            if where.is_dir():  # a package: all of its own code
-                found.update(p.resolve() for p in where.rglob("*.py"))
-            elif where.suffix == ".py":
-                _imported_files(where, folder, outside, found)
+            names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names if a.name != "*"}
+        elif (isinstance(node, ast.Call) and node.args and isinstance(arg := node.args[0], ast.Constant)
+              and isinstance(arg.value, str) and _imports_by_name(node.func)):
+            names.add(arg.value)
+    for name in sorted(names):
+        for file in _source_files(name, folder, outside):
+            _imported_files(file, folder, outside, found)
 
 
-def _module_location(top: str) -> list[Path]:
-    """Where the top-level module ``top`` is (its file, or a package's folders), without importing it: from the
-    process's modules when loaded, else as the import system would find it on ``sys.path``; none when not found.
+def _imports_by_name(func: Any) -> bool:
+    """Whether a call's function is ``importlib.import_module``, ``import_module`` or ``__import__``."""
+    import ast
+
+    if isinstance(func, ast.Attribute):
+        return func.attr == "import_module"
+    return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
+
+
+def _source_files(name: str, folder: Path, outside: tuple[Path, ...]) -> list[Path]:
+    """The ``.py`` files of module ``name`` (dotted) that lie in ``folder`` or below and outside ``outside``: a
+    module's file, a package's every file (hidden folders and the environment left out); of a namespace package (a
+    folder without ``__init__.py``), only what ``name`` names inside it.
     """
-    import importlib.machinery
+    parts = name.split(".")
+    files: list[Path] = []
+    for where in _module_location(parts[0], folder):
+        if not where.is_relative_to(folder) or any(where.is_relative_to(d) for d in outside):
+            continue
+        if where.is_file():
+            files += [where] if where.suffix == ".py" else []
+            continue
+        for part in parts[1:]:  # down a namespace package to what the name names
+            if (where / "__init__.py").is_file():
+                break
+            if (where / f"{part}.py").is_file():
+                where = where / f"{part}.py"
+                break
+            where = where / part
+        if where.is_file():
+            files.append(where.resolve())
+        elif (where / "__init__.py").is_file():  # a package: all of its own code
+            files += [p.resolve() for p in where.rglob("*.py")
+                      if not any(q.startswith(".") for q in p.relative_to(where).parts)
+                      and not any(p.resolve().is_relative_to(d) for d in outside)]
+    return files
 
+
+def _module_location(top: str, folder: Path) -> list[Path]:
+    """Where the top-level module ``top`` is (its file, or a package's folders), without importing it: the process's
+    module when loaded, else a module or package of that name in ``folder`` (the plugin's); none when neither. Not
+    searched on ``sys.path``, which a plugin or a test may change between two keys of one run.
+    """
     mod = sys.modules.get(top)
     if mod is not None:
         paths = getattr(mod, "__path__", None)
@@ -341,15 +378,9 @@ def _module_location(top: str) -> list[Path]:
             return [Path(p).resolve() for p in paths]
         file = getattr(mod, "__file__", None)
         return [Path(file).resolve()] if isinstance(file, str) else []
-    try:
-        spec = importlib.machinery.PathFinder.find_spec(top)
-    except (ImportError, ValueError):
-        return []
-    if spec is None:
-        return []
-    if spec.submodule_search_locations:
-        return [Path(p).resolve() for p in spec.submodule_search_locations]
-    return [Path(spec.origin).resolve()] if spec.origin and spec.origin not in ("built-in", "frozen") else []
+    if (folder / f"{top}.py").is_file():
+        return [(folder / f"{top}.py").resolve()]
+    return [(folder / top).resolve()] if (folder / top).is_dir() else []
 
 
 def _environment_dirs() -> tuple[Path, ...]:

@@ -305,6 +305,23 @@ def _session_lm_eval_index(tmp_path_factory):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _forget_plugin_modules():
+    """The ``--plugin`` modules a test imported are forgotten after it, as a new process would not have them: they
+    are part of every later run's code version (:func:`reporter.registry.plugin_sources`), and a shared run built
+    before them was refused as another code's (seen with two workers, by the order the files fell to them)."""
+    import sys
+
+    from reporter.registry import _PLUGIN_MODULES
+
+    before = dict(_PLUGIN_MODULES)
+    yield
+    for name in [n for n in _PLUGIN_MODULES if n not in before]:
+        del _PLUGIN_MODULES[name]
+        if name.startswith("reporter_plugin_"):
+            sys.modules.pop(name, None)
+
+
 @contextlib.contextmanager
 def lm_eval_env(root: Path):
     """Reporter's cache, the datasets cache and offline datasets under ``root`` (the user's caches untouched);

