@@ -307,19 +307,24 @@ def _session_lm_eval_index(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _forget_plugin_modules():
-    """The ``--plugin`` modules a test imported are forgotten after it, as a new process would not have them: they
-    are part of every later run's code version (:func:`reporter.registry.plugin_sources`), and a shared run built
-    before them was refused as another code's (seen with two workers, by the order the files fell to them)."""
+    """The ``--plugin`` modules a test imported, and the entry points it made up, are forgotten after it, as a new
+    process would not have them: they are part of every later run's code version
+    (:func:`reporter.registry.plugin_sources`), and a run made before them was refused as another code's (seen with
+    two workers, by the order the files fell to them). A group the test loaded with no entry point is kept: that is
+    what this environment has, and loading it again costs a scan of every distribution."""
     import sys
 
-    from reporter.registry import _PLUGIN_MODULES
+    from reporter.registry import _GROUPS, _PLUGIN_MODULES
 
-    before = dict(_PLUGIN_MODULES)
+    before, groups = dict(_PLUGIN_MODULES), dict(_GROUPS)
     yield
     for name in [n for n in _PLUGIN_MODULES if n not in before]:
         del _PLUGIN_MODULES[name]
         if name.startswith("reporter_plugin_"):
             sys.modules.pop(name, None)
+    for group in [g for g in _GROUPS if g not in groups and _GROUPS[g]]:
+        del _GROUPS[group]
+    _GROUPS.update(groups)
 
 
 @contextlib.contextmanager
