@@ -309,7 +309,7 @@ def _session_lm_eval_index(tmp_path_factory):
 def _forget_plugin_modules():
     """The ``--plugin`` modules a test imported, and the entry points it made up, are forgotten after it, as a new
     process would not have them: they are part of every later run's code version
-    (:func:`reporter.registry.plugin_sources`), and a run made before them was refused as another code's (seen with
+    (:func:`reporter.plugin_code.plugin_sources`), and a run made before them was refused as another code's (seen with
     two workers, by the order the files fell to them). A group the test loaded with no entry point is kept: that is
     what this environment has, and loading it again costs a scan of every distribution."""
     import sys

@@ -115,7 +115,7 @@ def test_a_run_made_by_other_reporter_code_is_not_resumed(finished_run, tmp_path
     """Resuming mixes the run's artifacts with this code's: a run directory made by other reporter code (the
     manifest's ``code_version``, or none recorded) is refused with one line, and the same code resumes it."""
     from reporter.collect.model_cache import code_version
-    from reporter.registry import plugin_sources
+    from reporter.plugin_code import plugin_sources
 
     out = copy_run(finished_run, tmp_path / "run")
     manifest = json.loads((out / "manifest.json").read_text())
@@ -164,7 +164,7 @@ def test_the_code_version_is_the_code_that_measures(tmp_path):
     # board and the pipeline are imported (it counted whatever reporter module the process had loaded)
     code = ("import importlib, json, pkgutil, sys, reporter.collect as c\n"
             "from reporter.collect.model_cache import code_version\n"
-            "from reporter.registry import module_files\n"
+            "from reporter.plugin_code import module_files\n"
             "key = lambda: code_version(*module_files('reporter.collect.collectors.lpp'))\n"
             "for m in pkgutil.walk_packages(c.__path__, 'reporter.collect.'): importlib.import_module(m.name)\n"
             "import reporter.run.executors\n"

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from ..errors import UserError
 from ..installed import cache_root, source_digest
-from ..registry import module_files
+from ..plugin_code import module_files
 from ..store.atomic import atomic_directory, read_json, write_bytes
 
 #: the directory of the cache that holds model-only work

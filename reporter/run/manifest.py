@@ -14,7 +14,7 @@ from .. import __version__
 from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
 from ..errors import UserError
-from ..registry import plugin_sources
+from ..plugin_code import plugin_sources
 from ..store.atomic import read_json
 from ..store.digest import corpus_for_hash, file_sha256
 from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir
