@@ -58,8 +58,8 @@ def task_done(profile: Profile, spec: ModelSpec, task: TaskConfig, task_dir: Pat
 
 
 def _stale(ev: EvidencePass, task: TaskConfig, task_dir: Path, seed: int) -> str | None:
-    """:meth:`EvidencePass.stale`, where a plugin's own bug counts as stale (the pass then runs again, and its failure
-    is its failure line there, not the whole model's crash before it loads).
+    """:meth:`EvidencePass.stale`, where a plugin's own bug in it counts as stale: the pass runs again, the log saying
+    why, instead of the whole model crashing before it loads.
     """
     try:
         return ev.stale(task, task_dir, seed)
