@@ -13,10 +13,11 @@ from :mod:`reporter.registry`'s record (``--plugin`` modules, installed entry po
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .registry import _PLUGIN_MODULES, _REGISTRIES, PLUGIN_GROUPS, _load_group
+from .registry import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REGISTRIES, PLUGIN_GROUPS, _load_group
 
 __all__ = ["SHOWING_KINDS", "module_files", "plugin_sources"]
 
@@ -38,21 +39,46 @@ def module_files(name: str) -> list[str]:
     if not isinstance(file, str):
         return []
     path = Path(file).resolve()
-    roots = getattr(sys.modules.get(name.split(".")[0]), "__path__", None)
-    if roots:  # a package: all of its own code
-        return sorted(str(p) for p in Path(list(roots)[0]).resolve().rglob("*.py"))
+    top = sys.modules.get(name.split(".")[0])
+    top_file = getattr(top, "__file__", None)
+    if getattr(top, "__path__", None) and isinstance(top_file, str):  # a regular package: all of its own code
+        return sorted(str(p) for p in _package_files(Path(top_file).resolve().parent, ()))
     outside = _environment_dirs()
-    folder = path.parent
+    folder = path.parent  # a single file's, or a namespace package's module's: its folder
     if any(folder.is_relative_to(d) for d in outside):
         return [str(path)]
+    search = (folder, *(d for d in (_path_entry(e) for e in _PLUGIN_SEARCH.get(name, ())) if d is not None
+                        and d != folder and d.is_relative_to(folder)))
     found: set[Path] = set()
-    _imported_files(path, folder, outside, found)
+    _imported_files(path, _Scope(folder, search, outside), found)
     return sorted(str(f) for f in found)
 
 
-def _imported_files(path: Path, folder: Path, outside: tuple[Path, ...], found: set[Path]) -> None:
-    """Add ``path`` and, read from its source, every module in ``folder`` or below that it imports, in turn: by an
-    import statement anywhere in it, or by ``importlib.import_module`` / ``__import__`` of a literal name.
+@dataclass(frozen=True)
+class _Scope:
+    """Where a plugin's helpers may lie: ``folder`` (the plugin's) and below, found in ``search`` (the folder and the
+    ``sys.path`` entries inside it when the plugin was imported), never in ``outside`` (the environment).
+    """
+
+    folder: Path
+    search: tuple[Path, ...]
+    outside: tuple[Path, ...]
+
+    def holds(self, where: Path) -> bool:
+        return where.is_relative_to(self.folder) and not any(where.is_relative_to(d) for d in self.outside)
+
+
+def _path_entry(entry: str) -> Path | None:
+    try:
+        return Path(entry).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+def _imported_files(path: Path, scope: _Scope, found: set[Path]) -> None:
+    """Add ``path`` and, read from its source, every module in the scope's folder or below that it imports, in turn:
+    by an import statement anywhere in it (relative ones too), or by ``importlib.import_module`` / ``__import__`` of a
+    literal name.
     """
     import ast
 
@@ -64,17 +90,27 @@ def _imported_files(path: Path, folder: Path, outside: tuple[Path, ...], found: 
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):  # unreadable: its file alone counts
         return
     names: set[str] = set()
+    files: list[Path] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names if a.name != "*"}
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:  # relative: from the file's own package
+            base = path.parents[node.level - 1] if node.level - 1 < len(path.parents) else path.parent
+            stem = node.module.split(".") if node.module else []
+            for parts in [stem, *([*stem, a.name] for a in node.names if a.name != "*")]:
+                if parts:
+                    files += _named_files(base, parts, scope)
         elif (isinstance(node, ast.Call) and node.args and isinstance(arg := node.args[0], ast.Constant)
               and isinstance(arg.value, str) and _imports_by_name(node.func)):
             names.add(arg.value)
     for name in sorted(names):
-        for file in _source_files(name, folder, outside):
-            _imported_files(file, folder, outside, found)
+        parts = name.split(".")
+        for where in _module_location(parts[0], scope.search):
+            files += _named_files(where, parts[1:], scope, located=True)
+    for file in files:
+        _imported_files(file, scope, found)
 
 
 def _imports_by_name(func: Any) -> bool:
@@ -86,39 +122,47 @@ def _imports_by_name(func: Any) -> bool:
     return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
 
 
-def _source_files(name: str, folder: Path, outside: tuple[Path, ...]) -> list[Path]:
-    """The ``.py`` files of module ``name`` (dotted) that lie in ``folder`` or below and outside ``outside``: a
-    module's file, a package's every file (hidden folders and the environment left out); of a namespace package (a
-    folder without ``__init__.py``), only what ``name`` names inside it.
+def _named_files(where: Path, parts: list[str], scope: _Scope, located: bool = False) -> list[Path]:
+    """The ``.py`` files in the scope of what ``parts`` names below ``where`` (``located``: ``where`` is the module
+    itself, a file or a package's folder): a module's file, a package's every file (hidden folders and the
+    environment left out); of a namespace package (a folder without ``__init__.py``), only what is named inside it.
     """
-    parts = name.split(".")
-    files: list[Path] = []
-    for where in _module_location(parts[0], folder):
-        if not where.is_relative_to(folder) or any(where.is_relative_to(d) for d in outside):
-            continue
-        if where.is_file():
-            files += [where] if where.suffix == ".py" else []
-            continue
-        for part in parts[1:]:  # down a namespace package to what the name names
-            if (where / "__init__.py").is_file():
-                break
-            if (where / f"{part}.py").is_file():
-                where = where / f"{part}.py"
-                break
-            where = where / part
-        if where.is_file():
-            files.append(where.resolve())
-        elif (where / "__init__.py").is_file():  # a package: all of its own code
-            files += [p.resolve() for p in where.rglob("*.py")
-                      if not any(q.startswith(".") for q in p.relative_to(where).parts)
-                      and not any(p.resolve().is_relative_to(d) for d in outside)]
-    return files
+    if not located:
+        if not parts:
+            return []
+        head = where / parts[0]
+        where = head.with_suffix(".py") if head.with_suffix(".py").is_file() else head
+        parts = parts[1:]
+    if not scope.holds(where):
+        return []
+    if where.is_file():
+        return [where.resolve()] if where.suffix == ".py" else []
+    for part in parts:  # down a namespace package to what the name names
+        if (where / "__init__.py").is_file():
+            break
+        if (where / f"{part}.py").is_file():
+            where = where / f"{part}.py"
+            break
+        where = where / part
+    if where.is_file():
+        return [where.resolve()]
+    if (where / "__init__.py").is_file():  # a package: all of its own code
+        return _package_files(where, scope.outside)
+    return []
 
 
-def _module_location(top: str, folder: Path) -> list[Path]:
+def _package_files(root: Path, outside: tuple[Path, ...]) -> list[Path]:
+    """A package's ``.py`` files: below ``root``, not in a hidden folder, not in ``outside``."""
+    return [p.resolve() for p in root.rglob("*.py")
+            if not any(q.startswith(".") for q in p.relative_to(root).parts[:-1])
+            and not any(p.resolve().is_relative_to(d) for d in outside)]
+
+
+def _module_location(top: str, search: tuple[Path, ...]) -> list[Path]:
     """Where the top-level module ``top`` is (its file, or a package's folders), without importing it: the process's
-    module when loaded, else a module or package of that name in ``folder`` (the plugin's); none when neither. Not
-    searched on ``sys.path``, which a plugin or a test may change between two keys of one run.
+    module when loaded, else the first module or package of that name in ``search`` (the plugin's folder and the
+    ``sys.path`` entries inside it when it was imported); none when neither. Not searched on today's ``sys.path``,
+    which a plugin or a test may change between two keys of one run.
     """
     mod = sys.modules.get(top)
     if mod is not None:
@@ -127,9 +171,12 @@ def _module_location(top: str, folder: Path) -> list[Path]:
             return [Path(p).resolve() for p in paths]
         file = getattr(mod, "__file__", None)
         return [Path(file).resolve()] if isinstance(file, str) else []
-    if (folder / f"{top}.py").is_file():
-        return [(folder / f"{top}.py").resolve()]
-    return [(folder / top).resolve()] if (folder / top).is_dir() else []
+    for d in search:
+        if (d / f"{top}.py").is_file():
+            return [(d / f"{top}.py").resolve()]
+        if (d / top).is_dir():
+            return [(d / top).resolve()]
+    return []
 
 
 def _environment_dirs() -> tuple[Path, ...]:

@@ -235,11 +235,14 @@ def import_plugin(module: str) -> Any:
             sys.modules[name] = mod
             _PLUGIN_MODULES[name] = str(path)
             spec.loader.exec_module(mod)
+            _PLUGIN_SEARCH[name] = tuple(sys.path)
             return mod
         sys.path.insert(0, os.getcwd())
         _PLUGIN_MODULES[module] = module
         try:
-            return importlib.import_module(module)
+            imported = importlib.import_module(module)
+            _PLUGIN_SEARCH[module] = tuple(sys.path)
+            return imported
         finally:
             sys.path.remove(os.getcwd())
     except UserError:
@@ -268,6 +271,9 @@ def registering_module() -> str:
 
 #: the modules ``--plugin`` imported, by module name: what the command line named (a file's path, or a module)
 _PLUGIN_MODULES: dict[str, str] = {}
+#: by ``--plugin`` module name, the ``sys.path`` entries right after it was imported (where its helpers are looked
+#: for: :mod:`reporter.plugin_code`)
+_PLUGIN_SEARCH: dict[str, tuple[str, ...]] = {}
 
 
 #: every registry made, so that what a plugin module registered can be told

@@ -314,12 +314,13 @@ def _forget_plugin_modules():
     what this environment has, and loading it again costs a scan of every distribution."""
     import sys
 
-    from reporter.registry import _GROUPS, _PLUGIN_MODULES
+    from reporter.registry import _GROUPS, _PLUGIN_MODULES, _PLUGIN_SEARCH
 
     before, groups = dict(_PLUGIN_MODULES), dict(_GROUPS)
     yield
     for name in [n for n in _PLUGIN_MODULES if n not in before]:
         del _PLUGIN_MODULES[name]
+        _PLUGIN_SEARCH.pop(name, None)
         if name.startswith("reporter_plugin_"):
             sys.modules.pop(name, None)
     for group in [g for g in _GROUPS if g not in groups and _GROUPS[g]]:

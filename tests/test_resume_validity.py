@@ -230,16 +230,21 @@ def test_a_plugins_code_is_its_own_not_the_environments_nor_reporters(tmp_path, 
     (plug / "helper_q.py").write_text("Q = 7\n")
     (plug / "by_name_s.py").write_text("S = 8\n")  # loaded by importlib.import_module("by_name_s")
     (plug / "nsp").mkdir()  # a namespace package (no __init__.py): what is imported from it, not all of it
-    (plug / "nsp" / "part_r.py").write_text("R = 9\n")
+    (plug / "nsp" / "part_r.py").write_text("from . import rel_p\nR = 9\n")  # a relative import inside it
+    (plug / "nsp" / "rel_p.py").write_text("P = 10\n")
+    (plug / "lib").mkdir()  # a subfolder the plugin puts on sys.path, its helper imported by run_model only
+    (plug / "lib" / "sub_helper_k.py").write_text("K = 11\n")
     (plug / "nsp" / "logs_r.py").write_text("")
     (plug / "unrelated_t.py").write_text("T = 6\n")  # in the folder, imported by nothing
     (plug / "measures_y.py").write_text(
-        f"import sys\nsys.path[:0] = [{str(plug)!r}, {str(venv)!r}]\nimport env_dep_x, helper_y, json\n"
+        f"import sys\nsys.path[:0] = [{str(plug)!r}, {str(plug / 'lib')!r}, {str(venv)!r}]\n"
+        "import env_dep_x, helper_y, json\n"
         "import reporter.card.render\n"
         "from reporter.collect.collectors import CollectorPlugin, register_collector\n"
         "@register_collector\nclass MeasuresY(CollectorPlugin):\n    name = 'toy_measures_y'\n"
         "    def run_model(self, lm, profile, model_dir):\n        import late_z\n        from pkg_v import inner\n"
-        "        import importlib\n        importlib.import_module('by_name_s')\n        from nsp import part_r\n")
+        "        import importlib\n        importlib.import_module('by_name_s')\n        from nsp import part_r\n"
+        "        import sub_helper_k\n")
     (plug / "sibling_w.py").write_text(  # another --plugin file beside it
         "import helper_y\nfrom reporter.collect.collectors import CollectorPlugin, register_collector\n"
         "@register_collector\nclass SiblingW(CollectorPlugin):\n    name = 'toy_sibling_w'\n")
@@ -253,9 +258,12 @@ def test_a_plugins_code_is_its_own_not_the_environments_nor_reporters(tmp_path, 
         import_plugin(str(show / "shows_y.py"))
         assert "late_z" not in sys.modules  # not loaded when the keys are taken
         want = [str((plug / n).resolve()) for n in ("by_name_s.py", "deeper_u.py", "helper_q.py", "helper_y.py",
-                                                     "late_z.py", "measures_y.py", "nsp/part_r.py",
-                                                     "pkg_v/__init__.py", "pkg_v/inner.py")]
+                                                     "late_z.py", "lib/sub_helper_k.py", "measures_y.py",
+                                                     "nsp/part_r.py", "nsp/rel_p.py", "pkg_v/__init__.py",
+                                                     "pkg_v/inner.py")]
         assert module_files("reporter_plugin_measures_y") == want
+        sys.path[:] = [p for p in sys.path if p not in (str(plug), str(plug / "lib"))]  # as a test or plugin may
+        assert module_files("reporter_plugin_measures_y") == want  # the same: not read from today's sys.path
         assert module_files("reporter_plugin_sibling_w") == [str((plug / n).resolve())
                                                              for n in ("helper_y.py", "sibling_w.py")]
         assert [f for f in plugin_sources() if f.startswith(str(tmp_path.resolve()))] == sorted(
@@ -267,7 +275,31 @@ def test_a_plugins_code_is_its_own_not_the_environments_nor_reporters(tmp_path, 
         for name in ("reporter_plugin_measures_y", "reporter_plugin_sibling_w", "reporter_plugin_shows_y", "env_dep_x",
                      "helper_y"):
             sys.modules.pop(name, None)
-        sys.path[:] = [p for p in sys.path if p not in (str(plug), str(venv))]
+        sys.path[:] = [p for p in sys.path if p not in (str(plug), str(plug / "lib"), str(venv))]
+
+
+def test_a_plugin_in_a_namespace_package_is_its_own_code_not_another_portions(tmp_path):
+    """An installed plugin module inside a namespace package split over two folders: the whole first folder of the
+    namespace counted, another distribution's file, and not the plugin's own (a second review)."""
+    import importlib
+    import sys
+
+    from reporter.plugin_code import module_files
+
+    for portion, files in (("p1", {"unrelated_o.py": "O = 1\n"}),
+                           ("p2", {"plug_o.py": "from . import helper_o\n", "helper_o.py": "H = 2\n"})):
+        (tmp_path / portion / "acmens_o").mkdir(parents=True)
+        for name, text in files.items():
+            (tmp_path / portion / "acmens_o" / name).write_text(text)
+    sys.path[:0] = [str(tmp_path / "p1"), str(tmp_path / "p2")]
+    try:
+        importlib.import_module("acmens_o.plug_o")
+        assert module_files("acmens_o.plug_o") == [str((tmp_path / "p2" / "acmens_o" / n).resolve())
+                                                  for n in ("helper_o.py", "plug_o.py")]
+    finally:
+        sys.path[:] = [p for p in sys.path if p not in (str(tmp_path / "p1"), str(tmp_path / "p2"))]
+        for name in ("acmens_o", "acmens_o.plug_o", "acmens_o.helper_o"):
+            sys.modules.pop(name, None)
 
 
 def test_an_interrupted_forced_run_leaves_nothing_of_the_old_configuration(tmp_path):
@@ -468,18 +500,20 @@ def forget_tasks():
         TASKS.remove(name)
 
 
-def _facts(tmp_path, monkeypatch, rows, name, forget):
-    """A plugin task ``name`` (one per test: a process registers a name once) over a JSON file the test edits."""
+def _facts(tmp_path, monkeypatch, rows, name, forget, source=None, split_items=0):
+    """A plugin task ``name`` (one per test: a process registers a name once) over a JSON file the test edits
+    (``source``: the plugin's source, :data:`PLUGIN` by default; ``split_items``: the other split's test, on the
+    untrained model too)."""
     forget.append(name)
     data = tmp_path / "facts.json"
     data.write_text(json.dumps(rows))
     monkeypatch.setenv("FACTS_DATA", str(data))
     plugin = tmp_path / "facts_plugin.py"
-    plugin.write_text(PLUGIN.replace("NAME", name))
+    plugin.write_text((source or PLUGIN).replace("NAME", name))
     prof = tmp_path / "facts-profile.yaml"
     prof.write_text("lpp: {enabled: false}\nsmoke_texts: 1\n"
-                    "contamination: {verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: 0}\n"
-                    f"tasks:\n  - {{name: {name}}}\n")
+                    f"contamination: {{verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: {split_items}"
+                    f"{', untrained: true' if split_items else ''}}}\ntasks:\n  - {{name: {name}}}\n")
     models = tmp_path / "facts-models.yaml"
     models.write_text(f"profile: {prof}\nmodels:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, "
                       f"hidden: 32, intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
@@ -591,22 +625,11 @@ def test_a_finished_tasks_other_split_changed_under_its_name_is_compared_again(t
     with the old texts. ``split_reference.json`` now records the other split's digest: the rerun compares again,
     without answering the items again, and ends as a fresh run on the new data does; unchanged, it skips."""
     name = "facts_split"
-    forget_tasks.append(name)
     rows = [{"id": f"f{i}", "q": f"What is fact number {i} of the list?", "a": f"x{i % 3}"} for i in range(12)]
     other = [{"id": f"o{i}", "q": f"What is other fact {i} of the list?", "a": "y"} for i in range(12)]
-    (tmp_path / "facts.json").write_text(json.dumps(rows))
     (tmp_path / "other.json").write_text(json.dumps(other))
-    monkeypatch.setenv("FACTS_DATA", str(tmp_path / "facts.json"))
     monkeypatch.setenv("FACTS_OTHER", str(tmp_path / "other.json"))
-    plugin = tmp_path / "facts_split_plugin.py"
-    plugin.write_text(SPLIT_PLUGIN.replace("NAME", name))
-    prof = tmp_path / "profile.yaml"
-    prof.write_text("lpp: {enabled: false}\nsmoke_texts: 1\n"
-                    "contamination: {verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: 8, "
-                    f"untrained: true}}\ntasks:\n  - {{name: {name}}}\n")
-    models = tmp_path / "models.yaml"
-    models.write_text(f"profile: {prof}\nmodels:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, "
-                      f"hidden: 32, intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
+    plugin, models = _facts(tmp_path, monkeypatch, rows, name, forget_tasks, source=SPLIT_PLUGIN, split_items=8)
     out = tmp_path / "run"
     _facts_run(plugin, models, out)
     task = out / "models" / "rnd" / "tasks" / name
@@ -702,6 +725,27 @@ def test_a_plugin_tasks_own_hub_loader_is_offline_within_the_finished_tasks_chec
             os.environ.get("HF_HUB_OFFLINE")) == before
 
 
+def test_the_finished_tasks_check_leaves_a_fresh_process_online():
+    """A second review: in a real run neither ``huggingface_hub`` nor ``datasets`` was loaded before the first
+    finished-task check, which loaded them while the environment said offline; they kept reading offline for the rest
+    of the process, so the next model's download from the hub failed. In a fresh process, online, without them
+    loaded: after the check both read online again."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom reporter.tasks.sources import offline_only\n"
+            "assert 'datasets' not in sys.modules and 'huggingface_hub' not in sys.modules\n"
+            "with offline_only():\n    import datasets\n"
+            "import huggingface_hub.constants as c, datasets.config as d, os\n"
+            "print(c.HF_HUB_OFFLINE, d.HF_HUB_OFFLINE, d.HF_DATASETS_OFFLINE, os.environ.get('HF_HUB_OFFLINE'))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+                                                           "TRANSFORMERS_OFFLINE")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["False", "False", "False", "None"], r.stdout
+
+
 def test_an_evidence_pass_that_can_be_stale_says_how_to_forget_it():
     """A pass that says when it is stale but names no artifact would stay done, and stale, on every resume: refused
     when registered. A plugin's ``stale()`` that raises is its pass measured again, not the model's crash."""
@@ -735,6 +779,17 @@ def test_an_evidence_pass_that_can_be_stale_says_how_to_forget_it():
 
     why = _stale(Broken(), TaskConfig(name="arc_easy"), Path("."), 0)
     assert why is not None and why.startswith("its stale() check failed (KeyError")
+
+    class OwnForget(NoForget):  # its forget() calls the base's, which has no artifact to remove (not an error)
+        name = "toy_own_forget"
+        removed: list = []
+
+        def forget(self, directory):
+            super().forget(directory)
+            self.removed.append(directory)
+
+    OwnForget().forget(Path("."))
+    assert OwnForget.removed == [Path(".")]
 
 
 def test_an_items_digest_is_the_same_in_every_process():

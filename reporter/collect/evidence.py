@@ -200,9 +200,8 @@ class EvidencePass:
         :attr:`artifact`. A pass that says when it is stale and has no :attr:`artifact` overrides it (checked when
         it is registered).
         """
-        if self.artifact is None:
-            raise NotImplementedError(f"{type(self).__name__}: a pass without an artifact says how to forget() it")
-        (Path(directory) / self.artifact).unlink(missing_ok=True)
+        if self.artifact is not None:
+            (Path(directory) / self.artifact).unlink(missing_ok=True)
 
     def model_cache_key(self, profile: Profile, seed: int) -> Any:
         """For a model-scope pass whose result depends on nothing but the model: the settings it depends on

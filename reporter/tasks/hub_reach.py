@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Iterator
 from urllib.parse import urlsplit
 
-__all__ = ["hub_address", "hub_unreachable", "offline_while_unreachable"]
+__all__ = ["hub_address", "hub_offline", "hub_unreachable", "offline_while_unreachable"]
 
 #: seconds one connection to the hub may take before it counts as unreachable
 TIMEOUT = 3.0
@@ -69,12 +69,52 @@ def offline_while_unreachable(needed: bool = True) -> Iterator[str | None]:
     if reason is None:
         yield None
         return
-    import datasets.config
-    from huggingface_hub import constants
-
-    saved = constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE
-    constants.HF_HUB_OFFLINE = datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
-    try:
+    with hub_offline():
         yield reason
+
+
+#: the module switches Hugging Face's libraries read on every request, and the environment variables they read when
+#: they are imported
+_OFFLINE_SWITCHES = (("huggingface_hub.constants", "HF_HUB_OFFLINE"), ("datasets.config", "HF_HUB_OFFLINE"),
+                     ("datasets.config", "HF_DATASETS_OFFLINE"))
+_OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+@contextlib.contextmanager
+def hub_offline(environment: bool = False) -> Iterator[None]:
+    """Hugging Face's libraries offline while it lasts (a request fails at once instead of reaching, or retrying,
+    the hub), everything restored after; ``environment``: the environment variables too (for code that reads them
+    itself, and child processes). ``huggingface_hub`` and ``datasets`` are loaded before their switches are set (0.6 s,
+    once per process): loaded inside, or after another's switch, one would keep the offline values it read then, for
+    the whole process.
+
+    >>> from huggingface_hub import constants
+    >>> with hub_offline():
+    ...     constants.HF_HUB_OFFLINE
+    True
+    """
+    import importlib
+
+    modules = {}
+    for module, _attr in _OFFLINE_SWITCHES:
+        try:
+            modules[module] = importlib.import_module(module)
+        except ImportError:
+            continue
+    saved = [(modules[m], attr, getattr(modules[m], attr)) for m, attr in _OFFLINE_SWITCHES
+             if m in modules and hasattr(modules[m], attr)]
+    env = {k: os.environ.get(k) for k in _OFFLINE_ENV}
+    for mod, attr, _value in saved:
+        setattr(mod, attr, True)
+    if environment:
+        os.environ.update({k: "1" for k in _OFFLINE_ENV})
+    try:
+        yield
     finally:
-        constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE = saved
+        for mod, attr, value in saved:
+            setattr(mod, attr, value)
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

