@@ -120,7 +120,7 @@ def test_the_dtype_check_reads_the_model_a_caller_loaded(tmp_path):
 
     import torch
 
-    from reporter.collect.job import _other_precision
+    from reporter.collect.resume import other_precision
     from reporter.config import RunConfig
 
     lm = tiny_lm("llama")
@@ -129,8 +129,8 @@ def test_the_dtype_check_reads_the_model_a_caller_loaded(tmp_path):
     (mdir / "model.json").write_text(json.dumps({"name": "m", "dtype": "bfloat16"}))
     (mdir / "smoke.json").write_text("{}")
     cfg = RunConfig(models=(lm.spec,))
-    assert "was measured in bfloat16" in _other_precision(lm.spec, cfg, 0, mdir, lm)  # a float32 model
-    assert _other_precision(lm.spec, cfg, 0, mdir, dataclasses.replace(lm, dtype=torch.bfloat16)) is None
+    assert "was measured in bfloat16" in other_precision(lm.spec, cfg, 0, mdir, lm)  # a float32 model
+    assert other_precision(lm.spec, cfg, 0, mdir, dataclasses.replace(lm, dtype=torch.bfloat16)) is None
 
 
 HELPED = """\
@@ -752,7 +752,7 @@ def test_an_evidence_pass_that_can_be_stale_says_how_to_forget_it():
     from pathlib import Path
 
     from reporter.collect.evidence import EVIDENCE, EvidencePass, register_evidence
-    from reporter.collect.job import _stale
+    from reporter.collect.resume import stale_reason
     from reporter.config import TaskConfig
 
     class NoForget(EvidencePass):
@@ -777,7 +777,7 @@ def test_an_evidence_pass_that_can_be_stale_says_how_to_forget_it():
         def stale(self, task, directory, seed):
             raise KeyError("x")
 
-    why = _stale(Broken(), TaskConfig(name="arc_easy"), Path("."), 0)
+    why = stale_reason(Broken(), TaskConfig(name="arc_easy"), Path("."), 0)
     assert why is not None and why.startswith("its stale() check failed (KeyError")
 
     class OwnForget(NoForget):  # its forget() calls the base's, which has no artifact to remove (not an error)

@@ -30,53 +30,22 @@ from ..config import ModelSpec, Profile, RunConfig, TaskConfig
 from ..errors import UserError
 from ..models.heap import return_free_memory
 from ..models.identity import model_identity, source_identity
-from ..models.loading import load_model, resolve_device, resolve_dtype
+from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.checked import document_ok
-from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, SUMMARY, RunDir
+from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, RunDir
 from ..tasks.sources import lambada_sha256
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
-from .evidence import EvidenceContext, EvidencePass, evidence_passes, wants_evidence
+from .evidence import EvidenceContext, evidence_passes, wants_evidence
 from .failures import crashed, failed, first_line, log, not_the_tasks, out_of_memory, stops_every_model, task_crashed
 from .model_cache import ModelStep, run_cached
-from .plan import changed_items, data_checks_for, plan_task
+from .plan import data_checks_for, plan_task
+from .resume import model_done, other_precision, other_weights, stale_reason, task_done
 from .smoke import runs_finite, smoke
-from .task_run import run_task, task_complete
+from .task_run import run_task
 
 __all__ = ["collect_model", "log", "model_done", "task_done", "wants_evidence"]
-
-
-def task_done(profile: Profile, spec: ModelSpec, task: TaskConfig, task_dir: Path, seed: int) -> bool:
-    """Whether every artifact of one task of one model exists: the task run's, and every evidence pass's; and they
-    answer the items the task's data gives now (:func:`~reporter.collect.plan.changed_items`).
-    """
-    return (task_complete(profile, task_dir)
-            and not changed_items(task, read_json(task_dir / SUMMARY), seed)
-            and all(p.done(task_dir) and _stale(p, task, task_dir, seed) is None
-                    for p in evidence_passes(profile, spec, "task", task)))
-
-
-def _stale(ev: EvidencePass, task: TaskConfig, task_dir: Path, seed: int) -> str | None:
-    """:meth:`EvidencePass.stale`, where a plugin's own bug in it counts as stale: the pass runs again, the log saying
-    why, instead of the whole model crashing before it loads.
-    """
-    try:
-        return ev.stale(task, task_dir, seed)
-    except Exception as e:  # noqa: BLE001 - a plugin's bug: reported where the pass runs
-        return f"its stale() check failed ({type(e).__name__}: {str(e).strip()[:200]})"
-
-
-def model_done(rd: RunDir, spec: ModelSpec, profile: Profile, seed: int) -> bool:
-    """Whether every artifact of one model exists, made from the tasks' data as it is now."""
-    mdir = rd.model_dir(spec.slug)
-    if not document_ok(mdir / MODEL_META, "model") or not document_ok(mdir / SMOKE, "smoke"):
-        return False
-    if not all(p.model_done(profile, mdir) for p in enabled_collectors(profile)):
-        return False
-    if not all(p.done(mdir) for p in evidence_passes(profile, spec, "model")):
-        return False
-    return all(task_done(profile, spec, t, rd.task_dir(spec.slug, t.name), seed) for t in profile.tasks)
 
 
 def collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, force: bool = False,
@@ -121,10 +90,10 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
     mdir = rd.model_dir(spec.slug)
     if force and mdir.exists():
         shutil.rmtree(mdir)
-    elif model_done(rd, spec, profile, cfg.seed) and not _other_weights(spec, mdir, source_identity(spec, cfg.seed)):
+    elif model_done(rd, spec, profile, cfg.seed) and not other_weights(spec, mdir, source_identity(spec, cfg.seed)):
         log(f"{spec.name}: already complete in {mdir}, skipping")
         return []
-    elif (other := _other_precision(spec, cfg, index, mdir, loaded)) is not None:
+    elif (other := other_precision(spec, cfg, index, mdir, loaded)) is not None:
         return failed(spec.name, [other])
     rd.failure_note(spec.slug).unlink(missing_ok=True)
     (mdir / ERROR).unlink(missing_ok=True)
@@ -167,7 +136,7 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     """
     failures: list[str] = []
     identity = model_identity(lm)  # by content; the model-only cache keys by it too (hashed once per process)
-    _other_weights(spec, mdir, identity)  # a hub id's commit: known only now
+    other_weights(spec, mdir, identity)  # a hub id's commit: known only now
     write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta, **({"identity": identity} if identity else {})})
     work = _work_record(mdir)  # model-only work: computed here or taken from the cache
     ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=mdir)
@@ -205,62 +174,6 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
                    and (("group", t.lm_eval_group) if t.lm_eval_group else ("task", t.name)) == entry]
         failures += _collect_lm_eval(lm, cfg, profile, members, rd, progress, _Scores("refresh" if force else "use", work, mdir))
     return failures
-
-
-def _other_precision(spec: ModelSpec, cfg: RunConfig, index: int, mdir: Path, loaded: Any = None) -> str | None:
-    """Why an unfinished model cannot be resumed here: ``dtype: auto`` (the model's or the run's) resolved to another
-    dtype on the machine that began it (bfloat16 on a GPU, float32 on a CPU) than it does on this one (or than the
-    model ``loaded`` by the caller has); resuming would mix the two in one model's results, and the configuration,
-    which says ``auto``, cannot tell. None: the same, or nothing recorded. The artifacts are kept.
-    """
-    try:
-        meta = read_json(mdir / MODEL_META)
-        recorded = meta.get("dtype")
-    except (UserError, AttributeError):
-        return None
-    if not _measured_anything(mdir):  # a load that failed its finite check: nothing to mix
-        return None
-    now_identity = source_identity(spec, cfg.seed)
-    if now_identity is not None and meta.get("identity") not in (None, now_identity):
-        return None  # other weights: their artifacts are removed once the model loads (_other_weights)
-    device = resolve_device(spec.device, cfg.device) if loaded is None else torch.device(loaded.device)
-    now = str(resolve_dtype(spec.dtype, cfg.dtype, device) if loaded is None else loaded.dtype).replace("torch.", "")
-    if not isinstance(recorded, str) or recorded == now:
-        return None
-    return (f"model '{spec.name}': {mdir} was measured in {recorded}, and models[{index}].dtype "
-            f"'{spec.dtype if spec.dtype != 'auto' else cfg.dtype}' is {now} on this machine ({device.type}); resuming "
-            f"would mix the two: set models[{index}].dtype: {recorded} where this device supports it, resume on a "
-            f"machine like the first, or pass --force to measure it again in {now}")
-
-
-def _measured_anything(mdir: Path) -> bool:
-    """Whether a model's directory holds a measurement (its smoke test, model-only work, a task's files), not only
-    ``model.json`` and ``error.json``.
-    """
-    try:
-        return any(p.name not in (MODEL_META, ERROR, MODEL_WORK) for p in mdir.iterdir()
-                   if p.is_file() or (p.is_dir() and any(p.rglob("*"))))
-    except OSError:
-        return False
-
-
-def _other_weights(spec: ModelSpec, mdir: Path, identity: str | None) -> bool:
-    """Whether ``mdir`` holds artifacts of other weights than ``identity`` (a local directory changed in place, a
-    packaged wheel upgraded, a hub id at a new commit): then they are removed, and the model is measured again.
-    The run's configuration names the model, not its content; its ``model.json`` records what was measured.
-    """
-    try:
-        old = read_json(mdir / MODEL_META)
-    except UserError:  # damaged: rewritten when the model is measured
-        old = None
-    recorded = old.get("identity") if isinstance(old, dict) else None
-    if identity is None or recorded is None or recorded == identity:
-        return False
-    log(f"{spec.name}: its weights are not the ones {mdir} was measured with ({str(recorded)[:24]}…, now "
-        f"{identity[:24]}…): measuring it again")
-    shutil.rmtree(mdir)
-    mdir.mkdir(parents=True)
-    return True
 
 
 def _not_finite(spec: ModelSpec, mdir: Path) -> str:
@@ -353,7 +266,7 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
     failures: list[str] = []
     passes = []
     for ev in evidence_passes(profile, lm.spec, "task", task):
-        if ev.done(task_dir) and (why := _stale(ev, task, task_dir, cfg.seed)) is not None:
+        if ev.done(task_dir) and (why := stale_reason(ev, task, task_dir, cfg.seed)) is not None:
             log(f"{name} / {task.name}: {ev.label}: {why}: measuring it again")
             try:
                 ev.forget(task_dir)
