@@ -351,6 +351,59 @@ def test_task_digest_counts_documents_by_content_not_by_where_they_lie(env, tmp_
     assert digests[0] == digests[1] != digests[2]
 
 
+def test_task_digest_counts_the_other_split_the_min_k_test_reads(env, tmp_path):
+    """MMLU's shape: test evaluated, dev for the few-shot examples, validation read only by the Min-K% test. A new
+    copy that changed only the validation split kept the digest, so a finished run's other-split comparison stood
+    against texts the task no longer has. Now it changes the digest (and so the run's configuration hash); where the
+    other split is the few-shot split (ARC's train), the digest is as it was and the split counts once."""
+    from reporter.tasks import lm_eval_source as src
+
+    def rows(tag: str, n: int) -> list[dict]:
+        return [{"question": f"{tag} Q{i}?", "choices": {"text": ["a", "b"], "label": ["A", "B"]}, "answerKey": "A"}
+                for i in range(n)]
+
+    def digest(place: str, splits: dict[str, list[dict]], fewshot: str) -> str:
+        d = tmp_path / place
+        d.mkdir()
+        files = ""
+        for split, data in splits.items():
+            (d / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+            files += f"    {split}: {d / f'{split}.jsonl'}\n"
+        (d / "arc_mini.yaml").write_text(
+            f"include: {_arc_yaml()}\ntask: arc_mini\ndataset_path: json\ndataset_name: null\n"
+            f"dataset_kwargs:\n  data_files:\n{files}"
+            f"training_split: {'train' if 'train' in splits else 'null'}\ntest_split: test\n"
+            f"validation_split: {'validation' if 'validation' in splits else 'null'}\nfewshot_split: {fewshot}\n")
+        resolved = src.resolve("arc_mini", (str(d),))
+        task = resolved.loaded["tasks"]["arc_mini"]
+        assert src.other_split(task)[0] == ("train" if "train" in splits else "validation")
+        return resolved.digests["arc_mini"]
+
+    test, dev, val = rows("test", 5), rows("dev", 3), rows("val", 4)
+    edited = [*val[:2], {**val[2], "question": "val Q2, edited?"}, val[3]]
+    mmlu = [digest(place, {"test": test, "dev": dev, "validation": v}, "dev")
+            for place, v in (("one", val), ("two", val), ("three", edited))]
+    assert mmlu[0] == mmlu[1] != mmlu[2]
+    # ARC's shape: the other split is the few-shot split, counted once as before
+    arc = [digest(place, {"test": test, "train": t}, "train")
+           for place, t in (("arc-one", val), ("arc-two", edited))]
+    assert arc[0] != arc[1]
+    import hashlib
+
+    resolved_task = src.resolve("arc_mini", (str(tmp_path / "arc-one"),)).loaded["tasks"]["arc_mini"]
+    h = hashlib.sha256()  # what the digest was before the other split counted: config, functions, the two splits
+    config = {k: v for k, v in resolved_task.dump_config().items() if k != "dataset_kwargs"}
+    if isinstance(config.get("metadata"), dict):
+        config["metadata"] = {k: v for k, v in config["metadata"].items() if k != "config_source"}
+    h.update(json.dumps(config, sort_keys=True, default=src._stable_text).encode())
+    for code in sorted({src._function_code(f) for f in src._functions(resolved_task.config)}):
+        h.update(b"\x00code" + code.encode())
+    for docs in (resolved_task.eval_docs, resolved_task.fewshot_docs()):
+        h.update(b"\x00docs")
+        src._hash_docs(h, docs)
+    assert arc[0] == f"sha256:{h.hexdigest()}"
+
+
 def test_task_digest_counts_a_tasks_functions_by_their_files_not_their_addresses(env, tmp_path):
     """A task whose ``doc_to_text`` is a ``!function`` (lm-eval copies it unserialised into ``fewshot_config``) got
     another digest in every process, so its run could never be resumed; a helper a ``!function`` calls did not count,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tasks import LETTERS, Item
+from ..tasks.lm_eval_source import other_split
 
 __all__ = ["doc_item", "listed_options", "other_split"]
 
@@ -43,20 +44,6 @@ def listed_options(question: str, choices: list[str]) -> list[str] | None:
     if len(lines) <= n or not all(line.startswith(f"{LETTERS[i]}. ") for i, line in enumerate(tail)):
         return None
     return [line[3:] for line in tail]
-
-
-def other_split(task: Any) -> tuple[str, Any] | None:
-    """The split the task's config names as its ``training_split`` or ``validation_split``, when it exists and is
-    not the evaluated one: ``(name, read documents)``; None when it names none (the Min-K% test against the other
-    split is then not measurable).
-    """
-    cfg = task.config
-    evaluated = cfg.test_split if task.has_test_docs() else cfg.validation_split
-    dataset = getattr(task, "dataset", None) or {}
-    for split, read in ((cfg.training_split, task.training_docs), (cfg.validation_split, task.validation_docs)):
-        if split and split != evaluated and split in dataset:
-            return str(split), read
-    return None
 
 
 def _question(task: Any, doc: Any, context: str) -> str:

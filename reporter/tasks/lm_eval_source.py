@@ -391,7 +391,8 @@ def task_digest(task: Any) -> str:
     every document it may use.
 
     The evaluated split's documents (all of them: the seeded choice depends on how many there
-    are) and the few-shot split's documents count by content, not by where they were read from:
+    are), the few-shot split's documents and the split the Min-K% test compares them with (:func:`other_split`,
+    where it is neither of those) count by content, not by where they were read from:
     the config's ``dataset_kwargs`` (local file paths, for one) and the YAML's own path lm-eval records
     are left out, so the same task on the same data has the same digest on every machine. A function the
     config names (``!function utils.process_results``) counts by the whole file that defines it, so a helper
@@ -410,7 +411,32 @@ def task_digest(task: Any) -> str:
     for docs in (evaluated, None if fewshot is evaluated else fewshot):
         h.update(b"\x00docs")
         _hash_docs(h, docs)
+    if (other := other_split(task)) is not None:  # the Min-K% test's other split, where it is neither of those
+        own = _docs_sha256(other[1]())
+        if own not in (_docs_sha256(evaluated), _docs_sha256(fewshot)):
+            h.update(b"\x00other split" + own)
     return f"sha256:{h.hexdigest()}"
+
+
+def other_split(task: Any) -> tuple[str, Any] | None:
+    """The split the task's config names as its ``training_split`` or ``validation_split``, when it exists and is
+    not the evaluated one: ``(name, read documents)``; None when it names none (the Min-K% test against the other
+    split is then not measurable).
+    """
+    cfg = task.config
+    evaluated = cfg.test_split if task.has_test_docs() else cfg.validation_split
+    dataset = getattr(task, "dataset", None) or {}
+    for split, read in ((cfg.training_split, task.training_docs), (cfg.validation_split, task.validation_docs)):
+        if split and split != evaluated and split in dataset:
+            return str(split), read
+    return None
+
+
+def _docs_sha256(docs: Any) -> bytes:
+    """The digest of ``docs`` alone, by content (:func:`_hash_docs`)."""
+    h = hashlib.sha256()
+    _hash_docs(h, docs)
+    return h.digest()
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
