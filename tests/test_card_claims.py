@@ -118,6 +118,36 @@ def test_an_ar_probe_whose_flags_could_not_be_read_states_no_overconfidence(tmp_
     (tmp_path / "run" / "results.json").write_text(json.dumps(results))
     page = Path(render(tmp_path / "run", formats=("html",))["html"]).read_text()
     assert page.count("— (no flag read)") == 1  # Gemma's row alone; the others show their rates
+    # the share unparsed was listed again under "Other measurements" as a bare 1, read as one item
+    assert not [f for f in card["extra_measurements"] if f["field"] in ("unparsed_flag", "flag_accuracy")]
+    assert "<h3>unparsed flag</h3>" not in page
+    # the same page states the shares of neurons top_ratio keeps (test below)
+    assert "The same top_ratio keeps other shares here." in page and "SmolLM2-135M-Instruct 1 of 1,536 (0.065 %)" in page
+
+
+def test_the_share_of_neurons_top_ratio_keeps_is_stated_where_the_models_differ():
+    """k = max(1, ⌊top_ratio·d_ff⌋) is a whole number, so at top_ratio 0.001 SmolLM2-135M (d_ff 1,536) keeps 1 neuron a
+    layer, 0.065 %, and Gemma-3-270M (2,048) 2, 0.098 %: the card said "compare at equal top_ratio" as if the shares
+    were equal. Against a plain count; models that share one d_ff get no sentence (the negative control)."""
+    results, manifest = _load("full")
+    card = build_card(copy.deepcopy(results), manifest)
+    want = {}
+    for name, m in results["models"].items():
+        if str(m.get("source", "")).startswith("random:") or not m.get("tasks"):  # untrained; a failed model
+            continue
+        d_ff = next(iter(m["tasks"].values()))["mui_settings"]["d_ff"]
+        k = 1
+        while (k + 1) * 1000 <= d_ff:  # the largest whole k with k <= 0.001 * d_ff, at least 1
+            k += 1
+        want[name] = (k, d_ff, k / d_ff)
+    assert {r["model"]: (r["k"], r["d_ff"], r["share"]) for r in card["mui_kept"]} == want
+    assert want["SmolLM2-135M-Instruct"][:2] == (1, 1536) and want["Gemma-3-270M"][:2] == (2, 2048)
+    md = markdown_card(card)
+    assert "so the share kept differs between these models (" in md and "Gemma-3-270M 2 of 2,048, 0.098 %" in md
+    smol = copy.deepcopy(results)  # the fine-tuned checkpoints and their base: one d_ff
+    smol["models"] = {n: m for n, m in smol["models"].items() if n.startswith(("smol", "SmolLM2", "untrained"))}
+    card = build_card(smol, manifest)
+    assert card["mui_kept"] == [] and "share kept differs" not in markdown_card(card)
 
 
 def test_the_markdown_card_states_each_kind_of_pair_with_its_own_test_and_interval(tmp_path):

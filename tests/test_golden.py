@@ -277,3 +277,66 @@ def test_a_test_too_small_to_fire_is_not_called_not_measured_on_the_board(golden
         want[(row["model"], row["task"])] = state
     assert "too small to fire" in want.values()  # the case the board lost
     assert {k: v for k, v in shown.items() if k in want} == {k: v for k, v in want.items() if k in shown}
+
+
+def test_replies_cut_before_their_answer_are_told_and_answers_read_first_are_not(golden_run):
+    """The controls of the analysis's 'cut' rows (:mod:`reporter.analyse.responses`) at the golden run's sizes: the
+    three tiny trained models never finish a GSM8K answer in 12 tokens (positive); their multiple-choice and SPC
+    replies are cut too but are read from their first words, and the untrained reference is not told about
+    (negative). The expected rows are a plain reading of the samples (tests/test_replies.py's ``ref_check``)."""
+    from tests.test_replies import ref_check
+
+    root, out = golden_run
+    results = json.loads((out / "results.json").read_text())
+    rows = {(r["model"], r["task"]): r["kind"] for r in results["analysis"]["responses"]}
+    want, cut_anyway = {}, set()
+    for name, entry in results["models"].items():
+        for task, summary in entry["tasks"].items():
+            records = [json.loads(line) for line in
+                       (out / "models" / entry["slug"] / "tasks" / task / "samples.jsonl").read_text().splitlines()]
+            if any(r["stopped_by"] == "length" for r in records):
+                cut_anyway.add((name, task))
+            kind = ref_check(records, summary["scorer"])
+            if kind is not None and name != "Untrained":
+                want[(name, task)] = kind
+    assert rows == want
+    assert {t for (_, t), k in rows.items() if k == "cut"} == {"gsm8k"} and len(rows) == 3  # fires where it must
+    assert {("Llama chat", "arc_easy"), ("Llama chat", "spc"), ("Untrained", "gsm8k")} <= cut_anyway  # not vacuous
+
+
+def test_spc_exact_match_beside_char_f1_is_a_plain_count_of_the_samples(golden_run):
+    """The LPP authors' code reports exact match beside the paper's char-F1, which ignores the order of characters
+    (a mirror item answered by copying its sequence scores 1.0): the summary's share is the samples' own count."""
+    root, out = golden_run
+    results = json.loads((out / "results.json").read_text())
+    for name, entry in results["models"].items():
+        spc = entry["tasks"]["spc"]
+        records = [json.loads(line) for line in
+                   (out / "models" / entry["slug"] / "tasks" / "spc" / "samples.jsonl").read_text().splitlines()]
+        exact = reordered = 0
+        for r in records:
+            got, gold = r["extracted"] or "", r["gold"]
+            if got == gold:
+                exact += 1
+            elif sorted(got) == sorted(gold):
+                reordered += 1
+        assert spc["spc"] == {"n": len(records), "exact_match": exact / len(records),
+                              "reordered": reordered / len(records)}, name
+
+
+def test_every_warning_is_on_the_pdf_card_when_the_summary_has_no_room(golden_run):
+    """The summary shows the top four warnings; the rest were on no page of the HTML or PDF card (only card.md
+    listed them): with the replies' warning added, "No LPP–benchmark correlation is reliable" vanished from the
+    golden card. The others now sit under Limitations, and the summary says how many."""
+    from reporter.card.data import SUMMARY_WARNINGS, load_card
+
+    root, out = golden_run
+    card = load_card(out)
+    assert len(card["warnings"]) > SUMMARY_WARNINGS  # the case: more than the summary shows
+    words = " ".join(_card_words(out / "card.pdf", str(root)))
+    flat = re.sub(r"\s+", " ", words.replace("- ", ""))
+    for _, text in card["warnings"]:
+        want = re.sub(r"\s+", " ", text.replace(str(root), "<TMP>"))
+        assert want[:60] in flat, want  # the first words: a long sentence may break across a page
+    more = len(card["warnings"]) - SUMMARY_WARNINGS
+    assert f"{more} more warning{'s' * (more != 1)}, none more severe than these: under Limitations" in flat

@@ -230,3 +230,22 @@ def test_a_deterministic_solver_scores_f1_one_on_every_spc_item():
     for it in get_task("spc").items():
         solved = ref_continue(it.meta["rule"], it.meta["sequence"], len(it.answer))
         assert score(solved, it.scorer_item()) == (solved, 1.0)
+
+
+def test_spc_exact_match_tells_a_copied_mirror_from_its_answer():
+    """Char-F1 (the paper's, as its authors' code computes it) ignores order: a mirror item answered by copying the
+    shown string scores 1.0, as the card review found on Gemma-3-270M. Exact match, which that code reports beside
+    it, does not; ``reordered`` counts what char-F1 credited for a reordering. Against a plain count."""
+    from reporter.tasks.probes.spc import spc_metrics
+
+    mirrors = [it for it in get_task("spc").items() if it.meta["rule"] == "mirror"][:6]
+    score = get_scorer("char_f1")
+    replies = [it.meta["sequence"][:-1] if i % 2 == 0 else it.answer for i, it in enumerate(mirrors)]  # copy, answer
+    for reply, it in zip(replies, mirrors):
+        assert score(reply, it.scorer_item())[1] == 1.0  # every one a full char-F1 score
+    got = spc_metrics(replies, mirrors)
+    palindromes = sum(it.answer == it.answer[::-1] for it in mirrors[::2])  # a copied palindrome is its answer
+    exact = sum(r == it.answer for r, it in zip(replies, mirrors))
+    assert got == {"n": 6, "exact_match": exact / 6, "reordered": (6 - exact) / 6}
+    assert exact == 3 + palindromes and exact < 6
+    assert spc_metrics(replies, [it.scorer_item() for it in mirrors]) == got  # scorer dicts as well as items

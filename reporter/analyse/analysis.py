@@ -46,6 +46,7 @@ from .law_points import (
 )
 from .leaderboard import Leaderboard, PowerAdvice, ReferenceRow, leaderboard, per_item_scores
 from .numbers import json_ready
+from .responses import RESPONSE_RULE, ResponseCheck, response_checks
 from .results import build_results
 from .training import PHASE_RULE, TrainingResult
 
@@ -75,6 +76,7 @@ class AnalysisDoc(TypedDict, total=False):
     diversity: dict[str, ModelDiversity]
     coreset: CoreSetSection | None
     training: TrainingResult | None
+    responses: list[ResponseCheck]
     definitions: dict[str, Any]
     notes: list[str]
 
@@ -99,7 +101,7 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
     as it is about to be written; default: read from the run directory).
 
     Returns ``{version, law, fairness, ranking, references, not_ranked, above_chance, ties, power,
-    contamination, diversity, coreset, training, definitions, notes}`` (see the README, "analysis"). ``seed`` defaults to the run's seed.
+    contamination, diversity, coreset, training, responses, definitions, notes}`` (see the README, "analysis"). ``seed`` defaults to the run's seed.
 
     >>> {r["severity"] for r in analyse(run_dir)["contamination"]} <= {"none", "weak", "strong"}
     True
@@ -133,9 +135,10 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
         out["law_sae"] = law_sae
     out.update({"diversity": diversity, "coreset": coreset,
                 "training": training_section(results, law_pts, per_item, seed),
+                "responses": response_checks(results, rd.root),
                 "definitions": {"fairness": FAIRNESS_DEFINITION, "contamination": CONTAMINATION_RULE,
                                 "contamination_meaning": MEANING, "contamination_power": dict(CONTROL_POWER),
-                                "training": PHASE_RULE, "advice": ADVICE_RULES,
+                                "training": PHASE_RULE, "advice": ADVICE_RULES, "responses": RESPONSE_RULE,
                                 "law": "MUI = a + b*ln(P), OLS of MUI on ln P (P, MUI in %), pairs-bootstrap "
                                        "percentile CIs"},
                 "notes": notes})

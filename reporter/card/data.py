@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..metrics.mui import DEFINITION_TEXT, LEGACY_DEFINITION
+from ..metrics.mui import DEFINITION_TEXT, LEGACY_DEFINITION, k_mui_eval, k_per_layer
 from ..schema import Results, TaskSummary, is_untrained, validate
 from ..store.gate import check_version, open_run
 from ..tasks import is_probe
@@ -23,9 +23,12 @@ from .warnings import card_warnings, join_names, trained
 _SEVERITIES = ("strong", "weak", "none")
 #: the task summary keys the built-in sections show; any other key is a plugin's measurement
 #: a task summary's own fields, and those the card adds to it (the chance marks of :func:`_ranks`), which no plugin measured
-_CORE_TASK_KEYS = frozenset(TaskSummary.__annotations__) | {"at_chance", "chance_p"}
+#: the warnings the summary shows (the card's Limitations list the rest)
+SUMMARY_WARNINGS = 4
 #: AR probe metrics the tables read at the top level of a task (older runs nest them under "ar" only)
 _AR_FIELDS = ("flag_accuracy", "answer_accuracy", "format_validity", "overconfidence", "unparsed_flag")
+#: what the built-in sections show of a task (the AR fields lifted to the top: the probe table shows them)
+_CORE_TASK_KEYS = frozenset(TaskSummary.__annotations__) | {"at_chance", "chance_p"} | set(_AR_FIELDS)
 
 
 def load_card(run_dir: str | Path, *, locked_ok: bool = False) -> dict[str, Any]:
@@ -64,6 +67,7 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     card["date"] = (run.get("created") or manifest.get("created") or "")[:10]
     _averages(card)
     card["mui_definitions"] = mui_definitions(card)
+    card["mui_kept"] = mui_kept(card)
     card["lpp_short_texts"] = sorted({str((m.get("lpp") or {}).get("short_texts") or "exclude") for m in models
                                       if m.get("lpp")})
     card["collection_fallbacks"] = [{"model": m["name"], "task": t, "reason": s["collection_fallback"]}
@@ -187,6 +191,45 @@ def mui_definitions(card: dict[str, Any]) -> list[dict[str, Any]]:
             for n in sorted(names)]
 
 
+def mui_kept(card: dict[str, Any]) -> list[dict[str, Any]]:
+    """The share of each layer's FFN neurons that top_ratio keeps per answer, by trained model, where the rounding of
+    k makes it differ between them by more than a tenth: ``[{"model", "k", "d_ff", "share"}]``, else [].
+
+    k is a whole number (``k_per_layer``: max(1, ⌊top_ratio·d_ff⌋); MUI-Eval's ``int(top_ratio·d_ff)``), so at a
+    small d_ff the share kept is not top_ratio, and two models with another d_ff keep other shares at the same
+    top_ratio: SmolLM2-135M (d_ff 1,536) keeps 1 neuron a layer, 0.065 %, Gemma-3-270M (2,048) 2, 0.098 %.
+    Per-layer modes only (``score``, ``activation``); ``topscore`` keeps by a threshold, ``global_topk`` over all layers.
+
+    >>> ms = lambda d_ff: {"mui_settings": {"mode": "score", "top_ratio": 0.001, "d_ff": d_ff, "definition": "paper"}}
+    >>> card = {"models": [{"name": "S", "reference": False, "tasks": {"t": ms(1536)}},
+    ...                    {"name": "G", "reference": False, "tasks": {"t": ms(2048)}}]}
+    >>> [(r["model"], r["k"], round(100 * r["share"], 3)) for r in mui_kept(card)]
+    [('S', 1, 0.065), ('G', 2, 0.098)]
+    >>> mui_kept({"models": card["models"][:1]})
+    []
+    """
+    rows = []
+    for m in card["models"]:
+        if m.get("reference"):
+            continue
+        kept = set()
+        for t in m["tasks"].values():
+            ms = t.get("mui_settings") or {}
+            ratio, d_ff = ms.get("top_ratio"), ms.get("d_ff")
+            if ms.get("mode", "score") not in ("score", "activation") or not isinstance(d_ff, int) or \
+                    not isinstance(ratio, (int, float)) or d_ff <= 0:
+                continue
+            k = (k_mui_eval if ms.get("definition") == "mui-eval" else k_per_layer)(float(ratio), d_ff)
+            kept.add((k, d_ff))
+        if len(kept) == 1:
+            k, d_ff = kept.pop()
+            rows.append({"model": m["name"], "k": k, "d_ff": d_ff, "share": k / d_ff})
+    shares = [r["share"] for r in rows]
+    if len(rows) < 2 or max(shares) <= 1.1 * min(shares):
+        return []
+    return rows
+
+
 def _oriented(c: dict[str, Any], a: str) -> dict[str, Any]:
     """Comparison ``c`` as ``a`` minus the other model."""
     if c["model_a"] == a:
@@ -222,7 +265,8 @@ def _summary(card: dict[str, Any]) -> dict[str, Any]:
     return {"winner": w, "runner_up": r, "wins": wins, "joint": joint, "joint_text": join_names(joint) if joint else "", "top_adjusted": top,
             "n_trained": len(trained(card)),
             "tiers": _tier_sentence(ranked, a), "chance": _chance_sentence(card), "power": _power_sentence(a),
-            "warnings": card["warnings"][:4]}
+            "warnings": card["warnings"][:SUMMARY_WARNINGS],
+            "more_warnings": max(0, len(card["warnings"]) - SUMMARY_WARNINGS)}
 
 
 def _tier_sentence(ranked: list[dict[str, Any]], a: dict[str, Any]) -> str | None:
@@ -305,7 +349,11 @@ def _power_sentence(a: dict[str, Any]) -> str | None:
 
 
 def _limitations(card: dict[str, Any]) -> list[str]:
-    out = [w for lvl, w in card["warnings"] if w.startswith(("Small samples", "Only ", "Offline demo"))]
+    """Every warning the summary has no room for (the HTML and PDF cards show no other list of them), the
+    limitations among the ones it shows, then the run's own.
+    """
+    out = [w for i, (lvl, w) in enumerate(card["warnings"])
+           if i >= SUMMARY_WARNINGS or w.startswith(("Small samples", "Only ", "Offline demo"))]
     settings = {(s.get("n_samples"), s.get("top_ratio")) for m in card["models"] for t in m["tasks"].values()
                 if (s := t["mui_settings"])}
     if len(settings) > 1:

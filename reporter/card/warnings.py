@@ -14,7 +14,7 @@ from typing import Any
 from ..analyse.leaderboard import constant_answer_caution, not_above_constant
 from ..tasks import is_probe
 
-__all__ = ["LEVELS", "card_warnings", "join_names", "trained"]
+__all__ = ["LEVELS", "card_warnings", "join_names", "reply_warnings", "trained"]
 
 #: the warnings' levels, most severe first
 LEVELS = ("high", "medium", "low")
@@ -28,6 +28,44 @@ def join_names(names: list[str]) -> str:
 def trained(card: dict[str, Any]) -> list[dict[str, Any]]:
     """The card's trained models that did not fail (untrained references are never among them)."""
     return [m for m in card["models"] if not m["reference"] and m["status"] != "failed"]
+
+
+def reply_warnings(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The analysis's ``responses`` rows (:mod:`reporter.analyse.responses`) as warnings: one for the tasks whose
+    replies were mostly empty, one for those mostly cut at the new-token limit and scored 0.
+
+    >>> reply_warnings([{"model": "M", "task": "gsm8k", "kind": "cut", "n": 3, "cut_wrong": 3, "limit": 96},
+    ...                 {"model": "M", "task": "ar", "kind": "empty", "n": 5, "empty": 5, "stopped": {"stop": 5}}])[0][1]
+    "M's replies were empty on ar (5 of 5): it stopped at once, on the task's stop sequence. Those scores are of an empty reply, not of what the model knows."
+    """
+    out = []
+    empty: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["kind"] == "empty":
+            empty.setdefault(r["model"], []).append(r)
+    if empty:
+        def why(rs: list[dict[str, Any]]) -> str:
+            reasons = [k for k in ("stop", "eos") if any((r.get("stopped") or {}).get(k) for r in rs)]
+            return {"stop": "on the task's stop sequence", "eos": "at its end-of-text token"}[reasons[0]] \
+                if len(reasons) == 1 else "on the stop sequence or its end-of-text token"
+
+        parts = [f"{m}'s replies were empty on " + join_names([f"{r['task']} ({r['empty']} of {r['n']})" for r in rs])
+                 + f": it stopped at once, {why(rs)}" for m, rs in empty.items()]
+        out.append(("medium", "; ".join(parts) + ". Those scores are of an empty reply, not of what the model "
+                                                 "knows."))
+    cut = [r for r in rows if r["kind"] == "cut"]
+    if cut:
+        by_model: dict[str, list[str]] = {}
+        for r in cut:
+            by_model.setdefault(r["model"], []).append(f"{r['task']} ({r['cut_wrong']} of {r['n']})")
+        limits = sorted({r["limit"] for r in cut if isinstance(r.get("limit"), int)})
+        limit = (f"the {limits[0]}-token limit" if len(limits) == 1
+                 else f"their tasks' limits ({', '.join(map(str, limits))} tokens)" if limits else "the token limit")
+        out.append(("medium", "Replies cut at " + limit + " and scored 0: "
+                    + "; ".join(f"{m} on {join_names(ts)}" for m, ts in by_model.items())
+                    + ". A reply cut before its answer scores 0 whatever the model knows, so these scores measure "
+                      "the limit as much as the model; a larger max_new_tokens in the profile tells them apart."))
+    return out
 
 
 def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
@@ -72,6 +110,7 @@ def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
     if (low := not_above_constant([card.get("majority_baseline") or {}], avg)) is not None:
         level, below = low  # the constant answers on the very items the models answered
         out.append(("medium", constant_answer_caution(level, join_names([f"{m} ({100 * avg[m]:.1f}%)" for m in below]))))
+    out += reply_warnings(a.get("responses") or [])
     if (k := len(trained(card))) < 3:
         out.append(("medium", f"Only {k} trained model{'s' * (k != 1)}: the Utility Law fit and the "
                               "law-adjusted ranking need ≥3 models."))

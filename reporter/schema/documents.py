@@ -106,6 +106,16 @@ class ARMetrics(TypedDict, total=False):
     unparsed_flag: Fraction
 
 
+class SPCMetrics(TypedDict, total=False):
+    """Symbolic-pattern-completion probe metrics beside its char-F1 score (shares over all items)."""
+
+    n: int
+    #: the continuation is the true one exactly (the LPP authors' code reports it beside char-F1)
+    exact_match: Fraction
+    #: the true continuation's characters in another order: char-F1, which ignores order, credits it in full
+    reordered: Fraction
+
+
 class Validation(TypedDict, total=False):
     """The paper's ablation check: scores with the key neurons, or as many random ones, zeroed."""
 
@@ -208,6 +218,7 @@ class TaskSummary(TypedDict, total=False):
     answer_from_logprob_share: Fraction
     calibration: Calibration
     ar: ARMetrics
+    spc: SPCMetrics
     validation: Validation
     flag_accuracy: Fraction
     answer_accuracy: Fraction
@@ -772,6 +783,28 @@ class Training(TypedDict, total=False):
     summary: str
 
 
+class ResponseRow(TypedDict, total=False):
+    """A trained model's replies to a task that measure the generation settings more than the model (the
+    definitions' ``responses`` rule): mostly empty, or mostly cut at the new-token limit and scored 0.
+    """
+
+    model: Required[str]
+    task: Required[str]
+    kind: Required[Literal["empty", "cut"]]
+    #: the task's generated replies
+    n: Required[Count]
+    #: replies with no text (whitespace only)
+    empty: Required[Count]
+    #: replies that stopped at the task's new-token limit
+    cut: Required[Count]
+    #: of those, the ones that scored 0
+    cut_wrong: Required[Count]
+    #: the limit the cut replies reached (their length in tokens); absent where none was cut
+    limit: Count
+    #: the replies by stop reason ("eos", "stop", "length")
+    stopped: Required[dict[str, Count]]
+
+
 class Analysis(TypedDict, total=False):
     """The analyse stage's output, computed from the artifacts alone."""
 
@@ -788,6 +821,7 @@ class Analysis(TypedDict, total=False):
     diversity: dict[str, Diversity]
     coreset: CoreSetExport
     training: Training
+    responses: list[ResponseRow]
     definitions: dict[str, Union[str, dict[str, Any]]]
     notes: list[str]
 
@@ -913,11 +947,11 @@ class CompareDocument(TypedDict, total=False):
 
 #: the documents of the README's schema section, in reading order
 DOCUMENTS: tuple[Any, ...] = (Results, RunInfo, ModelResult, ModelMeta, Smoke, TaskSummary, MUISettings, SAESettings,
-                              SAEInfo, TopFeature, Calibration, ARMetrics, LMEvalInfo, LMEvalDataset, LMEvalGroup,
-                              Validation, LPPProfile, LPPPrefix, LPPRobust, Comparison, LPPCorrelation, Analysis,
+                              SAEInfo, TopFeature, Calibration, ARMetrics, SPCMetrics, LMEvalInfo, LMEvalDataset,
+                              LMEvalGroup, Validation, LPPProfile, LPPPrefix, LPPRobust, Comparison, LPPCorrelation, Analysis,
                               Law, LawFit, NoFit, LawPoint, Excluded, Fairness, FairRow, Ranking, RankRow, LeaderDiff,
                               Reference, NotRanked, ChanceTest, Ties, Power, PowerRow, ContaminationRow, Signal,
-                              Diversity, Advice, CoreSet, CoreSetExport, Training, TrainingPoint)
+                              Diversity, Advice, CoreSet, CoreSetExport, Training, TrainingPoint, ResponseRow)
 #: the types of compare.json, in reading order
 COMPARE_DOCUMENTS: tuple[Any, ...] = (CompareDocument, RunSide, Pair, Unpaired, ComparisonRow, MUIDelta, SeverityChange,
                                       LPPDelta, MetricDelta)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import random
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from ...scoring import register_scorer
 from ..base import Item, Task, register_task
@@ -151,6 +151,32 @@ def score_char_f1(response: str, item: dict[str, Any]) -> tuple[str | None, floa
     return got, char_f1(got, str(item.get("answer", "")))
 
 
+def spc_metrics(responses: Sequence[str], items: Sequence[Any]) -> dict[str, Any]:
+    """SPC summary over responses and their items (:class:`Item` or scorer dicts): beside the paper's character-level
+    F1, which ignores the order of characters, the exact match its authors' code reports with it.
+
+    exact_match: share of items whose continuation (:func:`extract_continuation`) is the true one exactly;
+    reordered: share whose continuation has exactly the true one's characters in another order, which char-F1
+    credits in full (a mirror item answered by copying its sequence, for one).
+
+    >>> its = [{"answer": "dcba"}, {"answer": "abcd"}, {"answer": "xyz"}]
+    >>> spc_metrics(["dcba", "dcba", "xy"], its)
+    {'n': 3, 'exact_match': 0.3333333333333333, 'reordered': 0.3333333333333333}
+    """
+    if len(responses) != len(items):
+        raise ValueError("responses and items must have the same length")
+    n = len(responses)
+    if n == 0:
+        return {"n": 0, "exact_match": float("nan"), "reordered": float("nan")}
+    exact = reordered = 0
+    for r, it in zip(responses, items):
+        got = extract_continuation(r)
+        gold = str(it.answer if isinstance(it, Item) else it.get("answer", ""))
+        exact += got == gold
+        reordered += got != gold and sorted(got) == sorted(gold)
+    return {"n": n, "exact_match": exact / n, "reordered": reordered / n}
+
+
 @register_task("spc")
 def spc(n_per_rule: int = 20, k_shot: int = SPC_SHOTS, seed: str = SPC_SEED) -> Task:
     """Symbolic Pattern Completion (``n_per_rule`` x 5 items, ``k_shot`` in-context examples each)."""
@@ -159,6 +185,7 @@ def spc(n_per_rule: int = 20, k_shot: int = SPC_SHOTS, seed: str = SPC_SEED) -> 
                 instruction="Continue the symbol sequence on the last line, following the same rule as the "
                             "examples. Reply with the continuation only: no spaces, no explanation.",
                 answer_prefix="", max_new_tokens=24, stop=("\n",), base_stop=("\n",), probe=True,
+                summarize=lambda responses, items: {"spc": spc_metrics(responses, items)},
                 description=f"LPP Symbolic Pattern Completion: 5 rules x {n_per_rule}, {k_shot}-shot in the "
-                            "prompt, character-level F1",
+                            "prompt, character-level F1 (exact match too)",
                 source=f"generated (reporter.probes, seed {seed!r})")

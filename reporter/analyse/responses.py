@@ -1,0 +1,109 @@
+"""Replies that measure the generation settings more than the model: :func:`response_checks`.
+
+A task's score is only the model's where its replies had room to answer. Two cases, read from each finished task's
+``samples.jsonl`` (its generated replies: ``stopped_by`` ``eos``, ``stop`` or ``length``; lm-eval's log-likelihood
+requests are no replies), are stated on the card:
+
+* **empty**: at least half of the replies hold no text. The model ended its reply at once (its first tokens were
+  the end of text, or matched the task's stop sequence, a newline for base models), so the score is of an empty
+  reply, whatever the model knows.
+* **cut**: at least half of the replies stopped at the task's new-token limit *and* scored 0, on a task that reads
+  its answer from the whole reply (a final number, a program, a boxed expression), not from its first words. A
+  reply cut before its answer scores 0 whatever the model knows; a longer limit tells. Tasks read from the reply's
+  start (multiple-choice letters, yes/no, the probes' one-line formats: :data:`ANSWER_FIRST`) are not checked:
+  their answer came before the cut.
+
+Untrained reference models are not checked: an empty or endless reply is what they are there to show.
+
+>>> sorted(ANSWER_FIRST)
+['ar', 'bool', 'char_f1', 'choice']
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, NotRequired, TypedDict
+
+from ..schema import is_untrained
+from ..store.layout import SAMPLES, RunDir
+from ..store.samples import holds_task, read_samples
+
+__all__ = ["ANSWER_FIRST", "RESPONSE_RULE", "ResponseCheck", "check_replies", "response_checks"]
+
+#: scorers that read the answer from the reply's first words: a reply cut at the limit was scored on its answer
+ANSWER_FIRST = frozenset({"choice", "bool", "ar", "char_f1"})
+#: the stop reasons of generated replies (:class:`reporter.models.outputs.Generation`)
+_REPLIES = ("eos", "stop", "length")
+
+RESPONSE_RULE = ("A trained model's task is flagged 'empty' when at least half of its generated replies hold no text, "
+                 "and 'cut' when at least half of them stopped at the task's new-token limit and scored 0, on a task "
+                 "that reads its answer from the whole reply (not choice, yes/no or the probes' formats); the score "
+                 "then measures the reply's room, not the model.")
+
+
+class ResponseCheck(TypedDict):
+    """One model's replies to one task that measure the settings (:func:`response_checks`)."""
+
+    model: str
+    task: str
+    kind: Literal["empty", "cut"]
+    n: int  # the generated replies
+    empty: int  # replies with no text (whitespace only)
+    cut: int  # replies that stopped at the new-token limit
+    cut_wrong: int  # of those, the ones that scored 0
+    limit: NotRequired[int]  # the new-token limit the cut replies reached (their length); absent where none was cut
+    stopped: dict[str, int]  # replies by stop reason
+
+
+def check_replies(records: list[dict[str, Any]], scorer: str | None) -> dict[str, Any] | None:
+    """The counts of one task's records and the check they fail (``kind``), or None when they pass (or hold no
+    generated reply).
+
+    >>> rec = lambda text, why, score=0.0, n=3: {"response": text, "stopped_by": why, "score": score,
+    ...                                          "response_tokens": n}
+    >>> check_replies([rec("", "stop", n=0)] * 3 + [rec("42", "eos", 1.0)], "numeric")["kind"]
+    'empty'
+    >>> check_replies([rec("Let x", "length", n=96)] * 2 + [rec("5", "eos", 1.0)], "numeric")["limit"]
+    96
+    >>> check_replies([rec("A. ok", "length", n=4)] * 3, "choice") is None  # its answer came first
+    True
+    """
+    replies = [r for r in records if r.get("stopped_by") in _REPLIES]
+    if not replies:
+        return None
+    n = len(replies)
+    empty = sum(not str(r.get("response") or "").strip() for r in replies)
+    cut = [r for r in replies if r.get("stopped_by") == "length"]
+    cut_wrong = sum(float(r.get("score") or 0.0) == 0.0 for r in cut)
+    stopped: dict[str, int] = {}
+    for r in replies:
+        stopped[r["stopped_by"]] = stopped.get(r["stopped_by"], 0) + 1
+    lengths = [r["response_tokens"] for r in cut if isinstance(r.get("response_tokens"), int)]
+    counts = {"n": n, "empty": empty, "cut": len(cut), "cut_wrong": cut_wrong, "stopped": stopped,
+              **({"limit": max(lengths)} if lengths else {})}
+    if 2 * empty >= n:
+        return {"kind": "empty", **counts}
+    if scorer not in ANSWER_FIRST and 2 * cut_wrong >= n:
+        return {"kind": "cut", **counts}
+    return None
+
+
+def response_checks(results: dict[str, Any], run_dir: str | Path) -> list[ResponseCheck]:
+    """Every trained model's finished task whose replies fail a check (module docstring), in the models' and tasks'
+    order; a task whose samples.jsonl does not hold its items is left to the analysis's note about it.
+
+    >>> response_checks({"models": {}}, ".")
+    []
+    """
+    rd = RunDir(run_dir)
+    out: list[ResponseCheck] = []
+    for name, e in (results.get("models") or {}).items():
+        if is_untrained(e) or e.get("status") == "failed":
+            continue
+        for task, summary in (e.get("tasks") or {}).items():
+            records = list(read_samples(rd.task_dir(e.get("slug", name), task) / SAMPLES).values())
+            if not records or not holds_task(len(records), (summary or {}).get("n")):
+                continue
+            found = check_replies(records, (summary or {}).get("scorer"))
+            if found is not None:
+                out.append({"model": name, "task": task, **found})  # type: ignore[typeddict-item]
+    return out
