@@ -148,6 +148,19 @@ def test_the_share_of_neurons_top_ratio_keeps_is_stated_where_the_models_differ(
     smol["models"] = {n: m for n, m in smol["models"].items() if n.startswith(("smol", "SmolLM2", "untrained"))}
     card = build_card(smol, manifest)
     assert card["mui_kept"] == [] and "share kept differs" not in markdown_card(card)
+    # MUI-Eval's k = int(top_ratio * d_ff) keeps none below d_ff 1,000 (a review found the card giving max(1, ...))
+    ev = copy.deepcopy(smol)
+    for name, m in ev["models"].items():
+        for t in m["tasks"].values():
+            t["mui_settings"]["definition"] = "mui-eval"
+            t["mui_settings"]["d_ff"] = 960 if name == "smol-ft-step1000" else 2048
+    card = build_card(ev, manifest)
+    kept = {r["model"]: (r["k"], r["rule"]) for r in card["mui_kept"]}
+    assert kept["smol-ft-step1000"] == (0, "int(top_ratio·d_ff), MUI-Eval's")
+    assert kept["SmolLM2-135M-Instruct"] == (2, "int(top_ratio·d_ff), MUI-Eval's")
+    md = markdown_card(card)
+    assert "k = int(top_ratio·d_ff), MUI-Eval's, so the share kept differs" in md and "max(1," not in md
+    assert "smol-ft-step1000 0 of 960, 0.000 %" in md and "A model that keeps none (k = 0) has an MUI of 0" in md
 
 
 def test_the_markdown_card_states_each_kind_of_pair_with_its_own_test_and_interval(tmp_path):

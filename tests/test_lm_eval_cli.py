@@ -351,7 +351,7 @@ def test_task_digest_counts_documents_by_content_not_by_where_they_lie(env, tmp_
     assert digests[0] == digests[1] != digests[2]
 
 
-def test_task_digest_counts_the_other_split_the_min_k_test_reads(env, tmp_path):
+def test_task_digest_counts_the_other_split_the_min_k_test_reads(env, tmp_path, monkeypatch):
     """MMLU's shape: test evaluated, dev for the few-shot examples, validation read only by the Min-K% test. A new
     copy that changed only the validation split kept the digest, so a finished run's other-split comparison stood
     against texts the task no longer has. Now it changes the digest (and so the run's configuration hash); where the
@@ -402,6 +402,17 @@ def test_task_digest_counts_the_other_split_the_min_k_test_reads(env, tmp_path):
         h.update(b"\x00docs")
         src._hash_docs(h, docs)
     assert arc[0] == f"sha256:{h.hexdigest()}"
+    # an other split that cannot be read is left out (the test cannot read it either), and loading goes on
+    mmlu_task = src.resolve("arc_mini", (str(tmp_path / "one"),)).loaded["tasks"]["arc_mini"]
+    assert src.task_digest(mmlu_task) == mmlu[0]
+    monkeypatch.setattr(src, "other_split", lambda task: None)
+    without = src.task_digest(mmlu_task)
+
+    def unreadable(task):
+        raise OSError("the validation file went away")
+
+    monkeypatch.setattr(src, "other_split", unreadable)
+    assert src.task_digest(mmlu_task) == without != mmlu[0]
 
 
 def test_task_digest_counts_a_tasks_functions_by_their_files_not_their_addresses(env, tmp_path):

@@ -2,7 +2,8 @@
 ``responses`` rows and the card's warnings, on real models.
 
 Positive control of 'empty' here: a model whose every reply is the end of text (a GPT-2 whose last layer norm always
-points at its EOS embedding). The golden run (tests/test_golden.py) holds the controls of 'cut': three tiny trained
+points at its EOS embedding), on GSM8K; on ARC-Easy its empty replies are scored by its option log-probs, and are not
+told about. The golden run (tests/test_golden.py) holds the controls of 'cut': three tiny trained
 models that never finish a GSM8K answer in 12 tokens are told; the same models' multiple-choice and SPC replies, cut
 as well but read from their first words, and the untrained reference are not. The rule itself is checked against a
 plain count.
@@ -15,7 +16,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from reporter.analyse.responses import ANSWER_FIRST, check_replies
+from reporter.analyse.responses import ANSWER_LAST, check_replies
 from reporter.card.data import load_card
 from reporter.card.markdown import markdown_card
 from reporter.cli import main
@@ -24,14 +25,16 @@ from .conftest import small_tokenizer_dir
 
 
 def ref_check(records, scorer):
-    """The rule by plain loops: the generated replies, then 'empty' if half or more hold no text, else 'cut' if half
-    or more were cut at the limit and scored 0 on a task read from the whole reply."""
+    """The rule by plain loops: the generated replies, then 'empty' if half or more hold no text, ended at once and
+    were scored as empty, else 'cut' if half or more were cut at the limit and scored 0 on a task whose scorer reads
+    the end or the whole of the reply."""
     n = empty = cut_wrong = 0
     for r in records:
         if r.get("stopped_by") not in ("eos", "stop", "length"):
             continue
         n += 1
-        if str(r.get("response") or "").strip() == "":
+        if str(r.get("response") or "").strip() == "" and r["stopped_by"] in ("eos", "stop") \
+                and r.get("answer_source") != "logprob":
             empty += 1
         if r["stopped_by"] == "length" and float(r.get("score") or 0) == 0.0:
             cut_wrong += 1
@@ -39,7 +42,7 @@ def ref_check(records, scorer):
         return None
     if empty * 2 >= n:
         return "empty"
-    if scorer not in ("choice", "bool", "ar", "char_f1") and cut_wrong * 2 >= n:
+    if scorer in ("numeric", "math", "code") and cut_wrong * 2 >= n:
         return "cut"
     return None
 
@@ -60,6 +63,11 @@ CASES = [
     ([_rec("ambiguous_status=AMB", "length", tokens=20)] * 3, "ar"),
     ([{"response": "", "stopped_by": "option", "score": 0.0}] * 4, "lm_eval"),  # log-likelihood requests: no replies
     ([{"response": "", "stopped_by": "option", "score": 0.0}] * 4 + [_rec("", "eos", tokens=0)], "lm_eval"),
+    ([_rec("   \n ", "length", tokens=96)] * 5, "numeric"),  # whitespace to the limit: cut, not ended at once
+    ([_rec("", "length", tokens=3)] * 3 + [_rec("", "stop", tokens=0)] * 2, "choice"),
+    ([{**_rec("", "eos", tokens=0), "answer_source": "logprob"}] * 3, "choice"),  # scored by the option log-probs
+    ([_rec("London is the capital and", "length", tokens=32)] * 3, "exact"),  # a short answer read first
+    ([_rec("(B) because the", "length", tokens=32)] * 3, "lm_eval"),  # lm-eval's reading is not known here
 ]
 
 
@@ -71,7 +79,8 @@ def test_the_rule_against_a_plain_count(records, scorer):
         replies = [r for r in records if r["stopped_by"] in ("eos", "stop", "length")]
         assert got["n"] == len(replies) and sum(got["stopped"].values()) == len(replies)
         assert got["cut"] == sum(r["stopped_by"] == "length" for r in replies)
-    assert ANSWER_FIRST == {"choice", "bool", "ar", "char_f1"}
+        assert sum(got["empty_stopped"].values()) == got["empty"] and "length" not in got["empty_stopped"]
+    assert ANSWER_LAST == {"numeric", "math", "code"}
 
 
 def _mute_gpt2(path):
@@ -95,8 +104,9 @@ def _mute_gpt2(path):
     tok.save_pretrained(path)
 
 
-def test_a_model_that_ends_every_reply_at_once_is_told_on_every_task(tmp_path):
-    """The positive control of 'empty', on a task read from the whole reply and on one read from its first words."""
+def test_a_model_that_ends_every_reply_at_once_is_told_where_its_score_is_of_an_empty_reply(tmp_path):
+    """The positive control of 'empty' on GSM8K; its negative on ARC-Easy, where the same empty replies were scored by
+    the option the model's log-probs prefer (``answer_source: logprob``), so that score is not of an empty reply."""
     _mute_gpt2(tmp_path / "mute")
     (tmp_path / "profile.yaml").write_text(
         "lpp: {enabled: false}\nmui: {enabled: false}\nsmoke_texts: 2\n"
@@ -109,11 +119,14 @@ def test_a_model_that_ends_every_reply_at_once_is_told_on_every_task(tmp_path):
     assert r.exit_code == 0, r.output
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     rows = {(x["model"], x["task"]): x for x in results["analysis"]["responses"]}
-    assert set(rows) == {("Mute", "gsm8k"), ("Mute", "arc_easy")}
-    assert all(x["kind"] == "empty" and x["empty"] == x["n"] == 3 and x["stopped"] == {"eos": 3} and x["cut"] == 0
-               for x in rows.values())
+    assert set(rows) == {("Mute", "gsm8k")}
+    assert rows[("Mute", "gsm8k")]["kind"] == "empty" and rows[("Mute", "gsm8k")]["empty"] == 3
+    assert rows[("Mute", "gsm8k")]["empty_stopped"] == {"eos": 3} and rows[("Mute", "gsm8k")]["cut"] == 0
+    arc = [json.loads(line) for line in
+           (tmp_path / "run" / "models" / "Mute" / "tasks" / "arc_easy" / "samples.jsonl").read_text().splitlines()]
+    assert all(x["response"] == "" and x["stopped_by"] == "eos" and x["answer_source"] == "logprob" for x in arc)
     card = markdown_card(load_card(tmp_path / "run")).replace("\\_", "_")
-    assert ("Mute's replies were empty on gsm8k (3 of 3) and arc_easy (3 of 3): it stopped at once, at its "
-            "end-of-text token. Those scores are of an empty reply, not of what the model knows.") in card
-    assert "Replies cut at" not in card
+    assert ("Mute's replies were empty on gsm8k (3 of 3): it stopped at once, at its end-of-text token. Those scores "
+            "are of an empty reply, not of what the model knows.") in card
+    assert "Replies cut at" not in card and "arc_easy (3 of 3)" not in card
     assert results["analysis"]["definitions"]["responses"].startswith("A trained model's task is flagged 'empty'")

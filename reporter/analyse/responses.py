@@ -4,19 +4,21 @@ A task's score is only the model's where its replies had room to answer. Two cas
 ``samples.jsonl`` (its generated replies: ``stopped_by`` ``eos``, ``stop`` or ``length``; lm-eval's log-likelihood
 requests are no replies), are stated on the card:
 
-* **empty**: at least half of the replies hold no text. The model ended its reply at once (its first tokens were
-  the end of text, or matched the task's stop sequence, a newline for base models), so the score is of an empty
-  reply, whatever the model knows.
-* **cut**: at least half of the replies stopped at the task's new-token limit *and* scored 0, on a task that reads
-  its answer from the whole reply (a final number, a program, a boxed expression), not from its first words. A
-  reply cut before its answer scores 0 whatever the model knows; a longer limit tells. Tasks read from the reply's
-  start (multiple-choice letters, yes/no, the probes' one-line formats: :data:`ANSWER_FIRST`) are not checked:
-  their answer came before the cut.
+* **empty**: at least half of the replies hold no text and were scored as such. The model ended its reply at once
+  (its first tokens were the end of text, or matched the task's stop sequence, a newline for base models), so the
+  score is of an empty reply, whatever the model knows. A reply that ran to the token limit is not empty but cut
+  (its tokens decode to whitespace); a multiple-choice reply whose answer was read from the option log-probs
+  (``answer_source: logprob``) was scored by the model's preference, not as empty.
+* **cut**: at least half of the replies stopped at the task's new-token limit *and* scored 0, on a task whose scorer
+  reads the answer from the end of the reply or the whole of it (:data:`ANSWER_LAST`: the final number, the last
+  boxed expression, the program). A reply cut before its answer scores 0 whatever the model knows; a longer limit
+  tells. Other scorers read the first words (multiple-choice letters, yes/no, short answers, the probes' formats)
+  or are a plugin's or lm-eval's, whose reading is not known here: not checked, rather than told wrongly.
 
 Untrained reference models are not checked: an empty or endless reply is what they are there to show.
 
->>> sorted(ANSWER_FIRST)
-['ar', 'bool', 'char_f1', 'choice']
+>>> sorted(ANSWER_LAST)
+['code', 'math', 'numeric']
 """
 from __future__ import annotations
 
@@ -27,17 +29,19 @@ from ..schema import is_untrained
 from ..store.layout import SAMPLES, RunDir
 from ..store.samples import holds_task, read_samples
 
-__all__ = ["ANSWER_FIRST", "RESPONSE_RULE", "ResponseCheck", "check_replies", "response_checks"]
+__all__ = ["ANSWER_LAST", "RESPONSE_RULE", "ResponseCheck", "check_replies", "response_checks"]
 
-#: scorers that read the answer from the reply's first words: a reply cut at the limit was scored on its answer
-ANSWER_FIRST = frozenset({"choice", "bool", "ar", "char_f1"})
+#: scorers that read the answer from the end of the reply or the whole of it: a reply cut at the token limit may have
+#: been cut before its answer
+ANSWER_LAST = frozenset({"numeric", "math", "code"})
 #: the stop reasons of generated replies (:class:`reporter.models.outputs.Generation`)
 _REPLIES = ("eos", "stop", "length")
 
-RESPONSE_RULE = ("A trained model's task is flagged 'empty' when at least half of its generated replies hold no text, "
-                 "and 'cut' when at least half of them stopped at the task's new-token limit and scored 0, on a task "
-                 "that reads its answer from the whole reply (not choice, yes/no or the probes' formats); the score "
-                 "then measures the reply's room, not the model.")
+RESPONSE_RULE = ("A trained model's task is flagged 'empty' when at least half of its generated replies hold no text "
+                 "and were scored as such (ended at once, not cut at the limit, no answer read from the option "
+                 "log-probs), and 'cut' when at least half of them stopped at the task's new-token limit and scored "
+                 "0, on a task whose scorer reads the answer from the end of the reply or the whole of it (numeric, "
+                 "math, code); the score then measures the reply's room, not the model.")
 
 
 class ResponseCheck(TypedDict):
@@ -47,7 +51,8 @@ class ResponseCheck(TypedDict):
     task: str
     kind: Literal["empty", "cut"]
     n: int  # the generated replies
-    empty: int  # replies with no text (whitespace only)
+    empty: int  # replies with no text (whitespace only) that ended at once and were scored as empty
+    empty_stopped: dict[str, int]  # those by stop reason ("eos", "stop")
     cut: int  # replies that stopped at the new-token limit
     cut_wrong: int  # of those, the ones that scored 0
     limit: NotRequired[int]  # the new-token limit the cut replies reached (their length); absent where none was cut
@@ -71,20 +76,25 @@ def check_replies(records: list[dict[str, Any]], scorer: str | None) -> dict[str
     if not replies:
         return None
     n = len(replies)
-    empty = sum(not str(r.get("response") or "").strip() for r in replies)
-    cut = [r for r in replies if r.get("stopped_by") == "length"]
+    empty = [r for r in replies if not str(r.get("response") or "").strip() and r["stopped_by"] != "length"
+             and r.get("answer_source") != "logprob"]
+    cut = [r for r in replies if r["stopped_by"] == "length"]
     cut_wrong = sum(float(r.get("score") or 0.0) == 0.0 for r in cut)
-    stopped: dict[str, int] = {}
-    for r in replies:
-        stopped[r["stopped_by"]] = stopped.get(r["stopped_by"], 0) + 1
     lengths = [r["response_tokens"] for r in cut if isinstance(r.get("response_tokens"), int)]
-    counts = {"n": n, "empty": empty, "cut": len(cut), "cut_wrong": cut_wrong, "stopped": stopped,
-              **({"limit": max(lengths)} if lengths else {})}
-    if 2 * empty >= n:
+    counts = {"n": n, "empty": len(empty), "empty_stopped": _by_reason(empty), "cut": len(cut),
+              "cut_wrong": cut_wrong, "stopped": _by_reason(replies), **({"limit": max(lengths)} if lengths else {})}
+    if 2 * len(empty) >= n:
         return {"kind": "empty", **counts}
-    if scorer not in ANSWER_FIRST and 2 * cut_wrong >= n:
+    if scorer in ANSWER_LAST and 2 * cut_wrong >= n:
         return {"kind": "cut", **counts}
     return None
+
+
+def _by_reason(replies: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in replies:
+        out[r["stopped_by"]] = out.get(r["stopped_by"], 0) + 1
+    return out
 
 
 def response_checks(results: dict[str, Any], run_dir: str | Path) -> list[ResponseCheck]:

@@ -193,7 +193,7 @@ def mui_definitions(card: dict[str, Any]) -> list[dict[str, Any]]:
 
 def mui_kept(card: dict[str, Any]) -> list[dict[str, Any]]:
     """The share of each layer's FFN neurons that top_ratio keeps per answer, by trained model, where the rounding of
-    k makes it differ between them by more than a tenth: ``[{"model", "k", "d_ff", "share"}]``, else [].
+    k makes it differ between them by more than a tenth: ``[{"model", "k", "d_ff", "share", "rule"}]``, else [].
 
     k is a whole number (``k_per_layer``: max(1, ⌊top_ratio·d_ff⌋); MUI-Eval's ``int(top_ratio·d_ff)``), so at a
     small d_ff the share kept is not top_ratio, and two models with another d_ff keep other shares at the same
@@ -219,13 +219,14 @@ def mui_kept(card: dict[str, Any]) -> list[dict[str, Any]]:
             if ms.get("mode", "score") not in ("score", "activation") or not isinstance(d_ff, int) or \
                     not isinstance(ratio, (int, float)) or d_ff <= 0:
                 continue
-            k = (k_mui_eval if ms.get("definition") == "mui-eval" else k_per_layer)(float(ratio), d_ff)
-            kept.add((k, d_ff))
+            mui_eval = ms.get("definition") == "mui-eval"
+            kept.add(((k_mui_eval if mui_eval else k_per_layer)(float(ratio), d_ff), d_ff, mui_eval))
         if len(kept) == 1:
-            k, d_ff = kept.pop()
-            rows.append({"model": m["name"], "k": k, "d_ff": d_ff, "share": k / d_ff})
+            k, d_ff, mui_eval = kept.pop()
+            rows.append({"model": m["name"], "k": k, "d_ff": d_ff, "share": k / d_ff,
+                         "rule": "int(top_ratio·d_ff), MUI-Eval's" if mui_eval else "max(1, ⌊top_ratio·d_ff⌋)"})
     shares = [r["share"] for r in rows]
-    if len(rows) < 2 or max(shares) <= 1.1 * min(shares):
+    if len(rows) < 2 or (min(shares) > 0 and max(shares) <= 1.1 * min(shares)) or max(shares) == 0:
         return []
     return rows
 

@@ -35,7 +35,7 @@ def reply_warnings(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     replies were mostly empty, one for those mostly cut at the new-token limit and scored 0.
 
     >>> reply_warnings([{"model": "M", "task": "gsm8k", "kind": "cut", "n": 3, "cut_wrong": 3, "limit": 96},
-    ...                 {"model": "M", "task": "ar", "kind": "empty", "n": 5, "empty": 5, "stopped": {"stop": 5}}])[0][1]
+    ...                 {"model": "M", "task": "ar", "kind": "empty", "n": 5, "empty": 5, "empty_stopped": {"stop": 5}}])[0][1]
     "M's replies were empty on ar (5 of 5): it stopped at once, on the task's stop sequence. Those scores are of an empty reply, not of what the model knows."
     """
     out = []
@@ -45,7 +45,7 @@ def reply_warnings(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
             empty.setdefault(r["model"], []).append(r)
     if empty:
         def why(rs: list[dict[str, Any]]) -> str:
-            reasons = [k for k in ("stop", "eos") if any((r.get("stopped") or {}).get(k) for r in rs)]
+            reasons = [k for k in ("stop", "eos") if any((r.get("empty_stopped") or {}).get(k) for r in rs)]
             return {"stop": "on the task's stop sequence", "eos": "at its end-of-text token"}[reasons[0]] \
                 if len(reasons) == 1 else "on the stop sequence or its end-of-text token"
 

@@ -793,8 +793,10 @@ class ResponseRow(TypedDict, total=False):
     kind: Required[Literal["empty", "cut"]]
     #: the task's generated replies
     n: Required[Count]
-    #: replies with no text (whitespace only)
+    #: replies with no text (whitespace only) that ended at once and were scored as empty
     empty: Required[Count]
+    #: those by stop reason ("eos", "stop")
+    empty_stopped: Required[dict[str, Count]]
     #: replies that stopped at the task's new-token limit
     cut: Required[Count]
     #: of those, the ones that scored 0
