@@ -98,6 +98,7 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     from .models import preflight  # noqa: F401  (registers the checks against this machine)
 
     began: list[bool] = []  # set once the run's manifest is written (and, with --force, the old models are gone)
+    dated: str | None = None  # the run directory, where it is the date-named default
     try:
         if no_render and click.get_current_context().get_parameter_source("formats") == ParameterSource.COMMANDLINE:
             raise UserError(f"--format {formats!r}: nothing is rendered with --no-render; leave out one of them "
@@ -117,6 +118,8 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
 
         # named once: a run that passes midnight renders the directory it wrote, not the new day's
         out_dir = Path(output or cfg.output or default_output(cfg))
+        if not (output or cfg.output):
+            dated = str(out_dir)
         files: dict[str, Path] = {}
 
         def draw() -> None:  # also when a model failed: the card shows it as failed, next to the others
@@ -135,13 +138,14 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
 
             for line in collecting.RECORDED:  # "listed at the end": this is the end (in-process models only)
                 click.echo(f"error: {neutral(line)}", err=True)
-        interrupted(e, "run", bool(began) if force else None, began=bool(began))
+        interrupted(e, "run", bool(began) if force else None, began=bool(began), where=dated)
     click.echo(summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:
         click.echo("model card: " + ", ".join(str(files[k]) for k in ("html", "pdf", "md") if k in files))
     if failures:
-        fail(UserError(failures))
+        fail(UserError(failures + ([f"{dated} is named by today's date: to resume it on another day, rerun with "
+                                    f"-o {dated}"] if dated else [])))
 
 
 @main.command("lm-eval", context_settings={"ignore_unknown_options": True, "allow_extra_args": True,

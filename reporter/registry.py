@@ -214,6 +214,9 @@ def import_plugin(module: str) -> Any:
     >>> import_plugin("no_such_plugin_module")
     Traceback (most recent call last):
     reporter.errors.UserError: --plugin no_such_plugin_module: cannot import it (ModuleNotFoundError: No module named 'no_such_plugin_module')
+    >>> import_plugin("my plugins")
+    Traceback (most recent call last):
+    reporter.errors.UserError: --plugin my plugins: is not a module name; give a .py file or a module name (a.b.c)
     """
     import importlib
     import importlib.util
@@ -237,10 +240,17 @@ def import_plugin(module: str) -> Any:
             spec.loader.exec_module(mod)
             _PLUGIN_SEARCH[name] = tuple(sys.path)
             return mod
+        if not all(part.isidentifier() for part in module.split(".")):  # "sub dir": a folder, imported as nothing
+            what = "is a directory" if user_path(module).is_dir() else "is not a module name"
+            raise UserError(f"--plugin {module}: {what}; give a .py file or a module name (a.b.c)")
         sys.path.insert(0, os.getcwd())
         _PLUGIN_MODULES[module] = module
         try:
             imported = importlib.import_module(module)
+            if getattr(imported, "__file__", None) is None:
+                _PLUGIN_MODULES.pop(module, None)
+                raise UserError(f"--plugin {module}: is a directory with no code (a namespace package): nothing "
+                                "registers from it; give a .py file or a module, such as a package with __init__.py")
             _PLUGIN_SEARCH[module] = tuple(sys.path)
             return imported
         finally:

@@ -21,7 +21,7 @@ def test_list_and_mapping_forms(tiny_yaml, tmp_path):
     local = tmp_path / "local-model"
     local.mkdir()
     for f in ("config.json", "tokenizer_config.json"):  # validation reads config.json and sees the other files
-        (local / f).write_text("{}")
+        (local / f).write_text('{"model_type": "llama"}')
     (local / "model.safetensors").write_bytes(b"")
     p = tiny_yaml(f"""
 - name: a

@@ -103,6 +103,17 @@ GATE = {  # case: (command, damage of the second run, what the one line must say
                                                   "slug: '../../escaped' is not a safe file name"),
     "compare: manifest.json is a JSON list": ("compare", lambda r: (r / "manifest.json").write_text("[1]"),
                                               "manifest.json: damaged, not a JSON object (a list)"),
+    # another JSON object in its place: compare read every setting as a default and named changes that were not
+    "compare: manifest.json is another JSON object": (
+        "compare", lambda r: (r / "manifest.json").write_text('{"x": 1}'),
+        "manifest.json: is not a run's manifest (no config_hash and resolved configuration)"),
+    # a folder of no run: render pointed to `reporter analyse DIR`, which then refused it as no run directory
+    "render md: a folder that holds no run": (
+        "render-md", lambda r: ((r / "manifest.json").unlink(), (r / "results.json").unlink()),
+        "not a run directory (no manifest.json nor results.json); render reads the output directory"),
+    "render md: manifest.json is another JSON object": (
+        "render-md", lambda r: (r / "manifest.json").write_text('{"x": 1}'),
+        "manifest.json: is not a run's manifest (no config_hash and resolved configuration)"),
     "render md: unknown schema_version": ("render-md", lambda r: _edit(r, lambda d: d.update(schema_version="x")),
                                           "schema_version: 'x' is not supported"),
     "render md: a slug that walks out of the run": ("render-md", lambda r: _edit(r, _slug_out),

@@ -406,7 +406,7 @@ def test_a_hostile_model_name_leaves_every_chart_rendering(tmp_path):
     ("truncate-results", "render", "results.json: damaged, not valid JSON at line"),
     ("truncate-manifest", "analyse", "manifest.json: damaged, not valid JSON at line"),
     ("truncate-manifest", "render", "it records how the run was made and only `reporter run … --force` into"),
-    ("empty-manifest", "analyse", "manifest.json: has no resolved.config.models; it is not the manifest of a run"),
+    ("empty-manifest", "analyse", "manifest.json: is not a run's manifest (no config_hash and resolved configuration)"),
 ])
 def test_damaged_run_files_are_one_line_errors(damage, command, want, tmp_path):
     run = tmp_path / "run"
@@ -440,8 +440,8 @@ def _jsonl_profile(path: str, extra: str = "") -> str:
 
 BAD = {
     "non-utf8 models file": (None, None, "not UTF-8 text"),
-    "output is a file": (PROFILE, "output: {tmp}/taken\n", "exists and is not a directory"),
-    "output under a file": (PROFILE, "output: {tmp}/taken/sub\n", "because"),
+    "output is a file": (PROFILE, "output: {tmp}/taken\n", "models.yaml: output: "),  # validate names the key now
+    "output under a file": (PROFILE, "output: {tmp}/taken/sub\n", "is under a file (taken)"),
     "task name is a number": ("tasks:\n  - {name: 123}\n", None, "tasks[0].name: must be a non-empty string, got 123"),
     "task name is a list": ("tasks:\n  - {name: [a, b]}\n", None, "tasks[0].name: must be a non-empty string"),
     "corpus is a number": ("lpp: {corpus: 42}\ntasks: [arc_easy]\n", None, "lpp.corpus: must be coqa"),
@@ -532,7 +532,7 @@ def test_a_bare_model_directory_name_is_relative_to_the_models_file_too(tmp_path
     (tmp_path / "cfg").mkdir()
     (tmp_path / "cfg" / "tiny0").mkdir()
     for f in ("config.json", "tokenizer.json", "model.safetensors"):  # what validation reads of a model directory
-        (tmp_path / "cfg" / "tiny0" / f).write_text("{}")
+        (tmp_path / "cfg" / "tiny0" / f).write_text('{"model_type": "llama"}')
     (tmp_path / "cfg" / "models.yaml").write_text("models:\n  - {name: t0, source: tiny0}\n")
     monkeypatch.chdir(tmp_path)  # somewhere else
     assert load_config(tmp_path / "cfg" / "models.yaml").models[0].source == str(tmp_path / "cfg" / "tiny0")

@@ -335,7 +335,7 @@ def test_a_profile_files_own_models_are_named_by_the_file(tmp_path, monkeypatch)
     assert r.exit_code == 2 and f"error: {p}: models[0]: each model must be a mapping" in r.output, r.output
     (tmp_path / "m").mkdir()  # its models' paths are relative to it too, from any working directory
     for f in ("config.json", "tokenizer.json", "model.safetensors"):  # what validation reads of a model directory
-        (tmp_path / "m" / f).write_text("{}")
+        (tmp_path / "m" / f).write_text('{"model_type": "llama"}')
     p.write_text("tasks:\n  - {name: arc_easy, limit: 2}\nmodels:\n  - {name: a, source: ./m}\n")
     monkeypatch.chdir(tmp_path.parent)
     r = CliRunner().invoke(main, ["validate", "--profile", str(p)])

@@ -102,6 +102,7 @@ def _load(run_dir: Path, role: str) -> _Run:
 def _pairs(base: _Run, new: _Run, explicit: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     bm, nm = list(base["results"]["models"]), list(new["results"]["models"])
     if explicit:
+        explicit = [_split_at_names(old, nw, bm, nm) for old, nw in explicit]
         for old, nw in explicit:
             if old not in bm:
                 raise UserError(f"--pair {old}={nw}: '{old}' is not a model of the base run; it has: {', '.join(bm)}")
@@ -113,6 +114,23 @@ def _pairs(base: _Run, new: _Run, explicit: Sequence[tuple[str, str]]) -> list[t
         raise UserError(f"no model name is in both runs (base: {', '.join(bm)}; new: {', '.join(nm)}); "
                         "pair them with --pair OLD=NEW")
     return pairs
+
+
+def _split_at_names(old: str, new: str, base: Sequence[str], other: Sequence[str]) -> tuple[str, str]:
+    """``--pair`` split at its first '=' (``old``, ``new``), or, where that names no models of the runs, at the one
+    '=' that does: a model name may hold '=' itself (``m=1``).
+
+    >>> _split_at_names("m", "1=m=2", ["m=1"], ["m=2"])
+    ('m=1', 'm=2')
+    >>> _split_at_names("a", "b", ["a"], ["c"])  # no split names both: the first, for the error to name
+    ('a', 'b')
+    """
+    if old in base and new in other:
+        return old, new
+    spec = f"{old}={new}"
+    found = [(spec[:i].strip(), spec[i + 1:].strip()) for i, c in enumerate(spec) if c == "="]
+    found = [(a, b) for a, b in found if a in base and b in other]
+    return found[0] if len(found) == 1 else (old, new)
 
 
 def _items(run: _Run, model: str, task: str) -> tuple[dict[str, float], dict[str, tuple[str, str | None]]]:

@@ -102,9 +102,10 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
                                                           run_seed=cfg.seed, progress=progress)
         for plugin in enabled_collectors(profile):  # e.g. an SAE that does not fit this model: fail before any work
             plugin.check_model(lm, profile)
-    except UserError as e:
-        write_json(mdir / ERROR, {"error": str(e)})
-        return failed(spec.name, e.lines)
+    except UserError as e:  # each line names the model, as every other model failure does
+        lines = [ln if ln.startswith(f"model '{spec.name}'") else f"model '{spec.name}': {ln}" for ln in e.lines]
+        write_json(mdir / ERROR, {"error": "\n".join(lines)})
+        return failed(spec.name, lines)
     except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError("... can't allocate memory")
         if not isinstance(e, MemoryError) and not out_of_memory(e):
             raise

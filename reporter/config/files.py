@@ -28,7 +28,14 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def short(v: Any, limit: int = 60) -> str:
-    """``repr(v)`` cut to ``limit`` characters: an error message never prints an unbounded value."""
+    """``repr(v)`` cut to ``limit`` characters: an error message never prints an unbounded value. YAML's own words
+    for a boolean and a null (``limit: true`` said "got True").
+
+    >>> short(True), short(None), short("x" * 80)[-3:]
+    ('true', 'null', 'xx…')
+    """
+    if isinstance(v, bool) or v is None:
+        return {True: "true", False: "false", None: "null"}[v]
     if isinstance(v, (list, tuple, dict, set)) and len(v) > limit:  # never build the repr of a huge value
         v = type(v)(list(v)[:limit]) if not isinstance(v, dict) else dict(list(v.items())[:limit])
     text = repr(v)

@@ -129,6 +129,9 @@ class RunConfig:
 
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelSpec))
 RUN_FIELDS = ("models", "profile", "output", "seed", "device", "dtype", "executor", "address")
+#: keys only a profile has (reporter.config.profile.PROFILE_KEYS less the shared ones): a models file with them and
+#: no models: is a profile given in its place
+PROFILE_ONLY = ("tasks", "mui", "lpp", "contamination", "smoke_texts", "collection", "lm_eval_include")
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 BACKENDS = ("transformers", "vllm")
 EXECUTORS = ("local", "ray")
@@ -261,6 +264,9 @@ def _check_source(p: Problems, key: str, v: Any, base_dir: Path) -> str | None:
         if not any(f.is_file() for g in WEIGHT_FILES for f in path.glob(g)):
             p.add(key, f"'{v}' holds no weights (no {', '.join(WEIGHT_FILES)}); copy the model's weight files into "
                        "it (model.save_pretrained)")
+            return None
+        if "local" in SOURCE_CHECKS and (problem := SOURCE_CHECKS.get("local")(str(path))) is not None:
+            p.add(key, f"'{v}': {problem}")  # e.g. a model_type reporter has no adapter for (reporter.models)
             return None
         return str(path.resolve())
     if not _HUB_RE.match(v):
@@ -417,7 +423,8 @@ def _model_random(p: Problems, key: str, v: Any, e: _Entry) -> dict[str, Any] | 
             if (tok := _random_tokenizer(p, f"{key}.{rk}", rv, e.base_dir)) is not None:
                 ok[rk] = tok
         elif isinstance(rv, bool) or not isinstance(rv, int) or (rv < 1 and rk != "seed") or rv < 0:
-            p.add(f"{key}.{rk}", f"must be a positive integer, got {short(rv)}")
+            p.add(f"{key}.{rk}", f"must be {'an integer from 0 to 2**64 - 1' if rk == 'seed' else 'a positive integer'}"
+                                 f", got {short(rv)}")
         elif rk == "seed" and rv >= 2 ** 64:  # torch's generator takes 64 bits
             p.add(f"{key}.{rk}", f"must be an integer from 0 to 2**64 - 1, got {short(rv)}")
         else:
@@ -505,6 +512,23 @@ def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True
     return ModelSpec(**spec)
 
 
+def _file_in_the_way(path: Path) -> str | None:
+    """Why ``path`` cannot be a run directory because of a file (it, or a folder above it), or None.
+
+    >>> import tempfile; f = Path(tempfile.mkdtemp()) / "afile"; _ = f.write_text("x")
+    >>> _file_in_the_way(f), _file_in_the_way(f / "run")
+    ('is a file', 'is under a file (afile)')
+    """
+    if path.is_file():
+        return "is a file"
+    for parent in path.parents:
+        if parent.is_file():
+            return f"is under a file ({parent.name})"
+        if parent.is_dir():
+            return None
+    return None
+
+
 def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None) -> RunConfig:
     """Validate already-loaded YAML data and return a :class:`RunConfig`.
 
@@ -516,6 +540,10 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
     if isinstance(data, list):
         models_raw: Any = data
     elif isinstance(data, dict):
+        if "models" not in data and (profile_keys := [k for k in data if k in PROFILE_ONLY]):
+            raise ConfigError(f"{path}: looks like a profile, not a models file (it has "
+                              f"{', '.join(k + ':' for k in profile_keys)} and no models:); give it with --profile "
+                              f"{path}, and the models file (a list of models, or models:) as FILE")
         p.unknown_keys("", data, RUN_FIELDS)
         if "models" not in data:
             p.add("models", "is required: a list of models (each with name and source)")
@@ -532,6 +560,8 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
                     p.add(key, f"is blank; give {what}, or leave the key out")
                 else:  # an output directory is relative to the current directory; "~" is the home directory
                     run[key] = str(user_path(data[key])) if key == "output" else data[key]
+                    if key == "output" and (blocked := _file_in_the_way(Path(run[key]))) is not None:
+                        p.add(key, f"{short(data[key])}: {blocked}; give a directory (it is made where missing)")
         if _is_path(run.get("profile", "")):  # a profile file next to the models file, as model sources are
             run["profile"] = str((base_dir / user_path(run["profile"])).resolve())
         if "seed" in data:

@@ -327,6 +327,13 @@ def _corpus(p: Problems, corpus: str, base_dir: Path) -> str:
 
 def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Profile:
     p = Problems(where)
+    if isinstance(data, list) or (isinstance(data, dict) and "tasks" not in data
+                                  and set(data) & {"profile", "output", "seed", "device", "dtype", "executor"}):
+        raise ConfigError(f"{where}: looks like a models file, not a profile (it has "
+                          + (", ".join(f"{k}:" for k in data if k in ("models", "profile", "output", "seed", "device",
+                                                                        "dtype", "executor")) if isinstance(data, dict)
+                             else "a list of models") + ", and no tasks:); give it as the FILE argument of reporter "
+                          "run, and the profile (a mapping with tasks:) with --profile")
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: a profile must be a mapping with 'tasks:'")
     p.unknown_keys("", data, PROFILE_KEYS)

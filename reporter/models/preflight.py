@@ -45,6 +45,34 @@ def _packaged_cache_problem(name: str, what: str) -> str | None:
             "a writable directory")
 
 
+@SOURCE_CHECKS.register("local")
+def check_local_model_type(folder: str) -> str | None:
+    """A local model directory's ``config.json`` names a ``model_type`` reporter has an adapter for: one it has none
+    for (``bert``), or none at all, passed validation and failed after the weights had loaded, naming neither the
+    model nor the file.
+
+    >>> import json, tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    >>> check_local_model_type(str(d)).split(";")[0]
+    "its config.json's model_type 'bert' is not supported"
+    """
+    import json
+
+    try:
+        model_type = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):  # unreadable: the checks before this one say so
+        return None
+    from .adapters import ADAPTERS, supported_families  # torch: only where a local model is named
+
+    if not isinstance(model_type, str) or not model_type:
+        return (f"its config.json names no model_type; it must name the model's family (one of "
+                f"{', '.join(supported_families())}), as save_pretrained writes it")
+    if model_type not in ADAPTERS:
+        return (f"its config.json's model_type {model_type!r} is not supported; supported: "
+                f"{', '.join(supported_families())}")
+    return None
+
+
 @SOURCE_CHECKS.register("random")
 def check_random(arch: str) -> str | None:
     """A ``random:ARCH`` family must have a random-initialisation recipe."""
@@ -86,11 +114,19 @@ def check_random_tokenizer(arch: str, sizes: dict[str, Any]) -> str | None:
 
 @RANDOM_CHECKS.register("shape")
 def check_random_shape(arch: str, sizes: dict[str, Any]) -> str | None:
-    """The attention heads must divide the hidden size, and the key-value heads given must divide the heads (a
-    family's own ``kv_heads`` that does not divide the heads given is set to them, as before).
+    """The attention heads must divide the hidden size, into heads of an even size in a family with rotary position
+    embeddings (:attr:`~reporter.models.random_archs.RandomArch.even_heads`: a head size of 15 failed as the model
+    was built, with validate's OK), and the key-value heads given must divide the heads (a family's own
+    ``kv_heads`` that does not divide the heads given is set to them, as before). The size suggested passes both.
 
     >>> check_random_shape("llama", {"hidden": 63, "heads": 4})
     'hidden (63) must be divisible by heads (4); e.g. hidden 64'
+    >>> check_random_shape("llama", {"hidden": 64, "heads": 5})
+    'hidden (64) must be divisible by heads (5); e.g. hidden 70'
+    >>> check_random_shape("llama", {"hidden": 60, "heads": 4})
+    'hidden / heads (15, the size of a head) must be even for random:llama (its rotary position embeddings turn pairs of dimensions); e.g. hidden 64'
+    >>> check_random_shape("gpt2", {"hidden": 60, "heads": 4}) is None
+    True
     >>> check_random_shape("llama", {"heads": 4, "kv_heads": 3, "hidden": 64})
     'heads (4) must be divisible by kv_heads (3); e.g. kv_heads 1, 2 or 4'
     >>> check_random_shape("llama", {"hidden": 64, "heads": 4}) is None
@@ -99,9 +135,17 @@ def check_random_shape(arch: str, sizes: dict[str, Any]) -> str | None:
     if arch not in RANDOM_ARCHS:
         return None
     size = {**RANDOM_ARCHS[arch].defaults, **{k: sizes[k] for k in SIZE_KEYS if k in sizes}}
-    h, heads = size["hidden"], size["heads"]
-    if h % heads:
-        return f"hidden ({h}) must be divisible by heads ({heads}); e.g. hidden {h + heads - h % heads}"
+    h, heads, even = size["hidden"], size["heads"], RANDOM_ARCHS[arch].even_heads
+
+    def fits(hidden: int) -> bool:  # a head of one dimension builds and runs too (transformers' rotary check)
+        return hidden % heads == 0 and not (even and (hidden // heads) % 2 and hidden != heads)
+
+    if not fits(h):
+        fix = next(c for c in range(h + 1, h + 2 * heads + 1) if fits(c))
+        if h % heads:
+            return f"hidden ({h}) must be divisible by heads ({heads}); e.g. hidden {fix}"
+        return (f"hidden / heads ({h // heads}, the size of a head) must be even for random:{arch} (its rotary "
+                f"position embeddings turn pairs of dimensions); e.g. hidden {fix}")
     if "kv_heads" in sizes and heads % sizes["kv_heads"]:
         divisors = [d for d in range(1, heads + 1) if heads % d == 0]
         listed = ", ".join(map(str, divisors[:-1])) + f" or {divisors[-1]}" if len(divisors) > 1 else str(heads)

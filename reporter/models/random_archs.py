@@ -26,6 +26,8 @@ class RandomArch:
     build_config: Callable[..., object]
     defaults: dict
     tokenizer: str  # packaged model whose tokenizer it borrows
+    #: its rotary position embeddings turn pairs of a head's dimensions: the head size (hidden / heads) must be even
+    even_heads: bool = False
 
 
 def _cfg(cls_name: str, **kw):
@@ -67,13 +69,13 @@ _SMOL = dict(layers=30, hidden=576, intermediate=1536, heads=9, kv_heads=3)  # S
 _GEMMA3 = dict(layers=18, hidden=640, intermediate=2048, heads=4, kv_heads=1)  # Gemma-3-270M's shape
 
 RANDOM_ARCHS: dict[str, RandomArch] = {
-    "llama": RandomArch("llama", _llama_like("LlamaConfig"), _SMOL, "smollm2-135m-instruct"),
-    "mistral": RandomArch("mistral", _llama_like("MistralConfig"), _SMALL, "smollm2-135m-instruct"),
-    "qwen2": RandomArch("qwen2", _llama_like("Qwen2Config"), _SMALL, "smollm2-135m-instruct"),
-    "qwen3": RandomArch("qwen3", _llama_like("Qwen3Config", {"head_dim": None}), _SMALL, "smollm2-135m-instruct"),
-    "phi3": RandomArch("phi3", _llama_like("Phi3Config", {"pad_token_id": 0}), _SMALL, "smollm2-135m-instruct"),
-    "gemma": RandomArch("gemma", _llama_like("GemmaConfig", {"head_dim": None}), _SMALL, "gemma-3-270m"),
-    "gemma2": RandomArch("gemma2", _llama_like("Gemma2Config", {"head_dim": None}), _SMALL, "gemma-3-270m"),
+    "llama": RandomArch("llama", _llama_like("LlamaConfig"), _SMOL, "smollm2-135m-instruct", even_heads=True),
+    "mistral": RandomArch("mistral", _llama_like("MistralConfig"), _SMALL, "smollm2-135m-instruct", even_heads=True),
+    "qwen2": RandomArch("qwen2", _llama_like("Qwen2Config"), _SMALL, "smollm2-135m-instruct", even_heads=True),
+    "qwen3": RandomArch("qwen3", _llama_like("Qwen3Config", {"head_dim": None}), _SMALL, "smollm2-135m-instruct", even_heads=True),
+    "phi3": RandomArch("phi3", _llama_like("Phi3Config", {"pad_token_id": 0}), _SMALL, "smollm2-135m-instruct", even_heads=True),
+    "gemma": RandomArch("gemma", _llama_like("GemmaConfig", {"head_dim": None}), _SMALL, "gemma-3-270m", even_heads=True),
+    "gemma2": RandomArch("gemma2", _llama_like("Gemma2Config", {"head_dim": None}), _SMALL, "gemma-3-270m", even_heads=True),
     "gemma3": RandomArch("gemma3", _llama_like("Gemma3TextConfig", {"head_dim": 256}), _GEMMA3, "gemma-3-270m"),
     "gpt2": RandomArch("gpt2", _gpt2, _SMALL, "smollm2-135m-instruct"),
     "gpt_neox": RandomArch("gpt_neox", _neox, _SMALL, "smollm2-135m-instruct"),

@@ -59,6 +59,48 @@ def config_hash(resolved: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def config_changes(old: Any, new: Any, limit: int = 3) -> list[str]:
+    """What differs between two manifests' resolved configurations, as key paths (at most ``limit``, then how many
+    more): what a refused resume names, where a hash alone told the user nothing. The same models in another order
+    is said so.
+
+    >>> a = {"config": {"models": [{"name": "x", "device": "auto"}, {"name": "y"}]}, "profile": {"tasks": []}}
+    >>> b = {"config": {"models": [{"name": "x", "device": "cpu"}, {"name": "y"}]}, "profile": {"tasks": []}}
+    >>> config_changes(a, b)
+    ["config.models[0].device: 'auto' → 'cpu'"]
+    >>> print(config_changes(a, {"config": {"models": a["config"]["models"][::-1]}, "profile": {"tasks": []}})[0])
+    config.models: the same models in another order (the card lists them in the file's order)
+    """
+    found: list[str] = []
+
+    def walk(a: Any, b: Any, where: str) -> None:
+        if a == b:
+            return
+        if where == "config.models" and isinstance(a, list) and isinstance(b, list) and len(a) == len(b) \
+                and sorted(map(repr, a)) == sorted(map(repr, b)):
+            found.append(f"{where}: the same models in another order (the card lists them in the file's order)")
+        elif isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b), key=str):
+                if k in ("output", "profile") and where == "config":
+                    continue  # where files live: not part of the hash
+                walk(a.get(k, "(not set)"), b.get(k, "(not set)"), f"{where}.{k}" if where else str(k))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b)):
+                walk(x, y, f"{where}[{i}]")
+        elif isinstance(a, list) and isinstance(b, list):
+            found.append(f"{where}: {len(a)} → {len(b)} entries")
+        else:
+            found.append(f"{where}: {_brief(a)} → {_brief(b)}")
+
+    walk(old, new, "")
+    return found[:limit] + ([f"and {len(found) - limit} more"] if len(found) > limit else [])
+
+
+def _brief(v: Any) -> str:
+    text = repr(v) if not isinstance(v, (dict, list)) else json.dumps(v, sort_keys=True, default=str)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 #: the files of a tokenizer directory that decide how it tokenises (a model directory's weights do not)
 _TOKENIZER_PARTS = ("merges.txt", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
                     "chat_template.json", "spiece.model", "vocab.txt")

@@ -24,7 +24,7 @@ from ..store.layout import RunDir, legacy_slug, slugify
 from ..store.lock import run_lock
 from .data_check import check_user_data
 from .executors import get_executor
-from .manifest import build_manifest, collection_record, model_work_record
+from .manifest import build_manifest, collection_record, config_changes, model_work_record
 
 
 def default_output(cfg: RunConfig) -> Path:
@@ -72,9 +72,11 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
             old = None
         manifest = build_manifest(cfg, profile, command)
         if old and old.get("config_hash") != manifest["config_hash"] and not force:
+            changed = config_changes(old.get("resolved"), manifest["resolved"])
             raise UserError(f"{rd.root}: holds a run with a different configuration (config hash "
-                            f"{old.get('config_hash')} vs {manifest['config_hash']}); choose another -o/--output or "
-                            "pass --force")
+                            f"{old.get('config_hash')} vs {manifest['config_hash']}"
+                            + (f"; changed: {'; '.join(changed)}" if changed else "")
+                            + "); choose another -o/--output or pass --force")
         if old and old.get("code_version") != manifest["code_version"] and not force:
             made = (f"code {str(old['code_version'])[:12]}, this is {manifest['code_version'][:12]}"
                     if old.get("code_version") else "before runs recorded their code version")

@@ -124,12 +124,20 @@ def open_run(run_dir: str | Path, command: str, *, manifest: bool = True, result
     if man is None and manifest:
         raise UserError(f"{root}: not a run directory (no manifest.json); {command} reads the output directory of "
                         "`reporter run`")
+    if man is not None and not (isinstance(man, dict) and "config_hash" in man and "resolved" in man):
+        # other JSON in its place: a compare read its settings as all defaults and named differences that are not
+        raise UserError(f"{rd.manifest}: is not a run's manifest (no config_hash and resolved configuration); it "
+                        f"records how the run was made and only `reporter run … --force` into {root} writes it "
+                        "again")
     view = RunView(rd=rd, manifest=man or {})
     if results:
         try:
             res = read_json(rd.results)
         except UserError as e:  # damaged: the file and why, and what rewrites it
             raise UserError(f"{e}; `reporter analyse {root}` writes it again from the run's artifacts") from None
+        if res is None and man is None:  # neither file: the analyse suggested next would refuse it too
+            raise UserError(f"{root}: not a run directory (no manifest.json nor results.json); {command} reads the "
+                            "output directory of `reporter run`")
         if res is None:
             raise UserError(f"{rd.results}: no results.json; run `reporter run` (or `reporter analyse {root}`) first")
         check_version(res, str(rd.results))
