@@ -512,11 +512,11 @@ def _parse_model(p: Problems, i: int, m: Any, base_dir: Path, local: bool = True
     return ModelSpec(**spec)
 
 
-def _file_in_the_way(path: Path) -> str | None:
+def file_in_the_way(path: Path) -> str | None:
     """Why ``path`` cannot be a run directory because of a file (it, or a folder above it), or None.
 
     >>> import tempfile; f = Path(tempfile.mkdtemp()) / "afile"; _ = f.write_text("x")
-    >>> _file_in_the_way(f), _file_in_the_way(f / "run")
+    >>> file_in_the_way(f), file_in_the_way(f / "run")
     ('is a file', 'is under a file (afile)')
     """
     if path.is_file():
@@ -560,7 +560,7 @@ def parse_config(data: Any, path: str = "<inline>", base_dir: Path | None = None
                     p.add(key, f"is blank; give {what}, or leave the key out")
                 else:  # an output directory is relative to the current directory; "~" is the home directory
                     run[key] = str(user_path(data[key])) if key == "output" else data[key]
-                    if key == "output" and (blocked := _file_in_the_way(Path(run[key]))) is not None:
+                    if key == "output" and (blocked := file_in_the_way(Path(run[key]))) is not None:
                         p.add(key, f"{short(data[key])}: {blocked}; give a directory (it is made where missing)")
         if _is_path(run.get("profile", "")):  # a profile file next to the models file, as model sources are
             run["profile"] = str((base_dir / user_path(run["profile"])).resolve())

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from ..collect.job import collect_model, log
 from ..config import Profile, load_profile
-from ..errors import UserError
+from ..errors import UserError, user_path
 from ..store.atomic import json_ok, read_json
 from ..store.layout import RunDir
 from ..tasks.lm_eval_source import PACKAGED, include_dirs
@@ -83,6 +83,7 @@ _TERMS = ((f"lm_eval_include: [{PACKAGED}]", f"--include_path {PACKAGED}"),
           ("choose another -o/--output or pass --force", "give another output= in --model_args, or remove that "
                                                          "directory to make the run again"),
           ("choose another -o/--output or", "give another output= in --model_args, or"),
+          ("; choose another -o/--output", "; give another output= in --model_args"),
           ("pass --force to recompute", "remove that directory to recompute"),
           ("rerun with --force to make the run again there, or choose another -o",
            "remove that directory to make the run again, or give another output= in --model_args"),
@@ -159,6 +160,7 @@ def _reporter_first() -> Iterator[None]:
         from ..collect.lm_eval_lm import ReporterLM
 
         extra = {k: kw.get(k) for k in ("batch_size", "max_batch_size", "device") if kw.get(k) is not None}
+        check_output_arg(model_args)  # before the model loads, as `reporter run` checks -o
         rlm = (ReporterLM.create_from_arg_obj(model_args, extra) if isinstance(model_args, dict)
                else ReporterLM.create_from_arg_string(model_args or "", extra))
         if rlm.run_output:
@@ -177,6 +179,25 @@ def _reporter_first() -> Iterator[None]:
         yield
     finally:
         ev.simple_evaluate = original
+
+
+def check_output_arg(model_args: Any) -> None:
+    """``output=`` in ``--model_args`` that is a file, or under one: refused before the model loads (it was checked
+    only once the model had loaded, with a hint to ``-o``, an option this command does not have).
+
+    >>> import tempfile, pathlib; f = pathlib.Path(tempfile.mkdtemp()) / "afile"; _ = f.write_text("x")
+    >>> check_output_arg(f"pretrained=random:llama,output={f}/run")
+    Traceback (most recent call last):
+    reporter.errors.UserError: --model_args output=.../afile/run: is under a file (afile); give another output= in --model_args
+    """
+    from lm_eval.utils import simple_parse_args_string
+
+    from ..config.models import file_in_the_way
+
+    args = model_args if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")
+    out = args.get("output")
+    if isinstance(out, str) and out and (blocked := file_in_the_way(user_path(out))) is not None:
+        raise UserError(f"--model_args output={out}: {blocked}; give another output= in --model_args")
 
 
 def command_profile(rlm: Any, *, tasks: Any, task_manager: Any, num_fewshot: int | None, limit: Any,
