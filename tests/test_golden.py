@@ -340,3 +340,54 @@ def test_every_warning_is_on_the_pdf_card_when_the_summary_has_no_room(golden_ru
         assert want[:60] in flat, want  # the first words: a long sentence may break across a page
     more = len(card["warnings"]) - SUMMARY_WARNINGS
     assert f"{more} more warning{'s' * (more != 1)}, none more severe than these: under Limitations" in flat
+
+
+def _undeclared(value, hint, where: str) -> list[str]:
+    """The keys of ``value`` that the schema type ``hint`` does not declare, by path (dicts of a type walked)."""
+    import typing
+
+    def is_typeddict(t) -> bool:  # typing's and typing_extensions' TypedDicts alike
+        return isinstance(t, type) and hasattr(t, "__required_keys__")
+
+    def strip(t):
+        while typing.get_origin(t) in (typing.Required, typing.NotRequired, typing.Annotated):
+            t = typing.get_args(t)[0]
+        return t
+
+    t = strip(hint)
+    origin = typing.get_origin(t)
+    if origin is typing.Union or type(t).__name__ == "UnionType":
+        for arm in map(strip, typing.get_args(t)):
+            if isinstance(value, dict) and (is_typeddict(arm) or typing.get_origin(arm) is dict) \
+                    or isinstance(value, list) and typing.get_origin(arm) is list:
+                return _undeclared(value, arm, where)
+        return []
+    out = []
+    if is_typeddict(t) and isinstance(value, dict):
+        hints = typing.get_type_hints(t, include_extras=True)
+        for k, v in value.items():
+            out += [f"{where}.{k} ({t.__name__})"] if k not in hints else _undeclared(v, hints[k], f"{where}.{k}")
+    elif origin is list and isinstance(value, list):
+        out += [x for v in value for x in _undeclared(v, typing.get_args(t)[0], f"{where}[]")]
+    elif origin is dict and isinstance(value, dict):
+        out += [x for k, v in value.items() for x in _undeclared(v, typing.get_args(t)[1], f"{where}.*")]
+    return out
+
+
+def test_results_json_holds_no_key_the_reference_does_not_list(golden_run):
+    """The results.json reference (docs/reference/results-json.md, generated from the schema) said it "cannot drift
+    from the code", while about 100 keys reporter writes were in no table (a review found them: the law fits'
+    p-values, the contamination signals' counts, the LPP signature's prefix lengths …). Every key of the golden run's
+    results.json, its task summaries and its lpp.json is now declared; a new one fails here until it is."""
+    from reporter.schema import documents
+
+    root, out = golden_run
+    results = json.loads((out / "results.json").read_text())
+    missing = sorted(set(_undeclared(results, documents.Results, "results")))
+    for summary in out.glob("models/*/tasks/*/summary.json"):
+        missing += _undeclared(json.loads(summary.read_text()), documents.TaskSummary, summary.name)
+    for lpp in out.glob("models/*/lpp.json"):
+        missing += _undeclared(json.loads(lpp.read_text()), documents.LPPProfile, lpp.name)
+    assert not missing, missing
+    assert _undeclared({"analysis": {"law": {"pooled": {"slope": 1.0, "surprise": 2}}}}, documents.Results, "r") == \
+        ["r.analysis.law.pooled.surprise (LawFit)"]  # the check itself finds an undeclared key

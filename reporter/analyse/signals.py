@@ -41,42 +41,8 @@ N_DRIVERS = 5  # items listed as driving a warning
 
 class SignalResult(Signal, total=False):
     """One signal as the functions below return it: the keys of :class:`reporter.schema.Signal` (what the card
-    reads), null where a number is not finite, plus each signal's own figures.
+    reads, and each signal's own figures), null where a number is not finite.
     """
-
-    expected_statistic: float
-    reference_ids: list[str]
-    n: int
-    k: float
-    # law residual
-    z: float | None
-    P: float
-    median_P: float
-    n_points: int
-    # option order
-    ranks_sum: int
-    expected_ranks_sum: float
-    p_value_rank_sum: float
-    top_share: float
-    chance_share: float
-    # verbatim completion
-    rate: float
-    n_exact: int
-    token_match: float
-    reference_n: int
-    reference_rate: float
-    # Min-K% (descriptive) and Min-K% against the other split
-    n_benchmark: int
-    n_reference: int
-    benchmark_median: float
-    reference_median: float
-    reference_length: int | None
-    auc: float
-    question_spans_known: int
-    share: float
-    median_difference: float
-    source: str
-    stratified: bool
 
 
 def not_measured(reason: str) -> SignalResult:

@@ -243,6 +243,12 @@ class LPPPrefix(TypedDict, total=False):
     er: float
     pr_raw: float
     er_raw: float
+    n_texts: int  # texts long enough to count at m
+    n_tokens: int  # hidden states the PR and ER at m are computed from
+    robust_pr: float  # the robust variant at m (first position dropped, largest dimensions clipped)
+    robust_er: float
+    robust_pr_raw: float
+    robust_er_raw: float
 
 
 class LPPRobust(TypedDict, total=False):
@@ -250,6 +256,10 @@ class LPPRobust(TypedDict, total=False):
 
     participation_ratio: float
     effective_rank: float
+    pr_raw: float
+    er_raw: float
+    n_clip: int  # the highest-variance dimensions clipped
+    n_sigma: float  # clipped to this many standard deviations
 
 
 class LPPProfile(TypedDict, total=False):
@@ -267,9 +277,20 @@ class LPPProfile(TypedDict, total=False):
     per_layer: list[Any]
     corpus: str
     n_texts: int
+    #: the texts asked for (``lpp.n_texts``); ``n_texts`` is those long enough to use
+    n_texts_requested: int
+    n_tokens: int  # hidden states read over every prefix
     context: int
     step: int
     short_texts: str
+    min_tokens: int  # the shortest text used (``lpp.min_tokens``)
+    schedule: list[int]  # the prefix lengths m
+    entropy_floor_m: int  # the m at which each maximum or minimum was taken
+    participation_ratio_m: int
+    effective_rank_m: int
+    hidden: str  # which hidden states ("last": the last layer's)
+    d_model: int
+    dtype: str  # the precision the pass ran in
 
 
 # --- results.json ----------------------------------------------------------------------------------
@@ -359,6 +380,9 @@ class ModelResult(TypedDict, total=False):
     lpp: LPPProfile
     #: lm-eval's aggregates of the run's lm-eval groups, by group name (``models/<slug>/lm_eval_groups.json``)
     lm_eval_groups: dict[str, LMEvalGroup]
+    #: the verbatim check on held-out text (``models/<slug>/reference_verbatim.json``): the chance rate the task's
+    #: verbatim test compares with (``n``, ``rate``, ``token_match``, ``per_item``, the corpus and cuts)
+    reference_verbatim: dict[str, Any]
 
 
 class Comparison(TypedDict, total=False):
@@ -408,6 +432,13 @@ class LawPoint(TypedDict, total=False):
     same_weights: list[str]
     #: the name the point was measured under, where a copy of the model's weights ran a task the model itself did not
     measured_as: str
+    label: str  # the point's name on the charts
+    n_tasks: int  # per-model average: the tasks averaged
+    residual: float  # MUI minus the fit's MUI at this P
+    std_residual: float  # the residual over the fit's residual standard deviation
+    #: the leave-one-out studentised residual (null where it cannot be computed); ``studentized_inf``: infinite
+    studentized: Union[float, None]
+    studentized_inf: bool
 
 
 class LawFit(TypedDict, total=False):
@@ -420,6 +451,19 @@ class LawFit(TypedDict, total=False):
     slope_ci: list[Union[float, None]]
     intercept_ci: list[Union[float, None]]
     points: list[LawPoint]
+    n_points: int
+    slope_stderr: float
+    p_value: float  # the slope's two-sided OLS p-value
+    residual_std: float
+    confidence: float  # the level of the CIs (0.95)
+    n_resamples: int  # the pairs bootstrap's resamples asked for, and those with a fit (``n_resamples_used``)
+    n_resamples_used: int
+    seed: int
+    equation: str
+    excluded: list[dict[str, Any]]  # points left out of this fit, each with its reason
+    reason: Union[str, None]  # a caution about the fit, where there is one
+    tasks: list[str]  # per-model average: the tasks every model has
+    tasks_dropped: list[str]  # and those left out because a model lacks them
 
 
 class NoFit(TypedDict):
@@ -445,6 +489,7 @@ class Excluded(TypedDict, total=False):
     reason: str
     #: left out as a copy of this model's weights (equal ``meta.identity``), whose point stands for it
     same_weights_as: str
+    scopes: list[str]  # the fits it is left out of
 
 
 class Law(TypedDict, total=False):
@@ -473,6 +518,12 @@ class FairRow(TypedDict, total=False):
     #: the adjusted rank's central interval under the law's bootstrap fits, and the share of them ranking it first
     rank_adjusted_interval: list[int]
     p_first: float
+    label: str
+    P: float  # the score in % and MUI in %, as the law reads them
+    MUI: float
+    P_law: Union[float, None]  # the score the law predicts at this MUI (null: outside the law's range)
+    MUI_law: float  # the MUI the law predicts at this score
+    effort_ratio: float  # MUI over MUI_law: above 1, more effort than the law predicts for the score
 
 
 class RankUncertainty(TypedDict, total=False):
@@ -495,6 +546,10 @@ class Fairness(TypedDict, total=False):
     available: bool
     per_model: list[FairRow]
     rank_uncertainty: Union[RankUncertainty, None]
+    fit: dict[str, Any]  # the law fit the adjustment uses (a LawFit)
+    #: the same adjustment on each task's own fit: ``available``, ``reason``, ``fit``, ``rows``
+    per_task: dict[str, dict[str, Any]]
+    reference_rows: list[dict[str, Any]]  # untrained references beside the fit (label, model, P, MUI, baseline)
 
 
 class OrderNullDoc(TypedDict):
@@ -557,6 +612,39 @@ class Signal(TypedDict, total=False):
     reference_values: list[float]
     evidence: str
     reason: str
+    n: int  # items (or pairs) the test scored
+    # the option-order test
+    top_share: Fraction  # items whose published order is the most likely
+    chance_share: Fraction  # that share under the null
+    expected_statistic: float  # the statistic's expectation under the null
+    ranks_sum: int  # the published order's ranks, summed, and their expectation under exchangeable orders
+    expected_ranks_sum: float
+    p_value_rank_sum: float  # the rank-sum test's p-value, the option-order test until 2026-12-01
+    # the other split's test and Min-K%
+    k: float  # Min-K%'s k (the share of lowest-probability tokens averaged)
+    share: Fraction  # pairs whose evaluated item has the higher Min-K% Prob
+    median_difference: float
+    benchmark_median: float
+    reference_median: float
+    source: str  # what the reference texts are
+    stratified: bool  # partners drawn from the evaluated item's own stratum
+    reference_ids: list[str]
+    n_benchmark: int
+    n_reference: int
+    reference_length: Union[int, None]  # Min-K%: reference texts cut to this length (the median question's)
+    auc: float  # Min-K%: P(benchmark score > reference score)
+    question_spans_known: int  # Min-K%: questions whose span in the prompt is known
+    # the verbatim test
+    rate: Fraction  # continuations reproduced exactly
+    n_exact: int
+    token_match: Fraction  # tokens of the continuations reproduced, on average
+    reference_n: int  # the held-out texts' count and rate, the chance the test compares with
+    reference_rate: Fraction
+    # the law residual
+    z: Union[float, None]  # the leave-one-out studentised residual (null: not finite)
+    P: float  # the model's score (%) and its task's median score
+    median_P: float
+    n_points: int
 
 
 class ContaminationRow(TypedDict, total=False):
@@ -577,6 +665,9 @@ class _OverlapShape(TypedDict, total=False):
     tasks: Required[list[str]]
     matrix: Required[list[list[float]]]
     matrix_kind: str
+    jaccard: list[list[float]]  # the Jaccard overlap of the unions
+    redundancy: list[list[float]]  # the share of the row task's union inside the column task's
+    sizes: list[int]  # each task's union size
 
 
 def _square(v: dict, where: str, _validate: Callable[..., Any]) -> dict:
@@ -599,6 +690,11 @@ class _SaturationShape(TypedDict, total=False):
     union: Required[list[float]]
     n95: float
     total: float
+    n_samples: int
+    union_size: list[int]  # the union's size after each sample, in the seeded order
+    fraction: float  # the share of the final union the n_at_fraction samples reach
+    n_at_fraction: int
+    seed: int
 
 
 #: task × task overlap of key-neuron unions (a square matrix)
@@ -613,6 +709,11 @@ class CoreSet(TypedDict, total=False):
     size: Required[int]
     n: Required[int]
     coverage: Required[float]
+    items: list[str]  # the core set's item ids
+    covered: int  # key neurons the core set covers, of the task's ``total``
+    total: int
+    fraction: float  # the coverage asked for
+    n_samples: int
 
 
 class Advice(TypedDict, total=False):
@@ -637,6 +738,12 @@ class Diversity(TypedDict, total=False):
     advice: list[Advice]
     withheld: list[str]
     min_items: int
+    recommendations: list[str]  # the advice as sentences
+    definitions: dict[str, str]  # what jaccard, redundancy, marginal_gain and core_set mean
+    rules: str  # the thresholds the advice applies
+    fraction: float  # the core sets' coverage
+    redundant_at: float  # the redundancy above which a task is called redundant
+    seed: int
 
 
 class RankRow(TypedDict, total=False):
@@ -781,6 +888,15 @@ class Training(TypedDict, total=False):
     model_series: Required[list[TrainingPoint]]
     collapse: bool
     summary: str
+    rule: str  # how a step's phase is decided
+    tolerance: dict[str, float]  # the changes below which a step counts as flat (P_points, MUI_relative)
+    series: list[dict[str, Any]]  # the checkpoints in order (label, checkpoint, P, MUI)
+    steps: list[dict[str, Any]]  # each step with its dP, dMUI and phase
+    collapse_steps: list[str]  # the steps whose phase is collapse ("ckpt-3000 -> ckpt-4000")
+    per_task: dict[str, dict[str, Any]]  # the same per task (steps, collapse)
+    tasks: list[str]  # the tasks every checkpoint has, and those left out
+    tasks_dropped: list[str]
+    notes: list[str]
 
 
 class ResponseRow(TypedDict, total=False):
@@ -810,6 +926,8 @@ class ResponseRow(TypedDict, total=False):
 class Analysis(TypedDict, total=False):
     """The analyse stage's output, computed from the artifacts alone."""
 
+    version: int  # the analysis's version (reporter.analyse.ANALYSIS_VERSION)
+    seed: int  # the seed of its bootstraps
     law: Law
     fairness: Fairness
     ranking: Ranking
