@@ -124,6 +124,10 @@ def test_a_local_model_of_a_family_without_an_adapter_is_refused_by_validate(tmp
             "gemma, gemma2, gemma3") in r.stderr
     assert "models[2].source: '../my models/none': its config.json names no model_type" in r.stderr
     assert "models[0]" not in r.stderr  # the negative control: a supported family
+    from reporter.models.adapters import supported_families
+    from reporter.models.preflight import BUILTIN_FAMILIES
+
+    assert list(BUILTIN_FAMILIES) == supported_families()  # validate's list, read without importing torch
 
 
 def test_a_model_that_fails_to_load_is_named_in_its_line(tmp_path, monkeypatch):
