@@ -161,6 +161,10 @@ def test_a_profile_and_a_models_file_given_in_each_others_place_are_told_so(tmp_
     line = _one_line(_cli("validate", tmp_path / "other.yaml", "--profile", tmp_path / "m.yaml"))
     assert "m.yaml: looks like a models file, not a profile (it has seed:, output:, models:, and no tasks:)" in line
     assert _cli("validate", tmp_path / "m.yaml", "--profile", tmp_path / "tiny.yaml").exit_code == 0  # the right way
+    from reporter.config.models import PROFILE_ONLY
+    from reporter.config.profile import PROFILE_KEYS
+
+    assert set(PROFILE_ONLY) == set(PROFILE_KEYS) - {"name", "description", "models", "notes", "plugins"}
 
 
 def test_output_under_a_file_is_refused_by_validate_with_its_key(tmp_path):

@@ -22,6 +22,7 @@ Untrained reference models are not checked: an empty or endless reply is what th
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -91,10 +92,7 @@ def check_replies(records: list[dict[str, Any]], scorer: str | None) -> dict[str
 
 
 def _by_reason(replies: list[dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in replies:
-        out[r["stopped_by"]] = out.get(r["stopped_by"], 0) + 1
-    return out
+    return dict(Counter(r["stopped_by"] for r in replies))
 
 
 def response_checks(results: dict[str, Any], run_dir: str | Path) -> list[ResponseCheck]:

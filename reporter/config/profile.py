@@ -26,6 +26,7 @@ from ..metrics.mui import MODES as MUI_MODES
 from ..registry import closest, declared_settings, did_you_mean, unknown_name
 from ..tasks.corpora import BUILTIN_CORPORA, names_a_file
 from .files import Problems, load_yaml, short
+from .models import RUN_FIELDS
 from .plugin_settings import parse_plugins, parse_settings
 from .profile_lm_eval import parse_entry, parse_include
 from .profile_tasks import TaskConfig, check_int, parse_task
@@ -327,13 +328,11 @@ def _corpus(p: Problems, corpus: str, base_dir: Path) -> str:
 
 def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Profile:
     p = Problems(where)
-    if isinstance(data, list) or (isinstance(data, dict) and "tasks" not in data
-                                  and set(data) & {"profile", "output", "seed", "device", "dtype", "executor"}):
-        raise ConfigError(f"{where}: looks like a models file, not a profile (it has "
-                          + (", ".join(f"{k}:" for k in data if k in ("models", "profile", "output", "seed", "device",
-                                                                        "dtype", "executor")) if isinstance(data, dict)
-                             else "a list of models") + ", and no tasks:); give it as the FILE argument of reporter "
-                          "run, and the profile (a mapping with tasks:) with --profile")
+    run_only = set(RUN_FIELDS) - set(PROFILE_KEYS)  # keys only a models file has
+    if isinstance(data, list) or (isinstance(data, dict) and "tasks" not in data and set(data) & run_only):
+        has = (", ".join(f"{k}:" for k in data if k in RUN_FIELDS) if isinstance(data, dict) else "a list of models")
+        raise ConfigError(f"{where}: looks like a models file, not a profile (it has {has}, and no tasks:); give it "
+                          "as the FILE argument of reporter run, and the profile (a mapping with tasks:) with --profile")
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: a profile must be a mapping with 'tasks:'")
     p.unknown_keys("", data, PROFILE_KEYS)
