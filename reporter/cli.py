@@ -87,7 +87,8 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
     SmolLM2 / Gemma-3 / random list).
 
     Writes results.json and the model card (card.html, card.pdf, card.md) into the run directory;
-    rerunning the same command resumes where an interrupted run stopped.
+    rerunning the same command resumes where an interrupted run stopped (on another day with -o: the default
+    directory is named by the date).
 
     \b
     Examples:
