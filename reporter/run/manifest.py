@@ -8,7 +8,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from .. import __version__
 from ..collect.model_cache import code_version
@@ -17,7 +17,7 @@ from ..errors import UserError
 from ..plugin_code import plugin_sources
 from ..store.atomic import read_json
 from ..store.digest import corpus_for_hash, file_sha256
-from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir
+from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir, slugify
 
 
 def _git_commit() -> str | None:
@@ -48,14 +48,51 @@ def config_hash(resolved: dict[str, Any]) -> str:
     config = {k: v for k, v in resolved["config"].items() if k not in ("profile", "output")}
     if isinstance(config.get("models"), list):
         config["models"] = [_model_for_hash(m) if isinstance(m, dict) else m for m in config["models"]]
-    profile = dict(resolved["profile"])
-    if isinstance(profile.get("mui"), dict) and isinstance(profile["mui"].get("sae"), dict):
-        profile["mui"] = {**profile["mui"], "sae": _sae_for_hash(profile["mui"]["sae"])}
+    profile = _profile_for_hash(resolved["profile"])
     if isinstance(profile.get("tasks"), list):
         profile["tasks"] = [_task_for_hash(t) if isinstance(t, dict) else t for t in profile["tasks"]]
+    return _digest({"config": config, "profile": profile})
+
+
+#: run settings that say where a run is written and carried out, never what it measures: a resume may change them
+_PLACE_FIELDS = ("profile", "output", "executor", "address")
+
+
+def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
+    """What a resume compares, in three parts: ``shared``, a hash of what decides every model's results (the seed,
+    the run's device and dtype, the profile's settings but its task list), and a hash per model entry and per task
+    entry, by name, each counted as :func:`config_hash` counts it. Where ``shared`` is the same, a resume may take
+    another list of models or tasks (:mod:`reporter.run.reuse`).
+
+    >>> a = {"config": {"seed": 1, "executor": "local", "models": [{"name": "x", "source": "random:llama"}]},
+    ...      "profile": {"tasks": [{"name": "arc_easy", "limit": 3}], "smoke_texts": 2}}
+    >>> b = {"config": {"seed": 1, "executor": "ray", "models": [{"name": "y", "source": "random:gpt2"}]},
+    ...      "profile": {"tasks": [{"name": "arc_easy", "limit": 5}], "smoke_texts": 2}}
+    >>> ka, kb = resume_keys(a), resume_keys(b)
+    >>> ka["shared"] == kb["shared"], sorted(ka["models"]), ka["tasks"]["arc_easy"] == kb["tasks"]["arc_easy"]
+    (True, ['x'], False)
+    """
+    config = {k: v for k, v in resolved["config"].items() if k not in _PLACE_FIELDS + ("models",)}
+    profile = {k: v for k, v in _profile_for_hash(resolved["profile"]).items() if k not in ("tasks", "models")}
+    models = resolved["config"].get("models") or []
+    tasks = resolved["profile"].get("tasks") or []
+    return {"shared": _digest({"config": config, "profile": profile}),
+            "models": {m["name"]: _digest(_model_for_hash(m)) for m in models},
+            "tasks": {t["name"]: _digest(_task_for_hash(t)) for t in tasks}}
+
+
+def _profile_for_hash(profile: dict[str, Any]) -> dict[str, Any]:
+    """A resolved profile as the hashes see it: an SAE's files and a local LPP corpus by their content."""
+    profile = dict(profile)
+    if isinstance(profile.get("mui"), dict) and isinstance(profile["mui"].get("sae"), dict):
+        profile["mui"] = {**profile["mui"], "sae": _sae_for_hash(profile["mui"]["sae"])}
     if isinstance(profile.get("lpp"), dict):
         profile["lpp"] = corpus_for_hash(profile["lpp"])
-    blob = json.dumps({"config": config, "profile": profile}, sort_keys=True, default=str)
+    return profile
+
+
+def _digest(data: Any) -> str:
+    blob = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -207,14 +244,17 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
     }
 
 
-def model_work_record(rd: RunDir) -> dict[str, Any]:
+def model_work_record(rd: RunDir, models: Collection[str] | None = None) -> dict[str, Any]:
     """Per model, which model-only work (smoke, LPP, the held-out reference) this run computed and which it took
     from the cache (:mod:`reporter.collect.model_cache`): ``{"<model>": {"smoke": "cached", "lpp": "computed"}}``;
     and per task, the same for the scores of its evidence passes (:mod:`reporter.collect.score_cache`):
-    ``"arc_easy/option_order": "cached"``.
+    ``"arc_easy/option_order": "cached"``. ``models``: the slugs of the run's models (None: every model directory;
+    a model no longer listed keeps its directory, off the record).
     """
     out: dict[str, Any] = {}
     for path in sorted(rd.root.glob(f"models/*/{MODEL_WORK}")):
+        if models is not None and path.parent.name not in models:
+            continue
         try:  # a record of where the work came from, not a result: a damaged one is left out
             work = read_json(path, {})
             name = (read_json(path.parent / MODEL_META, {}) or {}).get("name") or path.parent.name
@@ -225,9 +265,11 @@ def model_work_record(rd: RunDir) -> dict[str, Any]:
     return out
 
 
-def collection_record(rd: RunDir) -> dict[str, Any]:
+def collection_record(rd: RunDir, models: Collection[str] | None = None,
+                      tasks: Collection[str] | None = None) -> dict[str, Any]:
     """Per model and task, which path fed the collectors and, where a task fell back from the fused path, why;
-    and how its option-order pass ran.
+    and how its option-order pass ran. ``models`` and ``tasks``: the run's model slugs and task names (None: every
+    directory there; a model or task no longer listed keeps its directory, off the record).
 
     ``{"<model>": {"<task>": {"path": "fused" | "teacher-forced", "fallback": reason, "option_order": how}}}``
     from the tasks' ``summary.json`` and ``option_order.json`` files (``how``: ``"prefix tree"``, ``"KV cache"``
@@ -249,6 +291,9 @@ def collection_record(rd: RunDir) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for summary in sorted(rd.root.glob(f"models/*/tasks/*/{SUMMARY}")):
+        if (models is not None and summary.parent.parent.parent.name not in models) or \
+                (tasks is not None and summary.parent.name not in {slugify(t) for t in tasks}):
+            continue
         s = record(summary)
         if "collection" not in s:
             continue

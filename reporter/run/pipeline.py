@@ -24,7 +24,8 @@ from ..store.layout import RunDir, legacy_slug, slugify
 from ..store.lock import run_lock
 from .data_check import check_user_data
 from .executors import get_executor
-from .manifest import build_manifest, collection_record, config_changes, model_work_record
+from .manifest import build_manifest, collection_record, config_changes, model_work_record, resume_keys
+from .reuse import merged_keys, shared_changes, take_what_holds
 
 
 def default_output(cfg: RunConfig) -> Path:
@@ -46,8 +47,11 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
     ``executor`` ``local`` (default) runs the models one after another here; ``ray`` makes
     each model a Ray task (see :mod:`reporter.run.executors`); ``jobs`` is an executor of the caller's own
     (lm-eval's command line runs its one, already loaded model here). Then the analyse stage runs on
-    the artifacts. A run directory holding a run of another configuration, or one made by other reporter code
-    (the manifest's ``code_version``), is refused unless ``force``: its artifacts would mix with this run's.
+    the artifacts. A run directory holding a run of other shared settings (the seed, the run's device and dtype,
+    the profile's settings but its task list), or one made by other reporter code (the manifest's
+    ``code_version``), is refused unless ``force``: its artifacts would mix with this run's. Another list of models or
+    tasks resumes: a model or task whose entry changed is measured again, one no longer listed keeps its artifacts
+    off the card (:mod:`reporter.run.reuse`).
     ``began`` is called once this run's manifest is written and, with ``force``, the old models' artifacts are gone:
     from then on a rerun without ``force`` resumes this run, not the old one. ``then`` runs after the analysis, still
     under the run directory's lock (``reporter run`` draws its card there: no other run may write between).
@@ -71,8 +75,12 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                                 "rerun with --force to make the run again there, or choose another -o") from None
             old = None
         manifest = build_manifest(cfg, profile, command)
-        if old and old.get("config_hash") != manifest["config_hash"] and not force:
-            changed = config_changes(old.get("resolved"), manifest["resolved"])
+        keys = resume_keys(manifest["resolved"])
+        old_keys = old.get("resume_keys") if old else None
+        takes_entries = isinstance(old_keys, dict) and old_keys.get("shared") == keys["shared"]
+        if old and old.get("config_hash") != manifest["config_hash"] and not takes_entries and not force:
+            changed = (shared_changes if isinstance(old_keys, dict) else config_changes)(old.get("resolved"),
+                                                                                           manifest["resolved"])
             raise UserError(f"{rd.root}: holds a run with a different configuration (config hash "
                             f"{old.get('config_hash')} vs {manifest['config_hash']}"
                             + (f"; changed: {'; '.join(changed)}" if changed else "")
@@ -84,6 +92,10 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             f"({made}); resuming "
                             "would mix its results with this version's: choose another -o/--output or pass --force "
                             "to recompute")
+        if old and not force and takes_entries:  # another list of models or tasks: what changed is measured again
+            take_what_holds(rd, old, keys, cfg, manifest["resolved"])
+        manifest = {**manifest, "resume_keys": merged_keys(old_keys if old and not force and takes_entries else None,
+                                                           keys)}
         if old and not force and old.get("created"):  # a resume: the run keeps the time it was made (a board orders
             manifest = {**manifest, "created": old["created"], "updated": manifest["created"]}  # versions by it)
         write_json(rd.manifest, manifest)
@@ -93,7 +105,9 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
         if began is not None:
             began()
         failures = run_jobs(cfg, str(rd.root.resolve()), profile, force=force, progress=progress)
-        write_json(rd.manifest, {**manifest, "collection": collection_record(rd), "model_work": model_work_record(rd)})
+        listed = ([s.slug for s in cfg.models], [t.name for t in profile.tasks])
+        write_json(rd.manifest, {**manifest, "collection": collection_record(rd, *listed),
+                                 "model_work": model_work_record(rd, listed[0])})
         write_analysis(rd.root, results=fresh_results(rd.root))  # one write: never a results.json without analysis
         res: dict[str, Any] = read_json(rd.results)
         if then is not None:
