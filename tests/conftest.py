@@ -140,6 +140,29 @@ def small_tokenizer_dir() -> Path:
     return _SMALL_TOK
 
 
+@contextlib.contextmanager
+def transformers_warnings():
+    """The messages transformers logs at WARNING and above inside the block, whatever a run did to its logging before
+    (quietened it, or gave its handler a stream that is gone since), and its warn-once memory forgotten."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    seen: list[str] = []
+    catch = logging.Handler(logging.WARNING)
+    catch.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    lib = logging.getLogger("transformers")
+    level = lib.level
+    lib.addHandler(catch)
+    lib.setLevel(logging.WARNING)
+    hf_logging.warning_once.cache_clear()
+    try:
+        yield seen
+    finally:
+        lib.removeHandler(catch)
+        lib.setLevel(level)
+
+
 def small_random(text: str) -> str:
     """Models YAML ``text`` with every ``random: {...}`` block borrowing the small tokenizer
     (``random.tokenizer``, :func:`small_tokenizer_dir`): the same run at a fraction of the cost, for tests

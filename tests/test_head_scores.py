@@ -92,3 +92,23 @@ def test_a_head_that_is_not_linear_keeps_the_chunked_path():
     ref_lp, ref_best = slow_scores(head(x).detach()[0], t[0])
     assert lp[0].tolist() == pytest.approx(ref_lp, abs=2e-5)
     assert best[0].tolist() == ref_best
+
+
+def test_the_head_probe_gives_its_mask_so_transformers_does_not_warn_of_padding():
+    """The probe's two tokens [1, 2] hold SmolLM2's pad id (2), and without an attention mask transformers printed "We
+    strongly recommend passing in an `attention_mask`" into the log of every run of a GPT-2 family model."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from .conftest import transformers_warnings
+
+    def model():
+        torch.manual_seed(0)
+        return GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50, pad_token_id=2,
+                                          bos_token_id=1, eos_token_id=2)).eval()
+
+    with transformers_warnings() as seen:
+        model()(input_ids=torch.tensor([[1, 2]]))  # the negative control: the probe's call as it was
+    assert any("attention_mask" in m for m in seen), seen
+    with transformers_warnings() as seen:
+        assert gather.head_output_is_logits(model())
+    assert not any("attention_mask" in m for m in seen), seen

@@ -31,6 +31,21 @@ def test_random_source_is_seeded_and_uses_the_packaged_tokenizer():
     assert a.model(**ids).logits.shape[-1] == len(a.tokenizer)
 
 
+@pytest.mark.parametrize("arch", ["gpt2", "gpt_neox", "opt", "phi3"])
+def test_a_random_model_is_made_with_its_tokenizers_special_tokens_and_no_warning_about_them(arch):
+    """A random GPT-2 borrowing SmolLM2's 49,152-token tokenizer was made with GPT-2's own bos and eos (50256),
+    outside its vocabulary, and transformers printed two warnings into every such run before the ids were set."""
+    from .conftest import transformers_warnings
+
+    with transformers_warnings() as seen:
+        lm = load_model(ModelSpec(name="g", source=f"random:{arch}", random=dict(TINY)), progress=False)
+    assert not any("token_id" in m for m in seen), seen
+    tok = lm.tokenizer
+    assert (lm.model.config.bos_token_id, lm.model.config.eos_token_id, lm.model.config.pad_token_id) == \
+        (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id)
+    assert lm.model.generation_config.eos_token_id == tok.eos_token_id
+
+
 def test_a_bf16_random_model_keeps_float32_rotary_frequencies_like_a_real_checkpoint():
     """``from_pretrained(dtype=bfloat16)`` keeps ``inv_freq`` float32; a ``random:`` model cast to bf16 must too, or
     its rotary angles drift by up to ``position × 2⁻⁹`` rad (a GPU run's bf16 baseline would be another model)."""

@@ -134,7 +134,7 @@ def head_output_is_logits(model: torch.nn.Module) -> bool:
         try:
             with eval_mode(model), torch.inference_mode():
                 ids = torch.tensor([[1, 2]], device=input_device(model))
-                logits = model(input_ids=ids, use_cache=False).logits
+                logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
             ok = len(seen) == 1 and seen[0].shape[-1] == logits.shape[-1] \
                 and torch.equal(seen[0][..., -1:, :].to(logits.dtype), logits[..., -1:, :])
         except Exception:  # noqa: BLE001 - any failure: keep the full-logits path

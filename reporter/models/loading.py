@@ -162,9 +162,9 @@ def _load_random(spec: ModelSpec, device: torch.device, dtype: torch.dtype, seed
     if vocab < len(tok):
         raise UserError(f"model '{spec.name}': random.vocab ({vocab}) is smaller than the tokenizer "
                         f"({len(tok)} tokens from {borrowed})")
-    cfg = random_config(arch, vocab=vocab, **{k: v for k, v in spec.random.items() if k in SIZE_KEYS})
-    cfg.pad_token_id = tok.pad_token_id
-    cfg.bos_token_id, cfg.eos_token_id = tok.bos_token_id, tok.eos_token_id
+    cfg = random_config(arch, vocab=vocab, tokens={"pad_token_id": tok.pad_token_id, "bos_token_id": tok.bos_token_id,
+                                                   "eos_token_id": tok.eos_token_id},
+                        **{k: v for k, v in spec.random.items() if k in SIZE_KEYS})
     seed = spec.random.get("seed", seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

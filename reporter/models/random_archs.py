@@ -30,36 +30,36 @@ class RandomArch:
     even_heads: bool = False
 
 
-def _cfg(cls_name: str, **kw):
+def _cfg(cls_name: str, tokens: dict[str, Any], **kw):
     import transformers
 
-    return getattr(transformers, cls_name)(**kw)
+    return getattr(transformers, cls_name)(**{**kw, **tokens})
 
 
 def _llama_like(cls_name: str, extra: dict | None = None):
-    def build(layers, hidden, intermediate, heads, kv_heads, vocab):
+    def build(layers, hidden, intermediate, heads, kv_heads, vocab, tokens):
         kw = dict(num_hidden_layers=layers, hidden_size=hidden, intermediate_size=intermediate,
                   num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
                   max_position_embeddings=4096, tie_word_embeddings=True)
         kw.update(extra or {})
         if "head_dim" in (extra or {}):
             kw["head_dim"] = hidden // heads
-        return _cfg(cls_name, **kw)
+        return _cfg(cls_name, tokens, **kw)
     return build
 
 
-def _gpt2(layers, hidden, intermediate, heads, kv_heads, vocab):
-    return _cfg("GPT2Config", n_layer=layers, n_embd=hidden, n_inner=intermediate, n_head=heads,
+def _gpt2(layers, hidden, intermediate, heads, kv_heads, vocab, tokens):
+    return _cfg("GPT2Config", tokens, n_layer=layers, n_embd=hidden, n_inner=intermediate, n_head=heads,
                 vocab_size=vocab, n_positions=4096)
 
 
-def _neox(layers, hidden, intermediate, heads, kv_heads, vocab):
-    return _cfg("GPTNeoXConfig", num_hidden_layers=layers, hidden_size=hidden, intermediate_size=intermediate,
+def _neox(layers, hidden, intermediate, heads, kv_heads, vocab, tokens):
+    return _cfg("GPTNeoXConfig", tokens, num_hidden_layers=layers, hidden_size=hidden, intermediate_size=intermediate,
                 num_attention_heads=heads, vocab_size=vocab, max_position_embeddings=4096)
 
 
-def _opt(layers, hidden, intermediate, heads, kv_heads, vocab):
-    return _cfg("OPTConfig", num_hidden_layers=layers, hidden_size=hidden, ffn_dim=intermediate,
+def _opt(layers, hidden, intermediate, heads, kv_heads, vocab, tokens):
+    return _cfg("OPTConfig", tokens, num_hidden_layers=layers, hidden_size=hidden, ffn_dim=intermediate,
                 num_attention_heads=heads, vocab_size=vocab, word_embed_proj_dim=hidden,
                 max_position_embeddings=4096)
 
@@ -83,9 +83,11 @@ RANDOM_ARCHS: dict[str, RandomArch] = {
 }
 
 
-def random_config(arch: str, vocab: int, **overrides: int) -> Any:
+def random_config(arch: str, vocab: int, *, tokens: dict[str, int | None] | None = None, **overrides: int) -> Any:
     """A ``transformers`` config for a random model of family ``arch``; size keys not given keep
-    the family's defaults, other keys (``vocab``, ``seed``) are ignored here.
+    the family's defaults, other keys (``vocab``, ``seed``) are ignored here. ``tokens``: the borrowed tokenizer's
+    ``bos_token_id``, ``eos_token_id`` and ``pad_token_id``, set when the config is made (a family's own, GPT-2's
+    50256 among them, lie outside a smaller vocabulary, and transformers warns of it).
 
     >>> random_config("gpt2", vocab=100, layers=2, hidden=32, intermediate=64, heads=4).n_layer
     2
@@ -96,7 +98,7 @@ def random_config(arch: str, vocab: int, **overrides: int) -> Any:
         raise UserError(f"random:{arch}: hidden ({size['hidden']}) must be divisible by heads ({size['heads']})")
     if size["heads"] % size["kv_heads"]:
         size["kv_heads"] = size["heads"]
-    cfg = ra.build_config(vocab=vocab, **size)
+    cfg = ra.build_config(vocab=vocab, tokens=tokens or {}, **size)
     if arch == "gemma3":
         cfg.head_dim = 256 if "hidden" not in overrides else size["hidden"] // size["heads"]
     return cfg
