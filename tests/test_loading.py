@@ -348,3 +348,20 @@ def test_a_local_model_directory_without_its_tokenizer_or_weights_is_refused_by_
         load_model(ModelSpec(name="m", source=str(tmp_path / "m")), progress=False)
     line = str(e.value)
     assert "\n" not in line and "from one of: (1) a `tokenizers` library serialization file" in line
+
+
+def test_no_progress_hides_the_gguf_conversions_own_bar(capfd):
+    """``--no-progress`` hid transformers' bars but not "Converting and de-quantizing GGUF tensors" (tqdm's own, drawn
+    by transformers' GGUF module on a packaged model's first use), which printed its bar into a log that asked for none."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    from reporter.models.loading import _transformers_bars
+
+    for shown in (True, False):  # shown: the negative control, the bar is drawn
+        capfd.readouterr()
+        with _transformers_bars(shown):
+            for _ in gguf_utils.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors..."):
+                pass
+        err = capfd.readouterr().err
+        assert ("de-quantizing" in err) is shown, (shown, err)
+    assert gguf_utils.tqdm(range(1)).disable is False  # the module's own bar, back as it was

@@ -890,7 +890,7 @@ def test_models_and_tasks_added_removed_or_changed_resume_measuring_only_what_ch
     only_rnd.write_text("".join(lines[:2] + lines[3:]))
     r = _invoke("run", only_rnd, "-o", out)
     assert r.exit_code == 0 and "rnd: already complete" in r.output, r.output
-    assert f"{out / 'models'}: model 'mine' is no longer in the models file: the artifacts stay there, off this " \
+    assert f"{out / 'models'}: model 'mine' is no longer among the run's models: the artifacts stay there, off this " \
            "run's card" in r.output
     assert list(results()["models"]) == ["rnd"] and mine_samples.is_file()
     assert list(json.loads((out / "manifest.json").read_text())["collection"]) == ["rnd"]
@@ -906,7 +906,7 @@ def test_models_and_tasks_added_removed_or_changed_resume_measuring_only_what_ch
     assert r.exit_code == 0, r.output
     assert "task 'arc_easy': its entry is not the one it was measured with (tasks[0].limit: 3 → 2): measuring it " \
            "again for every model" in r.output
-    assert "task 'boolq' is no longer in the profile" in r.output and "already complete" not in r.output
+    assert "task 'boolq' is no longer among the run's tasks" in r.output and "already complete" not in r.output
     assert {name: {t: v["n"] for t, v in m["tasks"].items()} for name, m in results()["models"].items()} == \
         {"rnd": {"arc_easy": 2}, "mine": {"arc_easy": 2}}
     assert (out / "models" / "mine" / "tasks" / "boolq" / "samples.jsonl").is_file()

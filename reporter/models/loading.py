@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -190,17 +191,26 @@ def load_model(spec: ModelSpec, *, run_device: str = "auto", run_dtype: str = "a
 
 @contextlib.contextmanager
 def _transformers_bars(shown: bool) -> Iterator[None]:
-    """transformers' progress bars hidden inside where ``shown`` is False; the setting before restored after."""
+    """transformers' progress bars hidden inside where ``shown`` is False; the setting before restored after. The
+    GGUF conversion's "Converting and de-quantizing GGUF tensors" bar is tqdm's own, which transformers' setting does
+    not reach: its module's ``tqdm`` is a disabled one inside.
+    """
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as tf_logging
 
-    was = tf_logging.is_progress_bar_enabled()
+    was, bar = tf_logging.is_progress_bar_enabled(), getattr(gguf_utils, "tqdm", None)
     if not shown:
         tf_logging.disable_progress_bar()
+        if bar is not None:
+            gguf_utils.tqdm = functools.partial(bar, disable=True)  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        if was and not shown:
-            tf_logging.enable_progress_bar()
+        if not shown:
+            if was:
+                tf_logging.enable_progress_bar()
+            if bar is not None:
+                gguf_utils.tqdm = bar  # type: ignore[attr-defined]
 
 
 def _load(spec: ModelSpec, run_device: str, run_dtype: str, run_seed: int) -> LoadedModel:

@@ -99,11 +99,11 @@ def take_what_holds(rd: RunDir, old_manifest: dict[str, Any], new_keys: dict[str
     listed = {slugify(s.name) for s in cfg.models}
     off = [n for n in before if isinstance(n, str) and slugify(n) not in listed and _holds_anything(rd, n)]
     if off:
-        log(f"{rd.root / 'models'}: {_names(off, 'model')} no longer in the models file: the artifacts stay there, "
+        log(f"{rd.root / 'models'}: {_names(off, 'model')} no longer among the run's models: the artifacts stay there, "
             "off this run's card")
     gone = [n for n in old_tasks if isinstance(n, str) and n not in now_tasks]
     if gone:
-        log(f"{rd.root / 'models'}: {_names(gone, 'task')} no longer in the profile: the artifacts stay there, "
+        log(f"{rd.root / 'models'}: {_names(gone, 'task')} no longer among the run's tasks: the artifacts stay there, "
             "off this run's card")
 
 
