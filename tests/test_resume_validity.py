@@ -983,3 +983,131 @@ def test_a_changed_entrys_artifacts_that_cannot_be_removed_stop_the_run_in_one_l
     r = _invoke("run", models, "-o", out)
     assert r.exit_code == 0 and "model 'mine': its entry is not the one" in r.output and "(models[0].dtype: " \
         in r.output, r.output
+
+
+def test_a_names_old_directory_is_its_own_only_when_it_measured_that_name(finished_run, tmp_path):
+    """Before non-ASCII names got their hash, "Llama chat (日本語)" went to ``models/Llama-chat``, and results still
+    read a run made so from there. A rerun that lists that name beside a run of "Llama chat" (which writes there
+    now) credited it with Llama chat's measurements until its own directory existed."""
+    from reporter.analyse.results import build_results
+
+    from .conftest import copy_run
+
+    run = copy_run(finished_run, tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    models = manifest["resolved"]["config"]["models"]
+    models.append({**models[0], "name": "Llama chat (日本語)"})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    got = build_results(run)["models"]
+    assert got["Llama chat (日本語)"]["status"] == "pending" and "meta" not in got["Llama chat (日本語)"]
+    assert got["Llama chat"]["status"] == "complete"
+    # a run made before the hash: the old directory holds that very name, and is read
+    del models[-1]
+    models[0]["name"] = "Llama chat (日本語)"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    meta = json.loads((run / "models" / "Llama-chat" / "model.json").read_text())
+    (run / "models" / "Llama-chat" / "model.json").write_text(json.dumps({**meta, "name": "Llama chat (日本語)"}))
+    got = build_results(run)["models"]["Llama chat (日本語)"]
+    assert got["status"] == "complete" and got["slug"] == "Llama-chat" and got["tasks"]
+
+
+def test_a_name_that_shares_its_directory_with_another_is_compared_by_that_directory(tmp_path):
+    """"a b" and "a-b" write to one directory (``models/a-b``). Keyed by name, "a b" kept its old key while "a-b"
+    measured over it in bfloat16, and "a b" listed again took a-b's measurements as its own."""
+    from reporter.run.manifest import resume_keys
+
+    def entry(name, dtype):
+        return (f"{{name: {name}, source: random:llama, dtype: {dtype}, random: {{layers: 1, hidden: 32, "
+                f"intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}")
+
+    prof = tmp_path / "profile.yaml"
+    prof.write_text(PROFILE.replace("LIMIT", "2"))
+    out = tmp_path / "run"
+    runs = []
+    for name, dtype in (('"a b"', "float32"), ("a-b", "bfloat16"), ('"a b"', "float32")):
+        models = tmp_path / f"{len(runs)}.yaml"
+        models.write_text(f"profile: {prof}\nmodels:\n  - {entry(name, dtype)}\n")
+        runs.append(_invoke("run", models, "-o", out))
+        assert runs[-1].exit_code == 0, runs[-1].output
+    assert "its entry is not the one" in runs[1].output and "its entry is not the one" in runs[2].output
+    assert "already complete" not in runs[2].output
+    meta = json.loads((out / "results.json").read_text())["models"]["a b"]["meta"]
+    assert (meta["name"], meta["dtype"]) == ("a b", "float32")
+    fresh = _invoke("run", tmp_path / "0.yaml", "-o", tmp_path / "fresh")
+    assert fresh.exit_code == 0 and _model(out, "a b")["tasks"] == _model(tmp_path / "fresh", "a b")["tasks"]
+    assert list(resume_keys({"config": {"models": [{"name": "a b", "source": "x"}]},
+                             "profile": {"tasks": [{"name": "arc e"}]}})["tasks"]) == ["arc-e"]
+    # keys edited by hand are not read: the run resumes only with the configuration hash it recorded
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**manifest, "resume_keys": {**manifest["resume_keys"],
+                                                                              "models": ["a-b"]}}))
+    r = _invoke("run", tmp_path / "1.yaml", "-o", out)
+    assert r.exit_code == 2 and "Traceback" not in r.output and "holds a run with a different configuration" in \
+        r.output, r.output
+    assert _invoke("run", tmp_path / "2.yaml", "-o", out).exit_code == 0
+
+
+def test_tasks_narrows_a_finished_run_and_the_full_command_gives_it_back(tmp_path):
+    """``--tasks`` and ``--limit`` rename the profile ("… (1 of its 2 tasks)"), and the name counted as a shared
+    setting: the rerun the docs describe was refused, blaming a key the user never wrote."""
+    models = _files(tmp_path)
+    prof = tmp_path / "profile.yaml"
+    prof.write_text(PROFILE.replace("LIMIT", "3") + "  - {name: boolq, limit: 2, max_new_tokens: 2}\n")
+    out = tmp_path / "run"
+    assert _invoke("run", models, "-o", out).exit_code == 0
+    stamp = (out / "models" / "mine" / "tasks" / "boolq" / "samples.jsonl").stat().st_mtime_ns
+
+    def tasks():
+        return {n: sorted(m["tasks"]) for n, m in json.loads((out / "results.json").read_text())["models"].items()}
+
+    r = _invoke("run", models, "-o", out, "--tasks", "arc_easy")
+    assert r.exit_code == 0 and r.output.count("already complete") == 2, r.output
+    assert tasks() == {"mine": ["arc_easy"], "rnd": ["arc_easy"]}
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0 and r.output.count("already complete") == 2, r.output
+    assert tasks() == {"mine": ["arc_easy", "boolq"], "rnd": ["arc_easy", "boolq"]}
+    assert (out / "models" / "mine" / "tasks" / "boolq" / "samples.jsonl").stat().st_mtime_ns == stamp
+    r = _invoke("run", models, "-o", out, "--limit", "1")
+    assert r.exit_code == 0 and "(tasks[0].limit: 3 → 1)" in r.output and "(tasks[1].limit: 2 → 1)" in r.output
+    assert {t["n"] for m in json.loads((out / "results.json").read_text())["models"].values()
+            for t in m["tasks"].values()} == {1}
+
+
+def test_a_models_documents_that_the_task_list_no_longer_gives_leave_with_it(tmp_path):
+    """results.json holds every document of a model's directory: with the benchmarks taken off, the held-out
+    reference stayed in it (a fresh run of the probes has none), and so did an lm-eval group's aggregate after the
+    group was taken off. A resume's record of where each task's work came from kept tasks taken off, too."""
+    from reporter.collect.lm_eval_run import GROUPS
+    from reporter.config import ModelSpec, Profile, TaskConfig
+    from reporter.run.manifest import model_work_record
+    from reporter.run.reuse import _forget_what_the_tasks_do_not_give
+    from reporter.store.layout import REFERENCE_LOGPROBS, REFERENCE_VERBATIM, RunDir
+
+    rd = RunDir(tmp_path / "run")
+    mdir = rd.model_dir("m")
+    mdir.mkdir(parents=True)
+    spec = ModelSpec(name="m", source="packaged:smollm2-135m-instruct")
+    probes = Profile(name="p", tasks=[TaskConfig(name="spc")])
+    both = Profile(name="p", tasks=[TaskConfig(name="spc"), TaskConfig(name="arc_easy")])
+    grouped = Profile(name="p", tasks=[TaskConfig(name="mmlu_anatomy", lm_eval="mmlu_anatomy", lm_eval_group="g1")])
+
+    def lay():
+        for f in (REFERENCE_VERBATIM, REFERENCE_LOGPROBS):
+            (mdir / f).write_text("{}")
+        (mdir / GROUPS).write_text(json.dumps({"g1": {"acc": 0.5}, "g2": {"acc": 0.25}}))
+
+    lay()
+    _forget_what_the_tasks_do_not_give(mdir, spec, both)  # a benchmark is listed: the reference stays
+    assert (mdir / REFERENCE_VERBATIM).is_file() and (mdir / REFERENCE_LOGPROBS).is_file()
+    assert not (mdir / GROUPS).exists()  # no group listed
+    lay()
+    _forget_what_the_tasks_do_not_give(mdir, spec, grouped)
+    assert json.loads((mdir / GROUPS).read_text()) == {"g1": {"acc": 0.5}}
+    _forget_what_the_tasks_do_not_give(mdir, spec, probes)
+    assert not (mdir / REFERENCE_VERBATIM).exists() and not (mdir / REFERENCE_LOGPROBS).exists()
+
+    (mdir / "model_work.json").write_text(json.dumps({"smoke": "cached", "arc_easy/option_order": "cached",
+                                                     "boolq/option_order": "computed"}))
+    (mdir / "model.json").write_text(json.dumps({"name": "m"}))
+    assert model_work_record(rd, ["m"], ["arc_easy"]) == {"m": {"smoke": "cached", "arc_easy/option_order": "cached"}}
+    assert model_work_record(rd, ["other"], ["arc_easy"]) == {}

@@ -289,6 +289,8 @@ def test_a_run_made_before_non_ascii_names_got_their_hash_is_still_read(finished
     man = json.loads((w / "run" / "manifest.json").read_text())
     man["resolved"]["config"]["models"][0]["name"] = "tiny 日本"
     (w / "run" / "manifest.json").write_text(json.dumps(man))
+    meta = json.loads((w / "run" / "models" / "tiny" / "model.json").read_text())  # as that run wrote it
+    (w / "run" / "models" / "tiny" / "model.json").write_text(json.dumps({**meta, "name": "tiny 日本"}))
     assert _run("analyse", str(w / "run")).exit_code == 0
     res = json.loads((w / "run" / "results.json").read_text())
     assert res["models"]["tiny 日本"]["status"] == "complete" and res["models"]["tiny 日本"]["slug"] == "tiny"

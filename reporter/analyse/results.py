@@ -18,7 +18,7 @@ from ..metrics.stats import ALPHA, all_pairs, holm
 from ..schema import SCHEMA_VERSION, check_document
 from ..store.atomic import read_json, write_json
 from ..store.checked import read_document
-from ..store.layout import ERROR, SAMPLES, SUMMARY, VALIDATION, RunDir, legacy_slug, slugify
+from ..store.layout import ERROR, MODEL_META, SAMPLES, SUMMARY, VALIDATION, RunDir, legacy_slug, slugify
 from ..store.samples import check_score, item_scores
 from .correlations import Correlation, lpp_correlations
 from .numbers import tested_p
@@ -96,7 +96,7 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
     per_item: dict[str, dict[str, dict[str, float]]] = {}
     for m in models_cfg:
         slug = slugify(m["name"])
-        if not rd.model_dir(slug).is_dir() and rd.model_dir(legacy := legacy_slug(m["name"])).is_dir():
+        if not rd.model_dir(slug).is_dir() and _measured_as(rd, legacy := legacy_slug(m["name"]), m["name"]):
             slug = legacy  # a run made before non-ASCII names got their hash
         entry: dict[str, Any] = {"slug": slug, "source": m["source"], "status": "pending"}
         for key, path in rd.model_documents(slug).items():  # a damaged one is one line naming it
@@ -158,6 +158,17 @@ def _check_provenance(manifest: dict[str, Any], rd: RunDir) -> None:
             what = "an integer from 0" if kind is int else "text"
             raise UserError(f"{rd.manifest}: {key}: {str(value)[:40]!r} is not {what}; the manifest records how the run "
                             f"was made and only `reporter run … --force` into {rd.root} writes it again")
+
+
+def _measured_as(rd: RunDir, slug: str, name: str) -> bool:
+    """Whether ``models/<slug>`` holds the model ``name`` (its ``model.json`` says so): the directory a name had
+    before non-ASCII names got their hash ("Llama 3 (日本語)" → ``Llama-3``) may be another model's ("Llama 3").
+    """
+    try:
+        meta = read_json(rd.model_dir(slug) / MODEL_META)
+    except UserError:
+        return False
+    return isinstance(meta, dict) and meta.get("name") == name
 
 
 def comparisons(per_item: dict[str, dict[str, dict[str, float]]], *, seed: int) -> list[PairRow]:

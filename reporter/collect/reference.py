@@ -229,6 +229,11 @@ class ReferencePass(EvidencePass):
         """Whether both files read back whole."""
         return json_ok(directory / REFERENCE_VERBATIM) and ragged_ok(directory / REFERENCE_LOGPROBS)
 
+    def forget(self, directory: Path) -> None:
+        """Remove both files (a rerun whose task list holds no benchmark any more)."""
+        for name in (REFERENCE_VERBATIM, REFERENCE_LOGPROBS):
+            (Path(directory) / name).unlink(missing_ok=True)
+
     def model_cache_key(self, profile: Profile, seed: int) -> Any:
         """The settings the passages, their cut and the verbatim check read, and the seed: nothing else decides the
         result, so that changing a task-scope size (``order_items``, ``split_items``) does not recompute it.

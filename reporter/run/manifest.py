@@ -60,9 +60,10 @@ _PLACE_FIELDS = ("profile", "output", "executor", "address")
 
 def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     """What a resume compares, in three parts: ``shared``, a hash of what decides every model's results (the seed,
-    the run's device and dtype, the profile's settings but its task list), and a hash per model entry and per task
-    entry, by name, each counted as :func:`config_hash` counts it. Where ``shared`` is the same, a resume may take
-    another list of models or tasks (:mod:`reporter.run.reuse`).
+    the run's device and dtype, the profile's settings but its task list and its labels), and a hash per model entry
+    and per task entry, each counted as :func:`config_hash` counts it and keyed by the directory its artifacts go to
+    (the name's slug: "a b" and "a-b" share one). Where ``shared`` is the same, a resume may take another list of
+    models or tasks (:mod:`reporter.run.reuse`).
 
     >>> a = {"config": {"seed": 1, "executor": "local", "models": [{"name": "x", "source": "random:llama"}]},
     ...      "profile": {"tasks": [{"name": "arc_easy", "limit": 3}], "smoke_texts": 2}}
@@ -73,12 +74,17 @@ def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     (True, ['x'], False)
     """
     config = {k: v for k, v in resolved["config"].items() if k not in _PLACE_FIELDS + ("models",)}
-    profile = {k: v for k, v in _profile_for_hash(resolved["profile"]).items() if k not in ("tasks", "models")}
+    profile = {k: v for k, v in _profile_for_hash(resolved["profile"]).items()
+               if k not in ("tasks", "models") + PROFILE_LABELS}
     models = resolved["config"].get("models") or []
     tasks = resolved["profile"].get("tasks") or []
     return {"shared": _digest({"config": config, "profile": profile}),
-            "models": {m["name"]: _digest(_model_for_hash(m)) for m in models},
-            "tasks": {t["name"]: _digest(_task_for_hash(t)) for t in tasks}}
+            "models": {slugify(m["name"]): _digest(_model_for_hash(m)) for m in models},
+            "tasks": {slugify(t["name"]): _digest(_task_for_hash(t)) for t in tasks}}
+
+
+#: profile fields that only name and describe it (``--tasks`` and ``--limit`` rename a profile): never a result
+PROFILE_LABELS = ("name", "description", "notes")
 
 
 def _profile_for_hash(profile: dict[str, Any]) -> dict[str, Any]:
@@ -244,12 +250,13 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
     }
 
 
-def model_work_record(rd: RunDir, models: Collection[str] | None = None) -> dict[str, Any]:
+def model_work_record(rd: RunDir, models: Collection[str] | None = None,
+                      tasks: Collection[str] | None = None) -> dict[str, Any]:
     """Per model, which model-only work (smoke, LPP, the held-out reference) this run computed and which it took
     from the cache (:mod:`reporter.collect.model_cache`): ``{"<model>": {"smoke": "cached", "lpp": "computed"}}``;
     and per task, the same for the scores of its evidence passes (:mod:`reporter.collect.score_cache`):
-    ``"arc_easy/option_order": "cached"``. ``models``: the slugs of the run's models (None: every model directory;
-    a model no longer listed keeps its directory, off the record).
+    ``"arc_easy/option_order": "cached"``. ``models`` and ``tasks``: the slugs of the run's models and its task
+    names (None: all there are; a model or task no longer listed keeps its files, off the record).
     """
     out: dict[str, Any] = {}
     for path in sorted(rd.root.glob(f"models/*/{MODEL_WORK}")):
@@ -260,6 +267,8 @@ def model_work_record(rd: RunDir, models: Collection[str] | None = None) -> dict
             name = (read_json(path.parent / MODEL_META, {}) or {}).get("name") or path.parent.name
         except UserError:
             continue
+        if isinstance(work, dict) and tasks is not None:
+            work = {k: v for k, v in work.items() if "/" not in k or k.rsplit("/", 1)[0] in tasks}
         if work:
             out[name] = work
     return out

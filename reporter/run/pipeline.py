@@ -25,7 +25,7 @@ from ..store.lock import run_lock
 from .data_check import check_user_data
 from .executors import get_executor
 from .manifest import build_manifest, collection_record, config_changes, model_work_record, resume_keys
-from .reuse import merged_keys, shared_changes, take_what_holds
+from .reuse import merged_keys, recorded_keys, shared_changes, take_what_holds
 
 
 def default_output(cfg: RunConfig) -> Path:
@@ -76,11 +76,11 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
             old = None
         manifest = build_manifest(cfg, profile, command)
         keys = resume_keys(manifest["resolved"])
-        old_keys = old.get("resume_keys") if old else None
-        takes_entries = isinstance(old_keys, dict) and old_keys.get("shared") == keys["shared"]
+        old_keys = recorded_keys(old)
+        takes_entries = old_keys is not None and old_keys["shared"] == keys["shared"]
         if old and old.get("config_hash") != manifest["config_hash"] and not takes_entries and not force:
-            changed = (shared_changes if isinstance(old_keys, dict) else config_changes)(old.get("resolved"),
-                                                                                           manifest["resolved"])
+            changed = (shared_changes if old_keys is not None else config_changes)(old.get("resolved"),
+                                                                                   manifest["resolved"])
             raise UserError(f"{rd.root}: holds a run with a different configuration (config hash "
                             f"{old.get('config_hash')} vs {manifest['config_hash']}"
                             + (f"; changed: {'; '.join(changed)}" if changed else "")
@@ -92,8 +92,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             f"({made}); resuming "
                             "would mix its results with this version's: choose another -o/--output or pass --force "
                             "to recompute")
-        if old and not force and takes_entries:  # another list of models or tasks: what changed is measured again
-            take_what_holds(rd, old, keys, cfg, manifest["resolved"])
+        if old and not force and old_keys is not None and takes_entries:  # another list of models or tasks
+            take_what_holds(rd, old, old_keys, keys, cfg, profile, manifest["resolved"])
         manifest = {**manifest, "resume_keys": merged_keys(old_keys if old and not force and takes_entries else None,
                                                            keys)}
         if old and not force and old.get("created"):  # a resume: the run keeps the time it was made (a board orders
@@ -107,7 +107,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
         failures = run_jobs(cfg, str(rd.root.resolve()), profile, force=force, progress=progress)
         listed = ([s.slug for s in cfg.models], [t.name for t in profile.tasks])
         write_json(rd.manifest, {**manifest, "collection": collection_record(rd, *listed),
-                                 "model_work": model_work_record(rd, listed[0])})
+                                 "model_work": model_work_record(rd, *listed)})
         write_analysis(rd.root, results=fresh_results(rd.root))  # one write: never a results.json without analysis
         res: dict[str, Any] = read_json(rd.results)
         if then is not None:

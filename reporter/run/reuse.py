@@ -7,8 +7,9 @@ comparison reruns into the same directory. Both resume: the other models' and ta
 every model's results depend on (the seed, the run's device and dtype, the profile's MUI, LPP and contamination
 settings) refuses the resume, naming what changed, as before.
 
-The manifest's ``resume_keys`` records a hash per model and per task entry that was ever measured in the directory
-(:func:`reporter.run.manifest.resume_keys`), so a model taken off the list and put back later is compared too.
+The manifest's ``resume_keys`` records a hash per model and per task entry that was ever measured in the directory,
+keyed by the directory its artifacts go to (:func:`reporter.run.manifest.resume_keys`), so a model taken off the list
+and put back later is compared too, and so is one whose name changed to another with the same directory.
 
 >>> old = {"shared": "s", "models": {"a": "1", "b": "2"}, "tasks": {"t": "3"}}
 >>> new = {"shared": "s", "models": {"a": "1", "b": "9", "c": "4"}, "tasks": {"t": "3"}}
@@ -21,37 +22,62 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..collect.evidence import EVIDENCE, evidence_passes
 from ..collect.failures import log
-from ..config import RunConfig
+from ..collect.lm_eval_run import GROUPS
+from ..config import Profile, RunConfig
 from ..errors import UserError
+from ..store.atomic import read_json, write_json
 from ..store.layout import RunDir, slugify
-from .manifest import config_changes
+from .manifest import _PLACE_FIELDS, PROFILE_LABELS, config_changes
 
-__all__ = ["changed_entries", "merged_keys", "shared_changes", "take_what_holds"]
+__all__ = ["changed_entries", "merged_keys", "recorded_keys", "shared_changes", "take_what_holds"]
+
+
+def recorded_keys(manifest: Any) -> dict[str, Any] | None:
+    """The manifest's ``resume_keys`` when they are whole (a hash of the shared settings, and hashes by slug), else
+    None: a run made before they were recorded, or a manifest edited by hand, resumes only with the same
+    configuration hash.
+
+    >>> recorded_keys({"resume_keys": {"shared": "s", "models": {"a": "1"}, "tasks": {}}})["models"]
+    {'a': '1'}
+    >>> recorded_keys({"resume_keys": {"shared": "s", "models": ["a"], "tasks": {}}}) is None
+    True
+    """
+    keys = manifest.get("resume_keys") if isinstance(manifest, dict) else None
+    if not (isinstance(keys, dict) and isinstance(keys.get("shared"), str)):
+        return None
+    for part in ("models", "tasks"):
+        entries = keys.get(part)
+        if not (isinstance(entries, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                  for k, v in entries.items())):
+            return None
+    return keys
 
 
 def shared_changes(old_resolved: Any, new_resolved: dict[str, Any]) -> list[str]:
-    """The key paths of what changed outside the models and the task list (what refuses a resume), or of all that
-    changed when the old run recorded no resolved configuration to compare.
+    """The key paths of what changed among the shared settings (what refuses a resume): not the models, the task
+    list, where the run is written or carried out, nor the profile's name and description.
 
-    >>> a = {"config": {"seed": 1, "models": [{"name": "x"}]}, "profile": {"tasks": [{"name": "t"}]}}
-    >>> shared_changes(a, {"config": {"seed": 2, "models": []}, "profile": {"tasks": []}})
+    >>> a = {"config": {"seed": 1, "models": [{"name": "x"}]}, "profile": {"name": "p", "tasks": [{"name": "t"}]}}
+    >>> shared_changes(a, {"config": {"seed": 2, "models": []}, "profile": {"name": "p (1 of its 2 tasks)", "tasks": []}})
     ['config.seed: 1 → 2']
     """
     def strip(r: Any) -> Any:
         if not isinstance(r, dict):
             return r
-        return {"config": {k: v for k, v in (r.get("config") or {}).items() if k != "models"},
-                "profile": {k: v for k, v in (r.get("profile") or {}).items() if k not in ("tasks", "models")}}
+        return {"config": {k: v for k, v in (r.get("config") or {}).items() if k not in _PLACE_FIELDS + ("models",)},
+                "profile": {k: v for k, v in (r.get("profile") or {}).items()
+                            if k not in ("tasks", "models") + PROFILE_LABELS}}
     return config_changes(strip(old_resolved), strip(new_resolved))
 
 
 def changed_entries(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The models and the tasks of ``new`` whose entry differs from the one measured in the directory (``old``:
-    its manifest's ``resume_keys``), or that no entry was recorded for: their artifacts are not this run's.
+    """The slugs of the models and the tasks of ``new`` whose entry differs from the one measured in the directory
+    (``old``: its manifest's ``resume_keys``), or that no entry was recorded for: their artifacts are not this run's.
     """
-    models = [n for n, h in new["models"].items() if (old.get("models") or {}).get(n) != h]
-    tasks = [n for n, h in new["tasks"].items() if (old.get("tasks") or {}).get(n) != h]
+    models = [n for n, h in new["models"].items() if old["models"].get(n) != h]
+    tasks = [n for n, h in new["tasks"].items() if old["tasks"].get(n) != h]
     return models, tasks
 
 
@@ -59,52 +85,90 @@ def merged_keys(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, An
     """The keys the manifest records after a resume: this run's entries, and those of models and tasks measured
     before and no longer listed (their artifacts stay, so a later run that lists them again compares them).
     """
-    old = old or {}
-    return {"shared": new["shared"], "models": {**(old.get("models") or {}), **new["models"]},
-            "tasks": {**(old.get("tasks") or {}), **new["tasks"]}}
+    old = old or {"models": {}, "tasks": {}}
+    return {"shared": new["shared"], "models": {**old["models"], **new["models"]},
+            "tasks": {**old["tasks"], **new["tasks"]}}
 
 
-def take_what_holds(rd: RunDir, old_manifest: dict[str, Any], new_keys: dict[str, Any], cfg: RunConfig,
-                    resolved: dict[str, Any]) -> None:
+def take_what_holds(rd: RunDir, old_manifest: dict[str, Any], old_keys: dict[str, Any], new_keys: dict[str, Any],
+                    cfg: RunConfig, profile: Profile, resolved: dict[str, Any]) -> None:
     """Remove the artifacts of the models and tasks whose entries changed (a task's under every model directory
     there, listed or not), saying why in one line each, and say which measured models and tasks this run leaves
-    off its card. Called under the run directory's lock, before the manifest records ``new_keys``: interrupted
-    half-way, the next run compares against the old keys and removes the rest.
+    off its card. A listed model's documents that only another task list gives (a model-scope evidence pass this
+    one does not run, an lm-eval group it does not list) go too: results.json holds every document there.
+    Called under the run directory's lock, before the manifest records ``new_keys``: interrupted half-way, the next
+    run compares against the old keys and removes the rest.
     """
-    old_keys = old_manifest.get("resume_keys") or {}
     models, tasks = changed_entries(old_keys, new_keys)
-    before = {m.get("name"): m for m in ((old_manifest.get("resolved") or {}).get("config") or {}).get("models") or []
-              if isinstance(m, dict)}
-    old_tasks = {t.get("name"): t for t in ((old_manifest.get("resolved") or {}).get("profile") or {}).get("tasks")
-                 or [] if isinstance(t, dict)}
-    now_tasks = {t["name"]: t for t in resolved["profile"].get("tasks") or []}
+    old_resolved: dict[str, Any] = old_manifest.get("resolved") or {}
+    if not isinstance(old_resolved, dict):
+        old_resolved = {}
+    before = _by_slug(((old_resolved.get("config") or {}).get("models")))
+    old_tasks = _by_slug(((old_resolved.get("profile") or {}).get("tasks")))
+    now_tasks = {slugify(t["name"]): (i, t) for i, t in enumerate(resolved["profile"].get("tasks") or [])}
     for i, spec in enumerate(cfg.models):
-        if spec.name not in models or not _holds_anything(rd, spec.name):
+        if spec.slug not in models or not _holds_anything(rd, spec.name):
             continue
-        what = _what_changed(before.get(spec.name), resolved["config"]["models"][i], f"models[{i}]")
+        what = _what_changed(before.get(spec.slug), resolved["config"]["models"][i], f"models[{i}]")
         log(f"model '{spec.name}': its entry is not the one {rd.model_dir(spec.name)} was measured with{what}: "
             "measuring it again")
         _remove(rd.model_dir(spec.name))
         _remove(rd.failure_note(spec.name))
     model_dirs = [d for d in (rd.root / "models").glob("*") if d.is_dir()] if (rd.root / "models").is_dir() else []
-    for name in tasks:
-        dirs = [d / "tasks" / slugify(name) for d in model_dirs if (d / "tasks" / slugify(name)).exists()]
+    for slug in tasks:
+        dirs = [d / "tasks" / slug for d in model_dirs if (d / "tasks" / slug).exists()]
         if not dirs:
             continue
-        where = f"tasks[{list(now_tasks).index(name)}]"
-        log(f"task '{name}': its entry is not the one it was measured with{_what_changed(old_tasks.get(name), now_tasks[name], where)}: "
-            f"measuring it again for every model")
+        i, entry = now_tasks[slug]
+        what = _what_changed(old_tasks.get(slug), entry, f"tasks[{i}]")
+        log(f"task '{entry['name']}': its entry is not the one it was measured with{what}: measuring it again for "
+            "every model")
         for d in dirs:
             _remove(d)
-    listed = {slugify(s.name) for s in cfg.models}
-    off = [n for n in before if isinstance(n, str) and slugify(n) not in listed and _holds_anything(rd, n)]
+    listed = {s.slug for s in cfg.models}
+    off = [m["name"] for slug, m in before.items() if slug not in listed and _holds_anything(rd, slug)]
     if off:
-        log(f"{rd.root / 'models'}: {_names(off, 'model')} no longer among the run's models: the artifacts stay there, "
-            "off this run's card")
-    gone = [n for n in old_tasks if isinstance(n, str) and n not in now_tasks]
+        log(f"{rd.root / 'models'}: {_names(off, 'model')} no longer among the run's models: the artifacts stay "
+            "there, off this run's card")
+    gone = [t["name"] for slug, t in old_tasks.items() if slug not in now_tasks]
     if gone:
-        log(f"{rd.root / 'models'}: {_names(gone, 'task')} no longer among the run's tasks: the artifacts stay there, "
-            "off this run's card")
+        log(f"{rd.root / 'models'}: {_names(gone, 'task')} no longer among the run's tasks: the artifacts stay "
+            "there, off this run's card")
+    for spec in cfg.models:
+        _forget_what_the_tasks_do_not_give(rd.model_dir(spec.name), spec, profile)
+
+
+def _forget_what_the_tasks_do_not_give(mdir: Path, spec: Any, profile: Profile) -> None:
+    """A model's documents that this task list does not give: a model-scope evidence pass's (the held-out reference
+    of a profile with no benchmark left; the model-only cache gives it back at once if one comes back), and the
+    aggregates of lm-eval groups that are no longer listed (scored again from the leaves' answers if listed again).
+    """
+    if not mdir.is_dir():
+        return
+    running = {p.name for p in evidence_passes(profile, spec, "model")}
+    for _, p in EVIDENCE.items():
+        if p.scope == "model" and p.name not in running:
+            try:
+                p.forget(mdir)
+            except OSError as e:
+                raise UserError(f"{mdir}: a document of '{p.name}', which this run does not measure, cannot be "
+                                f"removed ({e.strerror}); make it writable, or choose another -o/--output") from None
+    groups = read_json(mdir / GROUPS, None) if (mdir / GROUPS).is_file() else None
+    if isinstance(groups, dict):
+        listed = {t.lm_eval_group for t in profile.tasks if t.lm_eval_group}
+        if set(groups) - listed:
+            kept = {g: v for g, v in groups.items() if g in listed}
+            if kept:
+                write_json(mdir / GROUPS, kept)
+            else:
+                _remove(mdir / GROUPS)
+
+
+def _by_slug(entries: Any) -> dict[str, dict[str, Any]]:
+    """A manifest's model or task entries by the slug of their names (a damaged entry is left out)."""
+    if not isinstance(entries, list):
+        return {}
+    return {slugify(e["name"]): e for e in entries if isinstance(e, dict) and isinstance(e.get("name"), str)}
 
 
 def _what_changed(old: Any, new: Any, where: str) -> str:
