@@ -55,7 +55,7 @@ def config_hash(resolved: dict[str, Any]) -> str:
 
 
 #: run settings that say where a run is written and carried out, never what it measures: a resume may change them
-_PLACE_FIELDS = ("profile", "output", "executor", "address")
+PLACE_FIELDS = ("profile", "output", "executor", "address")
 
 
 def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     >>> ka["shared"] == kb["shared"], sorted(ka["models"]), ka["tasks"]["arc_easy"] == kb["tasks"]["arc_easy"]
     (True, ['x'], False)
     """
-    config = {k: v for k, v in resolved["config"].items() if k not in _PLACE_FIELDS + ("models",)}
+    config = {k: v for k, v in resolved["config"].items() if k not in PLACE_FIELDS + ("models",)}
     profile = {k: v for k, v in _profile_for_hash(resolved["profile"]).items()
                if k not in ("tasks", "models") + PROFILE_LABELS}
     models = resolved["config"].get("models") or []

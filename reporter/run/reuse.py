@@ -29,7 +29,7 @@ from ..config import Profile, RunConfig
 from ..errors import UserError
 from ..store.atomic import read_json, write_json
 from ..store.layout import RunDir, slugify
-from .manifest import _PLACE_FIELDS, PROFILE_LABELS, config_changes
+from .manifest import PLACE_FIELDS, PROFILE_LABELS, config_changes
 
 __all__ = ["changed_entries", "merged_keys", "recorded_keys", "shared_changes", "take_what_holds"]
 
@@ -66,7 +66,7 @@ def shared_changes(old_resolved: Any, new_resolved: dict[str, Any]) -> list[str]
     def strip(r: Any) -> Any:
         if not isinstance(r, dict):
             return r
-        return {"config": {k: v for k, v in (r.get("config") or {}).items() if k not in _PLACE_FIELDS + ("models",)},
+        return {"config": {k: v for k, v in (r.get("config") or {}).items() if k not in PLACE_FIELDS + ("models",)},
                 "profile": {k: v for k, v in (r.get("profile") or {}).items()
                             if k not in ("tasks", "models") + PROFILE_LABELS}}
     return config_changes(strip(old_resolved), strip(new_resolved))
