@@ -122,6 +122,10 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
         out_dir = Path(output or cfg.output or default_output(cfg))
         if not (output or cfg.output):
             dated = str(out_dir)
+            from .run.reuse import earlier_unfinished
+
+            if (line := earlier_unfinished(cfg, prof, out_dir)) is not None and not force:
+                click.echo(f"note: {line}", err=True)
         files: dict[str, Path] = {}
 
         def draw() -> None:  # also when a model failed: the card shows it as failed, next to the others

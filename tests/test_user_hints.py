@@ -56,6 +56,23 @@ def test_a_run_in_the_date_named_directory_says_where_to_resume_on_another_day(t
     assert f"error: {where} is named by today's date: to resume it on another day, rerun with -o {where}" in r.stderr
     r = _cli("run", "nightly.yaml", "-o", "mine", "--no-progress", "--no-render")  # named by the user: no such line
     assert r.exit_code == 2 and "named by today's date" not in r.stderr
+    # the next day the same command starts a new directory: it says at once which one it would have resumed
+    import shutil
+
+    before = f"reports/nightly-{(dt.date.today() - dt.timedelta(days=1)).isoformat()}"
+    (tmp_path / where).rename(tmp_path / before)
+    r = _cli("run", "nightly.yaml", "--no-progress", "--no-render")
+    assert r.stderr.startswith(f"note: {before}: holds an unfinished run of this file (0 of 1 models complete); this "
+                               f"run starts a new directory, {where}: to finish that one instead, stop this one "
+                               f"(Ctrl-C) and rerun with -o {before}\n"), r.stderr
+    for args, why in ((["--seed", "9"], "another seed: it would not resume there"), ([], "that run finished")):
+        shutil.rmtree(tmp_path / where)
+        if why == "that run finished":
+            res = json.loads((tmp_path / before / "results.json").read_text())
+            res["models"]["b"]["status"] = "complete"
+            (tmp_path / before / "results.json").write_text(json.dumps(res))
+        r = _cli("run", "nightly.yaml", "--no-progress", "--no-render", *args)
+        assert "note: " not in r.stderr, (why, r.stderr)
     capsys.readouterr()  # what saving the model printed
     with pytest.raises(SystemExit) as stop:
         interrupted(KeyboardInterrupt(), "run", None, began=True, where=where)

@@ -25,13 +25,18 @@ from typing import Any
 from ..collect.evidence import EVIDENCE, evidence_passes
 from ..collect.failures import log
 from ..collect.lm_eval_run import GROUPS
+from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
 from ..errors import UserError
+from ..plugin_code import plugin_sources
 from ..store.atomic import read_json, write_json
 from ..store.layout import RunDir, slugify
-from .manifest import PLACE_FIELDS, PROFILE_LABELS, config_changes
+from .manifest import PLACE_FIELDS, PROFILE_LABELS, config_changes, resume_keys
 
-__all__ = ["changed_entries", "merged_keys", "recorded_keys", "shared_changes", "take_what_holds"]
+__all__ = ["changed_entries", "earlier_unfinished", "merged_keys", "recorded_keys", "shared_changes", "take_what_holds"]
+
+#: the date a default run directory's name ends with (``reports/<file stem>-<date>``)
+_DATE = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
 
 
 def recorded_keys(manifest: Any) -> dict[str, Any] | None:
@@ -208,3 +213,36 @@ def _remove(path: Path) -> None:
     except OSError as e:
         raise UserError(f"{path}: holds what another entry measured and cannot be removed ({e.strerror}); make it "
                         "writable, or choose another -o/--output") from None
+
+
+def earlier_unfinished(cfg: RunConfig, profile: Profile, out_dir: Path) -> str | None:
+    """For a run into a date-named default directory that does not exist yet: the line naming the latest earlier
+    directory of the same file, where that run is unfinished and this command would resume it there (the same
+    shared settings, the same code that measures); None otherwise. The default directory is a new one each day, so
+    a run interrupted or failed yesterday is not resumed by today's rerun of the same command; the line says how.
+    """
+    if out_dir.exists() or len(out_dir.name) <= len("2026-12-07"):
+        return None
+    prefix = out_dir.name[:-len("2026-12-07")]
+    earlier = sorted((d for d in out_dir.parent.glob(prefix + _DATE) if d.is_dir()), reverse=True)
+    if not earlier:
+        return None
+    last = RunDir(earlier[0])
+    try:
+        manifest = read_json(last.manifest)
+        results = read_json(last.results) if last.results.is_file() else None
+    except UserError:
+        return None
+    keys = recorded_keys(manifest)
+    if keys is None or not isinstance(manifest, dict) or manifest.get("code_version") != code_version(*plugin_sources()):
+        return None
+    if keys["shared"] != resume_keys({"config": cfg.to_dict(), "profile": profile.to_dict()})["shared"]:
+        return None
+    done = ((results or {}).get("models") or {}) if isinstance(results, dict) else {}
+    complete = sum(1 for s in cfg.models if isinstance(done.get(s.name), dict) and done[s.name].get("status") == "complete"
+                   and keys["models"].get(s.slug) is not None)
+    if complete == len(cfg.models):
+        return None
+    return (f"{last.root}: holds an unfinished run of this file ({complete} of {len(cfg.models)} models complete); "
+            f"this run starts a new directory, {out_dir}: to finish that one instead, stop this one (Ctrl-C) and "
+            f"rerun with -o {last.root}")
