@@ -29,6 +29,7 @@ What a plugin's code is (the files a run's ``code_version`` and the model-only c
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import sys
@@ -202,6 +203,21 @@ def declared_settings() -> dict[str, type]:
     return out
 
 
+@contextlib.contextmanager
+def _beside(folder: str) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` while a plugin imports, then last for the rest of the process: a helper
+    module beside the plugin, imported at the top or inside a method that runs later, is found, and an installed
+    package of the same name is not shadowed after the import.
+    """
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        sys.path.remove(folder)
+        if folder not in sys.path:
+            sys.path.append(folder)
+
+
 def import_plugin(module: str) -> Any:
     """Import a module that registers plugins in-process (``reporter --plugin MODULE``): a dotted module name
     (looked for in the current directory too) or the path of a ``.py`` file.
@@ -237,15 +253,15 @@ def import_plugin(module: str) -> Any:
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod
             _PLUGIN_MODULES[name] = str(path)
-            spec.loader.exec_module(mod)
-            _PLUGIN_SEARCH[name] = tuple(sys.path)
+            with _beside(str(path.parent)):  # its helper modules, as `python file.py` finds them
+                spec.loader.exec_module(mod)
+                _PLUGIN_SEARCH[name] = tuple(sys.path)
             return mod
         if not all(part.isidentifier() for part in module.split(".")):  # "sub dir": a folder, imported as nothing
             what = "is a directory" if user_path(module).is_dir() else "is not a module name"
             raise UserError(f"--plugin {module}: {what}; give a .py file or a module name (a.b.c)")
-        sys.path.insert(0, os.getcwd())
         _PLUGIN_MODULES[module] = module
-        try:
+        with _beside(os.getcwd()):
             imported = importlib.import_module(module)
             if getattr(imported, "__file__", None) is None:
                 _PLUGIN_MODULES.pop(module, None)
@@ -253,8 +269,6 @@ def import_plugin(module: str) -> Any:
                                 "registers from it; give a .py file or a module, such as a package with __init__.py")
             _PLUGIN_SEARCH[module] = tuple(sys.path)
             return imported
-        finally:
-            sys.path.remove(os.getcwd())
     except UserError:
         raise
     except Exception as e:

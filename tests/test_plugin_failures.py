@@ -92,7 +92,21 @@ PLUGIN = textwrap.dedent('''
             def batch_done(self, task, batch):
                 return task.part_path(self.name, batch, ".json").is_file()
             def finish_task(self, task, samples):
+                if MODE == "raise":
+                    return {"pf_metric": 1 / 0}
                 return {"score": 0.99, "n": 1000} if MODE == "clobber" else {"pf_metric": float("nan")}
+
+    if os.environ.get("PF_EVIDENCE"):
+        import json, torch
+        from reporter.collect.evidence import EvidencePass, register_evidence
+
+        @register_evidence
+        class Probe(EvidencePass):
+            name, label, artifact, contamination = "pf_probe", "probe pass", "pf_probe.json", False
+            def run(self, ctx):
+                if os.environ["PF_EVIDENCE"] == "raise":
+                    raise KeyError("oops")
+                (ctx.directory / self.artifact).write_text(json.dumps({"grad": torch.is_grad_enabled()}))
 
     if os.environ.get("PF_SECTION"):
         register_section(Section("pf_bad", "Bad section", source="<p>{{ card.models[0].name | }}</p>", order=99))
@@ -105,13 +119,14 @@ def files(tmp_path):
     yield from _files(tmp_path)
     from reporter.card.sections import SECTIONS
     from reporter.collect.collectors import COLLECTORS
+    from reporter.collect.evidence import EVIDENCE
     from reporter.scoring.scorers import SCORERS
     from reporter.tasks.base import TASKS
 
     for registry, names in ((SCORERS, ("pf_boom", "pf_big")), (TASKS, ("pf_t_boom", "pf_t_big", "pf_t_loadfail",
                                                                             "pf_t_factory", "pf_t_notatask", "pf_t_one", "pf_t_typo", "pf_t_missing",
                                                                             "pf_t_renamed", "pf_t_twice")),
-                            (COLLECTORS, ("pf_metric",)), (SECTIONS, ("pf_bad",))):
+                            (COLLECTORS, ("pf_metric",)), (SECTIONS, ("pf_bad",)), (EVIDENCE, ("pf_probe",))):
         for name in names:
             registry.remove(name)
 
@@ -210,6 +225,28 @@ def test_a_collector_cannot_rewrite_the_score_or_write_nan(files, mode, want):
     errors = _errors(r)
     assert r.exit_code == 2 and any(want in e for e in errors), errors
     assert not (root / "run" / "models" / "A" / "tasks" / "arc_easy" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("env, want", [
+    ({"PF_MODE": "raise"}, "error: model 'A', task 'arc_easy', collector 'pf_metric': failed with ZeroDivisionError: "
+                           "division by zero"),
+    ({"PF_EVIDENCE": "raise"}, "error: model 'A', evidence pass 'pf_probe': failed with KeyError: 'oops'"),
+])
+def test_an_unexpected_exception_in_a_plugin_names_the_plugin(files, env, want):
+    """A collector's ``finish_task`` or an evidence pass that raised something other than a UserError gave "model 'A',
+    task 'arc_easy': failed with ZeroDivisionError…", naming no plugin; the line now names the one that raised."""
+    errors = _errors(_run(files("arc_easy"), "--no-render", env=env))
+    assert any(e.startswith(want) for e in errors), errors
+
+
+def test_an_evidence_pass_runs_without_autograd(files):
+    """A pass's forward passes built autograd graphs (and transformers warned of requires_grad) unless its author
+    wrapped them in torch.no_grad(); every pass now runs under no_grad."""
+    root = files("arc_easy")
+    r = _run(root, "--no-render", env={"PF_EVIDENCE": "grad"})
+    assert r.exit_code == 0, r.output
+    assert json.loads((root / "run" / "models" / "A" / "tasks" / "arc_easy" / "pf_probe.json").read_text()) == \
+        {"grad": False}
 
 
 def test_a_sections_broken_template_is_one_line_naming_it(files):

@@ -297,3 +297,85 @@ def test_a_card_section_whose_template_would_fail_is_refused_before_any_model_lo
             SECTIONS.remove(name)
     r = CliRunner().invoke(main, ["validate", str(tmp_path / "models.yaml")])
     assert r.exit_code == 0, r.output  # negative control: without them
+
+
+BESIDE = """\
+import json
+import beside_top_{n}
+from reporter.collect.collectors import CollectorPlugin, register_collector
+
+@register_collector
+class Beside(CollectorPlugin):
+    name, label = "toy_beside_{n}", "beside"
+
+    def run_model(self, lm, profile, model_dir):
+        import beside_late_{n}  # a helper imported when the measurement runs, as the guides do
+        (model_dir / "beside.json").write_text(json.dumps({{"v": beside_top_{n}.A + beside_late_{n}.B}}))
+
+    def model_done(self, profile, model_dir):
+        return (model_dir / "beside.json").is_file()
+"""
+
+
+@pytest.mark.parametrize("form", ["file", "module"])
+def test_a_plugin_imports_the_helper_modules_beside_it(tmp_path, monkeypatch, form):
+    """``--plugin plug.py`` could not import ``helper.py`` next to it (the file was loaded without its folder on the
+    path), and ``--plugin plug`` found it while importing but not inside ``run_model`` (the current directory left
+    the path once the import was done): the model failed. Both find it now, as ``python plug.py`` would, and the
+    folder then sits last on the path, so an installed package of the same name is not shadowed."""
+    import sys
+
+    n = form
+    folder = tmp_path / "plugs"
+    folder.mkdir()
+    (folder / f"beside_top_{n}.py").write_text("A = 1\n")
+    (folder / f"beside_late_{n}.py").write_text("B = 2\n")
+    (folder / f"beside_plug_{n}.py").write_text(BESIDE.format(n=n))
+    (tmp_path / "m.yaml").write_text("models:\n  - {name: a, source: random:llama, random: {layers: 1, hidden: 32, "
+                                     "intermediate: 48, heads: 2}}\n")
+    (tmp_path / "p.yaml").write_text("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 0, "
+                                     "reference_texts: 0, order_items: 0, split_items: 0}\n"
+                                     "tasks:\n  - {name: arc_easy, limit: 1, max_new_tokens: 2}\n")
+    if form == "module":
+        monkeypatch.chdir(folder)
+    plugin = str(folder / f"beside_plug_{n}.py") if form == "file" else f"beside_plug_{n}"
+    before = list(sys.path)
+    try:
+        r = CliRunner().invoke(main, ["--plugin", plugin, "run", str(tmp_path / "m.yaml"), "--profile",
+                                      str(tmp_path / "p.yaml"), "-o", str(tmp_path / "run"), "--no-progress",
+                                      "--no-render"])
+        assert r.exit_code == 0, r.output
+        assert json.loads((tmp_path / "run" / "models" / "a" / "beside.json").read_text()) == {"v": 3}
+        assert sys.path[-1] == str(folder) and sys.path[:len(before)] == before
+    finally:
+        COLLECTORS.remove(f"toy_beside_{n}")
+        sys.path[:] = before
+        for name in list(sys.modules):
+            if name.endswith(f"_{n}") and name.split(".")[-1].startswith(("beside_", "reporter_plugin_beside")):
+                del sys.modules[name]
+
+
+def test_the_collector_guides_example_runs_as_printed(tmp_path):
+    """The guide showed a sketch (``MyCollector`` undefined, ``...`` bodies) and pointed at this file, which a user
+    who installed reporter does not have; its example is now a whole plugin, run here as a user would."""
+    import re
+
+    guide = (Path(__file__).parent.parent / "docs" / "plugins" / "collector.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", guide, re.S) if "register_collector" in b
+                and "class LayerNormsPlugin" in b)
+    (tmp_path / "layer_norms.py").write_text(code)
+    (tmp_path / "m.yaml").write_text("models:\n  - {name: a, source: random:llama, random: {layers: 2, hidden: 32, "
+                                     "intermediate: 48, heads: 2}}\n")
+    (tmp_path / "p.yaml").write_text("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 0, "
+                                     "reference_texts: 0, order_items: 0, split_items: 0}\n"
+                                     "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 2}\n")
+    try:
+        r = CliRunner().invoke(main, ["--plugin", str(tmp_path / "layer_norms.py"), "run", str(tmp_path / "m.yaml"),
+                                      "--profile", str(tmp_path / "p.yaml"), "-o", str(tmp_path / "run"),
+                                      "--no-progress", "--no-render"])
+        assert r.exit_code == 0, r.output
+        task = json.loads((tmp_path / "run" / "results.json").read_text())["models"]["a"]["tasks"]["arc_easy"]
+        assert len(task["layer_norms"]) == 2 and all(v > 0 for v in task["layer_norms"])
+        assert task["collection_fallback"]  # the guide says it: a teacher-forced pass, and why
+    finally:
+        COLLECTORS.remove("layer_norms")

@@ -194,6 +194,8 @@ def test_a_plugins_helper_is_part_of_the_code_a_run_and_the_cache_key_on(tmp_pat
         r = run("r1")
         assert r.exit_code == 2 and "holds a run made by another version of reporter's code or of its plugins'" \
             in r.output, r.output
+        assert f"; changed: {tmp_path / 'plug_helper_x.py'})" in r.output and "reporter's own" not in r.output, \
+            r.output  # which file: the plugin's author need not guess
         assert run("r1", "--force").exit_code == 0 and measured("r1")[0] == 2.0
     finally:
         fresh_process()

@@ -122,12 +122,13 @@ def test_a_run_made_by_other_reporter_code_is_not_resumed(finished_run, tmp_path
     assert manifest["code_version"] == code_version(*plugin_sources())
     args = ["run", str(finished_run.parent / "models.yaml"), "-o", str(out), "--no-progress", "--no-render"]
     for old, says in (("0" * 64, "(code 000000000000, this is "), (None, "before runs recorded their code version")):
-        (out / "manifest.json").write_text(json.dumps({**manifest, "code_version": old} if old else
-                                                      {k: v for k, v in manifest.items() if k != "code_version"}))
+        (out / "manifest.json").write_text(json.dumps({**manifest, "code_version": old, "reporter_code": old} if old
+                                                      else {k: v for k, v in manifest.items() if k != "code_version"}))
         r = CliRunner().invoke(main, args)
         assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
         assert "holds a run made by another version of reporter's code" in r.output and says in r.output
         assert "choose another -o/--output or pass --force" in r.output
+        assert ("; reporter's own code)" in r.output) is bool(old)  # which code changed: here reporter's
     (out / "manifest.json").write_text(json.dumps(manifest))
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0 and "already complete" in r.output, r.output

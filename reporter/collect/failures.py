@@ -11,7 +11,7 @@ import contextlib
 import re
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -72,6 +72,23 @@ def stops_every_model(e: OSError, root: str) -> bool:
     return inside(e.filename, root) and str(e.filename).rstrip("/") != str(root).rstrip("/") and not writable(root)
 
 
+@contextlib.contextmanager
+def blamed(where: str) -> Iterator[None]:
+    """Name the part of a model's work an unexpected exception came from (``evidence pass 'x'``; the innermost
+    name is kept): the model's failure line says it, so a plugin's author sees which plugin failed.
+    A :class:`UserError` carries its own words.
+    """
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as e:
+        if getattr(e, "reporter_where", None) is None:
+            with contextlib.suppress(AttributeError, TypeError):
+                e.reporter_where = where  # type: ignore[attr-defined]
+        raise
+
+
 def crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str]:
     """Record an unexpected failure of model ``index`` in its error.json (with the traceback); its one line."""
     import traceback
@@ -86,8 +103,9 @@ def crashed(cfg: RunConfig, index: int, root: str, e: BaseException) -> list[str
         # reporter's own places (its cache, the run directory): the environment's line, where and what to do
         line = f"model '{spec.name}': {env} (the traceback is in {mdir / ERROR})"
     else:
-        line = (f"model '{spec.name}': failed with {type(e).__name__}: {first_line(e)} (the traceback is in "
-                f"{mdir / ERROR})")
+        whose = getattr(e, "reporter_where", None)
+        line = (f"model '{spec.name}'{f', {whose}' if isinstance(whose, str) else ''}: failed with "
+                f"{type(e).__name__}: {first_line(e)} (the traceback is in {mdir / ERROR})")
     try:
         write_json(mdir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
     except OSError as write_error:
@@ -150,8 +168,9 @@ def task_crashed(model: str, task: str, task_dir: Path, e: BaseException) -> lis
     """One task's unexpected failure: its line, with the traceback kept in the task's ``error.json``."""
     import traceback
 
-    line = (f"model '{model}', task '{task}': failed with {type(e).__name__}: {first_line(e)} (the traceback is in "
-            f"{task_dir / ERROR})")
+    whose = getattr(e, "reporter_where", None)
+    line = (f"model '{model}', task '{task}'{f', {whose}' if isinstance(whose, str) else ''}: failed with "
+            f"{type(e).__name__}: {first_line(e)} (the traceback is in {task_dir / ERROR})")
     with contextlib.suppress(OSError, UserError):
         write_json(task_dir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
     failed(f"{model} / {task}", [line])

@@ -37,8 +37,18 @@ from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LO
 from ..tasks.sources import lambada_sha256
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
-from .evidence import EvidenceContext, evidence_passes, wants_evidence
-from .failures import crashed, failed, first_line, log, not_the_tasks, out_of_memory, stops_every_model, task_crashed
+from .evidence import EvidenceContext, EvidencePass, evidence_passes, wants_evidence
+from .failures import (
+    blamed,
+    crashed,
+    failed,
+    first_line,
+    log,
+    not_the_tasks,
+    out_of_memory,
+    stops_every_model,
+    task_crashed,
+)
 from .model_cache import ModelStep, run_cached
 from .plan import data_checks_for, plan_task
 from .resume import model_done, other_precision, other_weights, stale_reason, task_done
@@ -193,13 +203,15 @@ def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], ste
     for owner, label, settings, done, run in steps:
         if done():
             continue
+        kind = "evidence pass" if isinstance(owner, EvidencePass) else "collector"
         try:
-            if settings is None:  # not cacheable: computed every run
-                run()
-            else:
-                work[owner.name] = run_cached(lm, ModelStep(owner.name, settings), mdir, run, done,
-                                              use_cache=not force, owner=owner)
-                write_json(mdir / MODEL_WORK, work)
+            with blamed(f"{kind} '{owner.name}'"), torch.no_grad():
+                if settings is None:  # not cacheable: computed every run
+                    run()
+                else:
+                    work[owner.name] = run_cached(lm, ModelStep(owner.name, settings), mdir, run, done,
+                                                  use_cache=not force, owner=owner)
+                    write_json(mdir / MODEL_WORK, work)
         except UserError as e:
             failures.extend(failed(f"{spec.name} / {label}", [f"model '{spec.name}', {label}: {line}" for line in e.lines]))
     return failures
@@ -275,7 +287,8 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
                 failures += _failed(name, task.name, ev.label, UserError(f"forgetting its stale artifacts failed: {e}"))
                 continue
         try:
-            ev.prepare(ctx)
+            with blamed(f"evidence pass '{ev.name}'"), torch.no_grad():
+                ev.prepare(ctx)
             passes.append(ev)
         except UserError as e:
             failures += _failed(name, task.name, ev.label, e)
@@ -283,7 +296,8 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
         if ev.done(task_dir):
             continue
         try:
-            ev.run(ctx)
+            with blamed(f"evidence pass '{ev.name}'"), torch.no_grad():
+                ev.run(ctx)
         except UserError as e:
             failures += _failed(name, task.name, ev.label, e)
     if scores is not None:

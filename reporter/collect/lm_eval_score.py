@@ -27,6 +27,7 @@ from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
 from ..tasks.lm_eval_source import FEWSHOT_SEED, Resolved, lm_eval_version
 from .collectors import CollectorPlugin, TaskContext, enabled_collectors
+from .failures import blamed
 from .lm_eval_majority import generated_share, majority_generated, majority_option, option_share
 from .lm_eval_run import RESPONSES, LeafPlan, configure
 
@@ -145,7 +146,8 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
             if here is not None:
                 summary["majority"]["evaluated"] = here  # the same answer on the evaluated documents
     for p in plugins:
-        merge_fields(summary, p.finish_task(ctx, samples), f"collector '{p.label or p.name}'")
+        with blamed(f"collector '{p.name}'"):
+            merge_fields(summary, p.finish_task(ctx, samples), f"collector '{p.label or p.name}'")
     if spent is not None:
         summary["seconds"] = round(spent + time.perf_counter() - t0, 3)
     check_before_writing(summary, "summary", f"task '{lp.config.name}'")

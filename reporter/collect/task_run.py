@@ -40,7 +40,7 @@ from ..store.checked import check_before_writing, document_ok, merge_fields
 from ..store.layout import SAMPLES, SUMMARY
 from ..store.samples import append_samples, read_samples
 from .collectors import BatchContext, CollectorPlugin, TaskContext, enabled_collectors
-from .failures import log
+from .failures import blamed, log
 from .plan import TaskPlan
 
 
@@ -257,7 +257,8 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
     if fallback:
         summary["collection_fallback"] = fallback
     for p in plugins:
-        merge_fields(summary, p.finish_task(ctx, samples), f"collector '{p.label or p.name}'")
+        with blamed(f"collector '{p.name}'"):
+            merge_fields(summary, p.finish_task(ctx, samples), f"collector '{p.label or p.name}'")
     if plan.task.summarize is not None:
         merge_fields(summary, plan.task.summarize([r["response"] for r in recs], plan.items),
                      f"task '{plan.task.name}': its summarize")

@@ -219,6 +219,39 @@ def _task_for_hash(t: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def plugin_code() -> dict[str, str]:
+    """Each plugin source file that counts in the code version, by its sha256 (``reporter/run/pipeline.py`` names
+    the changed ones when a resume is refused for its code).
+
+    >>> isinstance(plugin_code(), dict)
+    True
+    """
+    return {f: file_sha256(f) or "unreadable" for f in plugin_sources()}
+
+
+def code_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What of the code that measures differs between two manifests, in words: the plugin files whose content
+    changed, came or went, and whether reporter's own code did.
+
+    >>> code_changes({"reporter_code": "r", "plugin_code": {"/p/a.py": "1"}},
+    ...              {"reporter_code": "r", "plugin_code": {"/p/a.py": "2", "/p/b.py": "3"}})
+    'changed: /p/a.py; new: /p/b.py'
+    >>> code_changes({"reporter_code": "r", "plugin_code": {}}, {"reporter_code": "s", "plugin_code": {}})
+    "reporter's own code"
+    """
+    before, now = old.get("plugin_code"), new.get("plugin_code")
+    if not isinstance(before, dict) or not isinstance(now, dict):
+        return ""
+    parts = ["reporter's own code"] if old.get("reporter_code") != new.get("reporter_code") else []
+    if changed := [f for f in now if f in before and before[f] != now[f]]:
+        parts.append("changed: " + ", ".join(changed))
+    if added := [f for f in now if f not in before]:
+        parts.append("new: " + ", ".join(added))
+    if gone := [f for f in before if f not in now]:
+        parts.append("no longer loaded: " + ", ".join(gone))
+    return "; ".join(parts)
+
+
 def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:
     """The manifest of a run: versions, machine, seed, resolved configuration and its hash, and the digest of
     the code that measures (``code_version``: reporter's, and every plugin's that can measure, with the helpers it
@@ -247,6 +280,8 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
         "resolved": resolved,
         "config_hash": config_hash(resolved),
         "code_version": code_version(*plugin_sources()),
+        "reporter_code": code_version(),
+        "plugin_code": plugin_code(),
     }
 
 

@@ -24,7 +24,7 @@ from ..store.layout import RunDir, legacy_slug, slugify
 from ..store.lock import run_lock
 from .data_check import check_user_data
 from .executors import get_executor
-from .manifest import build_manifest, collection_record, config_changes, model_work_record, resume_keys
+from .manifest import build_manifest, code_changes, collection_record, config_changes, model_work_record, resume_keys
 from .reuse import merged_keys, recorded_keys, shared_changes, take_what_holds
 
 
@@ -87,6 +87,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             + "); choose another -o/--output or pass --force")
         if old and old.get("code_version") != manifest["code_version"] and not force:
             made = (f"code {str(old['code_version'])[:12]}, this is {manifest['code_version'][:12]}"
+                    + (f"; {what}" if (what := code_changes(old, manifest)) else "")
                     if old.get("code_version") else "before runs recorded their code version")
             raise UserError(f"{rd.root}: holds a run made by another version of reporter's code or of its plugins' "
                             f"({made}); resuming "
