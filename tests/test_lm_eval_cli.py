@@ -525,3 +525,26 @@ def test_a_hub_dataset_lm_eval_cannot_reach_is_one_line_not_its_traceback(env, l
     assert len(errors) == 1 and errors[0].startswith("error: lm-eval could not load a task's data: Couldn't reach "
                                                      "'allenai/winogrande' on the Hub"), r.output
     assert errors[0].endswith("--include_path packaged")
+
+
+def test_a_group_taken_off_and_listed_again_gets_its_aggregate_back(lm_eval_run, tmp_path):
+    """``--tasks arc_challenge`` into the shared run removed the MMLU group's aggregate (its documents leave with
+    it); the full command afterwards said "already complete" and wrote a card with no group row: a model counted as
+    done without the aggregate of a group it lists. It is scored again from the leaves' answers, measuring nothing."""
+    from tests.conftest import copy_run, lm_eval_env
+
+    run, root = lm_eval_run["run"], lm_eval_run["root"]
+    copy = copy_run(run, tmp_path / "run")
+    groups = copy / "models" / "Llama-chat" / "lm_eval_groups.json"
+    leaf = copy / "models" / "Llama-chat" / "tasks" / "mmlu_anatomy" / "samples.jsonl"
+    stamp, want = leaf.stat().st_mtime_ns, json.loads(groups.read_text())
+    with lm_eval_env(root):
+        r = _cli("run", str(root / "models.yaml"), "-o", str(copy), "--no-progress", "--no-render",
+                 "--tasks", "arc_challenge")
+        assert r.exit_code == 0 and not groups.exists(), r.output
+        r = _cli("run", str(root / "models.yaml"), "-o", str(copy), "--no-progress", "--no-render")
+    assert r.exit_code == 0, r.output
+    assert json.loads(groups.read_text())["mmlu_mini"]["metrics"] == want["mmlu_mini"]["metrics"]
+    assert leaf.stat().st_mtime_ns == stamp
+    model = json.loads((copy / "results.json").read_text())["models"]["Llama chat"]
+    assert model["lm_eval_groups"]["mmlu_mini"]["metrics"] == want["mmlu_mini"]["metrics"]

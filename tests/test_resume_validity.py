@@ -943,7 +943,11 @@ def test_what_a_resume_compares_is_split_by_what_it_decides():
     for shared in ({"config": {"seed": 2}}, {"config": {"device": "cpu"}}, {"profile": {"mui": {"top_ratio": 0.1}}}):
         assert keys(**shared)["shared"] != base["shared"], shared
     assert keys(profile={"tasks": [{"name": "arc_easy", "limit": 4}]})["shared"] == base["shared"]
+    # where lm-eval tasks are found: each lm-eval task's entry counts its documents (adding one needs the include)
+    assert keys(profile={"lm_eval_include": ["packaged"], "name": "p (1 of its 2 tasks)"})["shared"] == base["shared"]
     assert keys(model={"release": "1.1"}) == base  # a label
+    assert keys(model={"num_cpus": 4, "num_gpus": 1}) == base  # what a Ray task asks of the cluster
+    assert keys(model={"max_batch_size": 4})["models"]["m"] != base["models"]["m"]  # the batches' shapes
     assert keys(model={"random": {"layers": 2}})["models"]["m"] != base["models"]["m"]
 
 

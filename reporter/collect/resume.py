@@ -59,7 +59,23 @@ def model_done(rd: RunDir, spec: ModelSpec, profile: Profile, seed: int) -> bool
         return False
     if not all(p.done(mdir) for p in evidence_passes(profile, spec, "model")):
         return False
+    if not _groups_scored(mdir, profile):
+        return False
     return all(task_done(profile, spec, t, rd.task_dir(spec.slug, t.name), seed) for t in profile.tasks)
+
+
+def _groups_scored(mdir: Path, profile: Profile) -> bool:
+    """Whether every lm-eval group the profile lists has its aggregate in the model's ``lm_eval_groups.json`` (one
+    taken off the list and listed again is scored again from its leaves' answers, as a fresh run scores it).
+    """
+    groups = {t.lm_eval_group for t in profile.tasks if t.lm_eval_group}
+    if not groups:
+        return True
+    try:
+        scored = read_json(mdir / "lm_eval_groups.json") or {}
+    except UserError:
+        return False
+    return isinstance(scored, dict) and groups <= set(scored)
 
 
 def other_precision(spec: ModelSpec, cfg: RunConfig, index: int, mdir: Path, loaded: Any = None) -> str | None:

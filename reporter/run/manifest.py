@@ -60,7 +60,9 @@ PLACE_FIELDS = ("profile", "output", "executor", "address")
 
 def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     """What a resume compares, in three parts: ``shared``, a hash of what decides every model's results (the seed,
-    the run's device and dtype, the profile's settings but its task list and its labels), and a hash per model entry
+    the run's device and dtype, the profile's settings but its task list, its labels and where its lm-eval tasks are
+    found, which each lm-eval task's entry counts by its documents), and a hash per model entry (less what it asks of a
+    Ray cluster)
     and per task entry, each counted as :func:`config_hash` counts it and keyed by the directory its artifacts go to
     (the name's slug: "a b" and "a-b" share one). Where ``shared`` is the same, a resume may take another list of
     models or tasks (:mod:`reporter.run.reuse`).
@@ -75,14 +77,17 @@ def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     """
     config = {k: v for k, v in resolved["config"].items() if k not in PLACE_FIELDS + ("models",)}
     profile = {k: v for k, v in _profile_for_hash(resolved["profile"]).items()
-               if k not in ("tasks", "models") + PROFILE_LABELS}
+               if k not in ("tasks", "models", "lm_eval_include") + PROFILE_LABELS}
     models = resolved["config"].get("models") or []
     tasks = resolved["profile"].get("tasks") or []
     return {"shared": _digest({"config": config, "profile": profile}),
-            "models": {slugify(m["name"]): _digest(_model_for_hash(m)) for m in models},
+            "models": {slugify(m["name"]): _digest({k: v for k, v in _model_for_hash(m).items() if k not in SCHEDULING})
+                       for m in models},
             "tasks": {slugify(t["name"]): _digest(_task_for_hash(t)) for t in tasks}}
 
 
+#: model fields that only say what a Ray task asks of the cluster: a model's results do not depend on them
+SCHEDULING = ("num_cpus", "num_gpus")
 #: profile fields that only name and describe it (``--tasks`` and ``--limit`` rename a profile): never a result
 PROFILE_LABELS = ("name", "description", "notes")
 

@@ -30,7 +30,7 @@ from ..config import Profile, RunConfig
 from ..errors import UserError
 from ..plugin_code import plugin_sources
 from ..store.atomic import read_json, write_json
-from ..store.layout import RunDir, slugify
+from ..store.layout import MODEL_WORK, RunDir, slugify
 from .manifest import PLACE_FIELDS, PROFILE_LABELS, config_changes, resume_keys
 
 __all__ = ["changed_entries", "earlier_unfinished", "merged_keys", "recorded_keys", "shared_changes", "take_what_holds"]
@@ -73,7 +73,7 @@ def shared_changes(old_resolved: Any, new_resolved: dict[str, Any]) -> list[str]
             return r
         return {"config": {k: v for k, v in (r.get("config") or {}).items() if k not in PLACE_FIELDS + ("models",)},
                 "profile": {k: v for k, v in (r.get("profile") or {}).items()
-                            if k not in ("tasks", "models") + PROFILE_LABELS}}
+                            if k not in ("tasks", "models", "lm_eval_include") + PROFILE_LABELS}}
     return config_changes(strip(old_resolved), strip(new_resolved))
 
 
@@ -151,6 +151,7 @@ def _forget_what_the_tasks_do_not_give(mdir: Path, spec: Any, profile: Profile) 
     if not mdir.is_dir():
         return
     running = {p.name for p in evidence_passes(profile, spec, "model")}
+    forgotten = []
     for _, p in EVIDENCE.items():
         if p.scope == "model" and p.name not in running:
             try:
@@ -158,6 +159,13 @@ def _forget_what_the_tasks_do_not_give(mdir: Path, spec: Any, profile: Profile) 
             except OSError as e:
                 raise UserError(f"{mdir}: a document of '{p.name}', which this run does not measure, cannot be "
                                 f"removed ({e.strerror}); make it writable, or choose another -o/--output") from None
+            forgotten.append(p.name)
+    try:  # the record of where each model-only step came from: a step whose files are gone is not "computed"
+        work = read_json(mdir / MODEL_WORK, None) if (mdir / MODEL_WORK).is_file() else None
+    except UserError:
+        work = None  # damaged: the job starts it again
+    if isinstance(work, dict) and set(forgotten) & set(work):
+        write_json(mdir / MODEL_WORK, {k: v for k, v in work.items() if k not in forgotten})
     groups = read_json(mdir / GROUPS, None) if (mdir / GROUPS).is_file() else None
     if isinstance(groups, dict):
         listed = {t.lm_eval_group for t in profile.tasks if t.lm_eval_group}
