@@ -218,10 +218,15 @@ def test_a_plugins_settings_are_checked_with_one_line_each(scaled_plugin):
         "p.yaml: plugins.toy_scaled.layers: 'first' is not valid; use one of all, last",
         "p.yaml: plugins.toy_scaled.skip: item 1 must be an integer, got 'a'",
         "p.yaml: plugins.toy_scalde: unknown plugin 'toy_scalde' (did you mean 'toy_scaled'?); plugins with settings: "
-        "toy_scaled",
+        "toy_scaled (a plugin of your own is loaded before the command: reporter --plugin FILE run …)",
     ]
     with pytest.raises(ConfigError, match=r"p.yaml: plugins: must be a mapping of plugin name to its settings"):
         Profile.from_dict({"tasks": ["arc_easy"], "plugins": ["toy_scaled"]}, "p.yaml")
+    # a profile naming a plugin the command did not load (no --plugin): where the --plugin goes
+    with pytest.raises(ConfigError) as e:
+        Profile.from_dict({"tasks": ["arc_easy"], "plugins": {"resid_norm": {}}}, "p.yaml")
+    assert e.value.lines[0].startswith("p.yaml: plugins.resid_norm: unknown plugin 'resid_norm'")
+    assert e.value.lines[0].endswith("(a plugin of your own is loaded before the command: reporter --plugin FILE run …)")
 
 
 def test_a_plugin_module_given_on_the_command_line_registers_its_plugins(tmp_path):

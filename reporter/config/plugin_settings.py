@@ -29,8 +29,9 @@ def parse_plugins(p: Problems, raw: Any, recorded: bool) -> dict[str, Any]:
     for name, value in raw.items():
         key = f"plugins.{name}"
         if name not in declared:
-            p.add(key, unknown_name("plugin", str(name), declared, listing="plugins with settings")
-                  if declared else f"unknown plugin '{name}'; no plugin with settings is installed")
+            p.add(key, (unknown_name("plugin", str(name), declared, listing="plugins with settings")
+                        if declared else f"unknown plugin '{name}'; no plugin with settings is installed")
+                  + " (a plugin of your own is loaded before the command: reporter --plugin FILE run …)")
             continue
         parsed = parse_settings(p, key, value if value is not None else {}, declared[name])
         if parsed is not None:
