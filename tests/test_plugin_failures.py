@@ -257,6 +257,7 @@ def test_a_sections_broken_template_is_one_line_naming_it(files):
     errors = _errors(r)
     assert r.exit_code == 2 and len(errors) == 1, r.output
     assert errors[0].startswith("error: card section 'pf_bad': its template fails (TemplateSyntaxError:"), errors
+    assert errors[0].endswith(f"fix or remove what registers it (--plugin {root / 'pf_plugin.py'})"), errors
 
 
 SOURCE_PLUGIN = textwrap.dedent('''

@@ -22,7 +22,7 @@ from .charts import chart_specs, print_specs
 from .data import load_card
 from .formats import DEFAULT_FORMATS, FORMATS
 from .model_index import model_index
-from .sections import ordered_sections
+from .sections import SECTIONS, ordered_sections
 from .vega import javascript_bundle, svg_data_uri
 
 
@@ -97,8 +97,8 @@ def _render_page(page: Any, **context: Any) -> str:
         if section is None:
             raise
         raise UserError(f"card section '{section}': its template fails ({type(e).__name__}: "
-                        f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no message'}); fix or remove the "
-                        "plugin that registers it") from None
+                        f"{str(e).strip().splitlines()[0] if str(e).strip() else 'no message'}); fix or remove what "
+                        f"registers it ({SECTIONS.origin(section)})") from None
 
 
 def failing_section(e: BaseException) -> str | None:
