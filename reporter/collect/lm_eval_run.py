@@ -42,6 +42,7 @@ from ..config import Profile, TaskConfig
 from ..instrument.gather import head_output_is_logits
 from ..models.generation import Generation
 from ..store.atomic import json_ok, read_json, write_json
+from ..store.layout import LM_EVAL_GROUPS
 from ..tasks import Task, content_sha256
 from ..tasks.lm_eval_source import FEWSHOT_SEED, Resolved, include_dirs, lm_eval_version, resolve, select_docs
 from .collectors import BatchContext, CollectorPlugin, OptionPasses, TaskContext, enabled_collectors
@@ -52,7 +53,7 @@ from .task_run import _collect, collection_choice, task_complete
 #: every answer of one leaf task, kept after it finishes
 RESPONSES = "lm_eval_responses.json"
 #: lm-eval's group results of one model (its directory)
-GROUPS = "lm_eval_groups.json"
+GROUPS = LM_EVAL_GROUPS
 #: the request types whose items are scored from log-likelihoods
 LOGLIKELIHOOD_TYPES = ("multiple_choice", "loglikelihood")
 

@@ -20,7 +20,7 @@ from ..models.identity import source_identity
 from ..models.loading import resolve_device, resolve_dtype
 from ..store.atomic import read_json
 from ..store.checked import document_ok
-from ..store.layout import ERROR, MODEL_META, MODEL_WORK, SMOKE, SUMMARY, RunDir
+from ..store.layout import ERROR, LM_EVAL_GROUPS, MODEL_META, MODEL_WORK, SMOKE, SUMMARY, RunDir
 from .collectors import enabled_collectors
 from .evidence import EvidencePass, evidence_passes
 from .failures import log
@@ -72,7 +72,7 @@ def _groups_scored(mdir: Path, profile: Profile) -> bool:
     if not groups:
         return True
     try:
-        scored = read_json(mdir / "lm_eval_groups.json") or {}
+        scored = read_json(mdir / LM_EVAL_GROUPS) or {}
     except UserError:
         return False
     return isinstance(scored, dict) and groups <= set(scored)

@@ -59,13 +59,11 @@ PLACE_FIELDS = ("profile", "output", "executor", "address")
 
 
 def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
-    """What a resume compares, in three parts: ``shared``, a hash of what decides every model's results (the seed,
-    the run's device and dtype, the profile's settings but its task list, its labels and where its lm-eval tasks are
-    found, which each lm-eval task's entry counts by its documents), and a hash per model entry (less what it asks of a
-    Ray cluster)
-    and per task entry, each counted as :func:`config_hash` counts it and keyed by the directory its artifacts go to
-    (the name's slug: "a b" and "a-b" share one). Where ``shared`` is the same, a resume may take another list of
-    models or tasks (:mod:`reporter.run.reuse`).
+    """What a resume compares, in three parts: ``shared``, a hash of what decides every model's results
+    (:func:`shared_part`), and a hash per model entry (less what it asks of a Ray cluster) and per task entry, each
+    counted as :func:`config_hash` counts it and keyed by the directory its artifacts go to (the name's slug: "a b"
+    and "a-b" share one). Where ``shared`` is the same, a resume may take another list of models or tasks
+    (:mod:`reporter.run.reuse`).
 
     >>> a = {"config": {"seed": 1, "executor": "local", "models": [{"name": "x", "source": "random:llama"}]},
     ...      "profile": {"tasks": [{"name": "arc_easy", "limit": 3}], "smoke_texts": 2}}
@@ -75,15 +73,28 @@ def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     >>> ka["shared"] == kb["shared"], sorted(ka["models"]), ka["tasks"]["arc_easy"] == kb["tasks"]["arc_easy"]
     (True, ['x'], False)
     """
-    config = {k: v for k, v in resolved["config"].items() if k not in PLACE_FIELDS + ("models",)}
-    profile = {k: v for k, v in _profile_for_hash(resolved["profile"]).items()
-               if k not in ("tasks", "models", "lm_eval_include") + PROFILE_LABELS}
     models = resolved["config"].get("models") or []
     tasks = resolved["profile"].get("tasks") or []
-    return {"shared": _digest({"config": config, "profile": profile}),
+    shared = shared_part({"config": resolved["config"], "profile": _profile_for_hash(resolved["profile"])})
+    return {"shared": _digest(shared),
             "models": {slugify(m["name"]): _digest({k: v for k, v in _model_for_hash(m).items() if k not in SCHEDULING})
                        for m in models},
             "tasks": {slugify(t["name"]): _digest(_task_for_hash(t)) for t in tasks}}
+
+
+def shared_part(resolved: Any) -> Any:
+    """What of a resolved configuration every model's results depend on: the run settings but where the run is
+    written and carried out, and the profile but its task list, its labels and where its lm-eval tasks are found
+    (each lm-eval task's entry counts its own documents). Anything but a mapping is returned as it is.
+
+    >>> shared_part({"config": {"seed": 1, "output": "a", "models": []}, "profile": {"name": "p", "smoke_texts": 2}})
+    {'config': {'seed': 1}, 'profile': {'smoke_texts': 2}}
+    """
+    if not isinstance(resolved, dict):
+        return resolved
+    return {"config": {k: v for k, v in (resolved.get("config") or {}).items() if k not in PLACE_FIELDS + ("models",)},
+            "profile": {k: v for k, v in (resolved.get("profile") or {}).items()
+                        if k not in ("tasks", "models", "lm_eval_include") + PROFILE_LABELS}}
 
 
 #: model fields that only say what a Ray task asks of the cluster: a model's results do not depend on them

@@ -24,14 +24,13 @@ from typing import Any
 
 from ..collect.evidence import EVIDENCE, evidence_passes
 from ..collect.failures import log
-from ..collect.lm_eval_run import GROUPS
 from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
 from ..errors import UserError
 from ..plugin_code import plugin_sources
 from ..store.atomic import read_json, write_json
-from ..store.layout import MODEL_WORK, RunDir, slugify
-from .manifest import PLACE_FIELDS, PROFILE_LABELS, config_changes, resume_keys
+from ..store.layout import LM_EVAL_GROUPS, MODEL_WORK, RunDir, slugify
+from .manifest import config_changes, resume_keys, shared_part
 
 __all__ = ["changed_entries", "earlier_unfinished", "merged_keys", "recorded_keys", "shared_changes", "take_what_holds"]
 
@@ -68,13 +67,7 @@ def shared_changes(old_resolved: Any, new_resolved: dict[str, Any]) -> list[str]
     >>> shared_changes(a, {"config": {"seed": 2, "models": []}, "profile": {"name": "p (1 of its 2 tasks)", "tasks": []}})
     ['config.seed: 1 → 2']
     """
-    def strip(r: Any) -> Any:
-        if not isinstance(r, dict):
-            return r
-        return {"config": {k: v for k, v in (r.get("config") or {}).items() if k not in PLACE_FIELDS + ("models",)},
-                "profile": {k: v for k, v in (r.get("profile") or {}).items()
-                            if k not in ("tasks", "models", "lm_eval_include") + PROFILE_LABELS}}
-    return config_changes(strip(old_resolved), strip(new_resolved))
+    return config_changes(shared_part(old_resolved), shared_part(new_resolved))
 
 
 def changed_entries(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -166,15 +159,15 @@ def _forget_what_the_tasks_do_not_give(mdir: Path, spec: Any, profile: Profile) 
         work = None  # damaged: the job starts it again
     if isinstance(work, dict) and set(forgotten) & set(work):
         write_json(mdir / MODEL_WORK, {k: v for k, v in work.items() if k not in forgotten})
-    groups = read_json(mdir / GROUPS, None) if (mdir / GROUPS).is_file() else None
+    groups = read_json(mdir / LM_EVAL_GROUPS, None) if (mdir / LM_EVAL_GROUPS).is_file() else None
     if isinstance(groups, dict):
         listed = {t.lm_eval_group for t in profile.tasks if t.lm_eval_group}
         if set(groups) - listed:
             kept = {g: v for g, v in groups.items() if g in listed}
             if kept:
-                write_json(mdir / GROUPS, kept)
+                write_json(mdir / LM_EVAL_GROUPS, kept)
             else:
-                _remove(mdir / GROUPS)
+                _remove(mdir / LM_EVAL_GROUPS)
 
 
 def _by_slug(entries: Any) -> dict[str, dict[str, Any]]:
@@ -229,9 +222,9 @@ def earlier_unfinished(cfg: RunConfig, profile: Profile, out_dir: Path) -> str |
     shared settings, the same code that measures); None otherwise. The default directory is a new one each day, so
     a run interrupted or failed yesterday is not resumed by today's rerun of the same command; the line says how.
     """
-    if out_dir.exists() or len(out_dir.name) <= len("2026-12-07"):
+    if out_dir.exists() or len(out_dir.name) <= len("YYYY-MM-DD"):
         return None
-    prefix = out_dir.name[:-len("2026-12-07")]
+    prefix = out_dir.name[:-len("YYYY-MM-DD")]
     earlier = sorted((d for d in out_dir.parent.glob(prefix + _DATE) if d.is_dir()), reverse=True)
     if not earlier:
         return None

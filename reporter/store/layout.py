@@ -52,6 +52,8 @@ SMOKE = "smoke.json"
 LPP = "lpp.json"
 REFERENCE_LOGPROBS = "reference_logprobs.npz"
 REFERENCE_VERBATIM = "reference_verbatim.json"
+#: lm-eval's aggregate of each group a model ran, by group name
+LM_EVAL_GROUPS = "lm_eval_groups.json"
 
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
