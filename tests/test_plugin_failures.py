@@ -103,6 +103,7 @@ PLUGIN = textwrap.dedent('''
         @register_evidence
         class Probe(EvidencePass):
             name, label, artifact, contamination = "pf_probe", "probe pass", "pf_probe.json", False
+            scope = os.environ.get("PF_SCOPE", "task")
             def run(self, ctx):
                 if os.environ["PF_EVIDENCE"] == "raise":
                     raise KeyError("oops")
@@ -230,13 +231,42 @@ def test_a_collector_cannot_rewrite_the_score_or_write_nan(files, mode, want):
 @pytest.mark.parametrize("env, want", [
     ({"PF_MODE": "raise"}, "error: model 'A', task 'arc_easy', collector 'pf_metric': failed with ZeroDivisionError: "
                            "division by zero"),
-    ({"PF_EVIDENCE": "raise"}, "error: model 'A', evidence pass 'pf_probe': failed with KeyError: 'oops'"),
+    ({"PF_EVIDENCE": "raise"}, "error: model 'A', task 'arc_easy', evidence pass 'pf_probe': failed with KeyError: "
+                               "'oops'"),
+    ({"PF_EVIDENCE": "raise", "PF_SCOPE": "model"}, "error: model 'A', evidence pass 'pf_probe': failed with "
+                                                    "KeyError: 'oops'"),
 ])
 def test_an_unexpected_exception_in_a_plugin_names_the_plugin(files, env, want):
     """A collector's ``finish_task`` or an evidence pass that raised something other than a UserError gave "model 'A',
     task 'arc_easy': failed with ZeroDivisionError…", naming no plugin; the line now names the one that raised."""
     errors = _errors(_run(files("arc_easy"), "--no-render", env=env))
     assert any(e.startswith(want) for e in errors), errors
+
+
+@pytest.mark.parametrize("scope", ["task", "model"])
+def test_an_evidence_pass_that_raises_fails_alone_and_runs_again_on_the_rerun(files, scope):
+    """An evidence pass that raised something other than a UserError failed the whole model: its tasks' scores, already
+    measured, were off the card as a failed model's, and a model-scope pass (before the tasks) kept every task from
+    running. It is now that pass's failure alone: its line names it and where the traceback is, the model's tasks
+    are measured and on the card, and the rerun, the bug fixed, measures the pass and drops the traceback."""
+    root = files("arc_easy")
+    r = _run(root, "--no-render", env={"PF_EVIDENCE": "raise", "PF_SCOPE": scope})
+    mdir = root / "run" / "models" / "A"
+    where = mdir / "tasks" / "arc_easy" if scope == "task" else mdir
+    trace = where / "errors" / "pf_probe.json"
+    errors = [e for e in _errors(r) if "pf_probe" in e]
+    tail = f"{trace.relative_to(root / 'run').as_posix()})"  # the run directory's path is shortened in the line
+    assert r.exit_code == 2 and len(errors) == 1 and "(the traceback is in " in errors[0], errors
+    assert errors[0].endswith(tail), errors
+    assert "KeyError: 'oops'" in json.loads(trace.read_text())["traceback"]
+    assert not (mdir / "error.json").exists()
+    results = json.loads((root / "run" / "results.json").read_text())["models"]["A"]
+    assert results["status"] != "failed" and results["tasks"]["arc_easy"]["n"] == 2
+    assert "errors" not in results  # the traceback is no document of the model's results
+    r = _run(root, "--no-render", env={"PF_EVIDENCE": "grad", "PF_SCOPE": scope})
+    assert r.exit_code == 0, r.output
+    assert (where / "pf_probe.json").is_file() and not trace.exists() and not trace.parent.exists()
+    assert "already complete" not in r.stderr
 
 
 def test_an_evidence_pass_runs_without_autograd(files):
@@ -384,3 +414,28 @@ def test_a_plugin_tasks_two_items_under_one_id_fail_that_task_alone_naming_the_i
                              "by it)")
     res = json.loads((root / "run" / "results.json").read_text())
     assert set(res["models"]["A"]["tasks"]) == {"arc_easy"}  # the other task ran
+
+
+def test_a_built_in_evidence_pass_that_raises_is_named_on_the_card_where_its_test_is_missing(files, monkeypatch):
+    """A built-in pass that raised left its test "not measured" with the reason "no option_order.json for this task",
+    which sends a reader looking for a file; the reason now says which pass failed, how, and where its traceback is,
+    and the other tests of the task were still measured."""
+    from reporter.collect.option_order import OptionOrderPass
+
+    def boom(self, ctx):
+        raise ValueError("the option-order pass broke")
+
+    monkeypatch.setattr(OptionOrderPass, "run", boom)
+    root = files("arc_easy")
+    (root / "profile.yaml").write_text(
+        "lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {untrained: true, verbatim_items: 0, "
+        "reference_texts: 0, order_items: 3, order_permutations: 1, split_items: 0}\n"
+        "tasks:\n  - {name: arc_easy, limit: 4, max_new_tokens: 2}\n")
+    r = _run(root, "--no-render")
+    assert r.exit_code == 2 and any("evidence pass 'option_order': failed with ValueError" in e for e in _errors(r))
+    results = json.loads((root / "run" / "results.json").read_text())
+    assert results["models"]["A"]["tasks"]["arc_easy"]["n"] == 4
+    [row] = [row for row in results["analysis"]["contamination"] if row["model"] == "A" and row["task"] == "arc_easy"]
+    assert row["signals"]["option_order"]["reason"] == (
+        "its pass 'option_order' failed with ValueError: the option-order pass broke (the traceback is in "
+        "models/A/tasks/arc_easy/errors/option_order.json); rerun `reporter run` to measure it")

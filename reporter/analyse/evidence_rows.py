@@ -28,6 +28,7 @@ from ..store.layout import (
     REFERENCE_LOGPROBS,
     REFERENCE_VERBATIM,
     SPLIT_REFERENCE,
+    STEP_ERRORS,
     VERBATIM,
     RunDir,
 )
@@ -41,6 +42,10 @@ from .order_null import order_null_for
 from .signals import SignalResult, min_k_signal, option_order_signal, split_signal, verbatim_signal
 
 __all__ = ["contamination_rows", "min_k_from_artifacts"]
+
+#: per signal, the evidence passes it reads: (task scope?, pass name); a pass that raised left its traceback there
+_PASSES = {"option_order": ((True, "option_order"),), "split_min_k": ((True, "split_reference"),),
+           "verbatim": ((True, "verbatim"), (False, "reference")), "min_k": ((False, "reference"),)}
 
 
 def min_k_from_artifacts(task_dir: Path, ref_path: Path, baseline: bool = False) -> SignalResult:
@@ -61,6 +66,26 @@ def min_k_from_artifacts(task_dir: Path, ref_path: Path, baseline: bool = False)
     q = [question_logprobs(v["prompt"], v["question_span"]) for v in bench.values()]
     out = min_k_signal(q, [v["prompt"] for v in ref.values()], ids=list(bench))
     out["question_spans_known"] = sum(v["question_span"] is not None for v in bench.values())
+    return out
+
+
+def _crashed(sig: dict, tdir: Path, mdir: Path) -> dict:
+    """``sig`` with an unmeasured signal's reason saying which of its passes failed, and how, where one raised
+    (:func:`reporter.collect.failures.step_crashed` kept its traceback), instead of only the file it lacks.
+    """
+    out = dict(sig)
+    for key, passes in _PASSES.items():
+        s = out.get(key)
+        if not s or s.get("measured"):
+            continue
+        for task_scope, name in passes:
+            path = (tdir if task_scope else mdir) / STEP_ERRORS / f"{name}.json"
+            err = read_json(path) if path.is_file() else None
+            if isinstance(err, dict) and isinstance(err.get("failure"), str):
+                rel = path.relative_to(mdir.parent.parent).as_posix()  # models/<slug>/...
+                out[key] = {**s, "reason": f"its pass '{name}' failed with {err['failure']} (the traceback is in "
+                                           f"{rel}); rerun `reporter run` to measure it"}
+                break
     return out
 
 
@@ -87,6 +112,7 @@ def contamination_rows(results: dict, rd: RunDir, fits: dict) -> list[Contaminat
                 "verbatim": verbatim_signal(read_json(tdir / VERBATIM), ref_verbatim),
                 "law_residual": law_signal(name, task, baseline, fits),
                 "min_k": min_k_from_artifacts(tdir, rd.model_dir(slug) / REFERENCE_LOGPROBS, baseline)})
+            signals[(name, task)] = (baseline, _crashed(signals[(name, task)][1], tdir, rd.model_dir(slug)))
     apply_fdr([sig for _, sig in signals.values()])
     for (_, task), (_, sig) in signals.items():
         for name in POWER_TESTS:

@@ -20,10 +20,10 @@ from ..config import RunConfig
 from ..errors import UserError, environment_error, inside
 from ..installed import cache_root
 from ..store.atomic import write_json
-from ..store.layout import ERROR, RunDir
+from ..store.layout import ERROR, STEP_ERRORS, RunDir
 
-__all__ = ["crashed", "failed", "first_line", "log", "not_the_tasks", "out_of_memory", "stops_every_model", "task_crashed",
-           "writable"]
+__all__ = ["clear_step_error", "crashed", "failed", "first_line", "log", "not_the_tasks", "out_of_memory", "step_crashed", "stops_every_model",
+           "task_crashed", "writable"]
 
 
 def log(msg: str) -> None:
@@ -175,3 +175,33 @@ def task_crashed(model: str, task: str, task_dir: Path, e: BaseException) -> lis
         write_json(task_dir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
     failed(f"{model} / {task}", [line])
     return [line]
+
+
+def step_crashed(who: str, prefix: str, directory: Path, name: str, e: BaseException) -> list[str]:
+    """One evidence pass's or model-only step's unexpected failure: its line (``prefix``: "model 'm', task 't'"),
+    with the traceback kept in ``directory/errors/<name>.json``. It is that step's failure alone: the model's tasks
+    and its other passes were measured, and a rerun measures the step again.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> step_crashed("m / t / probe", "model 'm', task 't', evidence pass 'probe'", d, "probe", KeyError("x"))[0]
+    ... # doctest: +ELLIPSIS
+    "model 'm', task 't', evidence pass 'probe': failed with KeyError: 'x' (the traceback is in .../errors/probe.json)"
+    """
+    import traceback
+
+    path = Path(directory) / STEP_ERRORS / f"{name}.json"
+    line = f"{prefix}: failed with {type(e).__name__}: {first_line(e)} (the traceback is in {path})"
+    with contextlib.suppress(OSError, UserError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"error": line, "failure": f"{type(e).__name__}: {first_line(e)}",
+                          "traceback": "".join(traceback.format_exception(e))})
+    return failed(who, [line])
+
+
+def clear_step_error(directory: Path, name: str) -> None:
+    """Remove the traceback :func:`step_crashed` kept for ``name`` (before the step runs again)."""
+    path = Path(directory) / STEP_ERRORS / f"{name}.json"
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()  # only when it is empty

@@ -40,12 +40,14 @@ from .collectors import enabled_collectors
 from .evidence import EvidenceContext, EvidencePass, evidence_passes, wants_evidence
 from .failures import (
     blamed,
+    clear_step_error,
     crashed,
     failed,
     first_line,
     log,
     not_the_tasks,
     out_of_memory,
+    step_crashed,
     stops_every_model,
     task_crashed,
 )
@@ -204,6 +206,7 @@ def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], ste
         if done():
             continue
         kind = "evidence pass" if isinstance(owner, EvidencePass) else "collector"
+        clear_step_error(mdir, owner.name)
         try:
             with blamed(f"{kind} '{owner.name}'"), torch.no_grad():
                 if settings is None:  # not cacheable: computed every run
@@ -214,6 +217,11 @@ def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], ste
                     write_json(mdir / MODEL_WORK, work)
         except UserError as e:
             failures.extend(failed(f"{spec.name} / {label}", [f"model '{spec.name}', {label}: {line}" for line in e.lines]))
+        except Exception as e:  # a bug in the step (a plugin's): its failure alone, the model's tasks still run
+            if not_the_tasks(e):
+                raise
+            failures += step_crashed(f"{spec.name} / {label}", f"model '{spec.name}', {kind} '{owner.name}'", mdir,
+                                     owner.name, e)
     return failures
 
 
@@ -286,12 +294,15 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
             except Exception as e:  # noqa: BLE001 - a plugin's bug: that pass's failure, the others still run
                 failures += _failed(name, task.name, ev.label, UserError(f"forgetting its stale artifacts failed: {e}"))
                 continue
+        clear_step_error(task_dir, ev.name)
         try:
             with blamed(f"evidence pass '{ev.name}'"), torch.no_grad():
                 ev.prepare(ctx)
             passes.append(ev)
         except UserError as e:
             failures += _failed(name, task.name, ev.label, e)
+        except Exception as e:  # a bug in the pass (a plugin's): its failure alone, the other passes still run
+            failures += _crashed(name, task.name, ev, task_dir, e)
     for ev in passes:
         if ev.done(task_dir):
             continue
@@ -300,6 +311,8 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
                 ev.run(ctx)
         except UserError as e:
             failures += _failed(name, task.name, ev.label, e)
+        except Exception as e:  # a bug in the pass (a plugin's): its failure alone, the other passes still run
+            failures += _crashed(name, task.name, ev, task_dir, e)
     if scores is not None:
         scores.record(task.name, ctx.scores)
     return failures
@@ -361,6 +374,16 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
     for lp in plans:
         failures += _evidence(lm, cfg, profile, lp.config, dirs[lp.config.name], lp.plan, scores)
     return failures
+
+
+def _crashed(model: str, task: str, ev: EvidencePass, task_dir: Path, e: Exception) -> list[str]:
+    """The failure line of one evidence pass of one task that raised unexpectedly; an environment failure or no
+    memory (every pass would meet it) is raised on.
+    """
+    if not_the_tasks(e):
+        raise e
+    return step_crashed(f"{model} / {task} / {ev.label}", f"model '{model}', task '{task}', evidence pass '{ev.name}'",
+                        task_dir, ev.name, e)
 
 
 def _failed(model: str, task: str, label: str, e: UserError) -> list[str]:

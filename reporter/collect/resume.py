@@ -20,7 +20,7 @@ from ..models.identity import source_identity
 from ..models.loading import resolve_device, resolve_dtype
 from ..store.atomic import read_json
 from ..store.checked import document_ok
-from ..store.layout import ERROR, LM_EVAL_GROUPS, MODEL_META, MODEL_WORK, SMOKE, SUMMARY, RunDir
+from ..store.layout import ERROR, LM_EVAL_GROUPS, MODEL_META, MODEL_WORK, SMOKE, STEP_ERRORS, SUMMARY, RunDir
 from .collectors import enabled_collectors
 from .evidence import EvidencePass, evidence_passes
 from .failures import log
@@ -109,7 +109,7 @@ def measured_anything(mdir: Path) -> bool:
     ``model.json`` and ``error.json``.
     """
     try:
-        return any(p.name not in (MODEL_META, ERROR, MODEL_WORK) for p in mdir.iterdir()
+        return any(p.name not in (MODEL_META, ERROR, MODEL_WORK, STEP_ERRORS) for p in mdir.iterdir()
                    if p.is_file() or (p.is_dir() and any(p.rglob("*"))))
     except OSError:
         return False

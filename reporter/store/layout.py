@@ -13,6 +13,8 @@ resumes from them, and results.json can always be rebuilt from them::
     models/<slug>/<name>.json                every other JSON document of a model (smoke.json, lpp.json,
                                              a plugin collector's own) is results.json's models.<name>.<name>
     models/<slug>/error.json                 why the model failed
+    models/<slug>/errors/<step>.json         the traceback of a model-only step or evidence pass that raised (also
+                                             under a task's directory); its failure alone
     models/<slug>/reference_logprobs.npz     token log-probs of non-benchmark text
     models/<slug>/tasks/<task>/samples.jsonl one line per answered item
     models/<slug>/tasks/<task>/parts/        per-batch collector artifacts while the task runs
@@ -48,6 +50,9 @@ MODEL_META = "model.json"
 #: which model-only work (smoke, LPP, the held-out reference) this run computed and which it took from the cache
 MODEL_WORK = "model_work.json"
 ERROR = "error.json"
+#: per model or task directory: ``<pass>.json``, the traceback of an evidence pass or model-only step that raised
+#: unexpectedly (its failure alone: the model's other work ran)
+STEP_ERRORS = "errors"
 SMOKE = "smoke.json"
 LPP = "lpp.json"
 REFERENCE_LOGPROBS = "reference_logprobs.npz"
