@@ -15,11 +15,11 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from .registry import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REGISTRIES, PLUGIN_GROUPS, _load_group
 
-__all__ = ["SHOWING_KINDS", "module_files", "plugin_sources"]
+__all__ = ["ADDITIVE_KINDS", "SHOWING_KINDS", "adds_only", "module_files", "plugin_sources"]
 
 
 def module_files(name: str) -> list[str]:
@@ -211,7 +211,44 @@ def plugin_sources() -> tuple[str, ...]:
     return tuple(sorted({f for m in modules for f in module_files(m)}))
 
 
+#: what a plugin may register and still leave a finished run's measurements as they were: a task (with the scorer it
+#: scores by) is measured on its own; a card section or chart only shows
+ADDITIVE_KINDS = ("task", "scorer", *SHOWING_KINDS)
+
+
+def adds_only(files: Collection[str]) -> bool:
+    """Whether every plugin that brings one of ``files`` (source files a run's code did not have before) registered
+    only entries of :data:`ADDITIVE_KINDS`, so that adding them to a finished run measures the new tasks alone and
+    leaves what was measured as it was. A plugin that registered nothing (imported for what it changes) or anything
+    that measures (a collector, an evidence pass, a model source, an architecture) does not.
+
+    >>> adds_only([])
+    False
+    """
+    wanted = set(files)
+    owners = {m: kinds for m, kinds in _measuring_modules().items() if wanted & set(module_files(m))}
+    if not wanted or not owners or wanted - {f for m in owners for f in module_files(m)}:
+        return False
+    return all(kinds and kinds <= set(ADDITIVE_KINDS) for kinds in owners.values())
+
+
+def _measuring_modules() -> dict[str, set[str]]:
+    """:func:`plugin_sources`' modules, each with the kinds of entry it registered."""
+    out = {m: _kinds(m) for m in _PLUGIN_MODULES if not _shows_only(m)}
+    for group, kind in PLUGIN_GROUPS.items():
+        if group != "reporter.sections":
+            for ep, _obj, error in _load_group(group):
+                if error is None:
+                    out.setdefault(ep.module, _kinds(ep.module)).add(kind)
+    return out
+
+
+def _kinds(module: str) -> set[str]:
+    """The kinds of entry ``module`` registered (a task, a collector …)."""
+    return {r.kind for r in _REGISTRIES for registered in r._modules.values() if registered == module}
+
+
 def _shows_only(module: str) -> bool:
     """Whether ``module`` registered entries, all of them card sections or charts."""
-    kinds = {r.kind for r in _REGISTRIES for registered in r._modules.values() if registered == module}
+    kinds = _kinds(module)
     return bool(kinds) and kinds <= set(SHOWING_KINDS)

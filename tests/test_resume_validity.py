@@ -1117,3 +1117,85 @@ def test_a_models_documents_that_the_task_list_no_longer_gives_leave_with_it(tmp
     (mdir / "model.json").write_text(json.dumps({"name": "m"}))
     assert model_work_record(rd, ["m"], ["arc_easy"]) == {"m": {"smoke": "cached", "arc_easy/option_order": "cached"}}
     assert model_work_record(rd, ["other"], ["arc_easy"]) == {}
+
+
+ADDED_TASK = '''
+from reporter.tasks import Item, Task, register_task
+
+
+@register_task("NAME")
+def _task():
+    return Task(name="NAME", scorer="exact", instruction="Answer.", answer_prefix="Answer:",
+                load=lambda: [Item(f"q{i}", f"Capital {i}?", "Paris") for i in range(3)])  # one is the shot
+'''
+
+ADDED_PASS = '''
+import json
+from reporter.collect.evidence import EvidencePass, register_evidence
+
+
+@register_evidence
+class _Pass(EvidencePass):  # measures every task the run had: no mere addition
+    name, label, artifact, contamination = "NAME_pass", "added pass", "NAME_pass.json", False
+
+    def run(self, ctx):
+        (ctx.directory / self.artifact).write_text(json.dumps({"x": 1}))
+'''
+
+
+@pytest.mark.parametrize("second", ["nothing", "pass"])
+def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forget_tasks, second):
+    """Adding a ``--plugin`` task to a finished run was refused as another version of the plugins' code, so the
+    user measured everything again to add one task. A new plugin file that registers only tasks (scorers, sections)
+    now joins the run: its task is measured, the finished one is not touched. A new file that registers something
+    that measures every task (an evidence pass), or nothing at all (imported for what it changes), is refused as
+    before, and so is a change to a plugin file the run had."""
+    import sys
+
+    from reporter.collect.evidence import EVIDENCE
+
+    name = f"added_{second}"
+    forget_tasks.append(name)
+    (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name))
+    other = tmp_path / "added_other.py"
+    other.write_text(ADDED_PASS.replace("NAME", name) if second == "pass" else "import reporter  # registers nothing\n")
+    models = tmp_path / "models.yaml"
+    models.write_text(f"models:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, hidden: 32, "
+                      f"intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
+    base = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 0, reference_texts: 0, "
+            "order_items: 0, split_items: 0}\ntasks:\n  - {name: arc_easy, limit: 2, max_new_tokens: 2}\n")
+    (tmp_path / "one.yaml").write_text(base)
+    (tmp_path / "two.yaml").write_text(base + f"  - {{name: {name}, max_new_tokens: 2}}\n")
+    out = tmp_path / "run"
+
+    def run(profile, *plugins):
+        args = [a for p in plugins for a in ("--plugin", str(tmp_path / p))]
+        return CliRunner().invoke(main, [*args, "run", str(models), "--profile", str(tmp_path / profile), "-o",
+                                         str(out), "--no-progress", "--no-render"])
+
+    try:
+        assert run("one.yaml").exit_code == 0
+        samples = out / "models" / "rnd" / "tasks" / "arc_easy" / "samples.jsonl"
+        before = (samples.read_bytes(), samples.stat().st_mtime_ns)
+        r = run("two.yaml", "added_task.py")
+        assert r.exit_code == 0, r.output
+        assert f"resuming with the plugin file(s) {tmp_path / 'added_task.py'} added" in r.output
+        assert (samples.read_bytes(), samples.stat().st_mtime_ns) == before  # the finished task: not measured again
+        tasks = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]
+        assert sorted(tasks) == sorted(["arc_easy", name]) and tasks[name]["n"] == 2
+        assert run("two.yaml", "added_task.py").exit_code == 0  # the code it recorded is the code it ran with
+        r = run("two.yaml", "added_task.py", "added_other.py")
+        assert r.exit_code == 2 and f"new: {other}" in r.output and "another version" in r.output, r.output
+        (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name) + "# edited\n")
+        sys.modules.pop("reporter_plugin_added_task", None)
+        forget_tasks.remove(name)
+        from reporter.tasks import TASKS
+        TASKS.remove(name)
+        forget_tasks.append(name)
+        r = run("two.yaml", "added_task.py")
+        assert r.exit_code == 2 and f"changed: {tmp_path / 'added_task.py'}" in r.output, r.output
+    finally:
+        for module in ("reporter_plugin_added_task", "reporter_plugin_added_other"):
+            sys.modules.pop(module, None)
+        if f"{name}_pass" in EVIDENCE.names():
+            EVIDENCE.remove(f"{name}_pass")

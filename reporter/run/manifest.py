@@ -14,7 +14,7 @@ from .. import __version__
 from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
 from ..errors import UserError
-from ..plugin_code import plugin_sources
+from ..plugin_code import adds_only, plugin_sources
 from ..store.atomic import read_json
 from ..store.digest import corpus_for_hash, file_sha256
 from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir, slugify
@@ -266,6 +266,25 @@ def code_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     if gone := [f for f in before if f not in now]:
         parts.append("no longer loaded: " + ", ".join(gone))
     return "; ".join(parts)
+
+
+def added_plugins(old: dict[str, Any], new: dict[str, Any]) -> list[str] | None:
+    """The plugin files ``new`` has beyond ``old``'s code, when that is all that differs and they register only
+    tasks, scorers, sections or charts (:func:`reporter.plugin_code.adds_only`): a finished run then takes them, and
+    measures only their tasks. None otherwise (reporter's code, or a plugin file it had, changed; or a new file
+    measures more than its own tasks), or when the manifests do not record their code by file.
+
+    >>> added_plugins({"reporter_code": "r", "plugin_code": {"/p/a.py": "1"}},
+    ...               {"reporter_code": "r", "plugin_code": {"/p/a.py": "2"}}) is None
+    True
+    """
+    before, now = old.get("plugin_code"), new.get("plugin_code")
+    if not isinstance(before, dict) or not isinstance(now, dict) or old.get("reporter_code") != new.get("reporter_code"):
+        return None
+    if any(now.get(f) != h for f, h in before.items()):
+        return None
+    added = sorted(f for f in now if f not in before)
+    return added if added and adds_only(added) else None
 
 
 def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:

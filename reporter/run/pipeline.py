@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..analyse import fresh_results, write_analysis
+from ..collect.failures import log
 from ..config import Profile, RunConfig, check_sae
 from ..errors import UserError
 from ..installed import make_writable_dir
@@ -24,7 +25,15 @@ from ..store.layout import RunDir, legacy_slug, slugify
 from ..store.lock import run_lock
 from .data_check import check_user_data
 from .executors import get_executor
-from .manifest import build_manifest, code_changes, collection_record, config_changes, model_work_record, resume_keys
+from .manifest import (
+    added_plugins,
+    build_manifest,
+    code_changes,
+    collection_record,
+    config_changes,
+    model_work_record,
+    resume_keys,
+)
 from .reuse import merged_keys, recorded_keys, shared_changes, take_what_holds
 
 
@@ -85,7 +94,11 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             f"{old.get('config_hash')} vs {manifest['config_hash']}"
                             + (f"; changed: {'; '.join(changed)}" if changed else "")
                             + "); choose another -o/--output or pass --force")
-        if old and old.get("code_version") != manifest["code_version"] and not force:
+        if old and old.get("code_version") != manifest["code_version"] and not force \
+                and (added := added_plugins(old, manifest)) is not None:
+            log(f"{rd.root}: resuming with the plugin file(s) {', '.join(added)} added: they register only tasks, "
+                "scorers or card sections, so what was measured stays as it was")
+        elif old and old.get("code_version") != manifest["code_version"] and not force:
             made = (f"code {str(old['code_version'])[:12]}, this is {manifest['code_version'][:12]}"
                     + (f"; {what}" if (what := code_changes(old, manifest)) else "")
                     if old.get("code_version") else "before runs recorded their code version")
