@@ -256,7 +256,8 @@ def models_yaml(rc: dict[int, Path], contaminated: Path) -> dict[str, Any]:
 #: the key paths of results.json that legitimately change between two runs of the same models (glob patterns): the
 #: run's date; every duration; the hash of the models YAML, whose sources are absolute paths into the model cache
 #: (the models' own identity is compared key by key); whether the packaged-model cache converted a model in this run
-VOLATILE = ("run.created", "*.seconds", "*_seconds", "run.config_hash", "models.*.meta.converted_now")
+VOLATILE = ("run.created", "*.seconds", "*_seconds", "run.config_hash", "models.*.meta.converted_now",
+            "models.*.meta.first_measured")
 _CACHE_ROOT = re.compile(r"\S*?/reporter/(showcase|models)/")
 
 

@@ -710,3 +710,37 @@ def test_the_board_warns_where_a_ranked_row_does_not_beat_the_constant_answer_on
     doc = build_board(copies, n_resamples=200, seed=0)
     level = next(r for r in doc["leaderboard"]["references"] if r["kind"] == "majority")["evaluated_score"]
     assert level == pytest.approx(0.25) and not below(doc, level) and doc["cautions"] == []
+
+
+def test_a_version_added_to_an_older_run_takes_its_place_by_its_own_date(runs, tmp_path):
+    """A release's versions without version labels are ordered by date, and a model's date was its run directory's:
+    a third version added later to the first run's directory (a resume) sorted beside the first, and the board
+    compared the versions out of order (1 → 3 → 2). Each model now records when it was first measured there."""
+    import time
+
+    src, root = runs["root"], tmp_path
+    profile = PROFILE.format(limit=10).replace("path: mine.jsonl", f"path: {src / 'mine.jsonl'}")
+
+    def run(name, out, models):
+        (root / f"{name}.profile.yaml").write_text(profile)
+        (root / f"{name}.yaml").write_text(f"profile: {name}.profile.yaml\nseed: 5\nmodels:\n"
+                                           + "".join(f"  - {{name: {m}, source: {src / d}, release: R}}\n"
+                                                     for m, d in models))
+        r = CliRunner().invoke(main, ["run", str(root / f"{name}.yaml"), "-o", str(root / out), "--no-progress",
+                                      "--no-render"])
+        assert r.exit_code == 0, r.output
+
+    run("first", "first", [("R-one", "v1")])
+    time.sleep(1.1)  # the dates are to the second
+    run("second", "second", [("R-two", "v2")])
+    time.sleep(1.1)
+    run("first-again", "first", [("R-one", "v1"), ("R-three", "b1")])  # the first run, resumed with one more
+    meta = {m: json.loads((root / "first" / "models" / m / "model.json").read_text()) for m in ("R-one", "R-three")}
+    assert meta["R-one"]["first_measured"] < meta["R-three"]["first_measured"]  # the resume kept R-one's date
+    r = CliRunner().invoke(main, ["board", str(root / "first"), str(root / "second"), "-o", str(root / "site"),
+                                  "--resamples", "200"])
+    assert r.exit_code == 0, r.output
+    (h,) = json.loads((root / "site" / "board.json").read_text())["history"]
+    assert h["order"].startswith("by run date")
+    assert [v["model"] for v in h["versions"]] == ["R-one", "R-two", "R-three"]
+    assert [(s["from"], s["to"]) for s in h["steps"]] == [("R-one", "R-two"), ("R-two", "R-three")]

@@ -242,7 +242,8 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
             merged[row] = {"status": e.get("status"), "source": e.get("source"),
                            "meta": {**e["meta"], "source_type": e["meta"].get("source_type")}, "tasks": tasks}
             rows[row] = {"model": row, "name": m, "release": e.get("release") or m, "version": e.get("version"),
-                         "runs": [r.label], "run": r.label, "run_dir": r.dir, "created": r.created,
+                         "runs": [r.label], "run": r.label, "run_dir": r.dir,
+                         "created": e["meta"].get("first_measured") or r.created,  # a model added later: its date
                          "slug": slugify(row), "model_slug": e["slug"], "untrained": e["untrained"],
                          "source": e.get("source"), "n_params": e["meta"].get("n_params"), "lpp": e.get("lpp"),
                          "identity": e["meta"].get("identity"),

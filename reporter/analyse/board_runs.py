@@ -28,7 +28,7 @@ from ..store.samples import check_score, holds_task, read_samples
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "contamination_state", "expand_runs",
            "load_runs"]
 
-BOARD_VERSION = 5
+BOARD_VERSION = 6
 #: the LPP numbers a history page follows over versions
 LPP_KEYS = ("entropy_floor", "participation_ratio", "effective_rank")
 #: what identifies MUI settings: a MUI value compares only with one measured the same way on as many items
@@ -241,7 +241,7 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
                         "untrained": is_untrained(e), "lpp": {k: (e.get("lpp") or {}).get(k) for k in LPP_KEYS}
                         if isinstance(e.get("lpp"), dict) else None,
                         "meta": {k: meta.get(k) for k in ("n_params", "model_type", "kind", "dtype", "source_type",
-                                                          "identity")},
+                                                          "identity", "first_measured")},
                         **labels.get(name, {"release": None, "version": None}),
                         "files": _files(rd, slug), "tasks": tasks}
     out = BoardRun(dir=str(path), label=label, digest=digest, created=str(run.get("created") or ""),

@@ -13,6 +13,7 @@ this module knows none of them by name, and asks each of them whether it is done
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import gc
 import math
 import os
@@ -150,7 +151,8 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     failures: list[str] = []
     identity = model_identity(lm)  # by content; the model-only cache keys by it too (hashed once per process)
     other_weights(spec, mdir, identity)  # a hub id's commit: known only now
-    write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta, **({"identity": identity} if identity else {})})
+    write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta, **({"identity": identity} if identity else {}),
+                                   "first_measured": _first_measured(mdir, identity)})
     work = _work_record(mdir)  # model-only work: computed here or taken from the cache
     ctx = EvidenceContext(lm=lm, profile=profile, seed=cfg.seed, directory=mdir)
     collectors = [(p, p.label, p.model_cache_key(profile), partial(p.model_done, profile, mdir),
@@ -187,6 +189,18 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
                    and (("group", t.lm_eval_group) if t.lm_eval_group else ("task", t.name)) == entry]
         failures += _collect_lm_eval(lm, cfg, profile, members, rd, progress, _Scores("refresh" if force else "use", work, mdir))
     return failures
+
+
+def _first_measured(mdir: Path, identity: str | None) -> str:
+    """When the model was first measured in ``mdir``: its ``model.json``'s date where a resume of the same weights
+    finds one, else now (UTC). A model measured again (other weights, a changed entry, ``--force``) has lost its
+    directory, and so its date, before this.
+    """
+    with contextlib.suppress(UserError):
+        old = read_json(mdir / MODEL_META)
+        if isinstance(old, dict) and isinstance(old.get("first_measured"), str) and old.get("identity") == identity:
+            return old["first_measured"]
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _not_finite(spec: ModelSpec, mdir: Path) -> str:

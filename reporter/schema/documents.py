@@ -336,6 +336,10 @@ class ModelMeta(TypedDict, total=False):
     #: its GGUF>``, ``local:<sha256 of its weight, config and tokenizer files>``, ``hub:REPO@<commit>``,
     #: ``random:<sha256 of its recipe>``; absent where the source has none (a plugin's)
     identity: str
+    #: when this model was first measured in this run directory (UTC, ISO 8601): a model added to a run later than
+    #: the run was made has its own date (``reporter board`` orders a release's versions by it); absent in runs made
+    #: before it was recorded
+    first_measured: str
 
 
 class Smoke(TypedDict, total=False):
