@@ -405,15 +405,27 @@ def test_a_local_base_model_without_kind_is_known_to_validate_as_loading_decides
 
 
 def test_a_plugin_tasks_two_items_under_one_id_fail_that_task_alone_naming_the_id(files):
-    """The run failed after generation with "save_neuron_sets: duplicate item ids", naming no id."""
+    """The run failed after generation with "save_neuron_sets: duplicate item ids", naming no id. The task's failure
+    line said "task 'pf_t_twice': task 'pf_t_twice': …", and only the terminal said why: the card called the model
+    partial with the task "missing". The reason is now kept in the task's error.json, results.json's
+    ``task_errors`` and the card's sentence, and a rerun that measures the task drops it."""
+    from reporter.card.data import load_card
+    from reporter.card.warnings import card_warnings
+
     root = files("pf_t_twice", "arc_easy")
     r = _run(root, "--no-render")
     assert r.exit_code == 2
-    assert _errors(r)[0] == ("error: model 'A', task 'pf_t_twice': task 'pf_t_twice': item id 'q0' occurs twice among "
-                             "its 4 items; each item needs its own id (results, compare and coreset.json match items "
-                             "by it)")
+    why = ("item id 'q0' occurs twice among its 4 items; each item needs its own id (results, compare and coreset.json "
+           "match items by it)")
+    assert _errors(r)[0] == f"error: model 'A', task 'pf_t_twice': {why}"
     res = json.loads((root / "run" / "results.json").read_text())
     assert set(res["models"]["A"]["tasks"]) == {"arc_easy"}  # the other task ran
+    assert res["models"]["A"]["task_errors"] == {"pf_t_twice": f"model 'A', task 'pf_t_twice': {why}"}
+    said = [w for _, w in card_warnings(load_card(root / "run")) if w.startswith("A is partial")]
+    assert said == [f"A is partial: pf_t_twice is missing, so it has no mean score (pf_t_twice failed: {why})."]
+    files("arc_easy")  # the task taken off: its failure is no longer the run's
+    assert _run(root, "--no-render").exit_code == 0
+    assert "task_errors" not in json.loads((root / "run" / "results.json").read_text())["models"]["A"]
 
 
 def test_a_built_in_evidence_pass_that_raises_is_named_on_the_card_where_its_test_is_missing(files, monkeypatch):

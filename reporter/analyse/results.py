@@ -112,6 +112,10 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
                     check_score(str(tdir / SUMMARY), summary, scores, SUMMARY_EDITED)
                     per_item.setdefault(m["name"], {})[t.name] = scores
         entry["tasks"] = tasks
+        task_errors = {t.name: why for t in profile.tasks if t.name not in tasks
+                       and isinstance(why := (_record(rd.task_dir(slug, t.name) / ERROR) or {}).get("error"), str)}
+        if task_errors:  # why a listed task is missing: its failure line, as the run printed it
+            entry["task_errors"] = task_errors
         err = read_json(rd.model_dir(slug) / ERROR) if rd.model_dir(slug).is_dir() else None
         err = err or read_json(rd.failure_note(slug))  # its own directory could not be written
         if err is not None:
@@ -141,6 +145,17 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
 
 #: what results.json's run block copies from the manifest, with the types it may have there
 _PROVENANCE = {"created": str, "reporter_version": str, "seed": int, "config_hash": str}
+
+
+def _record(path: Path) -> dict[str, Any] | None:
+    """A JSON record that explains rather than measures (a task's ``error.json``): None where it is missing or
+    damaged, which costs the card a sentence, not the analysis.
+    """
+    try:
+        doc = read_json(path)
+    except UserError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _check_provenance(manifest: dict[str, Any], rd: RunDir) -> None:

@@ -68,6 +68,16 @@ def reply_warnings(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
+def _task_error(model: str, task: str, line: str) -> str:
+    """A task's failure line without the words the sentence already says (``model 'm', task 't': ``).
+
+    >>> _task_error("m", "t", "model 'm', task 't': no items")
+    'no items'
+    """
+    first = line.splitlines()[0] if line else ""
+    return first.removeprefix(f"model '{model}', task '{task}': ").rstrip(".")
+
+
 def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
     """(level, sentence) pairs, most severe first."""
     out = []
@@ -81,9 +91,13 @@ def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
                        if isinstance(t, dict)]
             missing = [t for t in dict.fromkeys(planned + card["benchmarks"] + card["probes"]) if t not in m["tasks"]]
             no_mean = any(not is_probe(t) for t in missing)
+            errors = m.get("task_errors") or {}
+            failed_why = "; ".join(f"{t} failed: {_task_error(m['name'], t, errors[t])}" for t in missing
+                                   if t in errors)
             out.append(("medium", f"{m['name']} is {m['status']}: " + (
                 f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
-                + (", so it has no mean score." if no_mean else ".")
+                + (", so it has no mean score" if no_mean else "")
+                + (f" ({failed_why})." if failed_why else ".")
                 if missing else "its model.json or smoke.json is missing (an interrupted run, or a file removed): "
                                 "rerun `reporter run` to complete it.")))
     if card["analysis"] is None:

@@ -276,7 +276,9 @@ def _collect_task(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, t
         plan = plan_task(lm, task, cfg.seed)
         summary = run_task(lm, profile, task, plan, task_dir, seed=cfg.seed, progress=progress)
     except UserError as e:
-        return failed(f"{name} / {task.name}", [f"model '{name}', task '{task.name}': {line}" for line in e.lines])
+        own = f"task '{task.name}': "  # a line of the task's own that names it already
+        return _task_failed(f"{name} / {task.name}", [task_dir],
+                            [f"model '{name}', {own}{line.removeprefix(own)}" for line in e.lines])
     except Exception as e:  # a task's or a plugin's own bug: that task fails, the model's other tasks still run
         if not_the_tasks(e):
             raise
@@ -349,6 +351,8 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
             group is None or group in (read_json(groups_path) or {})):
         return []
     label = f"task '{group}'" if group else f"task '{members[0].name}'"
+    for d in dirs.values():
+        (d / ERROR).unlink(missing_ok=True)
     try:
         resolved = run.resolve_entry(profile, members[0])
         rlm = ReporterLM(lm)
@@ -378,8 +382,9 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
                                               spent=spent.get(lp.config.name))
                     _log_score(name, lp.config.name, summary)
     except UserError as e:
-        return failed(f"{name} / {label}", [f"model '{name}', {label}: {line.removeprefix(f'{label}: ')}"
-                                            for line in e.lines])
+        return _task_failed(f"{name} / {label}", [dirs[t.name] for t in members if not task_done(
+            profile, lm.spec, t, dirs[t.name], cfg.seed)], [f"model '{name}', {label}: {line.removeprefix(f'{label}: ')}"
+                                                            for line in e.lines])
     except Exception as e:  # lm-eval's or a plugin's own error on this entry: the model's other tasks still run
         if not_the_tasks(e):
             raise
@@ -388,6 +393,16 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
     for lp in plans:
         failures += _evidence(lm, cfg, profile, lp.config, dirs[lp.config.name], lp.plan, scores)
     return failures
+
+
+def _task_failed(who: str, task_dirs: list[Path], lines: list[str]) -> list[str]:
+    """A task's failure for a reason of its own (its data, its definition): its lines, also kept in each of its
+    directories' ``error.json`` (the card says why the task is missing; the task's next run removes it).
+    """
+    for d in task_dirs:
+        with contextlib.suppress(OSError, UserError):
+            write_json(d / ERROR, {"error": "\n".join(lines)})
+    return failed(who, lines)
 
 
 def _crashed(model: str, task: str, ev: EvidencePass, task_dir: Path, e: Exception) -> list[str]:

@@ -382,6 +382,9 @@ class ModelResult(TypedDict, total=False):
     smoke: Smoke
     tasks: dict[str, TaskSummary]
     lpp: LPPProfile
+    #: why a task of the run's list has no summary: its failure line, by task name (``models/<slug>/tasks/<task>/
+    #: error.json``: its data or definition was refused, or it raised); absent where no listed task failed
+    task_errors: dict[str, str]
     #: lm-eval's aggregates of the run's lm-eval groups, by group name (``models/<slug>/lm_eval_groups.json``)
     lm_eval_groups: dict[str, LMEvalGroup]
     #: the verbatim check on held-out text (``models/<slug>/reference_verbatim.json``): the chance rate the task's
