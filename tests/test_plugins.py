@@ -384,3 +384,74 @@ def test_the_collector_guides_example_runs_as_printed(tmp_path):
         assert task["collection_fallback"]  # the guide says it: a teacher-forced pass, and why
     finally:
         COLLECTORS.remove("layer_norms")
+
+
+def _guide_block(marker):
+    import re
+
+    guide = (Path(__file__).parent.parent / "docs" / "plugins" / "collector.md").read_text()
+    return next(b for b in re.findall(r"```python\n(.*?)```", guide, re.S) if marker in b)
+
+
+def test_the_step_collector_example_equals_its_teacher_forced_pass():
+    """The guide named the step-collector protocol (``attach``, ``after_step``, ``finish``) without an example that
+    runs, and what a step's hook sees (the prefill's last position predicts the first token, finished rows leave the
+    batch, steps past the kept length are dropped) is where a plugin goes wrong. Its example, run on a tiny float64
+    model whose rows finish at different steps and whose replies are cut, gives per row what the teacher-forced
+    collector gives on prompt + kept reply."""
+    from reporter.instrument.batch import teacher_forced_batch
+    from reporter.instrument.decode import greedy_decode
+    from reporter.instrument.hooked_pass import hooked_pass
+    from reporter.models.adapters import get_adapter
+
+    from .conftest import tiny_model
+
+    ns = {"__name__": "reply_norms_guide"}
+    try:
+        exec(compile(_guide_block("class ReplyNorms("), "reply_norms.py", "exec"), ns)
+        model = tiny_model("llama", vocab=97, seed=2).to(torch.float64)
+        adapter = get_adapter(model)
+        prompts = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17], [18, 19, 20, 21, 22, 23, 24, 25, 26], [27]]
+        free = greedy_decode(model, None, prompts, pad_id=0, eos_ids=set(), max_new_tokens=6)
+        eos = {free[0][3], free[2][1]}  # tokens the model does produce early: rows finish at different steps
+        step, seen = ns["ReplyNormsStep"](), []
+        after = step.after_step
+        step.after_step = lambda i, logits, tokens, rows: (seen.append(len(rows)), after(i, logits, tokens, rows))
+        raw = greedy_decode(model, adapter, prompts, pad_id=0, eos_ids=eos, max_new_tokens=6, collectors=[step])
+        kept = [r[:-1] if r and r[-1] in eos else r for r in raw]  # the end-of-text token is no reply token
+        kept = [r[:max(0, len(r) - c)] for r, c in zip(kept, [0, 2, 6, 1, 0])]  # cut as a stop string would
+        assert len({len(r) for r in raw}) > 1 and any(len(k) == 0 for k in kept)
+        assert seen[0] == 5 and min(seen) < 5  # finished rows left the batch
+        step.finish([len(k) for k in kept])
+        forced = ns["ReplyNormsForced"]()
+        hooked_pass(model, adapter, teacher_forced_batch(prompts, kept, 0, "cpu"), [forced])
+        assert step.counts == forced.counts == [len(k) for k in kept]
+        np.testing.assert_allclose(step.sums, forced.sums, rtol=1e-12, atol=0)
+        assert sum(step.sums) > 0
+    finally:
+        COLLECTORS.remove("reply_norms")
+
+
+def test_the_step_collector_example_runs_both_ways_as_printed(tmp_path):
+    """Run as a user would, fused (the default: no extra pass, no fallback) and teacher-forced, the example gives
+    the task the same number."""
+    (tmp_path / "reply_norms.py").write_text(_guide_block("class ReplyNorms("))
+    (tmp_path / "m.yaml").write_text("models:\n  - {name: a, source: random:llama, random: {layers: 2, hidden: 32, "
+                                     "intermediate: 48, heads: 2}}\n")
+    got = {}
+    try:
+        for collection in ("fused", "teacher-forced"):
+            (tmp_path / "p.yaml").write_text(
+                f"lpp: {{enabled: false}}\nsmoke_texts: 1\ncollection: {collection}\ncontamination: "
+                "{verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: 0}\n"
+                "tasks:\n  - {name: arc_easy, limit: 3, max_new_tokens: 3}\n")
+            r = CliRunner().invoke(main, ["--plugin", str(tmp_path / "reply_norms.py"), "run", str(tmp_path / "m.yaml"),
+                                          "--profile", str(tmp_path / "p.yaml"), "-o", str(tmp_path / collection),
+                                          "--no-progress", "--no-render"])
+            assert r.exit_code == 0, r.output
+            got[collection] = json.loads((tmp_path / collection / "results.json").read_text())["models"]["a"]["tasks"][
+                "arc_easy"]
+        assert got["fused"]["collection"] == "fused" and not got["fused"].get("collection_fallback")
+        assert got["fused"]["reply_norm"] == pytest.approx(got["teacher-forced"]["reply_norm"], rel=1e-6)
+    finally:
+        COLLECTORS.remove("reply_norms")
