@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection
 
-from .registry import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REGISTRIES, PLUGIN_GROUPS, _load_group
+from .registry import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND, _REGISTRIES, PLUGIN_GROUPS, _load_group
 
-__all__ = ["ADDITIVE_KINDS", "SHOWING_KINDS", "adds_only", "module_files", "plugin_sources"]
+__all__ = ["ADDITIVE_KINDS", "CHANGES_REPORTER", "SHOWING_KINDS", "module_files", "plugin_kinds", "not_additive", "not_removable",
+           "plugin_sources"]
 
 
 def module_files(name: str) -> list[str]:
@@ -204,43 +205,136 @@ def plugin_sources() -> tuple[str, ...]:
     >>> isinstance(plugin_sources(), tuple)
     True
     """
-    modules = {m for m in _PLUGIN_MODULES if not _shows_only(m)}
-    for group in PLUGIN_GROUPS:
-        if group != "reporter.sections":
-            modules |= {ep.module for ep, _obj, error in _load_group(group) if error is None}
-    return tuple(sorted({f for m in modules for f in module_files(m)}))
+    return tuple(sorted({f for m in _measuring_modules() for f in module_files(m)}))
 
 
 #: what a plugin may register and still leave a finished run's measurements as they were: a task (with the scorer it
 #: scores by) is measured on its own; a card section or chart only shows
 ADDITIVE_KINDS = ("task", "scorer", *SHOWING_KINDS)
+#: the pseudo-kind of a plugin file whose import rebound something of reporter's own (a function, a method)
+CHANGES_REPORTER = "changes reporter"
 
 
-def adds_only(files: Collection[str]) -> bool:
-    """Whether every plugin that brings one of ``files`` (source files a run's code did not have before) registered
-    only entries of :data:`ADDITIVE_KINDS`, so that adding them to a finished run measures the new tasks alone and
-    leaves what was measured as it was. A plugin that registered nothing (imported for what it changes) or anything
-    that measures (a collector, an evidence pass, a model source, an architecture) does not.
+def plugin_kinds() -> dict[str, list[str]]:
+    """Per plugin source file (:func:`plugin_sources`), what the code in it registered (``task``, ``collector`` …;
+    none for a helper that registers nothing), and :data:`CHANGES_REPORTER` for a ``--plugin`` module whose import
+    rebound reporter's own code. A run's manifest records it, so that a later run can tell what a plugin file it no
+    longer loads had added.
 
-    >>> adds_only([])
-    False
+    >>> plugin_kinds() == {f: plugin_kinds()[f] for f in plugin_sources()}
+    True
     """
-    wanted = set(files)
-    owners = {m: kinds for m, kinds in _measuring_modules().items() if wanted & set(module_files(m))}
-    if not wanted or not owners or wanted - {f for m in owners for f in module_files(m)}:
-        return False
-    return all(kinds and kinds <= set(ADDITIVE_KINDS) for kinds in owners.values())
+    kinds = _file_kinds()
+    for module in _measuring_modules():
+        if _rebinds(module) and (own := _own_file(module)) is not None:
+            kinds.setdefault(own, set()).add(CHANGES_REPORTER)
+    return {f: sorted(kinds.get(f, ())) for f in plugin_sources()}
 
 
-def _measuring_modules() -> dict[str, set[str]]:
-    """:func:`plugin_sources`' modules, each with the kinds of entry it registered."""
-    out = {m: _kinds(m) for m in _PLUGIN_MODULES if not _shows_only(m)}
+def not_additive(added: Collection[str], before: Collection[str] = ()) -> str | None:
+    """Why the source files ``added`` (a run's code did not have them; ``before``: the files it had) are more than
+    new plugins that add tasks, scorers, sections or charts (:data:`ADDITIVE_KINDS`), or None when they are not:
+    adding them to a finished run then measures the new tasks alone and leaves what was measured as it was.
+
+    They are more when a plugin among them registered nothing (imported for what it changes), registered anything
+    that measures (a collector, an evidence pass, a model source, an architecture) in any of its files (a helper it
+    imports too), rebound reporter's own code at import, or is a plugin the run already had (a helper it imports
+    only now changes it).
+
+    >>> not_additive([])
+    'no plugin file was added'
+    """
+    wanted, had = set(added), set(before)
+    if not wanted:
+        return "no plugin file was added"
+    owners = [m for m in _measuring_modules() if wanted & set(module_files(m))]
+    if stray := sorted(wanted - {f for m in owners for f in module_files(m)}):
+        return f"{stray[0]} belongs to no plugin this command loaded"
+    kinds = _file_kinds()
+    for m in owners:
+        name = _PLUGIN_MODULES.get(m, m)
+        if (own := _own_file(m)) in had:
+            return f"{own} was the run's already, and the new file(s) change what it does"
+        if rebound := _rebinds(m):
+            return f"{name} rebinds reporter's {', '.join(rebound[:3])}"
+        found = set().union(*(kinds.get(f, set()) for f in module_files(m)))
+        if not found:
+            return f"{name} registers nothing (a plugin imported for what it changes)"
+        if more := sorted(found - set(ADDITIVE_KINDS)):
+            return f"{name} registers what measures every task ({', '.join(more)})"
+    return None
+
+
+def not_removable(gone: Collection[str], recorded: Any) -> str | None:
+    """Why the source files ``gone`` (a run's code had them, this process does not load them) may have done more
+    than add tasks, scorers, sections or charts, by what the run recorded of them (``recorded``: its manifest's
+    ``plugin_kinds``), or None: the tasks they registered are then no longer among the run's, and what they
+    measured stays as it was.
+
+    >>> not_removable(["/p/t.py"], {"/p/t.py": ["task"]}) is None, not_removable(["/p/c.py"], {"/p/c.py": ["collector"]})
+    (True, 'the run recorded that /p/c.py registered what measures every task (collector)')
+    """
+    if not gone:
+        return "no plugin file was taken off"
+    if not isinstance(recorded, dict) or any(not isinstance(recorded.get(f), list) for f in gone):
+        return "the run did not record what its plugin files registered (made by an older reporter)"
+    found = sorted({k for f in gone for k in recorded[f]})
+    if not found:
+        return f"the run recorded that {', '.join(gone)} registered nothing (imported for what it changes)"
+    if more := [k for k in found if k not in ADDITIVE_KINDS]:
+        return f"the run recorded that {', '.join(gone)} registered what measures every task ({', '.join(more)})"
+    return None
+
+
+def _rebinds(module: str) -> list[str]:
+    """What of reporter's own code the plugin ``module`` changed: the names its import rebound in reporter's modules
+    loaded before it (:data:`reporter.registry._REBOUND`), and every function or class of its code (its module and
+    the helpers it imports) that a reporter module, or a class of one, binds now (a patch, whenever it was made).
+    """
+    files = set(module_files(module))
+    mine = {m for m in list(sys.modules) if _own_file(m) in files} | {module}
+    found = set(_REBOUND.get(module, ()))
+    for name, mod in list(sys.modules.items()):
+        if not (name == "reporter" or name.startswith("reporter.")):
+            continue
+        for key, value in list(getattr(mod, "__dict__", {}).items()):
+            if getattr(value, "__module__", None) in mine and callable(value):
+                found.add(f"{name}.{key}")
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                found |= {f"{name}.{key}.{attr}" for attr, member in list(vars(value).items())
+                          if getattr(member, "__module__", None) in mine and callable(member)}
+    return sorted(found)
+
+
+def _own_file(module: str) -> str | None:
+    """The resolved source file of a loaded module, or None."""
+    file = getattr(sys.modules.get(module), "__file__", None)
+    return str(Path(file).resolve()) if isinstance(file, str) else None
+
+
+def _file_kinds() -> dict[str, set[str]]:
+    """Per source file, the kinds of entry its code registered (in-process registrations by the module whose code
+    ran them, and installed entry points by the module that defines them).
+    """
+    out: dict[str, set[str]] = {}
+    for r in _REGISTRIES:
+        for module in r._modules.values():
+            if (own := _own_file(module)) is not None:
+                out.setdefault(own, set()).add(r.kind)
     for group, kind in PLUGIN_GROUPS.items():
-        if group != "reporter.sections":
-            for ep, _obj, error in _load_group(group):
-                if error is None:
-                    out.setdefault(ep.module, _kinds(ep.module)).add(kind)
+        for ep, _obj, error in _load_group(group):
+            if error is None and (own := _own_file(ep.module)) is not None:
+                out.setdefault(own, set()).add(kind)
     return out
+
+
+def _measuring_modules() -> list[str]:
+    """:func:`plugin_sources`' modules."""
+    modules = {m for m in _PLUGIN_MODULES if not _shows_only(m)}
+    for group in PLUGIN_GROUPS:
+        if group != "reporter.sections":
+            modules |= {ep.module for ep, _obj, error in _load_group(group) if error is None}
+    return sorted(modules)
 
 
 def _kinds(module: str) -> set[str]:

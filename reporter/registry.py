@@ -253,16 +253,20 @@ def import_plugin(module: str) -> Any:
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod
             _PLUGIN_MODULES[name] = str(path)
+            before = _reporter_bindings()
             with _beside(str(path.parent)):  # its helper modules, as `python file.py` finds them
                 spec.loader.exec_module(mod)
                 _PLUGIN_SEARCH[name] = tuple(sys.path)
+            _REBOUND[name] = _rebound(before)
             return mod
         if not all(part.isidentifier() for part in module.split(".")):  # "sub dir": a folder, imported as nothing
             what = "is a directory" if user_path(module).is_dir() else "is not a module name"
             raise UserError(f"--plugin {module}: {what}; give a .py file or a module name (a.b.c)")
         _PLUGIN_MODULES[module] = module
+        before = _reporter_bindings()
         with _beside(os.getcwd()):
             imported = importlib.import_module(module)
+            _REBOUND[module] = _rebound(before)
             if getattr(imported, "__file__", None) is None:
                 _PLUGIN_MODULES.pop(module, None)
                 raise UserError(f"--plugin {module}: is a directory with no code (a namespace package): nothing "
@@ -295,6 +299,33 @@ def registering_module() -> str:
 
 #: the modules ``--plugin`` imported, by module name: what the command line named (a file's path, or a module)
 _PLUGIN_MODULES: dict[str, str] = {}
+#: by ``--plugin`` module name, what of reporter's own code its import rebound (``reporter.collect.job.smoke``,
+#: ``OptionOrderPass.run``): a plugin that changes reporter, not only adds to it (:mod:`reporter.plugin_code`)
+_REBOUND: dict[str, list[str]] = {}
+
+
+def _reporter_bindings() -> dict[tuple[str, str], Any]:
+    """Every name reporter's loaded modules bind, and every attribute of the classes they define, with the object
+    (held, so that no other object can take its id): what a plugin's import could rebind (a snapshot of a few
+    thousand entries, a few milliseconds).
+    """
+    out: dict[tuple[str, str], Any] = {}
+    for name, mod in list(sys.modules.items()):
+        if not (name == "reporter" or name.startswith("reporter.")):
+            continue
+        for key, value in list(getattr(mod, "__dict__", {}).items()):
+            out[(name, key)] = value
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                for attr, member in list(vars(value).items()):
+                    out[(f"{name}.{key}", attr)] = member
+    return out
+
+
+def _rebound(before: dict[tuple[str, str], Any]) -> list[str]:
+    """The names of ``before`` bound to another object now (what an import in between changed), sorted."""
+    now = _reporter_bindings()
+    return sorted(f"{where}.{key}" for (where, key), value in before.items()
+                  if (where, key) in now and now[(where, key)] is not value)
 #: by ``--plugin`` module name, the ``sys.path`` entries right after it was imported (where its helpers are looked
 #: for: :mod:`reporter.plugin_code`)
 _PLUGIN_SEARCH: dict[str, tuple[str, ...]] = {}

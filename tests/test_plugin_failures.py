@@ -451,3 +451,105 @@ def test_a_built_in_evidence_pass_that_raises_is_named_on_the_card_where_its_tes
     assert row["signals"]["option_order"]["reason"] == (
         "its pass 'option_order' failed with ValueError: the option-order pass broke (the traceback is in "
         "models/A/tasks/arc_easy/errors/option_order.json); rerun `reporter run` to measure it")
+
+
+def _contamination_row(root, task="arc_easy"):
+    results = json.loads((root / "run" / "results.json").read_text())
+    return results, next(row for row in results["analysis"]["contamination"] if row["task"] == task)
+
+
+def test_a_pass_out_of_memory_fails_alone_saying_what_to_change(files, monkeypatch):
+    """Out of memory in an evidence pass (a large batch of option orders) failed the whole model: its measured
+    scores left the card, and the line named no pass. It is the pass's failure now, with what to change; the
+    scores stay, and the card's test says the pass ran out of memory."""
+    from reporter.collect.option_order import OptionOrderPass
+
+    def oom(self, ctx):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(OptionOrderPass, "run", oom)
+    root = files("arc_easy")
+    (root / "profile.yaml").write_text(
+        "lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {untrained: true, verbatim_items: 0, "
+        "reference_texts: 0, order_items: 3, order_permutations: 1, split_items: 0}\n"
+        "tasks:\n  - {name: arc_easy, limit: 4, max_new_tokens: 2}\n")
+    r = _run(root, "--no-render")
+    assert r.exit_code == 2 and "error: model 'A', task 'arc_easy', evidence pass 'option_order': ran out of memory " \
+        "(CUDA out of memory. Tried to allocate 2.00 GiB); set the model's max_batch_size lower, or use a smaller " \
+        "dtype or another device" in _errors(r), _errors(r)
+    results, row = _contamination_row(root)
+    assert results["models"]["A"]["status"] == "complete" and results["models"]["A"]["tasks"]["arc_easy"]["n"] == 4
+    assert row["signals"]["option_order"]["reason"] == (
+        "its pass 'option_order' ran out of memory (CUDA out of memory. Tried to allocate 2.00 GiB) (see "
+        "models/A/tasks/arc_easy/errors/option_order.json); rerun `reporter run` to measure it")
+
+
+def test_a_model_only_step_that_failed_is_on_the_card_and_blames_only_what_it_feeds(files, monkeypatch):
+    """The held-out reference pass raised: the model was "complete" with nothing on the card saying what was
+    missing, and the verbatim test, turned off in the profile, was said to be unmeasured because the reference pass
+    failed. The card now says the model-only step failed; Min-K%, which reads it, says so; verbatim keeps its own
+    reason. Fixed, the rerun measures it and the failure is gone."""
+    from reporter.card.data import load_card
+    from reporter.card.warnings import card_warnings
+    from reporter.collect.reference import ReferencePass
+
+    def boom(self, ctx):
+        raise ValueError("no reference today")
+
+    monkeypatch.setattr(ReferencePass, "run", boom)
+    root = files("arc_easy")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root / "cache"))  # no model-only cache of the reference: it runs
+    prof = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {untrained: true, verbatim_items: 0, "
+            "reference_texts: REF, order_items: 0, split_items: 0}\ntasks:\n  - {name: arc_easy, limit: 4, "
+            "max_new_tokens: 2}\n")
+    (root / "profile.yaml").write_text(prof.replace("REF", "4"))
+    r = _run(root, "--no-render")
+    assert r.exit_code == 2 and any("evidence pass 'reference': failed with ValueError: no reference today" in e
+                                    for e in _errors(r)), _errors(r)
+    results, row = _contamination_row(root)
+    assert results["models"]["A"]["step_errors"] == {"reference": "failed with ValueError: no reference today"}
+    assert row["signals"]["min_k"]["reason"].startswith("its pass 'reference' failed with ValueError: no reference "
+                                                        "today (the traceback is in models/A/errors/reference.json)")
+    assert row["signals"]["verbatim"]["reason"] == "no item was long enough"  # its own reason: verbatim_items 0
+    said = [w for _, w in card_warnings(load_card(root / "run")) if w.startswith("A: ")]
+    assert said == ["A: its model-only step 'reference' failed with ValueError: no reference today, so what it "
+                    "measures is missing from this card; rerun `reporter run` to measure it."]
+    monkeypatch.undo()  # the bug fixed: the rerun measures the step, and its failure is gone
+    r = _run(root, "--no-render")
+    assert r.exit_code == 0 and "step_errors" not in json.loads((root / "run" / "results.json").read_text())[
+        "models"]["A"], r.output
+    assert not (root / "run" / "models" / "A" / "errors").exists()
+
+
+def test_a_traceback_that_cannot_be_written_is_not_pointed_at(files):
+    """The failure line named a traceback file that could not be written (its folder blocked by a file)."""
+    root = files("arc_easy")
+    assert _run(root, "--no-render", env={"PF_EVIDENCE": "raise"}).exit_code == 2
+    errors = root / "run" / "models" / "A" / "tasks" / "arc_easy" / "errors"
+    for f in errors.iterdir():
+        f.unlink()
+    errors.rmdir()
+    errors.write_text("a file where the folder goes")
+    r = _run(root, "--no-render", env={"PF_EVIDENCE": "raise"})
+    [line] = [e for e in _errors(r) if "pf_probe" in e]
+    assert "the traceback is in" not in line and "(its traceback could not be written: " in line, line
+
+
+def test_a_failed_step_the_narrowed_run_does_not_run_is_not_said_to_have_failed(files, monkeypatch):
+    """``--tasks`` narrowed to a generated probe: the held-out reference pass (for benchmarks) no longer runs, so
+    the card must not say it failed and that a rerun measures it."""
+    from reporter.collect.reference import ReferencePass
+
+    def boom(self, ctx):
+        raise ValueError("no reference today")
+
+    monkeypatch.setattr(ReferencePass, "run", boom)
+    root = files("arc_easy", "ar")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root / "cache"))  # no model-only cache of the reference: it runs
+    prof = (root / "profile.yaml").read_text().replace("reference_texts: 0", "reference_texts: 4, untrained: true")
+    (root / "profile.yaml").write_text(prof)
+    assert _run(root, "--no-render").exit_code == 2
+    assert (root / "run" / "models" / "A" / "errors" / "reference.json").is_file()
+    r = _run(root, "--no-render", "--tasks", "ar")
+    assert r.exit_code == 0, r.output
+    assert "step_errors" not in json.loads((root / "run" / "results.json").read_text())["models"]["A"]

@@ -1142,23 +1142,40 @@ class _Pass(EvidencePass):  # measures every task the run had: no mere addition
         (ctx.directory / self.artifact).write_text(json.dumps({"x": 1}))
 '''
 
+#: the second plugin file of each case, what it does, and why it is refused (``helper``: a module beside it)
+SECOND = {
+    "nothing": ("import reporter  # registers nothing\n", None, "registers nothing"),
+    "pass": (ADDED_PASS, None, "registers what measures every task (evidence pass)"),
+    "helper": ("import added_helper_mod  # its helper registers an evidence pass\n" + ADDED_TASK.replace(
+        "NAME", "NAME_too"), ADDED_PASS, "registers what measures every task (evidence pass)"),
+    "patch": ("import reporter.analyse.responses as r\nr.check_replies = lambda records, scorer: None  # a patch\n"
+              + ADDED_TASK.replace("NAME", "NAME_too"), None,
+              "rebinds reporter's reporter.analyse.responses.check_replies"),
+}
 
-@pytest.mark.parametrize("second", ["nothing", "pass"])
+
+@pytest.mark.parametrize("second", sorted(SECOND))
 def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forget_tasks, second):
     """Adding a ``--plugin`` task to a finished run was refused as another version of the plugins' code, so the
     user measured everything again to add one task. A new plugin file that registers only tasks (scorers, sections)
-    now joins the run: its task is measured, the finished one is not touched. A new file that registers something
-    that measures every task (an evidence pass), or nothing at all (imported for what it changes), is refused as
-    before, and so is a change to a plugin file the run had."""
+    now joins the run: its task is measured, the finished one is not touched; taken off again, the run resumes
+    without it. Refused as before, with the reason: a new file that registers something that measures every task
+    (an evidence pass), itself or through a helper it imports; one that registers nothing (imported for what it
+    changes); one that rebinds reporter's own code when imported; and a change to a plugin file the run had."""
     import sys
 
+    import reporter.analyse.responses as responses
     from reporter.collect.evidence import EVIDENCE
+    from reporter.tasks import TASKS
 
     name = f"added_{second}"
-    forget_tasks.append(name)
+    forget_tasks.extend([name, f"{name}_too"])
     (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name))
+    source, helper, why = SECOND[second]
     other = tmp_path / "added_other.py"
-    other.write_text(ADDED_PASS.replace("NAME", name) if second == "pass" else "import reporter  # registers nothing\n")
+    other.write_text(source.replace("NAME", name))
+    if helper:
+        (tmp_path / "added_helper_mod.py").write_text(helper.replace("NAME", name))
     models = tmp_path / "models.yaml"
     models.write_text(f"models:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, hidden: 32, "
                       f"intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
@@ -1167,6 +1184,7 @@ def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forg
     (tmp_path / "one.yaml").write_text(base)
     (tmp_path / "two.yaml").write_text(base + f"  - {{name: {name}, max_new_tokens: 2}}\n")
     out = tmp_path / "run"
+    check_replies = responses.check_replies
 
     def run(profile, *plugins):
         args = [a for p in plugins for a in ("--plugin", str(tmp_path / p))]
@@ -1185,17 +1203,86 @@ def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forg
         assert sorted(tasks) == sorted(["arc_easy", name]) and tasks[name]["n"] == 2
         assert run("two.yaml", "added_task.py").exit_code == 0  # the code it recorded is the code it ran with
         r = run("two.yaml", "added_task.py", "added_other.py")
-        assert r.exit_code == 2 and f"new: {other}" in r.output and "another version" in r.output, r.output
+        assert r.exit_code == 2 and "; new: " in r.output and str(other) in r.output, r.output
+        assert "another version" in r.output and "; not taken as plugins that only add tasks: " in r.output and why in r.output, r.output
+        for module in ("reporter_plugin_added_other", "added_helper_mod", "reporter_plugin_added_task"):
+            sys.modules.pop(module, None)  # a new process: none of the plugins is loaded
+        responses.check_replies = check_replies
+        for registry, entry in ((EVIDENCE, f"{name}_pass"), (TASKS, f"{name}_too"), (TASKS, name)):
+            if entry in registry.names():
+                registry.remove(entry)
+        r = CliRunner().invoke(main, ["run", str(models), "--profile", str(tmp_path / "one.yaml"), "-o", str(out),
+                                      "--no-progress", "--no-render"])  # the task and its plugin taken off again
+        assert r.exit_code == 0 and f"resuming without the plugin file(s) {tmp_path / 'added_task.py'}" in r.output
+        assert (samples.read_bytes(), samples.stat().st_mtime_ns) == before
         (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name) + "# edited\n")
+        r = run("two.yaml", "added_task.py")  # edited while it was off the run: an addition again
+        assert r.exit_code == 0, r.output  # the run no longer has it: an addition again
+        (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name) + "# edited twice\n")
         sys.modules.pop("reporter_plugin_added_task", None)
-        forget_tasks.remove(name)
-        from reporter.tasks import TASKS
         TASKS.remove(name)
-        forget_tasks.append(name)
         r = run("two.yaml", "added_task.py")
         assert r.exit_code == 2 and f"changed: {tmp_path / 'added_task.py'}" in r.output, r.output
     finally:
-        for module in ("reporter_plugin_added_task", "reporter_plugin_added_other"):
+        responses.check_replies = check_replies
+        for module in ("reporter_plugin_added_task", "reporter_plugin_added_other", "added_helper_mod"):
             sys.modules.pop(module, None)
+        sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
         if f"{name}_pass" in EVIDENCE.names():
             EVIDENCE.remove(f"{name}_pass")
+
+
+def test_a_helper_a_finished_runs_plugin_imports_only_now_is_refused_and_a_package_plugin_joins(tmp_path,
+                                                                                             forget_tasks):
+    """A plugin the run had that imports a helper only when it exists (``try: import …``) changed its task when the
+    helper appeared, and the helper was taken as an added plugin. It is refused, naming the plugin. A package
+    plugin whose tasks register in a submodule it imports was called one that registers nothing; it joins."""
+    import sys
+
+    forget_tasks.extend(["helped_task", "pkg_task"])
+    (tmp_path / "helped.py").write_text(
+        "try:\n    from helped_extra import INSTRUCTION\nexcept ImportError:\n    INSTRUCTION = 'Answer.'\n"
+        + ADDED_TASK.replace("NAME", "helped_task").replace('instruction="Answer."', "instruction=INSTRUCTION"))
+    pkg = tmp_path / "pkgplug"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from . import tasks  # noqa: F401\n")
+    (pkg / "tasks.py").write_text(ADDED_TASK.replace("NAME", "pkg_task"))
+    models = tmp_path / "models.yaml"
+    models.write_text(f"models:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, hidden: 32, "
+                      f"intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
+    base = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 0, reference_texts: 0, "
+            "order_items: 0, split_items: 0}\ntasks:\n  - {name: helped_task, max_new_tokens: 2}\n")
+    (tmp_path / "one.yaml").write_text(base)
+    (tmp_path / "two.yaml").write_text(base + "  - {name: pkg_task, max_new_tokens: 2}\n")
+    out = tmp_path / "run"
+
+    def run(profile, *plugins):
+        args = [a for p in plugins for a in ("--plugin", p)]
+        return CliRunner().invoke(main, [*args, "run", str(models), "--profile", str(tmp_path / profile), "-o",
+                                         str(out), "--no-progress", "--no-render"])
+
+    try:
+        assert run("one.yaml", str(tmp_path / "helped.py")).exit_code == 0
+        (tmp_path / "helped_extra.py").write_text("INSTRUCTION = 'Reply with one word.'\n")
+        sys.modules.pop("reporter_plugin_helped", None)
+        from reporter.tasks import TASKS
+        TASKS.remove("helped_task")
+        r = run("one.yaml", str(tmp_path / "helped.py"))
+        assert r.exit_code == 2 and f"new: {tmp_path / 'helped_extra.py'}" in r.output, r.output
+        assert f"{tmp_path / 'helped.py'} was the run's already, and the new file(s) change what it does" in r.output
+        (tmp_path / "helped_extra.py").unlink()
+        sys.modules.pop("reporter_plugin_helped", None)
+        sys.modules.pop("helped_extra", None)
+        TASKS.remove("helped_task")
+        cwd = __import__("os").getcwd()
+        __import__("os").chdir(tmp_path)  # a module name is found where the command runs, as a user's would be
+        try:
+            r = run("two.yaml", str(tmp_path / "helped.py"), "pkgplug")
+        finally:
+            __import__("os").chdir(cwd)
+        assert r.exit_code == 0, r.output
+        assert "resuming with the plugin file(s)" in r.output and str(pkg / "tasks.py") in r.output
+    finally:
+        for module in ("reporter_plugin_helped", "helped_extra", "pkgplug", "pkgplug.tasks"):
+            sys.modules.pop(module, None)
+        sys.path[:] = [p for p in sys.path if p != str(tmp_path)]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import UserError
 from ..metrics.min_k import question_logprobs
 from ..schema import is_untrained
 from ..store.atomic import read_json
@@ -43,9 +44,11 @@ from .signals import SignalResult, min_k_signal, option_order_signal, split_sign
 
 __all__ = ["contamination_rows", "min_k_from_artifacts"]
 
-#: per signal, the evidence passes it reads: (task scope?, pass name); a pass that raised left its traceback there
-_PASSES = {"option_order": ((True, "option_order"),), "split_min_k": ((True, "split_reference"),),
-           "verbatim": ((True, "verbatim"), (False, "reference")), "min_k": ((False, "reference"),)}
+#: per signal, the evidence passes it reads: (task scope?, pass name, for a model-scope pass the file of it whose
+#: absence the signal's reason must name: otherwise the signal lacks something else, and the pass is not the reason)
+_PASSES = {"option_order": ((True, "option_order", None),), "split_min_k": ((True, "split_reference", None),),
+           "verbatim": ((True, "verbatim", None), (False, "reference", REFERENCE_VERBATIM)),
+           "min_k": ((False, "reference", REFERENCE_LOGPROBS),)}
 
 
 def min_k_from_artifacts(task_dir: Path, ref_path: Path, baseline: bool = False) -> SignalResult:
@@ -69,22 +72,34 @@ def min_k_from_artifacts(task_dir: Path, ref_path: Path, baseline: bool = False)
     return out
 
 
+def _record(path: Path) -> dict | None:
+    """A failure's record, or None where it is damaged (it explains; it decides nothing)."""
+    try:
+        doc = read_json(path)
+    except UserError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def _crashed(sig: dict, tdir: Path, mdir: Path) -> dict:
-    """``sig`` with an unmeasured signal's reason saying which of its passes failed, and how, where one raised
-    (:func:`reporter.collect.failures.step_crashed` kept its traceback), instead of only the file it lacks.
+    """``sig`` with an unmeasured signal's reason saying which of its passes failed, and how, where one did
+    (:func:`reporter.collect.failures.record_step_failure` kept it), instead of only the file it lacks.
     """
     out = dict(sig)
     for key, passes in _PASSES.items():
         s = out.get(key)
         if not s or s.get("measured"):
             continue
-        for task_scope, name in passes:
+        for task_scope, name, names in passes:
+            if names is not None and names not in str(s.get("reason")):
+                continue
             path = (tdir if task_scope else mdir) / STEP_ERRORS / f"{name}.json"
-            err = read_json(path) if path.is_file() else None
+            err = _record(path) if path.is_file() else None
             if isinstance(err, dict) and isinstance(err.get("failure"), str):
                 rel = path.relative_to(mdir.parent.parent).as_posix()  # models/<slug>/...
-                out[key] = {**s, "reason": f"its pass '{name}' failed with {err['failure']} (the traceback is in "
-                                           f"{rel}); rerun `reporter run` to measure it"}
+                kept = f"the traceback is in {rel}" if "traceback" in err else f"see {rel}"
+                out[key] = {**s, "reason": f"its pass '{name}' {err['failure']} ({kept}); rerun `reporter run` "
+                                           "to measure it"}
                 break
     return out
 

@@ -18,7 +18,17 @@ from ..metrics.stats import ALPHA, all_pairs, holm
 from ..schema import SCHEMA_VERSION, check_document
 from ..store.atomic import read_json, write_json
 from ..store.checked import read_document
-from ..store.layout import ERROR, MODEL_META, SAMPLES, SUMMARY, VALIDATION, RunDir, legacy_slug, slugify
+from ..store.layout import (
+    ERROR,
+    MODEL_META,
+    SAMPLES,
+    STEP_ERRORS,
+    SUMMARY,
+    VALIDATION,
+    RunDir,
+    legacy_slug,
+    slugify,
+)
 from ..store.samples import check_score, item_scores
 from .correlations import Correlation, lpp_correlations
 from .numbers import tested_p
@@ -116,6 +126,11 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
                        and isinstance(why := (_record(rd.task_dir(slug, t.name) / ERROR) or {}).get("error"), str)}
         if task_errors:  # why a listed task is missing: its failure line, as the run printed it
             entry["task_errors"] = task_errors
+        errors_dir = rd.model_dir(slug) / STEP_ERRORS
+        step_errors = {p.stem: why for p in sorted(errors_dir.glob("*.json")) if errors_dir.is_dir()
+                       and isinstance(why := (_record(p) or {}).get("failure"), str)}
+        if step_errors:  # a model-only step that failed (LPP, the held-out reference): what the card misses
+            entry["step_errors"] = step_errors
         err = read_json(rd.model_dir(slug) / ERROR) if rd.model_dir(slug).is_dir() else None
         err = err or read_json(rd.failure_note(slug))  # its own directory could not be written
         if err is not None:

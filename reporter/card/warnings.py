@@ -100,6 +100,11 @@ def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
                 + (f" ({failed_why})." if failed_why else ".")
                 if missing else "its model.json or smoke.json is missing (an interrupted run, or a file removed): "
                                 "rerun `reporter run` to complete it.")))
+    for m in card["models"]:
+        if steps := m.get("step_errors"):
+            out.append(("medium", f"{m['name']}: " + "; ".join(f"its model-only step '{name}' {why.rstrip('.')}"
+                                                               for name, why in steps.items())
+                        + ", so what it measures is missing from this card; rerun `reporter run` to measure it."))
     if card["analysis"] is None:
         out.append(("medium", "This run has not been analysed (results.json has no analysis section): places are "
                               "the raw order of mean scores, with no rank intervals, tiers, tests against chance, "

@@ -22,7 +22,7 @@ from ..installed import cache_root
 from ..store.atomic import write_json
 from ..store.layout import ERROR, STEP_ERRORS, RunDir
 
-__all__ = ["clear_step_error", "crashed", "failed", "first_line", "log", "not_the_tasks", "out_of_memory", "step_crashed", "stops_every_model",
+__all__ = ["clear_step_error", "crashed", "failed", "first_line", "log", "not_the_tasks", "out_of_memory", "record_step_failure", "step_crashed", "stops_every_model",
            "task_crashed", "writable"]
 
 
@@ -178,9 +178,10 @@ def task_crashed(model: str, task: str, task_dir: Path, e: BaseException) -> lis
 
 
 def step_crashed(who: str, prefix: str, directory: Path, name: str, e: BaseException) -> list[str]:
-    """One evidence pass's or model-only step's unexpected failure: its line (``prefix``: "model 'm', task 't'"),
-    with the traceback kept in ``directory/errors/<name>.json``. It is that step's failure alone: the model's tasks
-    and its other passes were measured, and a rerun measures the step again.
+    """One evidence pass's or model-only step's unexpected failure: its line (``prefix``: "model 'm', task 't',
+    evidence pass 'x'"), with the traceback kept in ``directory/errors/<name>.json``, or, out of memory, what to
+    change. It is that step's failure alone: the model's tasks and its other passes were measured, and a rerun
+    measures the step again.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
@@ -191,12 +192,30 @@ def step_crashed(who: str, prefix: str, directory: Path, name: str, e: BaseExcep
     import traceback
 
     path = Path(directory) / STEP_ERRORS / f"{name}.json"
-    line = f"{prefix}: failed with {type(e).__name__}: {first_line(e)} (the traceback is in {path})"
-    with contextlib.suppress(OSError, UserError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, {"error": line, "failure": f"{type(e).__name__}: {first_line(e)}",
-                          "traceback": "".join(traceback.format_exception(e))})
+    if isinstance(e, MemoryError) or out_of_memory(e):
+        failure = f"ran out of memory ({first_line(e)})"
+        line = f"{prefix}: {failure}; set the model's max_batch_size lower, or use a smaller dtype or another device"
+        trace = None
+    else:
+        failure = f"failed with {type(e).__name__}: {first_line(e)}"
+        line = f"{prefix}: {failure} (the traceback is in {path})"
+        trace = "".join(traceback.format_exception(e))
+    if (unwritten := record_step_failure(directory, name, line, failure, trace)) is not None:
+        line = f"{line.split(' (the traceback is in ')[0]} (its traceback could not be written: {unwritten})"
     return failed(who, [line])
+
+
+def record_step_failure(directory: Path, name: str, line: str, failure: str, trace: str | None = None) -> str | None:
+    """Keep a step's failure in ``directory/errors/<name>.json`` (``failure``: what the card says, such as "failed
+    with KeyError: 'x'"); why it could not be written, or None.
+    """
+    path = Path(directory) / STEP_ERRORS / f"{name}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"error": line, "failure": failure, **({"traceback": trace} if trace is not None else {})})
+    except (OSError, UserError) as e:
+        return first_line(e)
+    return None
 
 
 def clear_step_error(directory: Path, name: str) -> None:

@@ -28,13 +28,13 @@ from typing import Any
 import torch
 
 from ..config import ModelSpec, Profile, RunConfig, TaskConfig
-from ..errors import UserError
+from ..errors import UserError, environment_error
 from ..models.heap import return_free_memory
 from ..models.identity import model_identity, source_identity
 from ..models.loading import load_model
 from ..store.atomic import json_ok, read_json, write_json
 from ..store.checked import document_ok
-from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, RunDir
+from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, STEP_ERRORS, RunDir
 from ..tasks.sources import lambada_sha256
 from . import ablation, option_order, reference, split_reference, verbatim  # noqa: F401  (the built-in evidence passes)
 from .collectors import enabled_collectors
@@ -48,6 +48,7 @@ from .failures import (
     log,
     not_the_tasks,
     out_of_memory,
+    record_step_failure,
     step_crashed,
     stops_every_model,
     task_crashed,
@@ -101,6 +102,8 @@ def _collect_model(cfg: RunConfig, index: int, root: str, profile: Profile, *, f
     rd = RunDir(root)
     spec = cfg.models[index]
     mdir = rd.model_dir(spec.slug)
+    if not force:
+        _sweep_step_errors(rd, spec, profile)
     if force and mdir.exists():
         shutil.rmtree(mdir)
     elif model_done(rd, spec, profile, cfg.seed) and not other_weights(spec, mdir, source_identity(spec, cfg.seed)):
@@ -230,13 +233,47 @@ def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], ste
                                                   use_cache=not force, owner=owner)
                     write_json(mdir / MODEL_WORK, work)
         except UserError as e:
-            failures.extend(failed(f"{spec.name} / {label}", [f"model '{spec.name}', {label}: {line}" for line in e.lines]))
-        except Exception as e:  # a bug in the step (a plugin's): its failure alone, the model's tasks still run
-            if not_the_tasks(e):
+            lines = [f"model '{spec.name}', {label}: {line}" for line in e.lines]
+            record_step_failure(mdir, owner.name, "\n".join(lines), f"failed: {e.lines[0] if e.lines else e}")
+            failures.extend(failed(f"{spec.name} / {label}", lines))
+        except Exception as e:  # a bug in the step (a plugin's), or no memory for it: its failure alone
+            if _environment(e):  # a full disk, a directory that cannot be written: every step would meet it
                 raise
             failures += step_crashed(f"{spec.name} / {label}", f"model '{spec.name}', {kind} '{owner.name}'", mdir,
                                      owner.name, e)
+            _free_memory(e)
     return failures
+
+
+def _sweep_step_errors(rd: RunDir, spec: ModelSpec, profile: Profile) -> None:
+    """Remove the failures kept of steps and passes this run does not run (turned off since they failed): the card
+    would say they failed, and a rerun would not measure them.
+    """
+    mdir = rd.model_dir(spec.slug)
+    on = {p.name for p in enabled_collectors(profile)} | {ev.name for ev in evidence_passes(profile, spec, "model")}
+    dirs = [(mdir, on)] + [(rd.task_dir(spec.slug, t.name), {ev.name for ev in evidence_passes(profile, spec, "task", t)})
+                           for t in profile.tasks]
+    for directory, names in dirs:
+        if (directory / STEP_ERRORS).is_dir():
+            for path in (directory / STEP_ERRORS).glob("*.json"):
+                if path.stem not in names:
+                    clear_step_error(directory, path.stem)
+
+
+def _environment(e: BaseException) -> bool:
+    """Whether ``e`` is the environment's failure (a full disk, a read-only directory), not a step's own."""
+    return isinstance(e, OSError) and environment_error(e) is not None
+
+
+def _free_memory(e: BaseException) -> None:
+    """After a step that ran out of memory: what it held back to the allocator, before the next step."""
+    if isinstance(e, MemoryError) or out_of_memory(e):
+        e.__traceback__ = None  # its frames hold the step's tensors
+        gc.collect()
+        return_free_memory()
+        if torch.cuda.is_available():
+            with contextlib.suppress(RuntimeError):
+                torch.cuda.empty_cache()
 
 
 def _write_smoke(lm: Any, profile: Profile, mdir: Path, progress: bool) -> None:
@@ -316,8 +353,8 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
                 ev.prepare(ctx)
             passes.append(ev)
         except UserError as e:
-            failures += _failed(name, task.name, ev.label, e)
-        except Exception as e:  # a bug in the pass (a plugin's): its failure alone, the other passes still run
+            failures += _failed(name, task.name, ev.label, e, task_dir, ev.name)
+        except Exception as e:  # a bug in the pass (a plugin's), or no memory: its failure alone, the others run
             failures += _crashed(name, task.name, ev, task_dir, e)
     for ev in passes:
         if ev.done(task_dir):
@@ -326,8 +363,8 @@ def _evidence(lm: Any, cfg: RunConfig, profile: Profile, task: TaskConfig, task_
             with blamed(f"evidence pass '{ev.name}'"), torch.no_grad():
                 ev.run(ctx)
         except UserError as e:
-            failures += _failed(name, task.name, ev.label, e)
-        except Exception as e:  # a bug in the pass (a plugin's): its failure alone, the other passes still run
+            failures += _failed(name, task.name, ev.label, e, task_dir, ev.name)
+        except Exception as e:  # a bug in the pass (a plugin's), or no memory: its failure alone, the others run
             failures += _crashed(name, task.name, ev, task_dir, e)
     if scores is not None:
         scores.record(task.name, ctx.scores)
@@ -406,18 +443,26 @@ def _task_failed(who: str, task_dirs: list[Path], lines: list[str]) -> list[str]
 
 
 def _crashed(model: str, task: str, ev: EvidencePass, task_dir: Path, e: Exception) -> list[str]:
-    """The failure line of one evidence pass of one task that raised unexpectedly; an environment failure or no
-    memory (every pass would meet it) is raised on.
+    """The failure line of one evidence pass of one task that raised unexpectedly or ran out of memory; an
+    environment failure (every pass would meet it) is raised on.
     """
-    if not_the_tasks(e):
+    if _environment(e):
         raise e
-    return step_crashed(f"{model} / {task} / {ev.label}", f"model '{model}', task '{task}', evidence pass '{ev.name}'",
-                        task_dir, ev.name, e)
+    lines = step_crashed(f"{model} / {task} / {ev.label}",
+                         f"model '{model}', task '{task}', evidence pass '{ev.name}'", task_dir, ev.name, e)
+    _free_memory(e)
+    return lines
 
 
-def _failed(model: str, task: str, label: str, e: UserError) -> list[str]:
-    """The failure lines of one evidence pass of one task (and its progress line)."""
-    return failed(f"{model} / {task} / {label}", [f"model '{model}', task '{task}', {label}: {line}" for line in e.lines])
+def _failed(model: str, task: str, label: str, e: UserError, task_dir: Path | None = None,
+            name: str | None = None) -> list[str]:
+    """The failure lines of one evidence pass of one task (and its progress line), kept in its ``errors/<name>.json``
+    (the card's test says why it was not measured).
+    """
+    lines = [f"model '{model}', task '{task}', {label}: {line}" for line in e.lines]
+    if task_dir is not None and name is not None:
+        record_step_failure(task_dir, name, "\n".join(lines), f"failed: {e.lines[0] if e.lines else e}")
+    return failed(f"{model} / {task} / {label}", lines)
 
 
 def _work_record(mdir: Path) -> dict[str, Any]:

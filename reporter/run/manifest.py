@@ -14,7 +14,7 @@ from .. import __version__
 from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
 from ..errors import UserError
-from ..plugin_code import adds_only, plugin_sources
+from ..plugin_code import not_additive, not_removable, plugin_kinds, plugin_sources
 from ..store.atomic import read_json
 from ..store.digest import corpus_for_hash, file_sha256
 from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir, slugify
@@ -268,23 +268,36 @@ def code_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def added_plugins(old: dict[str, Any], new: dict[str, Any]) -> list[str] | None:
-    """The plugin files ``new`` has beyond ``old``'s code, when that is all that differs and they register only
-    tasks, scorers, sections or charts (:func:`reporter.plugin_code.adds_only`): a finished run then takes them, and
-    measures only their tasks. None otherwise (reporter's code, or a plugin file it had, changed; or a new file
-    measures more than its own tasks), or when the manifests do not record their code by file.
+def plugin_change(old: dict[str, Any], new: dict[str, Any]) -> tuple[str | None, str | None]:
+    """Whether a finished run made with ``old``'s code can take ``new``'s: ``(what, None)`` when all that differs is
+    plugin files added or no longer loaded that only add tasks, scorers, sections or charts
+    (:func:`reporter.plugin_code.not_additive`, and for a file no longer loaded what ``old`` recorded of it,
+    :func:`~reporter.plugin_code.not_removable`), ``what`` saying which in words; the run then measures only the
+    tasks they add. Otherwise ``(None, why)``, ``why`` None where reporter's code or a plugin file both have changed,
+    or the manifests do not record their code by file.
 
-    >>> added_plugins({"reporter_code": "r", "plugin_code": {"/p/a.py": "1"}},
-    ...               {"reporter_code": "r", "plugin_code": {"/p/a.py": "2"}}) is None
-    True
+    >>> plugin_change({"reporter_code": "r", "plugin_code": {"/p/a.py": "1"}},
+    ...               {"reporter_code": "r", "plugin_code": {"/p/a.py": "2"}})
+    (None, None)
+    >>> plugin_change({"reporter_code": "r", "plugin_code": {"/p/a.py": "1"}, "plugin_kinds": {"/p/a.py": ["task"]}},
+    ...               {"reporter_code": "r", "plugin_code": {}})
+    ('without the plugin file(s) /p/a.py', None)
     """
     before, now = old.get("plugin_code"), new.get("plugin_code")
     if not isinstance(before, dict) or not isinstance(now, dict) or old.get("reporter_code") != new.get("reporter_code"):
-        return None
-    if any(now.get(f) != h for f, h in before.items()):
-        return None
+        return None, None
+    if any(f in now and now[f] != h for f, h in before.items()):
+        return None, None
     added = sorted(f for f in now if f not in before)
-    return added if added and adds_only(added) else None
+    gone = sorted(f for f in before if f not in now)
+    if not (added or gone):
+        return None, None
+    why = (not_additive(added, before) if added else None) or (
+        not_removable(gone, old.get("plugin_kinds")) if gone else None)
+    if why is not None:
+        return None, why
+    return "; ".join(([f"with the plugin file(s) {', '.join(added)} added"] if added else [])
+                     + ([f"without the plugin file(s) {', '.join(gone)}"] if gone else [])), None
 
 
 def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None = None) -> dict[str, Any]:
@@ -317,6 +330,7 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
         "code_version": code_version(*plugin_sources()),
         "reporter_code": code_version(),
         "plugin_code": plugin_code(),
+        "plugin_kinds": plugin_kinds(),
     }
 
 

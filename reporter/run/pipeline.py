@@ -26,12 +26,12 @@ from ..store.lock import run_lock
 from .data_check import check_user_data
 from .executors import get_executor
 from .manifest import (
-    added_plugins,
     build_manifest,
     code_changes,
     collection_record,
     config_changes,
     model_work_record,
+    plugin_change,
     resume_keys,
 )
 from .reuse import merged_keys, recorded_keys, shared_changes, take_what_holds
@@ -94,13 +94,14 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             f"{old.get('config_hash')} vs {manifest['config_hash']}"
                             + (f"; changed: {'; '.join(changed)}" if changed else "")
                             + "); choose another -o/--output or pass --force")
-        if old and old.get("code_version") != manifest["code_version"] and not force \
-                and (added := added_plugins(old, manifest)) is not None:
-            log(f"{rd.root}: resuming with the plugin file(s) {', '.join(added)} added: they register only tasks, "
-                "scorers or card sections, so what was measured stays as it was")
+        taken, why = plugin_change(old, manifest) if old else (None, None)
+        if old and old.get("code_version") != manifest["code_version"] and not force and taken is not None:
+            log(f"{rd.root}: resuming {taken}: they register only tasks, scorers or card sections, so what was "
+                "measured stays as it was")
         elif old and old.get("code_version") != manifest["code_version"] and not force:
             made = (f"code {str(old['code_version'])[:12]}, this is {manifest['code_version'][:12]}"
                     + (f"; {what}" if (what := code_changes(old, manifest)) else "")
+                    + (f"; not taken as plugins that only add tasks: {why}" if why else "")
                     if old.get("code_version") else "before runs recorded their code version")
             raise UserError(f"{rd.root}: holds a run made by another version of reporter's code or of its plugins' "
                             f"({made}); resuming "
