@@ -1154,8 +1154,7 @@ SECOND = {
 }
 
 
-@pytest.mark.parametrize("second", sorted(SECOND))
-def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forget_tasks, second):
+def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forget_tasks):
     """Adding a ``--plugin`` task to a finished run was refused as another version of the plugins' code, so the
     user measured everything again to add one task. A new plugin file that registers only tasks (scorers, sections)
     now joins the run: its task is measured, the finished one is not touched; taken off again, the run resumes
@@ -1168,14 +1167,9 @@ def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forg
     from reporter.collect.evidence import EVIDENCE
     from reporter.tasks import TASKS
 
-    name = f"added_{second}"
-    forget_tasks.extend([name, f"{name}_too"])
+    name = "added_task_x"
+    forget_tasks.extend([name] + [f"added_{case}_too" for case in SECOND])
     (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name))
-    source, helper, why = SECOND[second]
-    other = tmp_path / "added_other.py"
-    other.write_text(source.replace("NAME", name))
-    if helper:
-        (tmp_path / "added_helper_mod.py").write_text(helper.replace("NAME", name))
     models = tmp_path / "models.yaml"
     models.write_text(f"models:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, hidden: 32, "
                       f"intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
@@ -1185,11 +1179,21 @@ def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forg
     (tmp_path / "two.yaml").write_text(base + f"  - {{name: {name}, max_new_tokens: 2}}\n")
     out = tmp_path / "run"
     check_replies = responses.check_replies
+    loaded = ["reporter_plugin_added_task", "added_helper_mod"] + [f"reporter_plugin_added_{case}" for case in SECOND]
 
     def run(profile, *plugins):
         args = [a for p in plugins for a in ("--plugin", str(tmp_path / p))]
         return CliRunner().invoke(main, [*args, "run", str(models), "--profile", str(tmp_path / profile), "-o",
                                          str(out), "--no-progress", "--no-render"])
+
+    def new_process():  # none of the plugins loaded, nothing they registered or patched
+        for module in loaded:
+            sys.modules.pop(module, None)
+        responses.check_replies = check_replies
+        for registry, entry in [(EVIDENCE, f"added_{case}_pass") for case in SECOND] + [
+                (TASKS, name)] + [(TASKS, f"added_{case}_too") for case in SECOND]:
+            if entry in registry.names():
+                registry.remove(entry)
 
     try:
         assert run("one.yaml").exit_code == 0
@@ -1202,34 +1206,32 @@ def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forg
         tasks = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]
         assert sorted(tasks) == sorted(["arc_easy", name]) and tasks[name]["n"] == 2
         assert run("two.yaml", "added_task.py").exit_code == 0  # the code it recorded is the code it ran with
-        r = run("two.yaml", "added_task.py", "added_other.py")
-        assert r.exit_code == 2 and "; new: " in r.output and str(other) in r.output, r.output
-        assert "another version" in r.output and "; not taken as plugins that only add tasks: " in r.output and why in r.output, r.output
-        for module in ("reporter_plugin_added_other", "added_helper_mod", "reporter_plugin_added_task"):
-            sys.modules.pop(module, None)  # a new process: none of the plugins is loaded
-        responses.check_replies = check_replies
-        for registry, entry in ((EVIDENCE, f"{name}_pass"), (TASKS, f"{name}_too"), (TASKS, name)):
-            if entry in registry.names():
-                registry.remove(entry)
+        for case, (source, helper, why) in SECOND.items():
+            other = tmp_path / f"added_{case}.py"
+            other.write_text(source.replace("NAME", f"added_{case}"))
+            if helper:
+                (tmp_path / "added_helper_mod.py").write_text(helper.replace("NAME", f"added_{case}"))
+            r = run("two.yaml", "added_task.py", other.name)
+            assert r.exit_code == 2 and "; new: " in r.output and str(other) in r.output, (case, r.output)
+            assert "another version" in r.output and "; not taken as plugins that only add tasks: " in r.output \
+                and why in r.output, (case, r.output)
+            new_process()
+            (tmp_path / "added_helper_mod.py").unlink(missing_ok=True)
+            other.unlink()
         r = CliRunner().invoke(main, ["run", str(models), "--profile", str(tmp_path / "one.yaml"), "-o", str(out),
                                       "--no-progress", "--no-render"])  # the task and its plugin taken off again
         assert r.exit_code == 0 and f"resuming without the plugin file(s) {tmp_path / 'added_task.py'}" in r.output
         assert (samples.read_bytes(), samples.stat().st_mtime_ns) == before
         (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name) + "# edited\n")
         r = run("two.yaml", "added_task.py")  # edited while it was off the run: an addition again
-        assert r.exit_code == 0, r.output  # the run no longer has it: an addition again
+        assert r.exit_code == 0, r.output
         (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name) + "# edited twice\n")
-        sys.modules.pop("reporter_plugin_added_task", None)
-        TASKS.remove(name)
+        new_process()
         r = run("two.yaml", "added_task.py")
         assert r.exit_code == 2 and f"changed: {tmp_path / 'added_task.py'}" in r.output, r.output
     finally:
-        responses.check_replies = check_replies
-        for module in ("reporter_plugin_added_task", "reporter_plugin_added_other", "added_helper_mod"):
-            sys.modules.pop(module, None)
+        new_process()
         sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
-        if f"{name}_pass" in EVIDENCE.names():
-            EVIDENCE.remove(f"{name}_pass")
 
 
 def test_a_helper_a_finished_runs_plugin_imports_only_now_is_refused_and_a_package_plugin_joins(tmp_path,
