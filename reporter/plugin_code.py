@@ -19,7 +19,7 @@ from typing import Any, Collection
 
 from .registry import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND, _REGISTRIES, PLUGIN_GROUPS, _load_group
 
-__all__ = ["ADDITIVE_KINDS", "CHANGES_REPORTER", "SHOWING_KINDS", "module_files", "plugin_kinds", "not_additive", "not_removable",
+__all__ = ["ADDITIVE_KINDS", "CHANGES_REPORTER", "SHOWING_KINDS", "module_files", "plugin_kinds", "entry_files", "not_additive", "not_removable",
            "plugin_sources"]
 
 
@@ -217,93 +217,155 @@ CHANGES_REPORTER = "changes reporter"
 
 def plugin_kinds() -> dict[str, list[str]]:
     """Per plugin source file (:func:`plugin_sources`), what the code in it registered (``task``, ``collector`` …;
-    none for a helper that registers nothing), and :data:`CHANGES_REPORTER` for a ``--plugin`` module whose import
-    rebound reporter's own code. A run's manifest records it, so that a later run can tell what a plugin file it no
-    longer loads had added.
+    none for a helper that registers nothing), and :data:`CHANGES_REPORTER` for a plugin whose code rebound
+    reporter's own (a run's manifest records it, so that a later run can tell what a plugin file it no longer loads,
+    or loads changed, had done).
 
     >>> plugin_kinds() == {f: plugin_kinds()[f] for f in plugin_sources()}
     True
     """
-    kinds = _file_kinds()
+    files = _Files()
+    kinds = _file_kinds(files)
     for module in _measuring_modules():
-        if _rebinds(module) and (own := _own_file(module)) is not None:
+        if _rebinds(module, files) and (own := files.own(module)) is not None:
             kinds.setdefault(own, set()).add(CHANGES_REPORTER)
     return {f: sorted(kinds.get(f, ())) for f in plugin_sources()}
 
 
-def not_additive(added: Collection[str], before: Collection[str] = ()) -> str | None:
-    """Why the source files ``added`` (a run's code did not have them; ``before``: the files it had) are more than
-    new plugins that add tasks, scorers, sections or charts (:data:`ADDITIVE_KINDS`), or None when they are not:
-    adding them to a finished run then measures the new tasks alone and leaves what was measured as it was.
-
-    They are more when a plugin among them registered nothing (imported for what it changes), registered anything
-    that measures (a collector, an evidence pass, a model source, an architecture) in any of its files (a helper it
-    imports too), rebound reporter's own code at import, or is a plugin the run already had (a helper it imports
-    only now changes it).
+def not_additive(new: Collection[str]) -> str | None:
+    """Why the source files ``new`` (added to a run's code, or changed in it) may change more than the tasks their
+    plugins register, or None when they cannot: each plugin whose code holds one of them registers only tasks,
+    scorers, sections or charts (:data:`ADDITIVE_KINDS`) in its own files, registers something, and rebinds none
+    of reporter's code. The files of another plugin a new one imports count as that plugin's, not the new one's.
 
     >>> not_additive([])
-    'no plugin file was added'
+    'no plugin file was added or changed'
     """
-    wanted, had = set(added), set(before)
+    wanted = set(new)
     if not wanted:
-        return "no plugin file was added"
-    owners = [m for m in _measuring_modules() if wanted & set(module_files(m))]
-    if stray := sorted(wanted - {f for m in owners for f in module_files(m)}):
+        return "no plugin file was added or changed"
+    files = _Files()
+    plugins = {m: set(module_files(m)) for m in _measuring_modules()}
+    if stray := sorted(wanted - {f for fs in plugins.values() for f in fs}):
         return f"{stray[0]} belongs to no plugin this command loaded"
-    kinds = _file_kinds()
-    for m in owners:
-        name = _PLUGIN_MODULES.get(m, m)
-        if (own := _own_file(m)) in had:
-            return f"{own} was the run's already, and the new file(s) change what it does"
-        if rebound := _rebinds(m):
-            return f"{name} rebinds reporter's {', '.join(rebound[:3])}"
-        found = set().union(*(kinds.get(f, set()) for f in module_files(m)))
-        if not found:
-            return f"{name} registers nothing (a plugin imported for what it changes)"
-        if more := sorted(found - set(ADDITIVE_KINDS)):
-            return f"{name} registers what measures every task ({', '.join(more)})"
+    kinds = _file_kinds(files)
+    for f in sorted(wanted):
+        for m, mine in plugins.items():
+            if f not in mine:
+                continue
+            others = {g for q, theirs in plugins.items() if q != m and f not in theirs for g in theirs}
+            name = _PLUGIN_MODULES.get(m, m)
+            if rebound := _rebinds(m, files):
+                return f"{name} rebinds reporter's {', '.join(rebound[:3])}"
+            found = set().union(*(kinds.get(g, set()) for g in mine - others))
+            if not found:
+                return f"{name} registers nothing (a plugin imported for what it changes)"
+            if more := sorted(found - set(ADDITIVE_KINDS)):
+                return f"{name} registers what measures every task ({', '.join(more)})"
     return None
 
 
-def not_removable(gone: Collection[str], recorded: Any) -> str | None:
-    """Why the source files ``gone`` (a run's code had them, this process does not load them) may have done more
-    than add tasks, scorers, sections or charts, by what the run recorded of them (``recorded``: its manifest's
-    ``plugin_kinds``), or None: the tasks they registered are then no longer among the run's, and what they
-    measured stays as it was.
+def not_removable(old: Collection[str], recorded: Any, gone: Collection[str] = ()) -> str | None:
+    """Why the source files ``old`` (a run's code had them; this process loads them changed, or not at all:
+    ``gone``) may have done more than add tasks, scorers, sections or charts, by what the run recorded of them
+    (``recorded``: its manifest's ``plugin_kinds``), or None.
 
-    >>> not_removable(["/p/t.py"], {"/p/t.py": ["task"]}) is None, not_removable(["/p/c.py"], {"/p/c.py": ["collector"]})
-    (True, 'the run recorded that /p/c.py registered what measures every task (collector)')
+    >>> not_removable(["/p/t.py"], {"/p/t.py": ["task"]}, ["/p/t.py"]) is None
+    True
+    >>> not_removable(["/p/c.py"], {"/p/c.py": ["collector"]})
+    'the run recorded that /p/c.py registered what measures every task (collector)'
     """
-    if not gone:
-        return "no plugin file was taken off"
-    if not isinstance(recorded, dict) or any(not isinstance(recorded.get(f), list) for f in gone):
+    if not old:
+        return None
+    if not isinstance(recorded, dict) or any(not isinstance(recorded.get(f), list) for f in old):
         return "the run did not record what its plugin files registered (made by an older reporter)"
-    found = sorted({k for f in gone for k in recorded[f]})
-    if not found:
-        return f"the run recorded that {', '.join(gone)} registered nothing (imported for what it changes)"
+    found = sorted({k for f in old for k in recorded[f]})
     if more := [k for k in found if k not in ADDITIVE_KINDS]:
-        return f"the run recorded that {', '.join(gone)} registered what measures every task ({', '.join(more)})"
+        return f"the run recorded that {', '.join(old)} registered what measures every task ({', '.join(more)})"
+    if gone and not {k for f in gone for k in recorded[f]}:
+        return f"the run recorded that {', '.join(gone)} registered nothing (imported for what it changes)"
     return None
 
 
-def _rebinds(module: str) -> list[str]:
-    """What of reporter's own code the plugin ``module`` changed: the names its import rebound in reporter's modules
-    loaded before it (:data:`reporter.registry._REBOUND`), and every function or class of its code (its module and
-    the helpers it imports) that a reporter module, or a class of one, binds now (a patch, whenever it was made).
+def entry_files(kind: str, name: str) -> list[str]:
+    """The plugin source files behind the registry entry ``name`` of ``kind`` (a task, a scorer): every file of the
+    plugins whose code holds the module that registered it, or of the installed package that declares it; none for
+    reporter's own.
+
+    >>> entry_files("task", "arc_easy")
+    []
     """
-    files = set(module_files(module))
-    mine = {m for m in list(sys.modules) if _own_file(m) in files} | {module}
+    registry = next((r for r in _REGISTRIES if r.kind == kind), None)
+    if registry is None:
+        return []
+    group = next((g for g, k in PLUGIN_GROUPS.items() if k == kind), None)
+    if name in registry._origins and group is not None:  # an installed entry point
+        return sorted({f for ep, _obj, error in _load_group(group) if error is None and ep.name == name
+                       for f in module_files(ep.module)})
+    module = registry._modules.get(name, "")
+    if not module or module == "reporter" or module.startswith("reporter."):
+        return []
+    own = _Files().own(module)
+    holders = [set(module_files(m)) for m in _measuring_modules()]
+    found = {f for fs in holders if own in fs for f in fs}
+    return sorted(found or module_files(module))
+
+
+class _Files:
+    """Each loaded module's resolved source file, found once per question (resolving every module's path for every
+    plugin cost most of a second with ten plugins).
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[str, str | None] = {}
+
+    def own(self, module: str) -> str | None:
+        if module not in self._cache:
+            self._cache[module] = _own_file(module)
+        return self._cache[module]
+
+
+def _rebinds(module: str, files: "_Files | None" = None) -> list[str]:
+    """What of reporter's own code the plugin ``module`` changed: the names its import rebound in reporter's modules
+    loaded before it (:data:`reporter.registry._REBOUND`), and every function, method, ``functools.partial`` or
+    class of its code (its module and the helpers it imports) that a reporter module, or a class of one, binds now.
+    """
+    mine = set(module_files(module)) | ({own} if (own := (files or _Files()).own(module)) else set())
     found = set(_REBOUND.get(module, ()))
+    names = {Path(f).name for f in mine}
     for name, mod in list(sys.modules.items()):
         if not (name == "reporter" or name.startswith("reporter.")):
             continue
         for key, value in list(getattr(mod, "__dict__", {}).items()):
-            if getattr(value, "__module__", None) in mine and callable(value):
+            if _defined_in(value, mine, names):
                 found.add(f"{name}.{key}")
             if isinstance(value, type) and getattr(value, "__module__", None) == name:
                 found |= {f"{name}.{key}.{attr}" for attr, member in list(vars(value).items())
-                          if getattr(member, "__module__", None) in mine and callable(member)}
+                          if _defined_in(member, mine, names)}
     return sorted(found)
+
+
+def _defined_in(value: Any, files: set[str], names: set[str]) -> bool:
+    """Whether ``value`` is code from ``files``: a function or method whose code lies there (whatever
+    ``functools.wraps`` copied onto it), a ``functools.partial`` or staticmethod of one, or a class defined there.
+    """
+    import functools
+
+    for _ in range(8):  # partials of partials, methods of functions
+        if isinstance(value, functools.partial):
+            value = value.func
+        elif isinstance(value, (staticmethod, classmethod)) or hasattr(value, "__func__"):
+            value = value.__func__
+        else:
+            break
+    code = getattr(value, "__code__", None)
+    where = getattr(code, "co_filename", None)
+    if isinstance(where, str):  # resolved only where the file's name is one of theirs: most are reporter's own
+        return where in files or (Path(where).name in names and str(Path(where).resolve()) in files)
+    if isinstance(value, type) and isinstance(module := getattr(value, "__module__", None), str) and not (
+            module == "reporter" or module.startswith("reporter.")):
+        return _own_file(module) in files
+    return False
 
 
 def _own_file(module: str) -> str | None:
@@ -312,18 +374,19 @@ def _own_file(module: str) -> str | None:
     return str(Path(file).resolve()) if isinstance(file, str) else None
 
 
-def _file_kinds() -> dict[str, set[str]]:
+def _file_kinds(files: "_Files | None" = None) -> dict[str, set[str]]:
     """Per source file, the kinds of entry its code registered (in-process registrations by the module whose code
     ran them, and installed entry points by the module that defines them).
     """
+    files = files or _Files()
     out: dict[str, set[str]] = {}
     for r in _REGISTRIES:
         for module in r._modules.values():
-            if (own := _own_file(module)) is not None:
+            if (own := files.own(module)) is not None:
                 out.setdefault(own, set()).add(r.kind)
     for group, kind in PLUGIN_GROUPS.items():
         for ep, _obj, error in _load_group(group):
-            if error is None and (own := _own_file(ep.module)) is not None:
+            if error is None and (own := files.own(ep.module)) is not None:
                 out.setdefault(own, set()).add(kind)
     return out
 

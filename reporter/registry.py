@@ -419,9 +419,12 @@ class Registry(Generic[T]):
                 plugin_warning(self.kind, ep.name, origin, error)
             elif ep.name in self._entries and self._entries[ep.name] is not obj:
                 taken = self._origins.get(ep.name)
+                by = self.origin(ep.name)
                 plugin_warning(self.kind, ep.name, origin,
                                f"the name is taken by the {taken}" if taken else
-                               f"the name is taken by a built-in {self.kind}")
+                               f"the name is taken by a built-in {self.kind}" if by == "built-in" else
+                               f"the name is taken by the {self.kind} of {by}" if by.startswith("--plugin") else
+                               f"the name is taken by the {self.kind} {by}")
             else:
                 self._entries[ep.name] = obj
                 self._origins[ep.name] = origin

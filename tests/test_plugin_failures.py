@@ -108,6 +108,8 @@ PLUGIN = textwrap.dedent('''
                 if os.environ["PF_EVIDENCE"] == "raise":
                     raise KeyError("oops")
                 (ctx.directory / self.artifact).write_text(json.dumps({"grad": torch.is_grad_enabled()}))
+                if os.environ["PF_EVIDENCE"] == "half":  # its artifact written, then a failure
+                    raise KeyError("after writing")
 
     if os.environ.get("PF_SECTION"):
         register_section(Section("pf_bad", "Bad section", source="<p>{{ card.models[0].name | }}</p>", order=99))
@@ -263,6 +265,7 @@ def test_an_evidence_pass_that_raises_fails_alone_and_runs_again_on_the_rerun(fi
     results = json.loads((root / "run" / "results.json").read_text())["models"]["A"]
     assert results["status"] != "failed" and results["tasks"]["arc_easy"]["n"] == 2
     assert "errors" not in results  # the traceback is no document of the model's results
+    assert results["step_errors"] == {("arc_easy/" if scope == "task" else "") + "pf_probe": "failed with KeyError: 'oops'"}
     r = _run(root, "--no-render", env={"PF_EVIDENCE": "grad", "PF_SCOPE": scope})
     assert r.exit_code == 0, r.output
     assert (where / "pf_probe.json").is_file() and not trace.exists() and not trace.parent.exists()
@@ -551,5 +554,46 @@ def test_a_failed_step_the_narrowed_run_does_not_run_is_not_said_to_have_failed(
     assert _run(root, "--no-render").exit_code == 2
     assert (root / "run" / "models" / "A" / "errors" / "reference.json").is_file()
     r = _run(root, "--no-render", "--tasks", "ar")
+    assert r.exit_code == 0, r.output
+    assert "step_errors" not in json.loads((root / "run" / "results.json").read_text())["models"]["A"]
+
+
+def test_an_lm_eval_group_that_fails_says_why_for_each_of_its_tasks(files, monkeypatch):
+    """A group's scoring that raised kept its traceback and reason for the group's first task only: the card said
+    why that one was missing, and nothing for the others. Each task of the group now keeps it, and the card's
+    sentence says it once per task, without the line's own "model …, task …:" words."""
+    import reporter.collect.lm_eval_score as score
+    from reporter.card.data import load_card
+    from reporter.card.warnings import card_warnings
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("lm-eval scoring exploded")
+
+    monkeypatch.setattr(score, "score_entry", boom)
+    root = files()
+    (root / "groups").mkdir()
+    (root / "groups" / "mini.yaml").write_text("group: pf_mini\ntask: [mmlu_anatomy, mmlu_astronomy]\n"
+                                               "aggregate_metric_list:\n  - metric: acc\n    weight_by_size: true\n"
+                                               "metadata:\n  version: 1.0\n")
+    (root / "profile.yaml").write_text(
+        "lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 0, reference_texts: 0, "
+        f"order_items: 0, split_items: 0}}\nlm_eval_include: [packaged, {root / 'groups'}]\n"
+        "tasks:\n  - {lm_eval: pf_mini, limit: 2}\n")
+    r = _run(root, "--no-render")
+    assert r.exit_code == 2, r.output
+    results = json.loads((root / "run" / "results.json").read_text())["models"]["A"]
+    assert set(results["task_errors"]) == {"mmlu_anatomy", "mmlu_astronomy"}, results.get("task_errors")
+    [said] = [w for _, w in card_warnings(load_card(root / "run")) if w.startswith("A is ")]
+    assert said.count("failed with RuntimeError: lm-eval scoring exploded") == 2 and "model 'A'" not in said, said
+
+
+@pytest.mark.parametrize("scope", ["task", "model"])
+def test_a_pass_that_failed_after_writing_its_artifact_is_not_said_to_fail_on_every_rerun(files, scope):
+    """A pass that wrote its artifact and then raised is done: the rerun skipped it, and a model-scope pass's
+    failure stayed on the card ("rerun to measure it") however often the user reran."""
+    root = files("arc_easy")
+    assert _run(root, "--no-render", env={"PF_EVIDENCE": "half", "PF_SCOPE": scope}).exit_code == 2
+    assert "step_errors" in json.loads((root / "run" / "results.json").read_text())["models"]["A"]
+    r = _run(root, "--no-render", env={"PF_EVIDENCE": "half", "PF_SCOPE": scope})
     assert r.exit_code == 0, r.output
     assert "step_errors" not in json.loads((root / "run" / "results.json").read_text())["models"]["A"]

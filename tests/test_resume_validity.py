@@ -194,7 +194,7 @@ def test_a_plugins_helper_is_part_of_the_code_a_run_and_the_cache_key_on(tmp_pat
         r = run("r1")
         assert r.exit_code == 2 and "holds a run made by another version of reporter's code or of its plugins'" \
             in r.output, r.output
-        assert f"; changed: {tmp_path / 'plug_helper_x.py'})" in r.output and "reporter's own" not in r.output, \
+        assert f"; changed: {tmp_path / 'plug_helper_x.py'};" in r.output and "reporter's own" not in r.output, \
             r.output  # which file: the plugin's author need not guess
         assert run("r1", "--force").exit_code == 0 and measured("r1")[0] == 2.0
     finally:
@@ -1151,6 +1151,14 @@ SECOND = {
     "patch": ("import reporter.analyse.responses as r\nr.check_replies = lambda records, scorer: None  # a patch\n"
               + ADDED_TASK.replace("NAME", "NAME_too"), None,
               "rebinds reporter's reporter.analyse.responses.check_replies"),
+    "wraps": ("import functools\nimport reporter.analyse.responses as r\n_orig = r.check_replies\n"
+              "r.check_replies = functools.wraps(_orig)(lambda records, scorer: _orig(records, scorer))\n"
+              + ADDED_TASK.replace("NAME", "NAME_too"), None,
+              "rebinds reporter's reporter.analyse.responses.check_replies"),
+    "partial": ("import functools\nimport reporter.analyse.responses as r\n\n\ndef _mine(records, scorer, x):\n"
+                "    return None\n\n\nr.check_replies = functools.partial(_mine, x=1)\n"
+                + ADDED_TASK.replace("NAME", "NAME_too"), None,
+                "rebinds reporter's reporter.analyse.responses.check_replies"),
 }
 
 
@@ -1158,9 +1166,9 @@ def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forg
     """Adding a ``--plugin`` task to a finished run was refused as another version of the plugins' code, so the
     user measured everything again to add one task. A new plugin file that registers only tasks (scorers, sections)
     now joins the run: its task is measured, the finished one is not touched; taken off again, the run resumes
-    without it. Refused as before, with the reason: a new file that registers something that measures every task
-    (an evidence pass), itself or through a helper it imports; one that registers nothing (imported for what it
-    changes); one that rebinds reporter's own code when imported; and a change to a plugin file the run had."""
+    without it; edited, its task alone is measured again. Refused as before, with the reason: a new file that
+    registers something that measures every task (an evidence pass), itself or through a helper it imports; one that
+    registers nothing (imported for what it changes); one that rebinds reporter's own code."""
     import sys
 
     import reporter.analyse.responses as responses
@@ -1225,66 +1233,99 @@ def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forg
         (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name) + "# edited\n")
         r = run("two.yaml", "added_task.py")  # edited while it was off the run: an addition again
         assert r.exit_code == 0, r.output
-        (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name) + "# edited twice\n")
+        answered = (out / "models" / "rnd" / "tasks" / name / "samples.jsonl").read_bytes()
+        (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name).replace('"Paris"', '"Rome"'))
         new_process()
-        r = run("two.yaml", "added_task.py")
-        assert r.exit_code == 2 and f"changed: {tmp_path / 'added_task.py'}" in r.output, r.output
+        r = run("two.yaml", "added_task.py")  # the task plugin edited: its task alone is measured again
+        assert r.exit_code == 0 and f"task '{name}': the plugin code that defines it is not the code it was " \
+            "measured with: measuring it again" in r.output, r.output
+        assert (samples.read_bytes(), samples.stat().st_mtime_ns) == before
+        assert (out / "models" / "rnd" / "tasks" / name / "samples.jsonl").read_bytes() != answered  # its new gold
     finally:
         new_process()
         sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
 
 
-def test_a_helper_a_finished_runs_plugin_imports_only_now_is_refused_and_a_package_plugin_joins(tmp_path,
-                                                                                             forget_tasks):
-    """A plugin the run had that imports a helper only when it exists (``try: import …``) changed its task when the
-    helper appeared, and the helper was taken as an added plugin. It is refused, naming the plugin. A package
-    plugin whose tasks register in a submodule it imports was called one that registers nothing; it joins."""
+def test_plugin_tasks_are_measured_again_by_their_own_code_and_a_package_plugin_joins(tmp_path, forget_tasks):
+    """Each task a plugin defines is keyed by that plugin's code. A second review found a plugin swapped for another
+    file registering the same task name (another scorer) kept the old scores, and a plugin the run had that imports
+    a helper only when it exists changed its task unseen. Both measure that task again now, and nothing else. A
+    package plugin whose tasks register in a submodule joins; a task-only plugin that imports a plugin the run had
+    (one with an evidence pass) registers no evidence pass of its own, and joins too."""
+    import os
     import sys
 
-    forget_tasks.extend(["helped_task", "pkg_task"])
+    from reporter.collect.evidence import EVIDENCE
+    from reporter.tasks import TASKS
+
+    forget_tasks.extend(["helped_task", "pkg_task", "more_task", "main_task"])
     (tmp_path / "helped.py").write_text(
-        "try:\n    from helped_extra import INSTRUCTION\nexcept ImportError:\n    INSTRUCTION = 'Answer.'\n"
-        + ADDED_TASK.replace("NAME", "helped_task").replace('instruction="Answer."', "instruction=INSTRUCTION"))
+        "try:\n    from helped_extra import GOLD\nexcept ImportError:\n    GOLD = 'Paris'\n"
+        + ADDED_TASK.replace("NAME", "helped_task").replace('"Paris"', "GOLD"))
     pkg = tmp_path / "pkgplug"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("from . import tasks  # noqa: F401\n")
     (pkg / "tasks.py").write_text(ADDED_TASK.replace("NAME", "pkg_task"))
+    (tmp_path / "main_plug.py").write_text(ADDED_PASS.replace("NAME", "main") + ADDED_TASK.replace("NAME", "main_task"))
+    (tmp_path / "more_tasks.py").write_text("import main_plug  # noqa: F401\n" + ADDED_TASK.replace("NAME", "more_task"))
+    swapped = tmp_path / "swapped"  # another file registering helped_task: another scorer
+    swapped.mkdir()
+    (swapped / "helped.py").write_text(ADDED_TASK.replace("NAME", "helped_task").replace('"exact"', '"f1"'))
     models = tmp_path / "models.yaml"
     models.write_text(f"models:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, hidden: 32, "
                       f"intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
     base = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 0, reference_texts: 0, "
-            "order_items: 0, split_items: 0}\ntasks:\n  - {name: helped_task, max_new_tokens: 2}\n")
+            "order_items: 0, split_items: 0}\ntasks:\n  - {name: helped_task, max_new_tokens: 2}\n"
+            "  - {name: main_task, max_new_tokens: 2}\n")
     (tmp_path / "one.yaml").write_text(base)
-    (tmp_path / "two.yaml").write_text(base + "  - {name: pkg_task, max_new_tokens: 2}\n")
+    (tmp_path / "two.yaml").write_text(base + "  - {name: pkg_task, max_new_tokens: 2}\n"
+                                       "  - {name: more_task, max_new_tokens: 2}\n")
     out = tmp_path / "run"
+    loaded = ["reporter_plugin_helped", "helped_extra", "pkgplug", "pkgplug.tasks", "main_plug",
+              "reporter_plugin_main_plug", "reporter_plugin_more_tasks"]
+
+    def new_process():
+        for module in loaded:
+            sys.modules.pop(module, None)
+        for registry, entry in ((TASKS, "helped_task"), (TASKS, "pkg_task"), (TASKS, "more_task"),
+                                (TASKS, "main_task"), (EVIDENCE, "main_pass")):
+            if entry in registry.names():
+                registry.remove(entry)
 
     def run(profile, *plugins):
+        new_process()
         args = [a for p in plugins for a in ("--plugin", p)]
-        return CliRunner().invoke(main, [*args, "run", str(models), "--profile", str(tmp_path / profile), "-o",
-                                         str(out), "--no-progress", "--no-render"])
+        cwd = os.getcwd()
+        os.chdir(tmp_path)  # a module name is found where the command runs, as a user's would be
+        try:
+            return CliRunner().invoke(main, [*args, "run", str(models), "--profile", str(tmp_path / profile), "-o",
+                                             str(out), "--no-progress", "--no-render"])
+        finally:
+            os.chdir(cwd)
+
+    def answers(task):
+        return (out / "models" / "rnd" / "tasks" / task / "samples.jsonl").read_bytes()
 
     try:
-        assert run("one.yaml", str(tmp_path / "helped.py")).exit_code == 0
-        (tmp_path / "helped_extra.py").write_text("INSTRUCTION = 'Reply with one word.'\n")
-        sys.modules.pop("reporter_plugin_helped", None)
-        from reporter.tasks import TASKS
-        TASKS.remove("helped_task")
-        r = run("one.yaml", str(tmp_path / "helped.py"))
-        assert r.exit_code == 2 and f"new: {tmp_path / 'helped_extra.py'}" in r.output, r.output
-        assert f"{tmp_path / 'helped.py'} was the run's already, and the new file(s) change what it does" in r.output
-        (tmp_path / "helped_extra.py").unlink()
-        sys.modules.pop("reporter_plugin_helped", None)
-        sys.modules.pop("helped_extra", None)
-        TASKS.remove("helped_task")
-        cwd = __import__("os").getcwd()
-        __import__("os").chdir(tmp_path)  # a module name is found where the command runs, as a user's would be
-        try:
-            r = run("two.yaml", str(tmp_path / "helped.py"), "pkgplug")
-        finally:
-            __import__("os").chdir(cwd)
+        assert run("one.yaml", str(tmp_path / "helped.py"), "main_plug").exit_code == 0
+        main_before, helped_before = answers("main_task"), answers("helped_task")
+        (tmp_path / "helped_extra.py").write_text("GOLD = 'Rome'\n")
+        r = run("one.yaml", str(tmp_path / "helped.py"), "main_plug")
+        assert r.exit_code == 0 and f"{tmp_path / 'helped_extra.py'} added" in r.output, r.output
+        assert "task 'helped_task': the plugin code that defines it is not the code it was measured" in r.output
+        assert answers("helped_task") != helped_before and answers("main_task") == main_before
+        r = run("two.yaml", str(tmp_path / "helped.py"), "main_plug", "pkgplug",
+                str(tmp_path / "more_tasks.py"))
         assert r.exit_code == 0, r.output
-        assert "resuming with the plugin file(s)" in r.output and str(pkg / "tasks.py") in r.output
+        assert str(pkg / "tasks.py") in r.output and str(tmp_path / "more_tasks.py") in r.output
+        assert answers("main_task") == main_before
+        results = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]
+        assert {"pkg_task", "more_task", "helped_task", "main_task"} <= set(results)
+        r = run("two.yaml", str(swapped / "helped.py"), "main_plug", "pkgplug",
+                str(tmp_path / "more_tasks.py"))
+        assert r.exit_code == 0 and "task 'helped_task': the plugin code that defines it" in r.output, r.output
+        results = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]
+        assert results["helped_task"]["scorer"] == "f1" and answers("main_task") == main_before
     finally:
-        for module in ("reporter_plugin_helped", "helped_extra", "pkgplug", "pkgplug.tasks"):
-            sys.modules.pop(module, None)
-        sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
+        new_process()
+        sys.path[:] = [p for p in sys.path if p not in (str(tmp_path), str(swapped))]

@@ -126,10 +126,11 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
                        and isinstance(why := (_record(rd.task_dir(slug, t.name) / ERROR) or {}).get("error"), str)}
         if task_errors:  # why a listed task is missing: its failure line, as the run printed it
             entry["task_errors"] = task_errors
-        errors_dir = rd.model_dir(slug) / STEP_ERRORS
-        step_errors = {p.stem: why for p in sorted(errors_dir.glob("*.json")) if errors_dir.is_dir()
-                       and isinstance(why := (_record(p) or {}).get("failure"), str)}
-        if step_errors:  # a model-only step that failed (LPP, the held-out reference): what the card misses
+        places = [("", rd.model_dir(slug) / STEP_ERRORS)] + [(f"{t.name}/", rd.task_dir(slug, t.name) / STEP_ERRORS)
+                                                             for t in profile.tasks if t.name in tasks]
+        step_errors = {f"{where}{p.stem}": why for where, d in places if d.is_dir() for p in sorted(d.glob("*.json"))
+                       if isinstance(why := (_record(p) or {}).get("failure"), str)}
+        if step_errors:  # a model-only step or evidence pass that failed (LPP, a contamination test): what is missing
             entry["step_errors"] = step_errors
         err = read_json(rd.model_dir(slug) / ERROR) if rd.model_dir(slug).is_dir() else None
         err = err or read_json(rd.failure_note(slug))  # its own directory could not be written

@@ -9,6 +9,7 @@ its level: ``high``, ``medium`` or ``low``.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..analyse.leaderboard import constant_answer_caution, not_above_constant
@@ -73,9 +74,11 @@ def _task_error(model: str, task: str, line: str) -> str:
 
     >>> _task_error("m", "t", "model 'm', task 't': no items")
     'no items'
+    >>> _task_error("m", "t", "model 'm', task 'group': failed with KeyError: 'x' (the traceback is in e.json)")
+    "failed with KeyError: 'x' (the traceback is in e.json)"
     """
-    first = line.splitlines()[0] if line else ""
-    return first.removeprefix(f"model '{model}', task '{task}': ").rstrip(".")
+    first = (line.splitlines()[0] if line else "").removeprefix(f"model '{model}', ")
+    return re.sub(r"^task '.*?': ", "", first, count=1).rstrip(".")  # its own task's name, or its lm-eval group's
 
 
 def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
@@ -92,8 +95,9 @@ def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
             missing = [t for t in dict.fromkeys(planned + card["benchmarks"] + card["probes"]) if t not in m["tasks"]]
             no_mean = any(not is_probe(t) for t in missing)
             errors = m.get("task_errors") or {}
-            failed_why = "; ".join(f"{t} failed: {_task_error(m['name'], t, errors[t])}" for t in missing
-                                   if t in errors)
+            said = {t: _task_error(m["name"], t, errors[t]) for t in missing if t in errors}
+            failed_why = "; ".join(f"{t} {why}" if why.startswith("failed") else f"{t} failed: {why}"
+                                   for t, why in said.items())
             out.append(("medium", f"{m['name']} is {m['status']}: " + (
                 f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
                 + (", so it has no mean score" if no_mean else "")
@@ -102,9 +106,11 @@ def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
                                 "rerun `reporter run` to complete it.")))
     for m in card["models"]:
         if steps := m.get("step_errors"):
-            out.append(("medium", f"{m['name']}: " + "; ".join(f"its model-only step '{name}' {why.rstrip('.')}"
-                                                               for name, why in steps.items())
-                        + ", so what it measures is missing from this card; rerun `reporter run` to measure it."))
+            said = [f"its evidence pass '{name.split('/', 1)[1]}' on {name.split('/', 1)[0]} {why.rstrip('.')}"
+                    if "/" in name else f"its model-only step '{name}' {why.rstrip('.')}" for name, why in steps.items()]
+            out.append(("medium", f"{m['name']}: " + "; ".join(said) + (", so what it measures is" if len(said) == 1
+                                                                       else ", so what they measure is")
+                        + " missing from this card; rerun `reporter run` to measure it."))
     if card["analysis"] is None:
         out.append(("medium", "This run has not been analysed (results.json has no analysis section): places are "
                               "the raw order of mean scores, with no rank intervals, tiers, tests against chance, "

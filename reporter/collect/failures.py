@@ -164,15 +164,18 @@ def not_the_tasks(e: Exception) -> bool:
         or out_of_memory(e)
 
 
-def task_crashed(model: str, task: str, task_dir: Path, e: BaseException) -> list[str]:
-    """One task's unexpected failure: its line, with the traceback kept in the task's ``error.json``."""
+def task_crashed(model: str, task: str, task_dir: Path, e: BaseException, also: Sequence[Path] = ()) -> list[str]:
+    """One task's unexpected failure: its line, with the traceback kept in the task's ``error.json`` (and in those
+    of ``also``: the other tasks of an lm-eval group that failed with it).
+    """
     import traceback
 
     whose = getattr(e, "reporter_where", None)
     line = (f"model '{model}', task '{task}'{f', {whose}' if isinstance(whose, str) else ''}: failed with "
             f"{type(e).__name__}: {first_line(e)} (the traceback is in {task_dir / ERROR})")
-    with contextlib.suppress(OSError, UserError):
-        write_json(task_dir / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
+    for d in (task_dir, *also):
+        with contextlib.suppress(OSError, UserError):
+            write_json(d / ERROR, {"error": line, "traceback": "".join(traceback.format_exception(e))})
     failed(f"{model} / {task}", [line])
     return [line]
 

@@ -220,7 +220,8 @@ def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], ste
     """Run each model-only step that is not done, through the model cache where it has a key; the failures' lines."""
     failures: list[str] = []
     for owner, label, settings, done, run in steps:
-        if done():
+        if done():  # a step that wrote its artifact and then failed is done: its failure is no longer the run's
+            clear_step_error(mdir, owner.name)
             continue
         kind = "evidence pass" if isinstance(owner, EvidencePass) else "collector"
         clear_step_error(mdir, owner.name)
@@ -246,18 +247,23 @@ def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], ste
 
 
 def _sweep_step_errors(rd: RunDir, spec: ModelSpec, profile: Profile) -> None:
-    """Remove the failures kept of steps and passes this run does not run (turned off since they failed): the card
-    would say they failed, and a rerun would not measure them.
+    """Remove the failures kept of steps and passes this run does not run (turned off since they failed) or that are
+    done (a pass that wrote its artifact, then failed): the card would say they failed, and a rerun would not
+    measure them.
     """
     mdir = rd.model_dir(spec.slug)
-    on = {p.name for p in enabled_collectors(profile)} | {ev.name for ev in evidence_passes(profile, spec, "model")}
-    dirs = [(mdir, on)] + [(rd.task_dir(spec.slug, t.name), {ev.name for ev in evidence_passes(profile, spec, "task", t)})
-                           for t in profile.tasks]
-    for directory, names in dirs:
+    steps: dict[str, Any] = {p.name: partial(p.model_done, profile, mdir) for p in enabled_collectors(profile)
+                             if hasattr(p, "model_done")}
+    steps.update({ev.name: partial(ev.done, mdir) for ev in evidence_passes(profile, spec, "model")})
+    dirs = [(mdir, steps)] + [(d, {ev.name: partial(ev.done, d) for ev in evidence_passes(profile, spec, "task", t)})
+                              for t in profile.tasks for d in [rd.task_dir(spec.slug, t.name)]]
+    for directory, named in dirs:
         if (directory / STEP_ERRORS).is_dir():
             for path in (directory / STEP_ERRORS).glob("*.json"):
-                if path.stem not in names:
-                    clear_step_error(directory, path.stem)
+                done = named.get(path.stem)
+                with contextlib.suppress(Exception):  # a plugin's done() that raises: its failure stays said
+                    if done is None or done():  # turned off, or done after all (it wrote, then failed)
+                        clear_step_error(directory, path.stem)
 
 
 def _environment(e: BaseException) -> bool:
@@ -425,7 +431,9 @@ def _collect_lm_eval(lm: Any, cfg: RunConfig, profile: Profile, members: list[Ta
     except Exception as e:  # lm-eval's or a plugin's own error on this entry: the model's other tasks still run
         if not_the_tasks(e):
             raise
-        return task_crashed(name, group or members[0].name, dirs[members[0].name], e)
+        return task_crashed(name, group or members[0].name, dirs[members[0].name], e,
+                            also=[dirs[t.name] for t in members[1:]
+                                  if not task_done(profile, lm.spec, t, dirs[t.name], cfg.seed)])
     failures: list[str] = []
     for lp in plans:
         failures += _evidence(lm, cfg, profile, lp.config, dirs[lp.config.name], lp.plan, scores)

@@ -14,7 +14,7 @@ from .. import __version__
 from ..collect.model_cache import code_version
 from ..config import Profile, RunConfig
 from ..errors import UserError
-from ..plugin_code import not_additive, not_removable, plugin_kinds, plugin_sources
+from ..plugin_code import entry_files, not_additive, not_removable, plugin_kinds, plugin_sources
 from ..store.atomic import read_json
 from ..store.digest import corpus_for_hash, file_sha256
 from ..store.layout import MODEL_META, MODEL_WORK, OPTION_ORDER, SUMMARY, RunDir, slugify
@@ -58,7 +58,43 @@ def config_hash(resolved: dict[str, Any]) -> str:
 PLACE_FIELDS = ("profile", "output", "executor", "address")
 
 
-def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
+def task_code(tasks: list[Any]) -> dict[str, str]:
+    """Per task a plugin defines (by its directory's slug), a digest of the plugin code it is made by: the files of
+    the plugin that registers it, and of every plugin that registers a scorer (a task may score by any). A task's
+    resume key counts it, so a task whose plugin changed is measured again, and only that task. Reporter's own
+    tasks and lm-eval's have none (reporter's code version counts theirs).
+
+    >>> task_code([{"name": "arc_easy"}])
+    {}
+    """
+    import hashlib
+
+    scorers = sorted({f for r in _scorer_names() for f in entry_files("scorer", r)})
+    out = {}
+    for t in tasks:
+        name = t.get("name") if isinstance(t, dict) else None
+        if not isinstance(name, str) or t.get("lm_eval"):
+            continue
+        if t.get("type"):  # a file's task (jsonl): reporter's code, and a plugin's scorer where it names one
+            files = entry_files("scorer", t["scorer"]) if isinstance(t.get("scorer"), str) else []
+        else:
+            own = entry_files("task", name)
+            files = sorted(set(own) | set(scorers)) if own else []
+        if files:
+            h = hashlib.sha256()
+            for f in files:
+                h.update(f"{f}\0{file_sha256(f) or 'unreadable'}\0".encode())
+            out[slugify(name)] = h.hexdigest()
+    return out
+
+
+def _scorer_names() -> list[str]:
+    from ..registry import _REGISTRIES
+
+    return [n for r in _REGISTRIES if r.kind == "scorer" for n in r._entries]
+
+
+def resume_keys(resolved: dict[str, Any], code: dict[str, str] | None = None) -> dict[str, Any]:
     """What a resume compares, in three parts: ``shared``, a hash of what decides every model's results
     (:func:`shared_part`), and a hash per model entry (less what it asks of a Ray cluster) and per task entry, each
     counted as :func:`config_hash` counts it and keyed by the directory its artifacts go to (the name's slug: "a b"
@@ -72,6 +108,8 @@ def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     >>> ka, kb = resume_keys(a), resume_keys(b)
     >>> ka["shared"] == kb["shared"], sorted(ka["models"]), ka["tasks"]["arc_easy"] == kb["tasks"]["arc_easy"]
     (True, ['x'], False)
+
+    ``code``: :func:`task_code`, the plugin code of each task a plugin defines (a changed plugin changes its key).
     """
     models = resolved["config"].get("models") or []
     tasks = resolved["profile"].get("tasks") or []
@@ -79,7 +117,9 @@ def resume_keys(resolved: dict[str, Any]) -> dict[str, Any]:
     return {"shared": _digest(shared),
             "models": {slugify(m["name"]): _digest({k: v for k, v in _model_for_hash(m).items() if k not in SCHEDULING})
                        for m in models},
-            "tasks": {slugify(t["name"]): _digest(_task_for_hash(t)) for t in tasks}}
+            "tasks": {slugify(t["name"]): _digest({**_task_for_hash(t), **({"code": code[slugify(t["name"])]}
+                                                                          if slugify(t["name"]) in (code or {}) else {})})
+                      for t in tasks}}
 
 
 def shared_part(resolved: Any) -> Any:
@@ -270,14 +310,15 @@ def code_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 def plugin_change(old: dict[str, Any], new: dict[str, Any]) -> tuple[str | None, str | None]:
     """Whether a finished run made with ``old``'s code can take ``new``'s: ``(what, None)`` when all that differs is
-    plugin files added or no longer loaded that only add tasks, scorers, sections or charts
-    (:func:`reporter.plugin_code.not_additive`, and for a file no longer loaded what ``old`` recorded of it,
-    :func:`~reporter.plugin_code.not_removable`), ``what`` saying which in words; the run then measures only the
-    tasks they add. Otherwise ``(None, why)``, ``why`` None where reporter's code or a plugin file both have changed,
-    or the manifests do not record their code by file.
+    plugin files added, changed or no longer loaded, each of a plugin that only registers tasks, scorers, sections
+    or charts (:func:`reporter.plugin_code.not_additive` for the files as they are now,
+    :func:`~reporter.plugin_code.not_removable` for what ``old`` recorded of them), ``what`` saying which in
+    words. The tasks those plugins define are then measured again or for the first time, by their resume keys
+    (:func:`task_code`), and nothing else. Otherwise ``(None, why)``, ``why`` None where reporter's code changed or
+    the manifests do not record their code by file.
 
     >>> plugin_change({"reporter_code": "r", "plugin_code": {"/p/a.py": "1"}},
-    ...               {"reporter_code": "r", "plugin_code": {"/p/a.py": "2"}})
+    ...               {"reporter_code": "s", "plugin_code": {"/p/a.py": "1"}})
     (None, None)
     >>> plugin_change({"reporter_code": "r", "plugin_code": {"/p/a.py": "1"}, "plugin_kinds": {"/p/a.py": ["task"]}},
     ...               {"reporter_code": "r", "plugin_code": {}})
@@ -286,17 +327,17 @@ def plugin_change(old: dict[str, Any], new: dict[str, Any]) -> tuple[str | None,
     before, now = old.get("plugin_code"), new.get("plugin_code")
     if not isinstance(before, dict) or not isinstance(now, dict) or old.get("reporter_code") != new.get("reporter_code"):
         return None, None
-    if any(f in now and now[f] != h for f, h in before.items()):
-        return None, None
     added = sorted(f for f in now if f not in before)
     gone = sorted(f for f in before if f not in now)
-    if not (added or gone):
+    changed = sorted(f for f in now if f in before and before[f] != now[f])
+    if not (added or gone or changed):
         return None, None
-    why = (not_additive(added, before) if added else None) or (
-        not_removable(gone, old.get("plugin_kinds")) if gone else None)
+    why = (not_additive(added + changed) if added or changed else None) or not_removable(
+        changed + gone, old.get("plugin_kinds"), gone)
     if why is not None:
         return None, why
     return "; ".join(([f"with the plugin file(s) {', '.join(added)} added"] if added else [])
+                     + ([f"with the plugin file(s) {', '.join(changed)} changed"] if changed else [])
                      + ([f"without the plugin file(s) {', '.join(gone)}"] if gone else [])), None
 
 
@@ -331,6 +372,7 @@ def build_manifest(cfg: RunConfig, profile: Profile, command: list[str] | None =
         "reporter_code": code_version(),
         "plugin_code": plugin_code(),
         "plugin_kinds": plugin_kinds(),
+        "task_code": task_code(list(resolved["profile"].get("tasks") or [])),
     }
 
 

@@ -84,7 +84,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                                 "rerun with --force to make the run again there, or choose another -o") from None
             old = None
         manifest = build_manifest(cfg, profile, command)
-        keys = resume_keys(manifest["resolved"])
+        keys = resume_keys(manifest["resolved"], manifest.get("task_code"))
         old_keys = recorded_keys(old)
         takes_entries = old_keys is not None and old_keys["shared"] == keys["shared"]
         if old and old.get("config_hash") != manifest["config_hash"] and not takes_entries and not force:
@@ -96,8 +96,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             + "); choose another -o/--output or pass --force")
         taken, why = plugin_change(old, manifest) if old else (None, None)
         if old and old.get("code_version") != manifest["code_version"] and not force and taken is not None:
-            log(f"{rd.root}: resuming {taken}: they register only tasks, scorers or card sections, so what was "
-                "measured stays as it was")
+            log(f"{rd.root}: resuming {taken}: they register only tasks, scorers or card sections, so only the tasks "
+                "they define are measured again")
         elif old and old.get("code_version") != manifest["code_version"] and not force:
             made = (f"code {str(old['code_version'])[:12]}, this is {manifest['code_version'][:12]}"
                     + (f"; {what}" if (what := code_changes(old, manifest)) else "")
@@ -108,7 +108,7 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             "would mix its results with this version's: choose another -o/--output or pass --force "
                             "to recompute")
         if old and not force and old_keys is not None and takes_entries:  # another list of models or tasks
-            take_what_holds(rd, old, old_keys, keys, cfg, profile, manifest["resolved"])
+            take_what_holds(rd, old, old_keys, keys, cfg, profile, manifest["resolved"], manifest.get("task_code"))
         manifest = {**manifest, "resume_keys": merged_keys(old_keys if old and not force and takes_entries else None,
                                                            keys)}
         if old and not force and old.get("created"):  # a resume: the run keeps the time it was made (a board orders

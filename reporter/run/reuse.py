@@ -89,13 +89,15 @@ def merged_keys(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, An
 
 
 def take_what_holds(rd: RunDir, old_manifest: dict[str, Any], old_keys: dict[str, Any], new_keys: dict[str, Any],
-                    cfg: RunConfig, profile: Profile, resolved: dict[str, Any]) -> None:
+                    cfg: RunConfig, profile: Profile, resolved: dict[str, Any],
+                    code: dict[str, str] | None = None) -> None:
     """Remove the artifacts of the models and tasks whose entries changed (a task's under every model directory
     there, listed or not), saying why in one line each, and say which measured models and tasks this run leaves
     off its card. A listed model's documents that only another task list gives (a model-scope evidence pass this
     one does not run, an lm-eval group it does not list) go too: results.json holds every document there.
     Called under the run directory's lock, before the manifest records ``new_keys``: interrupted half-way, the next
-    run compares against the old keys and removes the rest.
+    run compares against the old keys and removes the rest. ``code``: this run's plugin code per task
+    (:func:`reporter.run.manifest.task_code`), to say when that is what changed.
     """
     models, tasks = changed_entries(old_keys, new_keys)
     old_resolved: dict[str, Any] = old_manifest.get("resolved") or {}
@@ -118,9 +120,15 @@ def take_what_holds(rd: RunDir, old_manifest: dict[str, Any], old_keys: dict[str
         if not dirs:
             continue
         i, entry = now_tasks[slug]
-        what = _what_changed(old_tasks.get(slug), entry, f"tasks[{i}]")
-        log(f"task '{entry['name']}': its entry is not the one it was measured with{what}: measuring it again for "
-            "every model")
+        old_code = old_manifest.get("task_code") if isinstance(old_manifest.get("task_code"), dict) else {}
+        if (code or {}).get(slug) != old_code.get(slug) and old_tasks.get(slug) is not None \
+                and not config_changes(old_tasks.get(slug), entry):
+            log(f"task '{entry['name']}': the plugin code that defines it is not the code it was measured with: "
+                "measuring it again for every model")
+        else:
+            what = _what_changed(old_tasks.get(slug), entry, f"tasks[{i}]")
+            log(f"task '{entry['name']}': its entry is not the one it was measured with{what}: measuring it again "
+                "for every model")
         for d in dirs:
             _remove(d)
     listed = {s.slug for s in cfg.models}

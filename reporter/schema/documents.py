@@ -385,9 +385,10 @@ class ModelResult(TypedDict, total=False):
     #: why a task of the run's list has no summary: its failure line, by task name (``models/<slug>/tasks/<task>/
     #: error.json``: its data or definition was refused, or it raised); absent where no listed task failed
     task_errors: dict[str, str]
-    #: a model-only step (a model-scope collector such as LPP, or evidence pass such as the held-out reference) that
-    #: failed, by its name: how (``failed with KeyError: …``, ``ran out of memory (…)``, ``failed: <reason>``), from
-    #: ``models/<slug>/errors/<name>.json``; the model's tasks were measured, what the step gives is missing
+    #: a model-only step (a model-scope collector such as LPP, or evidence pass such as the held-out reference) or a
+    #: task's evidence pass that failed, by its name (``<task>/<pass>`` for a task's): how (``failed with KeyError:
+    #: …``, ``ran out of memory (…)``, ``failed: <reason>``), from ``errors/<name>.json`` in the model's or task's
+    #: directory; the model's tasks were measured, what the step gives is missing
     step_errors: dict[str, str]
     #: lm-eval's aggregates of the run's lm-eval groups, by group name (``models/<slug>/lm_eval_groups.json``)
     lm_eval_groups: dict[str, LMEvalGroup]
