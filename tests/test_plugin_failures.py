@@ -431,14 +431,12 @@ def test_a_plugin_tasks_two_items_under_one_id_fail_that_task_alone_naming_the_i
     assert "task_errors" not in json.loads((root / "run" / "results.json").read_text())["models"]["A"]
 
 
-def test_a_built_in_evidence_pass_that_raises_is_named_on_the_card_where_its_test_is_missing(files, monkeypatch):
-    """A built-in pass that raised left its test "not measured" with the reason "no option_order.json for this task",
-    which sends a reader looking for a file; the reason now says which pass failed, how, and where its traceback is,
-    and the other tests of the task were still measured."""
+def _option_order_raising(files, monkeypatch, error):
+    """A run of the untrained model whose option-order pass raises ``error``: its directory and the CLI's result."""
     from reporter.collect.option_order import OptionOrderPass
 
     def boom(self, ctx):
-        raise ValueError("the option-order pass broke")
+        raise error
 
     monkeypatch.setattr(OptionOrderPass, "run", boom)
     root = files("arc_easy")
@@ -446,7 +444,14 @@ def test_a_built_in_evidence_pass_that_raises_is_named_on_the_card_where_its_tes
         "lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {untrained: true, verbatim_items: 0, "
         "reference_texts: 0, order_items: 3, order_permutations: 1, split_items: 0}\n"
         "tasks:\n  - {name: arc_easy, limit: 4, max_new_tokens: 2}\n")
-    r = _run(root, "--no-render")
+    return root, _run(root, "--no-render")
+
+
+def test_a_built_in_evidence_pass_that_raises_is_named_on_the_card_where_its_test_is_missing(files, monkeypatch):
+    """A built-in pass that raised left its test "not measured" with the reason "no option_order.json for this task",
+    which sends a reader looking for a file; the reason now says which pass failed, how, and where its traceback is,
+    and the other tests of the task were still measured."""
+    root, r = _option_order_raising(files, monkeypatch, ValueError("the option-order pass broke"))
     assert r.exit_code == 2 and any("evidence pass 'option_order': failed with ValueError" in e for e in _errors(r))
     results = json.loads((root / "run" / "results.json").read_text())
     assert results["models"]["A"]["tasks"]["arc_easy"]["n"] == 4
@@ -465,18 +470,7 @@ def test_a_pass_out_of_memory_fails_alone_saying_what_to_change(files, monkeypat
     """Out of memory in an evidence pass (a large batch of option orders) failed the whole model: its measured
     scores left the card, and the line named no pass. It is the pass's failure now, with what to change; the
     scores stay, and the card's test says the pass ran out of memory."""
-    from reporter.collect.option_order import OptionOrderPass
-
-    def oom(self, ctx):
-        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
-
-    monkeypatch.setattr(OptionOrderPass, "run", oom)
-    root = files("arc_easy")
-    (root / "profile.yaml").write_text(
-        "lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {untrained: true, verbatim_items: 0, "
-        "reference_texts: 0, order_items: 3, order_permutations: 1, split_items: 0}\n"
-        "tasks:\n  - {name: arc_easy, limit: 4, max_new_tokens: 2}\n")
-    r = _run(root, "--no-render")
+    root, r = _option_order_raising(files, monkeypatch, RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     assert r.exit_code == 2 and "error: model 'A', task 'arc_easy', evidence pass 'option_order': ran out of memory " \
         "(CUDA out of memory. Tried to allocate 2.00 GiB); set the model's max_batch_size lower, or use a smaller " \
         "dtype or another device" in _errors(r), _errors(r)
