@@ -34,6 +34,7 @@ import dataclasses
 import difflib
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import UserError, user_path
@@ -247,6 +248,10 @@ def import_plugin(module: str) -> Any:
             name = f"reporter_plugin_{path.stem}"
             if getattr(sys.modules.get(name), "__file__", None) == str(path):  # imported once per process
                 return sys.modules[name]
+            if (same := _imported_from(path)) is not None:  # another plugin imported this file: one copy
+                _PLUGIN_MODULES[same] = str(path)
+                _PLUGIN_SEARCH.setdefault(same, tuple(sys.path))
+                return sys.modules[same]
             spec = importlib.util.spec_from_file_location(name, path)
             if spec is None or spec.loader is None:
                 raise UserError(f"--plugin {module}: not a Python file")
@@ -258,6 +263,7 @@ def import_plugin(module: str) -> Any:
                 spec.loader.exec_module(mod)
                 _PLUGIN_SEARCH[name] = tuple(sys.path)
             _REBOUND[name] = _rebound(before)
+            _as_its_siblings_import_it(path, mod)
             return mod
         if not all(part.isidentifier() for part in module.split(".")):  # "sub dir": a folder, imported as nothing
             what = "is a directory" if user_path(module).is_dir() else "is not a module name"
@@ -302,6 +308,40 @@ _PLUGIN_MODULES: dict[str, str] = {}
 #: by ``--plugin`` module name, what of reporter's own code its import rebound (``reporter.collect.job.smoke``,
 #: ``OptionOrderPass.run``): a plugin that changes reporter, not only adds to it (:mod:`reporter.plugin_code`)
 _REBOUND: dict[str, list[str]] = {}
+
+
+def _imported_from(path: Path) -> str | None:
+    """The name of a loaded module whose source is ``path`` (another plugin imported a ``--plugin`` file as its
+    helper first), or None.
+    """
+    for name, mod in list(sys.modules.items()):
+        file = getattr(mod, "__file__", None)
+        if str(getattr(mod, "__name__", "")).startswith("reporter_plugin_"):
+            continue  # a --plugin file's own module (or its plain name, below), not another plugin's import of it
+        if isinstance(file, str) and (file == str(path) or Path(file).name == path.name
+                                      and Path(file).resolve() == path):
+            return name
+    return None
+
+
+def _as_its_siblings_import_it(path: Path, mod: Any) -> None:
+    """Let a plugin beside a ``--plugin`` file that imports it by name (``import main_plug``) get this module, not a
+    second copy whose registrations would clash: bound under its plain name where that import would find this file.
+    """
+    import importlib.util
+
+    stem = path.stem
+    taken = sys.modules.get(stem)
+    if not stem.isidentifier() or (taken is not None and not str(getattr(taken, "__name__", "")).startswith(
+            "reporter_plugin_")):  # the name is another module's (an earlier --plugin's may be replaced)
+        return
+    try:
+        with _beside(str(path.parent)):
+            found = importlib.util.find_spec(stem)
+    except (ImportError, ValueError):
+        return
+    if found is not None and isinstance(found.origin, str) and Path(found.origin).resolve() == path:
+        sys.modules[stem] = mod
 
 
 def _reporter_bindings() -> dict[tuple[str, str], Any]:

@@ -455,3 +455,31 @@ def test_the_step_collector_example_runs_both_ways_as_printed(tmp_path):
         assert got["fused"]["reply_norm"] == pytest.approx(got["teacher-forced"]["reply_norm"], rel=1e-6)
     finally:
         COLLECTORS.remove("reply_norms")
+
+
+@pytest.mark.parametrize("order", [("main_plug.py", "more_plug.py"), ("more_plug.py", "main_plug.py")])
+def test_a_plugin_file_another_plugin_imports_is_loaded_once(tmp_path, order):
+    """``--plugin main_plug.py --plugin more_plug.py``, where more_plug does ``import main_plug``: the file was
+    imported twice, as two modules, and the second copy's registrations clashed with the first ("cannot import it
+    (ValueError: task 'tc_main' is already registered)"). One module now serves both, in either order."""
+    import sys
+
+    from reporter.tasks import TASKS
+
+    task = ("from reporter.tasks import Item, Task, register_task\n\n\n@register_task('NAME')\ndef _t():\n"
+            "    return Task(name='NAME', scorer='exact', instruction='A.', answer_prefix='Answer:',\n"
+            "                load=lambda: [Item('q', 'Q?', 'A')])\n")
+    (tmp_path / "main_plug.py").write_text(task.replace("NAME", "tc_main"))
+    (tmp_path / "more_plug.py").write_text("import main_plug  # noqa: F401\n" + task.replace("NAME", "tc_more"))
+    args = [a for f in order for a in ("--plugin", str(tmp_path / f))]
+    try:
+        r = CliRunner().invoke(main, [*args, "list", "tasks"])
+        assert r.exit_code == 0 and "already registered" not in r.output, r.output
+        assert "tc_main" in r.output and "tc_more" in r.output
+    finally:
+        for name in ("main_plug", "more_plug", "reporter_plugin_main_plug", "reporter_plugin_more_plug"):
+            sys.modules.pop(name, None)
+        for name in ("tc_main", "tc_more"):
+            if name in TASKS.names():
+                TASKS.remove(name)
+        sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
