@@ -31,10 +31,18 @@ PLUGIN = textwrap.dedent('''
     def big(response, item):
         return response, 2.0
 
+    def _last_word(response, item):  # reads the answer from the reply's end
+        words = response.split()
+        return (words[-1] if words else None), float(bool(words) and words[-1] == item["answer"])
+
+    register_scorer("pf_last", answer_last=True)(lambda response, item: _last_word(response, item))
+    register_scorer("pf_last_unsaid")(lambda response, item: _last_word(response, item))
+
     def _items():
         return [Item(f"q{i}", f"Question {i}?", "Paris") for i in range(3)]
 
-    for name, scorer in (("pf_t_boom", "pf_boom"), ("pf_t_big", "pf_big")):
+    for name, scorer in (("pf_t_boom", "pf_boom"), ("pf_t_big", "pf_big"), ("pf_t_last", "pf_last"),
+                         ("pf_t_last_unsaid", "pf_last_unsaid")):
         register_task(name)(lambda name=name, scorer=scorer: Task(name=name, scorer=scorer, instruction="Answer.",
                                                                  answer_prefix="Answer:", load=_items))
 
@@ -126,7 +134,8 @@ def files(tmp_path):
     from reporter.scoring.scorers import SCORERS
     from reporter.tasks.base import TASKS
 
-    for registry, names in ((SCORERS, ("pf_boom", "pf_big")), (TASKS, ("pf_t_boom", "pf_t_big", "pf_t_loadfail",
+    for registry, names in ((SCORERS, ("pf_boom", "pf_big", "pf_last", "pf_last_unsaid")),
+                            (TASKS, ("pf_t_boom", "pf_t_big", "pf_t_loadfail", "pf_t_last", "pf_t_last_unsaid",
                                                                             "pf_t_factory", "pf_t_notatask", "pf_t_one", "pf_t_typo", "pf_t_missing",
                                                                             "pf_t_renamed", "pf_t_twice")),
                             (COLLECTORS, ("pf_metric",)), (SECTIONS, ("pf_bad",)), (EVIDENCE, ("pf_probe",))):
@@ -591,3 +600,23 @@ def test_a_pass_that_failed_after_writing_its_artifact_is_not_said_to_fail_on_ev
     r = _run(root, "--no-render", env={"PF_EVIDENCE": "half", "PF_SCOPE": scope})
     assert r.exit_code == 0, r.output
     assert "step_errors" not in json.loads((root / "run" / "results.json").read_text())["models"]["A"]
+
+
+def test_a_plugin_scorer_that_reads_the_answer_last_gets_the_cut_warning(files):
+    """Replies cut at the token limit and scored 0 were stated on the card for reporter's own answer-last scorers
+    only; a plugin's scorer can now say it reads the answer last, its task's summary records it (the analysis needs
+    no --plugin), and the card warns. A scorer that does not say so is not checked, as before."""
+    from reporter.card.data import load_card
+    from reporter.card.warnings import card_warnings
+
+    from .test_golden import _save_local_model
+
+    root = files("pf_t_last", "pf_t_last_unsaid")
+    _save_local_model(root / "trained", "llama", 3, small_tokenizer_dir())  # not an untrained reference
+    (root / "models.yaml").write_text(f"models:\n  - {{name: T, source: {root / 'trained'}, kind: instruct}}\n")
+    r = _run(root, "--no-render")
+    assert r.exit_code == 0, r.output
+    tasks = json.loads((root / "run" / "results.json").read_text())["models"]["T"]["tasks"]
+    assert tasks["pf_t_last"]["answer_last"] is True and "answer_last" not in tasks["pf_t_last_unsaid"]
+    said = [w for _, w in card_warnings(load_card(root / "run")) if w.startswith("Replies cut at")]
+    assert len(said) == 1 and "T on pf_t_last" in said[0] and "pf_t_last_unsaid" not in said[0], said

@@ -13,7 +13,9 @@ requests are no replies), are stated on the card:
   reads the answer from the end of the reply or the whole of it (:data:`ANSWER_LAST`: the final number, the last
   boxed expression, the program). A reply cut before its answer scores 0 whatever the model knows; a longer limit
   tells. Other scorers read the first words (multiple-choice letters, yes/no, short answers, the probes' formats)
-  or are a plugin's or lm-eval's, whose reading is not known here: not checked, rather than told wrongly.
+  or are lm-eval's, or a plugin's that did not say it reads the answer last (``register_scorer(name,
+  answer_last=True)``, recorded as the summary's ``answer_last``), whose reading is not known here: not checked,
+  rather than told wrongly.
 
 Untrained reference models are not checked: an empty or endless reply is what they are there to show.
 
@@ -32,8 +34,9 @@ from ..store.samples import holds_task, read_samples
 
 __all__ = ["ANSWER_LAST", "RESPONSE_RULE", "ResponseCheck", "check_replies", "response_checks"]
 
-#: scorers that read the answer from the end of the reply or the whole of it: a reply cut at the token limit may have
-#: been cut before its answer
+#: reporter's scorers that read the answer from the end of the reply or the whole of it: a reply cut at the token
+#: limit may have been cut before its answer (a plugin's scorer that does says so when it registers, and its task's
+#: summary records ``answer_last``)
 ANSWER_LAST = frozenset({"numeric", "math", "code"})
 #: the stop reasons of generated replies (:class:`reporter.models.outputs.Generation`)
 _REPLIES = ("eos", "stop", "length")
@@ -60,7 +63,8 @@ class ResponseCheck(TypedDict):
     stopped: dict[str, int]  # replies by stop reason
 
 
-def check_replies(records: list[dict[str, Any]], scorer: str | None) -> dict[str, Any] | None:
+def check_replies(records: list[dict[str, Any]], scorer: str | None,
+                  answer_last: bool = False) -> dict[str, Any] | None:
     """The counts of one task's records and the check they fail (``kind``), or None when they pass (or hold no
     generated reply).
 
@@ -86,7 +90,7 @@ def check_replies(records: list[dict[str, Any]], scorer: str | None) -> dict[str
               "cut_wrong": cut_wrong, "stopped": _by_reason(replies), **({"limit": max(lengths)} if lengths else {})}
     if 2 * len(empty) >= n:
         return {"kind": "empty", **counts}
-    if scorer in ANSWER_LAST and 2 * cut_wrong >= n:
+    if (scorer in ANSWER_LAST or answer_last) and 2 * cut_wrong >= n:
         return {"kind": "cut", **counts}
     return None
 
@@ -111,7 +115,7 @@ def response_checks(results: dict[str, Any], run_dir: str | Path) -> list[Respon
             records = list(read_samples(rd.task_dir(e.get("slug", name), task) / SAMPLES).values())
             if not records or not holds_task(len(records), (summary or {}).get("n")):
                 continue
-            found = check_replies(records, (summary or {}).get("scorer"))
+            found = check_replies(records, (summary or {}).get("scorer"), (summary or {}).get("answer_last") is True)
             if found is not None:
                 out.append({"model": name, "task": task, **found})  # type: ignore[typeddict-item]
     return out

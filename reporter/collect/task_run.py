@@ -34,7 +34,7 @@ from ..instrument.batch import teacher_forced_batch
 from ..instrument.hooked_pass import hooked_pass
 from ..metrics.stats import score_ci
 from ..models.generation import fusable_generation, generate, generate_collecting
-from ..scoring import answer_share, chance_level, get_scorer, majority_answer
+from ..scoring import ANSWER_LAST, SCORERS, answer_share, chance_level, get_scorer, majority_answer
 from ..store.atomic import read_json, write_json
 from ..store.checked import check_before_writing, document_ok, merge_fields
 from ..store.layout import SAMPLES, SUMMARY
@@ -246,7 +246,9 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
         "source": plan.task.source, **({"split": plan.task.split} if plan.task.split else {}),
         "description": plan.task.description,
         "mean_response_tokens": float(np.mean([r["response_tokens"] for r in recs])) if recs else 0.0,
-        "collection": "fused" if fused else "teacher-forced"}
+        "collection": "fused" if fused else "teacher-forced",
+        **({"answer_last": True} if plan.task.scorer in ANSWER_LAST and not SCORERS.builtin(plan.task.scorer)
+           else {})}  # a plugin's scorer that reads the answer last: the analysis, without the plugin, reads it here
     # over the whole split, of which the evaluated items are a seeded sample; items chosen by id (a core set) are no
     # sample of it, so there the level is what the constant answer scores on those very items
     population = plan.items if ctx.config.items is not None else plan.task.items()

@@ -184,6 +184,9 @@ class TaskSummary(TypedDict, total=False):
 
     task: str
     scorer: str
+    #: a plugin's scorer that reads the answer from the end of the reply or the whole of it (``register_scorer(name,
+    #: answer_last=True)``): the card then says when most replies were cut at the token limit and scored 0
+    answer_last: bool
     shots: int
     limit: int
     #: the task's data by content (``sha256:<hex>``): its evaluated items and few-shot examples (an lm-eval task's:

@@ -7,6 +7,7 @@ Every scorer is ``fn(response, item) -> (extracted answer or None, score in [0, 
 """
 from .scorers import (
                       ANSWER_KEYS,
+                      ANSWER_LAST,
                       CHANCE,
                       SCORERS,
                       Scorer,
@@ -17,5 +18,5 @@ from .scorers import (
                       register_scorer,
 )
 
-__all__ = ["ANSWER_KEYS", "CHANCE", "SCORERS", "Scorer", "answer_share", "chance_level", "get_scorer", "majority_answer",
+__all__ = ["ANSWER_KEYS", "ANSWER_LAST", "CHANCE", "SCORERS", "Scorer", "answer_share", "chance_level", "get_scorer", "majority_answer",
            "register_scorer"]

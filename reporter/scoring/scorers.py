@@ -24,13 +24,29 @@ Scorer = Callable[[str, dict[str, Any]], "tuple[str | None, float]"]
 SCORERS: Registry[Scorer] = Registry("scorer")
 
 
-def register_scorer(name: str) -> Callable[[Scorer], Scorer]:
+#: scorers that read the answer from the end of the reply or the whole of it (the final number, the last boxed
+#: expression, the program): a reply cut at the token limit may have been cut before its answer, which the card
+#: says (:mod:`reporter.analyse.responses`); a plugin's scorer joins with ``register_scorer(name, answer_last=True)``
+ANSWER_LAST: set[str] = {"numeric", "math", "code"}
+
+
+def register_scorer(name: str, *, answer_last: bool = False) -> Callable[[Scorer], Scorer]:
     """Decorator registering a scorer under ``name``; a different function under a taken name is an error.
+    ``answer_last``: it reads the answer from the end of the reply or the whole of it (a task it scores records
+    so, and the card then says when most replies were cut at the token limit and scored 0).
 
     >>> register_scorer("f1")(score_f1) is score_f1  # re-registering the same function is fine
     True
     """
-    return SCORERS.register(name)
+    add = SCORERS.register(name)
+
+    def register(fn: Scorer) -> Scorer:
+        out = add(fn)
+        if answer_last:
+            ANSWER_LAST.add(name)
+        return out
+
+    return register
 
 
 #: a scorer's chance level from its scorer items: the expected score of answering at random
