@@ -620,3 +620,15 @@ def test_a_plugin_scorer_that_reads_the_answer_last_gets_the_cut_warning(files):
     assert tasks["pf_t_last"]["answer_last"] is True and "answer_last" not in tasks["pf_t_last_unsaid"]
     said = [w for _, w in card_warnings(load_card(root / "run")) if w.startswith("Replies cut at")]
     assert len(said) == 1 and "T on pf_t_last" in said[0] and "pf_t_last_unsaid" not in said[0], said
+
+
+def test_the_card_names_the_collector_that_failed_a_task(files):
+    """The card's partial-model sentence dropped what named the failing part ("task 'arc_easy', collector
+    'pf_metric': failed …" became "arc_easy failed with …"): the plugin's author could not tell whose bug it was."""
+    from reporter.card.data import load_card
+    from reporter.card.warnings import card_warnings
+
+    root = files("arc_easy")
+    assert _run(root, "--no-render", env={"PF_MODE": "raise"}).exit_code == 2
+    [said] = [w for _, w in card_warnings(load_card(root / "run")) if w.startswith("A is partial")]
+    assert "arc_easy failed: collector 'pf_metric': failed with ZeroDivisionError: division by zero" in said, said

@@ -1237,7 +1237,7 @@ def test_a_plugin_file_that_adds_only_a_task_joins_a_finished_run(tmp_path, forg
         (tmp_path / "added_task.py").write_text(ADDED_TASK.replace("NAME", name).replace('"Paris"', '"Rome"'))
         new_process()
         r = run("two.yaml", "added_task.py")  # the task plugin edited: its task alone is measured again
-        assert r.exit_code == 0 and f"task '{name}': the plugin code that defines it is not the code it was " \
+        assert r.exit_code == 0 and f"task '{name}': the plugins' task and scorer code is not the code it was " \
             "measured with: measuring it again" in r.output, r.output
         assert (samples.read_bytes(), samples.stat().st_mtime_ns) == before
         assert (out / "models" / "rnd" / "tasks" / name / "samples.jsonl").read_bytes() != answered  # its new gold
@@ -1258,7 +1258,7 @@ def test_plugin_tasks_are_measured_again_by_their_own_code_and_a_package_plugin_
     from reporter.collect.evidence import EVIDENCE
     from reporter.tasks import TASKS
 
-    forget_tasks.extend(["helped_task", "pkg_task", "more_task", "main_task"])
+    forget_tasks.extend(["helped_task", "pkg_task", "more_task", "main_task", "derived_task"])
     (tmp_path / "helped.py").write_text(
         "try:\n    from helped_extra import GOLD\nexcept ImportError:\n    GOLD = 'Paris'\n"
         + ADDED_TASK.replace("NAME", "helped_task").replace('"Paris"', "GOLD"))
@@ -1268,6 +1268,9 @@ def test_plugin_tasks_are_measured_again_by_their_own_code_and_a_package_plugin_
     (pkg / "tasks.py").write_text(ADDED_TASK.replace("NAME", "pkg_task"))
     (tmp_path / "main_plug.py").write_text(ADDED_PASS.replace("NAME", "main") + ADDED_TASK.replace("NAME", "main_task"))
     (tmp_path / "more_tasks.py").write_text("import main_plug  # noqa: F401\n" + ADDED_TASK.replace("NAME", "more_task"))
+    (tmp_path / "derived.py").write_text(  # a task built from another plugin's, through the registry
+        "import dataclasses\nfrom reporter.tasks import get_task, register_task\n\n\n@register_task('derived_task')\n"
+        "def _derived():\n    return dataclasses.replace(get_task('helped_task'), name='derived_task')\n")
     swapped = tmp_path / "swapped"  # another file registering helped_task: another scorer
     swapped.mkdir()
     (swapped / "helped.py").write_text(ADDED_TASK.replace("NAME", "helped_task").replace('"exact"', '"f1"'))
@@ -1276,19 +1279,20 @@ def test_plugin_tasks_are_measured_again_by_their_own_code_and_a_package_plugin_
                       f"intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
     base = ("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 0, reference_texts: 0, "
             "order_items: 0, split_items: 0}\ntasks:\n  - {name: helped_task, max_new_tokens: 2}\n"
-            "  - {name: main_task, max_new_tokens: 2}\n")
+            "  - {name: main_task, max_new_tokens: 2}\n  - {name: derived_task, max_new_tokens: 2}\n")
     (tmp_path / "one.yaml").write_text(base)
     (tmp_path / "two.yaml").write_text(base + "  - {name: pkg_task, max_new_tokens: 2}\n"
                                        "  - {name: more_task, max_new_tokens: 2}\n")
     out = tmp_path / "run"
     loaded = ["reporter_plugin_helped", "helped_extra", "pkgplug", "pkgplug.tasks", "main_plug",
-              "reporter_plugin_main_plug", "reporter_plugin_more_tasks"]
+              "reporter_plugin_main_plug", "reporter_plugin_more_tasks", "reporter_plugin_derived", "derived", "helped",
+              "more_tasks"]
 
     def new_process():
         for module in loaded:
             sys.modules.pop(module, None)
         for registry, entry in ((TASKS, "helped_task"), (TASKS, "pkg_task"), (TASKS, "more_task"),
-                                (TASKS, "main_task"), (EVIDENCE, "main_pass")):
+                                (TASKS, "main_task"), (TASKS, "derived_task"), (EVIDENCE, "main_pass")):
             if entry in registry.names():
                 registry.remove(entry)
 
@@ -1307,23 +1311,26 @@ def test_plugin_tasks_are_measured_again_by_their_own_code_and_a_package_plugin_
         return (out / "models" / "rnd" / "tasks" / task / "samples.jsonl").read_bytes()
 
     try:
-        assert run("one.yaml", str(tmp_path / "helped.py"), "main_plug").exit_code == 0
-        main_before, helped_before = answers("main_task"), answers("helped_task")
+        derived = str(tmp_path / "derived.py")
+        assert run("one.yaml", str(tmp_path / "helped.py"), "main_plug", derived).exit_code == 0
+        main_before, helped_before, derived_before = answers("main_task"), answers("helped_task"), answers("derived_task")
         (tmp_path / "helped_extra.py").write_text("GOLD = 'Rome'\n")
-        r = run("one.yaml", str(tmp_path / "helped.py"), "main_plug")
+        r = run("one.yaml", str(tmp_path / "helped.py"), "main_plug", derived)
         assert r.exit_code == 0 and f"{tmp_path / 'helped_extra.py'} added" in r.output, r.output
-        assert "task 'helped_task': the plugin code that defines it is not the code it was measured" in r.output
+        assert "task 'helped_task': the plugins' task and scorer code is not the code it was measured" in r.output
+        assert "task 'derived_task': the plugins' task and scorer code" in r.output  # built from helped_task
+        assert answers("derived_task") != derived_before
         assert answers("helped_task") != helped_before and answers("main_task") == main_before
-        r = run("two.yaml", str(tmp_path / "helped.py"), "main_plug", "pkgplug",
-                str(tmp_path / "more_tasks.py"))
+        r = run("two.yaml", str(tmp_path / "helped.py"), "main_plug", "pkgplug", str(tmp_path / "more_tasks.py"),
+                derived)
         assert r.exit_code == 0, r.output
         assert str(pkg / "tasks.py") in r.output and str(tmp_path / "more_tasks.py") in r.output
         assert answers("main_task") == main_before
         results = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]
         assert {"pkg_task", "more_task", "helped_task", "main_task"} <= set(results)
-        r = run("two.yaml", str(swapped / "helped.py"), "main_plug", "pkgplug",
-                str(tmp_path / "more_tasks.py"))
-        assert r.exit_code == 0 and "task 'helped_task': the plugin code that defines it" in r.output, r.output
+        r = run("two.yaml", str(swapped / "helped.py"), "main_plug", "pkgplug", str(tmp_path / "more_tasks.py"),
+                derived)
+        assert r.exit_code == 0 and "task 'helped_task': the plugins' task and scorer code" in r.output, r.output
         results = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]
         assert results["helped_task"]["scorer"] == "f1" and answers("main_task") == main_before
     finally:

@@ -76,9 +76,12 @@ def _task_error(model: str, task: str, line: str) -> str:
     'no items'
     >>> _task_error("m", "t", "model 'm', task 'group': failed with KeyError: 'x' (the traceback is in e.json)")
     "failed with KeyError: 'x' (the traceback is in e.json)"
+    >>> _task_error("m", "t", "model 'm', task 't', collector 'c': failed with KeyError: 'x'")
+    "collector 'c': failed with KeyError: 'x'"
     """
     first = (line.splitlines()[0] if line else "").removeprefix(f"model '{model}', ")
-    return re.sub(r"^task '.*?': ", "", first, count=1).rstrip(".")  # its own task's name, or its lm-eval group's
+    return re.sub(r"^task '[^']*'(: |, )", "", first, count=1).rstrip(".")  # its task's (or group's) name, said
+    # already; what named the part that failed (", collector 'x': …") stays
 
 
 def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
@@ -106,11 +109,12 @@ def card_warnings(card: dict[str, Any]) -> list[tuple[str, str]]:
                                 "rerun `reporter run` to complete it.")))
     for m in card["models"]:
         if steps := m.get("step_errors"):
-            said = [f"its evidence pass '{name.split('/', 1)[1]}' on {name.split('/', 1)[0]} {why.rstrip('.')}"
+            said = [f"its evidence pass '{name.rsplit('/', 1)[1]}' on {name.rsplit('/', 1)[0]} {why.rstrip('.')}"
                     if "/" in name else f"its model-only step '{name}' {why.rstrip('.')}" for name, why in steps.items()]
-            out.append(("medium", f"{m['name']}: " + "; ".join(said) + (", so what it measures is" if len(said) == 1
-                                                                       else ", so what they measure is")
-                        + " missing from this card; rerun `reporter run` to measure it."))
+            one = len(said) == 1
+            out.append(("medium", f"{m['name']}: " + "; ".join(said) + (", so what it measures is" if one else
+                                                                       ", so what they measure is")
+                        + f" missing from this card; rerun `reporter run` to measure {'it' if one else 'them'}."))
     if card["analysis"] is None:
         out.append(("medium", "This run has not been analysed (results.json has no analysis section): places are "
                               "the raw order of mean scores, with no rank intervals, tiers, tests against chance, "

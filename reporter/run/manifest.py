@@ -59,39 +59,30 @@ PLACE_FIELDS = ("profile", "output", "executor", "address")
 
 
 def task_code(tasks: list[Any]) -> dict[str, str]:
-    """Per task a plugin defines (by its directory's slug), a digest of the plugin code it is made by: the files of
-    the plugin that registers it, and of every plugin that registers a scorer (a task may score by any). A task's
-    resume key counts it, so a task whose plugin changed is measured again, and only that task. Reporter's own
-    tasks and lm-eval's have none (reporter's code version counts theirs).
+    """Per task a plugin defines (by its directory's slug), a digest of the plugin code tasks are made by: the files
+    of every plugin that registers a task or a scorer (a task may score by any scorer, and be built from another
+    plugin's task through the registry, which no file list shows). A plugin task's resume key counts it, so a change
+    to any task or scorer plugin measures the plugin tasks again, and not reporter's own tasks, whose code
+    reporter's code version counts (lm-eval's and a ``type: jsonl`` task's have none: a jsonl task takes only
+    reporter's scorers).
 
     >>> task_code([{"name": "arc_easy"}])
     {}
     """
     import hashlib
 
-    scorers = sorted({f for r in _scorer_names() for f in entry_files("scorer", r)})
-    out = {}
-    for t in tasks:
-        name = t.get("name") if isinstance(t, dict) else None
-        if not isinstance(name, str) or t.get("lm_eval"):
-            continue
-        if t.get("type"):  # a file's task (jsonl): reporter's code, and a plugin's scorer where it names one
-            files = entry_files("scorer", t["scorer"]) if isinstance(t.get("scorer"), str) else []
-        else:
-            own = entry_files("task", name)
-            files = sorted(set(own) | set(scorers)) if own else []
-        if files:
-            h = hashlib.sha256()
-            for f in files:
-                h.update(f"{f}\0{file_sha256(f) or 'unreadable'}\0".encode())
-            out[slugify(name)] = h.hexdigest()
-    return out
-
-
-def _scorer_names() -> list[str]:
     from ..registry import _REGISTRIES
 
-    return [n for r in _REGISTRIES if r.kind == "scorer" for n in r._entries]
+    files = sorted({f for r in _REGISTRIES if r.kind in ("task", "scorer") for n in r._entries
+                    for f in entry_files(r.kind, n)})
+    if not files:
+        return {}
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f}\0{file_sha256(f) or 'unreadable'}\0".encode())
+    digest = h.hexdigest()
+    return {slugify(t["name"]): digest for t in tasks if isinstance(t, dict) and isinstance(t.get("name"), str)
+            and not t.get("lm_eval") and not t.get("type") and entry_files("task", t["name"])}
 
 
 def resume_keys(resolved: dict[str, Any], code: dict[str, str] | None = None) -> dict[str, Any]:

@@ -96,8 +96,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             + "); choose another -o/--output or pass --force")
         taken, why = plugin_change(old, manifest) if old else (None, None)
         if old and old.get("code_version") != manifest["code_version"] and not force and taken is not None:
-            log(f"{rd.root}: resuming {taken}: they register only tasks, scorers or card sections, so only the tasks "
-                "they define are measured again")
+            log(f"{rd.root}: resuming {taken}: they register only tasks, scorers or card sections, so only tasks "
+                "that plugins define are measured again, where their code changed")
         elif old and old.get("code_version") != manifest["code_version"] and not force:
             made = (f"code {str(old['code_version'])[:12]}, this is {manifest['code_version'][:12]}"
                     + (f"; {what}" if (what := code_changes(old, manifest)) else "")

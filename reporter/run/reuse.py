@@ -123,7 +123,7 @@ def take_what_holds(rd: RunDir, old_manifest: dict[str, Any], old_keys: dict[str
         old_code = old_manifest.get("task_code") if isinstance(old_manifest.get("task_code"), dict) else {}
         if (code or {}).get(slug) != old_code.get(slug) and old_tasks.get(slug) is not None \
                 and not config_changes(old_tasks.get(slug), entry):
-            log(f"task '{entry['name']}': the plugin code that defines it is not the code it was measured with: "
+            log(f"task '{entry['name']}': the plugins' task and scorer code is not the code it was measured with: "
                 "measuring it again for every model")
         else:
             what = _what_changed(old_tasks.get(slug), entry, f"tasks[{i}]")
