@@ -19,8 +19,8 @@ from typing import Any, Collection
 
 from .registry import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND, _REGISTRIES, PLUGIN_GROUPS, _load_group
 
-__all__ = ["ADDITIVE_KINDS", "CHANGES_REPORTER", "SHOWING_KINDS", "module_files", "plugin_kinds", "entry_files", "not_additive", "not_removable",
-           "plugin_sources"]
+__all__ = ["ADDITIVE_KINDS", "CHANGES_REPORTER", "SHOWING_KINDS", "entry_files", "module_files", "not_additive",
+           "not_removable", "plugin_kinds", "plugin_sources"]
 
 
 def module_files(name: str) -> list[str]:
@@ -400,12 +400,7 @@ def _measuring_modules() -> list[str]:
     return sorted(modules)
 
 
-def _kinds(module: str) -> set[str]:
-    """The kinds of entry ``module`` registered (a task, a collector …)."""
-    return {r.kind for r in _REGISTRIES for registered in r._modules.values() if registered == module}
-
-
 def _shows_only(module: str) -> bool:
     """Whether ``module`` registered entries, all of them card sections or charts."""
-    kinds = _kinds(module)
+    kinds = {r.kind for r in _REGISTRIES for registered in r._modules.values() if registered == module}
     return bool(kinds) and kinds <= set(SHOWING_KINDS)

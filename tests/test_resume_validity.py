@@ -1336,3 +1336,43 @@ def test_plugin_tasks_are_measured_again_by_their_own_code_and_a_package_plugin_
     finally:
         new_process()
         sys.path[:] = [p for p in sys.path if p not in (str(tmp_path), str(swapped))]
+
+
+def test_a_task_plugin_edited_in_a_run_whose_keys_are_damaged_is_refused(tmp_path, forget_tasks):
+    """A task plugin may change only where the run's resume keys say which tasks to measure again: with them
+    damaged (edited by hand), the edit was taken and the task kept its answers to the old items."""
+    import sys
+
+    from reporter.tasks import TASKS
+
+    forget_tasks.append("keyed_task")
+    plugin = tmp_path / "keyed.py"
+    plugin.write_text(ADDED_TASK.replace("NAME", "keyed_task"))
+    models = tmp_path / "models.yaml"
+    models.write_text(f"models:\n  - {{name: rnd, source: random:llama, random: {{layers: 1, hidden: 32, "
+                      f"intermediate: 48, heads: 2, tokenizer: {small_tokenizer_dir()}}}}}\n")
+    (tmp_path / "p.yaml").write_text("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 0, "
+                                     "reference_texts: 0, order_items: 0, split_items: 0}\n"
+                                     "tasks:\n  - {name: keyed_task, max_new_tokens: 2}\n")
+
+    def run():
+        sys.modules.pop("reporter_plugin_keyed", None)
+        sys.modules.pop("keyed", None)
+        if "keyed_task" in TASKS.names():
+            TASKS.remove("keyed_task")
+        return CliRunner().invoke(main, ["--plugin", str(plugin), "run", str(models), "--profile",
+                                         str(tmp_path / "p.yaml"), "-o", str(tmp_path / "run"), "--no-progress",
+                                         "--no-render"])
+
+    try:
+        assert run().exit_code == 0
+        manifest = tmp_path / "run" / "manifest.json"
+        doc = json.loads(manifest.read_text())
+        manifest.write_text(json.dumps({**doc, "resume_keys": ["damaged"]}))
+        plugin.write_text(ADDED_TASK.replace("NAME", "keyed_task").replace('"Paris"', '"Rome"'))
+        r = run()
+        assert r.exit_code == 2 and "another version" in r.output and f"changed: {plugin}" in r.output, r.output
+    finally:
+        for name in ("reporter_plugin_keyed", "keyed"):
+            sys.modules.pop(name, None)
+        sys.path[:] = [p for p in sys.path if p != str(tmp_path)]

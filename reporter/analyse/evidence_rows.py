@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import UserError
 from ..metrics.min_k import question_logprobs
 from ..schema import is_untrained
-from ..store.atomic import read_json
+from ..store.atomic import read_json, read_record
 from ..store.layout import (
     LOGPROBS,
     OPTION_ORDER,
@@ -72,15 +71,6 @@ def min_k_from_artifacts(task_dir: Path, ref_path: Path, baseline: bool = False)
     return out
 
 
-def _record(path: Path) -> dict | None:
-    """A failure's record, or None where it is damaged (it explains; it decides nothing)."""
-    try:
-        doc = read_json(path)
-    except UserError:
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def _crashed(sig: dict, tdir: Path, mdir: Path) -> dict:
     """``sig`` with an unmeasured signal's reason saying which of its passes failed, and how, where one did
     (:func:`reporter.collect.failures.record_step_failure` kept it), instead of only the file it lacks.
@@ -94,8 +84,8 @@ def _crashed(sig: dict, tdir: Path, mdir: Path) -> dict:
             if names is not None and names not in str(s.get("reason")):
                 continue
             path = (tdir if task_scope else mdir) / STEP_ERRORS / f"{name}.json"
-            err = _record(path) if path.is_file() else None
-            if isinstance(err, dict) and isinstance(err.get("failure"), str):
+            err = read_record(path)
+            if err is not None and isinstance(err.get("failure"), str):
                 rel = path.relative_to(mdir.parent.parent).as_posix()  # models/<slug>/...
                 kept = f"the traceback is in {rel}" if "traceback" in err else f"see {rel}"
                 out[key] = {**s, "reason": f"its pass '{name}' {err['failure']} ({kept}); rerun `reporter run` "

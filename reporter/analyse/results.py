@@ -16,7 +16,7 @@ from ..config import Profile
 from ..errors import UserError
 from ..metrics.stats import ALPHA, all_pairs, holm
 from ..schema import SCHEMA_VERSION, check_document
-from ..store.atomic import read_json, write_json
+from ..store.atomic import read_json, read_record, write_json
 from ..store.checked import read_document
 from ..store.layout import (
     ERROR,
@@ -123,13 +123,13 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
                     per_item.setdefault(m["name"], {})[t.name] = scores
         entry["tasks"] = tasks
         task_errors = {t.name: why for t in profile.tasks if t.name not in tasks
-                       and isinstance(why := (_record(rd.task_dir(slug, t.name) / ERROR) or {}).get("error"), str)}
+                       and isinstance(why := (read_record(rd.task_dir(slug, t.name) / ERROR) or {}).get("error"), str)}
         if task_errors:  # why a listed task is missing: its failure line, as the run printed it
             entry["task_errors"] = task_errors
         places = [("", rd.model_dir(slug) / STEP_ERRORS)] + [(f"{t.name}/", rd.task_dir(slug, t.name) / STEP_ERRORS)
                                                              for t in profile.tasks if t.name in tasks]
         step_errors = {f"{where}{p.stem}": why for where, d in places if d.is_dir() for p in sorted(d.glob("*.json"))
-                       if isinstance(why := (_record(p) or {}).get("failure"), str)}
+                       if isinstance(why := (read_record(p) or {}).get("failure"), str)}
         if step_errors:  # a model-only step or evidence pass that failed (LPP, a contamination test): what is missing
             entry["step_errors"] = step_errors
         err = read_json(rd.model_dir(slug) / ERROR) if rd.model_dir(slug).is_dir() else None
@@ -161,17 +161,6 @@ def build_results(run_dir: str | Path) -> ResultsDocument:
 
 #: what results.json's run block copies from the manifest, with the types it may have there
 _PROVENANCE = {"created": str, "reporter_version": str, "seed": int, "config_hash": str}
-
-
-def _record(path: Path) -> dict[str, Any] | None:
-    """A JSON record that explains rather than measures (a task's ``error.json``): None where it is missing or
-    damaged, which costs the card a sentence, not the analysis.
-    """
-    try:
-        doc = read_json(path)
-    except UserError:
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def _check_provenance(manifest: dict[str, Any], rd: RunDir) -> None:

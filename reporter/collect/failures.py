@@ -23,7 +23,7 @@ from ..store.atomic import write_json
 from ..store.layout import ERROR, STEP_ERRORS, RunDir
 
 __all__ = ["clear_step_error", "crashed", "failed", "first_line", "log", "not_the_tasks", "out_of_memory", "record_step_failure", "step_crashed", "stops_every_model",
-           "task_crashed", "writable"]
+           "task_crashed", "the_environments", "writable"]
 
 
 def log(msg: str) -> None:
@@ -160,8 +160,18 @@ def first_line(e: BaseException) -> str:
 
 def not_the_tasks(e: Exception) -> bool:
     """Whether a task's exception belongs to more than the task: a full disk, a read-only directory, no memory."""
-    return isinstance(e, MemoryError) or isinstance(e, OSError) and environment_error(e) is not None \
-        or out_of_memory(e)
+    return isinstance(e, MemoryError) or the_environments(e) or out_of_memory(e)
+
+
+def the_environments(e: BaseException) -> bool:
+    """Whether ``e`` is the environment's failure (a full disk, a directory that cannot be written), which every
+    model and step would meet, not a step's own.
+
+    >>> import errno
+    >>> the_environments(OSError(errno.ENOSPC, "No space left on device")), the_environments(KeyError("x"))
+    (True, False)
+    """
+    return isinstance(e, OSError) and environment_error(e) is not None
 
 
 def task_crashed(model: str, task: str, task_dir: Path, e: BaseException, also: Sequence[Path] = ()) -> list[str]:

@@ -28,11 +28,11 @@ from typing import Any
 import torch
 
 from ..config import ModelSpec, Profile, RunConfig, TaskConfig
-from ..errors import UserError, environment_error
+from ..errors import UserError
 from ..models.heap import return_free_memory
 from ..models.identity import model_identity, source_identity
 from ..models.loading import load_model
-from ..store.atomic import json_ok, read_json, write_json
+from ..store.atomic import json_ok, read_json, read_record, write_json
 from ..store.checked import document_ok
 from ..store.layout import ERROR, MANIFEST, MODEL_META, MODEL_WORK, REFERENCE_LOGPROBS, SMOKE, STEP_ERRORS, RunDir
 from ..tasks.sources import lambada_sha256
@@ -52,6 +52,7 @@ from .failures import (
     step_crashed,
     stops_every_model,
     task_crashed,
+    the_environments,
 )
 from .model_cache import ModelStep, run_cached
 from .plan import data_checks_for, plan_task
@@ -199,10 +200,9 @@ def _first_measured(mdir: Path, identity: str | None) -> str:
     finds one, else now (UTC). A model measured again (other weights, a changed entry, ``--force``) has lost its
     directory, and so its date, before this.
     """
-    with contextlib.suppress(UserError):
-        old = read_json(mdir / MODEL_META)
-        if isinstance(old, dict) and isinstance(old.get("first_measured"), str) and old.get("identity") == identity:
-            return old["first_measured"]
+    old = read_record(mdir / MODEL_META) or {}
+    if isinstance(old.get("first_measured"), str) and old.get("identity") == identity:
+        return str(old["first_measured"])
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")  # runs a second apart stay ordered
 
 
@@ -220,11 +220,10 @@ def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], ste
     """Run each model-only step that is not done, through the model cache where it has a key; the failures' lines."""
     failures: list[str] = []
     for owner, label, settings, done, run in steps:
-        if done():  # a step that wrote its artifact and then failed is done: its failure is no longer the run's
-            clear_step_error(mdir, owner.name)
+        clear_step_error(mdir, owner.name)  # measured now, or done (one that wrote its artifact, then failed)
+        if done():
             continue
         kind = "evidence pass" if isinstance(owner, EvidencePass) else "collector"
-        clear_step_error(mdir, owner.name)
         try:
             with blamed(f"{kind} '{owner.name}'"), torch.no_grad():
                 if settings is None:  # not cacheable: computed every run
@@ -238,7 +237,7 @@ def _model_steps(lm: Any, spec: ModelSpec, mdir: Path, work: dict[str, str], ste
             record_step_failure(mdir, owner.name, "\n".join(lines), f"failed: {e.lines[0] if e.lines else e}")
             failures.extend(failed(f"{spec.name} / {label}", lines))
         except Exception as e:  # a bug in the step (a plugin's), or no memory for it: its failure alone
-            if _environment(e):  # a full disk, a directory that cannot be written: every step would meet it
+            if the_environments(e):  # a full disk, a directory that cannot be written: every step would meet it
                 raise
             failures += step_crashed(f"{spec.name} / {label}", f"model '{spec.name}', {kind} '{owner.name}'", mdir,
                                      owner.name, e)
@@ -264,11 +263,6 @@ def _sweep_step_errors(rd: RunDir, spec: ModelSpec, profile: Profile) -> None:
                 with contextlib.suppress(Exception):  # a plugin's done() that raises: its failure stays said
                     if done is None or done():  # turned off, or done after all (it wrote, then failed)
                         clear_step_error(directory, path.stem)
-
-
-def _environment(e: BaseException) -> bool:
-    """Whether ``e`` is the environment's failure (a full disk, a read-only directory), not a step's own."""
-    return isinstance(e, OSError) and environment_error(e) is not None
 
 
 def _free_memory(e: BaseException) -> None:
@@ -454,7 +448,7 @@ def _crashed(model: str, task: str, ev: EvidencePass, task_dir: Path, e: Excepti
     """The failure line of one evidence pass of one task that raised unexpectedly or ran out of memory; an
     environment failure (every pass would meet it) is raised on.
     """
-    if _environment(e):
+    if the_environments(e):
         raise e
     lines = step_crashed(f"{model} / {task} / {ev.label}",
                          f"model '{model}', task '{task}', evidence pass '{ev.name}'", task_dir, ev.name, e)

@@ -94,7 +94,8 @@ def run(cfg: RunConfig, output: str | Path | None = None, *, profile: Profile | 
                             f"{old.get('config_hash')} vs {manifest['config_hash']}"
                             + (f"; changed: {'; '.join(changed)}" if changed else "")
                             + "); choose another -o/--output or pass --force")
-        taken, why = plugin_change(old, manifest) if old else (None, None)
+        # plugin code may change only where the keys say which tasks to measure again (a run without whole keys: no)
+        taken, why = plugin_change(old, manifest) if old and takes_entries else (None, None)
         if old and old.get("code_version") != manifest["code_version"] and not force and taken is not None:
             log(f"{rd.root}: resuming {taken}: they register only tasks, scorers or card sections, so only tasks "
                 "that plugins define are measured again, where their code changed")

@@ -202,6 +202,20 @@ def json_ok(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+def read_record(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """A JSON object that explains rather than measures (a failure's ``error.json``): None where it is missing,
+    damaged or not an object, which costs the card a sentence, not the analysis.
+
+    >>> read_record("/nonexistent/error.json") is None
+    True
+    """
+    try:
+        doc = read_json(path)
+    except UserError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def atomic_directory(final: Path, build: Callable[[Path], None]) -> Path:
     """Run ``build(tmpdir)`` and rename the result to ``final``; an existing ``final`` is kept as is.
 
