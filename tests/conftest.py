@@ -337,15 +337,18 @@ def _forget_plugin_modules():
     what this environment has, and loading it again costs a scan of every distribution."""
     import sys
 
-    from reporter.registry import _GROUPS, _PLUGIN_MODULES, _PLUGIN_SEARCH
+    from reporter.registry import _GROUPS, _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND
 
     before, groups = dict(_PLUGIN_MODULES), dict(_GROUPS)
     yield
     for name in [n for n in _PLUGIN_MODULES if n not in before]:
         del _PLUGIN_MODULES[name]
         _PLUGIN_SEARCH.pop(name, None)
+        _REBOUND.pop(name, None)
         if name.startswith("reporter_plugin_"):
-            sys.modules.pop(name, None)
+            mod = sys.modules.pop(name, None)
+            for alias in [a for a, m in list(sys.modules.items()) if m is mod and mod is not None]:
+                del sys.modules[alias]  # its plain name, bound for the plugins beside it
     for group in [g for g in _GROUPS if g not in groups and _GROUPS[g]]:
         del _GROUPS[group]
     _GROUPS.update(groups)
