@@ -38,7 +38,7 @@ def main(plugins: tuple[str, ...] = ()) -> None:
 
     Each command has its own example: reporter COMMAND --help.
     """
-    from .registry import import_plugin
+    from .plugin_import import import_plugin
 
     for module in plugins:
         try:

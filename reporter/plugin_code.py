@@ -5,7 +5,8 @@ of one plugin module; a run's ``code_version`` and the model-only cache's keys c
 (:func:`reporter.collect.model_cache.code_version`). A package's code is its every ``.py`` file; a single-file module's
 is its file and the helpers in its folder it imports, read from its source. What lies in the Python environment and
 reporter's own source (which its code version counts already) are not a plugin's code. The plugins themselves come
-from :mod:`reporter.registry`'s record (``--plugin`` modules, installed entry points).
+from :mod:`reporter.plugin_import`'s record of ``--plugin`` modules and :mod:`reporter.registry`'s of installed
+entry points.
 
 >>> module_files("reporter.errors")
 []
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection
 
-from .registry import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND, _REGISTRIES, PLUGIN_GROUPS, _load_group
+from .plugin_import import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND
+from .registry import _REGISTRIES, PLUGIN_GROUPS, _load_group
 
 __all__ = ["ADDITIVE_KINDS", "CHANGES_REPORTER", "SHOWING_KINDS", "entry_files", "module_files", "not_additive",
            "not_removable", "plugin_kinds", "plugin_sources"]
@@ -327,7 +329,7 @@ class _Files:
 
 def _rebinds(module: str, files: "_Files | None" = None) -> list[str]:
     """What of reporter's own code the plugin ``module`` changed: the names its import rebound in reporter's modules
-    loaded before it (:data:`reporter.registry._REBOUND`), and every function, method, ``functools.partial`` or
+    loaded before it (:data:`reporter.plugin_import._REBOUND`), and every function, method, ``functools.partial`` or
     class of its code (its module and the helpers it imports) that a reporter module, or a class of one, binds now.
     """
     mine = set(module_files(module)) | ({own} if (own := (files or _Files()).own(module)) else set())

@@ -337,7 +337,8 @@ def _forget_plugin_modules():
     what this environment has, and loading it again costs a scan of every distribution."""
     import sys
 
-    from reporter.registry import _GROUPS, _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND
+    from reporter.plugin_import import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND
+    from reporter.registry import _GROUPS
 
     before, groups = dict(_PLUGIN_MODULES), dict(_GROUPS)
     yield

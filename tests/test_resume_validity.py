@@ -215,7 +215,7 @@ def test_a_plugins_code_is_its_own_not_the_environments_nor_reporters(tmp_path, 
     from reporter.card.sections import SECTIONS
     from reporter.collect.collectors import COLLECTORS
     from reporter.plugin_code import module_files, plugin_sources
-    from reporter.registry import import_plugin
+    from reporter.plugin_import import import_plugin
 
     plug, show = tmp_path / "plug", tmp_path / "show"
     venv = plug / ".venv" / "lib"  # a project's own environment, below the plugin's folder

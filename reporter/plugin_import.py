@@ -1,0 +1,174 @@
+"""``reporter --plugin``: importing a plugin module in-process, and the record of what each one is.
+
+:func:`import_plugin` imports a ``.py`` file or a dotted module that registers plugins, and keeps what
+:mod:`reporter.plugin_code` needs to tell a plugin's code afterwards: the path or name the command line gave
+(:data:`_PLUGIN_MODULES`), where its helpers are found (:data:`_PLUGIN_SEARCH`), and which of reporter's own
+functions its import rebound (:data:`_REBOUND`). The registries (:mod:`reporter.registry`) read the first to say
+where an entry came from.
+
+>>> import_plugin("reporter.errors").__name__
+'reporter.errors'
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import UserError, user_path
+
+#: the modules ``--plugin`` imported, by module name: what the command line named (a file's path, or a module)
+_PLUGIN_MODULES: dict[str, str] = {}
+#: by ``--plugin`` module name, what of reporter's own code its import rebound (``reporter.collect.job.smoke``,
+#: ``OptionOrderPass.run``): a plugin that changes reporter, not only adds to it (:mod:`reporter.plugin_code`)
+_REBOUND: dict[str, list[str]] = {}
+
+
+def _imported_from(path: Path) -> str | None:
+    """The name of a loaded module whose source is ``path`` (another plugin imported a ``--plugin`` file as its
+    helper first), or None.
+    """
+    for name, mod in list(sys.modules.items()):
+        file = getattr(mod, "__file__", None)
+        if str(getattr(mod, "__name__", "")).startswith("reporter_plugin_"):
+            continue  # a --plugin file's own module (or its plain name, below), not another plugin's import of it
+        if isinstance(file, str) and (file == str(path) or Path(file).name == path.name
+                                      and Path(file).resolve() == path):
+            return name
+    return None
+
+
+def _as_its_siblings_import_it(path: Path, mod: Any) -> None:
+    """Let a plugin beside a ``--plugin`` file that imports it by name (``import main_plug``) get this module, not a
+    second copy whose registrations would clash: bound under its plain name where that import would find this file.
+    """
+    import importlib.util
+
+    stem = path.stem
+    taken = sys.modules.get(stem)
+    if not stem.isidentifier() or (taken is not None and not str(getattr(taken, "__name__", "")).startswith(
+            "reporter_plugin_")):  # the name is another module's (an earlier --plugin's may be replaced)
+        return
+    try:
+        with _beside(str(path.parent)):
+            found = importlib.util.find_spec(stem)
+    except (ImportError, ValueError):
+        return
+    if found is not None and isinstance(found.origin, str) and Path(found.origin).resolve() == path:
+        sys.modules[stem] = mod
+
+
+def _reporter_bindings() -> dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]]]]:
+    """Per loaded reporter module, a copy of what it binds and of the attributes of each class it defines (the
+    objects held, so that no other object can take an id): what a plugin's import could rebind (about 2 ms).
+    """
+    out = {}
+    for name in [n for n in list(sys.modules) if n == "reporter" or n.startswith("reporter.")]:
+        bound = dict(vars(sys.modules[name]))
+        out[name] = (bound, {k: dict(vars(v)) for k, v in bound.items()
+                             if isinstance(v, type) and v.__module__ == name})
+    return out
+
+
+def _rebound(before: dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]]]]) -> list[str]:
+    """The names of ``before`` bound to another object now (what an import in between changed), sorted."""
+    now = _reporter_bindings()
+    found = []
+    for name, (bound, classes) in before.items():
+        if name not in now:
+            continue
+        bound_now, classes_now = now[name]
+        found += [f"{name}.{k}" for k, v in bound.items() if k in bound_now and bound_now[k] is not v]
+        found += [f"{name}.{c}.{k}" for c, attrs in classes.items() for k, v in attrs.items()
+                  if k in classes_now.get(c, {}) and classes_now[c][k] is not v]
+    return sorted(found)
+
+
+#: by ``--plugin`` module name, the ``sys.path`` entries right after it was imported (where its helpers are looked
+#: for: :mod:`reporter.plugin_code`)
+_PLUGIN_SEARCH: dict[str, tuple[str, ...]] = {}
+
+
+
+@contextlib.contextmanager
+def _beside(folder: str) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` while a plugin imports, then last for the rest of the process: a helper
+    module beside the plugin, imported at the top or inside a method that runs later, is found, and an installed
+    package of the same name is not shadowed after the import.
+    """
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        sys.path.remove(folder)
+        if folder not in sys.path:
+            sys.path.append(folder)
+
+
+def import_plugin(module: str) -> Any:
+    """Import a module that registers plugins in-process (``reporter --plugin MODULE``): a dotted module name
+    (looked for in the current directory too) or the path of a ``.py`` file.
+
+    A module that cannot be imported is a :class:`UserError` (it was asked for by name, unlike an installed
+    plugin, which is skipped with a warning).
+
+    >>> import_plugin("reporter.errors").__name__
+    'reporter.errors'
+    >>> import_plugin("no_such_plugin_module")
+    Traceback (most recent call last):
+    reporter.errors.UserError: --plugin no_such_plugin_module: cannot import it (ModuleNotFoundError: No module named 'no_such_plugin_module')
+    >>> import_plugin("my plugins")
+    Traceback (most recent call last):
+    reporter.errors.UserError: --plugin my plugins: is not a module name; give a .py file or a module name (a.b.c)
+    """
+    import importlib
+    import importlib.util
+    import os
+
+    try:
+        if module.endswith(".py") or os.sep in module:
+            path = user_path(module).resolve()
+            if not path.is_file():
+                what = "is a directory; give a .py file or a module name" if path.is_dir() else "no such file"
+                raise UserError(f"--plugin {module}: {what} ({path})")
+            name = f"reporter_plugin_{path.stem}"
+            if getattr(sys.modules.get(name), "__file__", None) == str(path):  # imported once per process
+                return sys.modules[name]
+            if (same := _imported_from(path)) is not None:  # another plugin imported this file: one copy
+                _PLUGIN_MODULES[same] = str(path)
+                _PLUGIN_SEARCH.setdefault(same, tuple(sys.path))
+                return sys.modules[same]
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise UserError(f"--plugin {module}: not a Python file")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            _PLUGIN_MODULES[name] = str(path)
+            before = _reporter_bindings()
+            with _beside(str(path.parent)):  # its helper modules, as `python file.py` finds them
+                spec.loader.exec_module(mod)
+                _PLUGIN_SEARCH[name] = tuple(sys.path)
+            _REBOUND[name] = _rebound(before)
+            _as_its_siblings_import_it(path, mod)
+            return mod
+        if not all(part.isidentifier() for part in module.split(".")):  # "sub dir": a folder, imported as nothing
+            what = "is a directory" if user_path(module).is_dir() else "is not a module name"
+            raise UserError(f"--plugin {module}: {what}; give a .py file or a module name (a.b.c)")
+        _PLUGIN_MODULES[module] = module
+        before = _reporter_bindings()
+        with _beside(os.getcwd()):
+            imported = importlib.import_module(module)
+            _REBOUND[module] = _rebound(before)
+            if getattr(imported, "__file__", None) is None:
+                _PLUGIN_MODULES.pop(module, None)
+                raise UserError(f"--plugin {module}: is a directory with no code (a namespace package): nothing "
+                                "registers from it; give a .py file or a module, such as a package with __init__.py")
+            _PLUGIN_SEARCH[module] = tuple(sys.path)
+            return imported
+    except UserError:
+        raise
+    except Exception as e:
+        text = str(e).strip().splitlines()
+        raise UserError(f"--plugin {module}: cannot import it ({type(e).__name__}"
+                        f"{': ' + text[0][:300] if text else ''})") from None
