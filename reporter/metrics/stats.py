@@ -248,19 +248,27 @@ def all_pairs(per_model: Mapping[str, Mapping[str, Mapping[str, float]]], *,
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (``statsmodels`` ``multipletests(method="holm")``), input order kept.
+    """Holm step-down adjusted p-values, input order kept: the k-th smallest of m times (m - k + 1), made
+    non-decreasing along that order and capped at 1.
 
-    The family is every p-value given; "significant" means adjusted p < :data:`ALPHA`.
+    The family is every p-value given; "significant" means adjusted p < :data:`ALPHA`. The values equal
+    ``statsmodels``' ``multipletests(method="holm")`` bit for bit (``tests/test_ranking.py``), which is not called:
+    its Holm branch runs ``gc.collect()`` on every call: 40 ms in a bare process, 160 ms in one that imported
+    reporter's stages, and more the more objects a process holds, for four array operations.
 
     >>> holm([0.01, 0.04, 0.03, 0.2])
     [0.04, 0.09, 0.09, 0.2]
     >>> holm([])
     []
     """
-    if not len(p_values):
+    p = np.asarray(p_values, dtype=np.float64)
+    if not p.size:
         return []
-    from statsmodels.stats.multitest import multipletests
-    return [float(x) for x in multipletests(np.asarray(p_values, dtype=np.float64), method="holm")[1]]
+    order = np.argsort(p)
+    stepped = np.maximum.accumulate(p[order] * np.arange(p.size, 0, -1, dtype=np.float64))
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return [float(x) for x in adjusted]
 
 
 def above_chance(scores: Sequence[float], chance: float | None, *, alpha: float = ALPHA,

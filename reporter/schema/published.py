@@ -19,10 +19,12 @@ with :func:`write_shipped` (a test keeps them equal to :func:`json_schema` and s
     .venv/bin/python -c 'from reporter.schema.published import write_shipped; write_shipped()'
 """
 # no ``from __future__ import annotations``: the schema reads live Required[...] markers
+import ast
 import functools
 import inspect
 import json
 import re
+import sys
 import types
 from importlib import resources
 from pathlib import Path
@@ -62,13 +64,15 @@ def field_comments(td: Any) -> dict[str, str]:
     >>> field_comments(documents.TaskSummary)["collection"]
     '"fused" (the collectors rode generation) or "teacher-forced" (one pass after it)'
     """
-    try:
-        lines = inspect.getsource(td).splitlines()[1:]
-    except (OSError, TypeError):  # no source (a frozen or generated type)
-        return {}
+    lines = _class_sources(td.__module__).get(td.__qualname__)
+    if lines is None:  # not a top-level class of a module with a source file
+        try:
+            lines = inspect.getsource(td).splitlines()
+        except (OSError, TypeError):  # no source (a frozen or generated type)
+            return {}
     out: dict[str, str] = {}
     pending: list[str] = []
-    for line in lines:
+    for line in lines[1:]:  # after the class line
         text = line.strip()
         if text.startswith("#:"):
             pending.append(text[2:].strip())
@@ -78,6 +82,20 @@ def field_comments(td: Any) -> dict[str, str]:
             out[key.group(1)] = " ".join(pending)
         pending = []
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _class_sources(module: str) -> dict[str, list[str]]:
+    """The source lines of each top-level class of ``module``, by name, from one parse of its file (``inspect``
+    parses the whole file again for every class it is asked for); empty without a source file.
+    """
+    try:
+        text = inspect.getsource(sys.modules[module])
+    except (KeyError, OSError, TypeError):
+        return {}
+    lines = text.splitlines()
+    return {node.name: lines[node.lineno - 1:node.end_lineno] for node in ast.parse(text).body
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None}
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
