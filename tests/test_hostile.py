@@ -731,7 +731,7 @@ main(sys.argv[1:])
     ("weasyprint", ["render", "{run}", "--format", "pdf"], "the Python package 'weasyprint' is not installed"),
     ("weasyprint", ["run", "{models}", "-o", "{out}"], "the PDF needs weasyprint, which is not installed; run: pip "
                                                        "install weasyprint, or leave the PDF out: --format html,md"),
-    ("statsmodels", ["analyse", "{run}"], "the Python package 'statsmodels' is not installed"),
+    ("scipy", ["analyse", "{run}"], "the Python package 'scipy' is not installed"),
     ("vl_convert", ["render", "{run}", "--format", "md"], "pip install vl-convert-python"),
 ])
 def test_a_missing_dependency_is_one_line(finished_run, module, command, want, tmp_path):
