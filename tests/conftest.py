@@ -457,19 +457,19 @@ def doctest_objects(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 # --- scheduling: the heaviest modules first ----------------------------------------------------------------------
 
-#: test modules by measured cost, heaviest first: every module of at least 5 s of test time (durations of 2026-12-06
-#: afternoon, a clean clone, two workers; 564 of the suite's 620 s). `make test` runs pytest-xdist with --dist loadfile
+#: test modules by measured cost, heaviest first: every module of at least 5 s of test time (durations of 2026-12-07
+#: afternoon, the working tree, two workers; 518 of the suite's 590 s). `make test` runs pytest-xdist with --dist loadfile
 #: and --no-loadscope-reorder, so modules are handed out in collection order: the long ones first keep one worker from
 #: running a long module alone at the end. (Without that flag pytest-xdist orders modules by their number of tests,
 #: and this list had no effect: test_resume.py, 43 s in 13 tests, ran last and left the other worker idle 13 s.)
 #: Scheduling only: a stale list costs wall time, never a result; modules not listed keep their order after these.
-HEAVY_FIRST = ("test_hostile", "test_card", "test_resume", "test_robustness", "test_entry_points", "test_split_reference",
-               "test_lm_eval_cli", "test_option_order_null", "test_loading", "test_scaleout", "test_contamination_control",
-               "test_board", "test_sandbox", "test_showcase", "test_json_schema", "test_compare", "test_golden", "test_sae",
-               "test_architecture", "test_scoring", "test_resume_validity", "test_run", "test_markdown", "test_analyse",
-               "test_control_power", "test_ranking", "test_lm_eval_offline", "test_lm_eval_tasks", "test_collector_paths",
-               "test_contamination_signals", "test_fused", "test_analyse_types", "test_coreset", "test_sign_flip",
-               "test_contamination", "test_showcase_script", "test_tree")
+HEAVY_FIRST = ("test_card", "test_hostile", "test_entry_points", "test_resume", "test_lm_eval_cli", "test_split_reference",
+               "test_option_order_null", "test_robustness", "test_board", "test_showcase", "test_resume_validity",
+               "test_contamination_control", "test_loading", "test_scaleout", "test_golden", "test_plugin_failures",
+               "test_run", "test_sandbox", "test_markdown", "test_sae", "test_architecture", "test_ranking", "test_scoring",
+               "test_compare", "test_control_power", "test_lm_eval_offline", "test_collector_paths", "test_lm_eval_tasks",
+               "test_contamination", "test_analyse", "test_lm_eval_profile", "test_model_cache", "test_tree",
+               "test_coreset")
 
 
 def pytest_collection_modifyitems(config, items):
