@@ -25,6 +25,91 @@ _PLUGIN_MODULES: dict[str, str] = {}
 _REBOUND: dict[str, list[str]] = {}
 
 
+def _imported_names(path: Path) -> set[str]:
+    """The top-level module names ``path``'s source imports anywhere in it (``import a.b``, ``from a import b``,
+    ``importlib.import_module("a")``); empty when it cannot be read.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+        elif (isinstance(node, ast.Call) and node.args and isinstance(arg := node.args[0], ast.Constant)
+              and isinstance(arg.value, str) and arg.value and not arg.value.startswith(".")
+              and (isinstance(f := node.func, ast.Attribute) and f.attr == "import_module"
+                   or isinstance(f, ast.Name) and f.id in ("import_module", "__import__"))):
+            names.add(arg.value.split(".")[0])
+    return names
+
+
+def _helpers_beside(path: Path) -> dict[str, Path]:
+    """The modules in a ``--plugin`` file's folder that it imports by name, and that they import in turn: top-level
+    name -> the helper's file (a package: its folder). What ``python path`` would import from there (``reporter``
+    aside).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "plug.py").write_text("import json, util_a\\n"); _ = (d / "util_a.py").write_text("import util_b\\n")
+    >>> _ = (d / "util_b.py").write_text(""); _ = (d / "other.py").write_text("")
+    >>> sorted(_helpers_beside(d / "plug.py"))
+    ['util_a', 'util_b']
+    """
+    folder, out, todo = path.parent, {}, [path]
+    while todo:
+        for top in sorted(_imported_names(todo.pop())):
+            if top in out or top in (path.stem, "reporter") or not top.isidentifier():
+                continue  # itself, and reporter: a plugin always gets the reporter that runs it
+            if (folder / f"{top}.py").is_file():
+                out[top] = folder / f"{top}.py"
+                todo.append(out[top])
+            elif (folder / top / "__init__.py").is_file():  # a folder without one never shadows another's module
+                out[top] = folder / top
+    return out
+
+
+def _location(mod: Any) -> Path | None:
+    """Where a loaded module comes from: a package's folder, a module's file; None for one without either."""
+    paths = list(getattr(mod, "__path__", None) or [])
+    file = getattr(mod, "__file__", None)
+    try:
+        if paths:
+            return Path(paths[0]).resolve()
+        return Path(file).resolve() if isinstance(file, str) else None
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+def _helper_clash(path: Path) -> str | None:
+    """Why a ``--plugin`` file would not run its own helper (None when it would): Python keeps one module per name
+    in a process, so a helper beside it whose name is already another file's module (a helper of an earlier
+    ``--plugin`` from another folder, or any module loaded before), or is the name of another ``--plugin``'s own
+    helper, gives one of the two plugins the other's code, silently.
+    """
+    mine = _helpers_beside(path)
+    for top, where in sorted(mine.items()):
+        loaded = sys.modules.get(top)
+        there = _location(loaded) if loaded is not None else None
+        if there is not None and there != where.resolve():
+            return (f"it imports '{top}', which lies beside it ({where}), but this process already has a module "
+                    f"'{top}' from {there}; Python keeps one module per name, so the plugin would run that one: "
+                    "give one of them another name")
+    for other in [f for f in _PLUGIN_MODULES.values() if f.endswith(".py") and Path(f) != path]:
+        theirs = _helpers_beside(Path(other))
+        for top, where in sorted(mine.items()):
+            if top in theirs and theirs[top].resolve() != where.resolve():
+                return (f"it imports '{top}', which lies beside it ({where}), and --plugin {other} imports its own "
+                        f"'{top}' ({theirs[top]}); Python keeps one module per name, so one of the two plugins "
+                        "would run the other's: give one of them another name")
+    return None
+
+
 def _imported_from(path: Path) -> str | None:
     """The name of a loaded module whose source is ``path`` (another plugin imported a ``--plugin`` file as its
     helper first), or None.
@@ -139,6 +224,8 @@ def import_plugin(module: str) -> Any:
                 _PLUGIN_MODULES[same] = str(path)
                 _PLUGIN_SEARCH.setdefault(same, tuple(sys.path))
                 return sys.modules[same]
+            if (clash := _helper_clash(path)) is not None:
+                raise UserError(f"--plugin {module}: {clash}")
             spec = importlib.util.spec_from_file_location(name, path)
             if spec is None or spec.loader is None:
                 raise UserError(f"--plugin {module}: not a Python file")

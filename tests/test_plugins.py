@@ -23,7 +23,7 @@ from reporter.card.sections import SECTIONS, Section, register_section
 from reporter.cli import main
 from reporter.collect.collectors import COLLECTORS, CollectorPlugin, register_collector
 from reporter.config import Profile
-from reporter.errors import ConfigError
+from reporter.errors import ConfigError, UserError
 from reporter.instrument.hooked_pass import PassBatch, hooked_pass
 from reporter.models.adapters import get_adapter
 from reporter.run.manifest import config_hash
@@ -483,3 +483,80 @@ def test_a_plugin_file_another_plugin_imports_is_loaded_once(tmp_path, order):
             if name in TASKS.names():
                 TASKS.remove(name)
         sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
+
+
+def _plugin_folder(root: Path, name: str, plugin: str, helper_value: int, lazy: bool = False) -> Path:
+    """A folder holding ``plugin`` (a scorer that returns its helper's value) and its helper ``clash_util_q.py``."""
+    d = root / name
+    d.mkdir()
+    (d / "clash_util_q.py").write_text(f"VALUE = {helper_value}\n")
+    body = ("    import clash_util_q\n" if lazy else "") + "    return float(clash_util_q.VALUE)\n"
+    (d / f"{plugin}.py").write_text(("" if lazy else "import clash_util_q\n") + "from reporter.scoring import register_scorer\n\n"
+                                    f"@register_scorer('{plugin}_score')\ndef score(response, answer, item=None):\n"
+                                    + body)
+    return d
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["at-import", "inside-a-function"])
+def test_two_plugins_whose_helpers_share_a_name_are_one_line_not_the_wrong_code(tmp_path, lazy):
+    """``--plugin a/pa.py --plugin b/pb.py``, each folder with its own ``clash_util_q.py``: Python keeps one module
+    per name, so pb ran a's helper, silently (and its code key left b's helper out). Now exit 2 with one line naming
+    both files, whether a imports its helper at its top (it is loaded) or inside a function (not yet loaded)."""
+    import sys
+
+    from reporter.scoring import SCORERS
+
+    a = _plugin_folder(tmp_path, "a", "clash_pa", 1, lazy=lazy)
+    b = _plugin_folder(tmp_path, "b", "clash_pb", 2)
+    try:
+        r = CliRunner().invoke(main, ["--plugin", str(a / "clash_pa.py"), "--plugin", str(b / "clash_pb.py"),
+                                      "list", "scorers"])
+        errors = [ln for ln in r.output.splitlines() if ln.startswith("error: ")]
+        assert r.exit_code == 2 and len(errors) == 1 and "Traceback" not in r.output, r.output
+        assert f"--plugin {b / 'clash_pb.py'}: it imports 'clash_util_q', which lies beside it ({b / 'clash_util_q.py'})" \
+            in errors[0]
+        assert str(a / "clash_util_q.py") in errors[0] and "give one of them another name" in errors[0]
+        assert "clash_pb_score" not in SCORERS  # refused before it ran: nothing of it registered
+    finally:
+        for name in ("clash_pa_score", "clash_pb_score"):
+            SCORERS.remove(name)
+        sys.modules.pop("clash_util_q", None)
+
+
+def test_plugins_that_share_one_folders_helper_or_sit_beside_a_data_folder_load(tmp_path):
+    """The negatives: two ``--plugin`` files of one folder import the same helper (one file: no clash); a plugin
+    beside a folder named like a loaded module but without ``__init__.py`` (data, not a package, never shadows it);
+    and a plugin beside a regular package named like a module loaded from elsewhere is refused, naming where that
+    module came from."""
+    import sys
+
+    from reporter.plugin_import import import_plugin
+    from reporter.scoring import SCORERS
+
+    a = _plugin_folder(tmp_path, "a", "clash_pc", 3)
+    (a / "clash_pd.py").write_text("import clash_util_q, json\nfrom reporter.scoring import register_scorer\n\n"
+                                   "@register_scorer('clash_pd_score')\ndef score(response, answer, item=None):\n"
+                                   "    return float(clash_util_q.VALUE)\n")
+    (a / "json").mkdir()  # a data folder named like the standard library's json, which is loaded
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "clash_pkg_r").mkdir(parents=True)
+    (elsewhere / "clash_pkg_r" / "__init__.py").write_text("")
+    (a / "clash_pkg_r").mkdir()
+    (a / "clash_pkg_r" / "__init__.py").write_text("R = 1\n")
+    (a / "clash_pe.py").write_text("import clash_pkg_r\n")
+    try:
+        import_plugin(str(a / "clash_pc.py"))
+        import_plugin(str(a / "clash_pd.py"))
+        assert SCORERS.get("clash_pc_score")("", "") == SCORERS.get("clash_pd_score")("", "") == 3.0
+        sys.path.insert(0, str(elsewhere))
+        import clash_pkg_r  # noqa: F401  (loaded from elsewhere before the plugin)
+        sys.path.remove(str(elsewhere))
+        with pytest.raises(UserError) as e:
+            import_plugin(str(a / "clash_pe.py"))
+        assert (f"it imports 'clash_pkg_r', which lies beside it ({a / 'clash_pkg_r'}), but this process already has "
+                f"a module 'clash_pkg_r' from {(elsewhere / 'clash_pkg_r').resolve()}") in str(e.value)
+    finally:
+        for name in ("clash_pc_score", "clash_pd_score"):
+            SCORERS.remove(name)
+        for name in ("clash_util_q", "clash_pkg_r"):
+            sys.modules.pop(name, None)
