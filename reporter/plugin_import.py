@@ -55,10 +55,11 @@ def _helpers_beside(path: Path) -> dict[str, Path]:
     aside).
 
     >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp())
-    >>> _ = (d / "plug.py").write_text("import json, util_a\\n"); _ = (d / "util_a.py").write_text("import util_b\\n")
-    >>> _ = (d / "util_b.py").write_text(""); _ = (d / "other.py").write_text("")
-    >>> sorted(_helpers_beside(d / "plug.py"))
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     d = Path(tmp)
+    ...     _ = (d / "plug.py").write_text("import json, util_a\\n"); _ = (d / "util_a.py").write_text("import util_b\\n")
+    ...     _ = (d / "util_b.py").write_text(""); _ = (d / "other.py").write_text("")
+    ...     sorted(_helpers_beside(d / "plug.py"))
     ['util_a', 'util_b']
     """
     folder, out, todo = path.parent, {}, [path]
