@@ -289,7 +289,7 @@ def _ll64(m64, ctx, cont):
 # --- the collect stage: collectors on the same passes, checked against float64 references -----------------------
 
 def _leaf(env, lm, name, limit, tmp, include=None, collection="fused", mui=None, only=("mui", "logprobs"),
-          batch_size=None):
+          batch_size=None, max_new_tokens=None):
     """One leaf through the collect stage (plan, execute, lm-eval's scoring, finish) with the collectors ``only``
     names (None: every enabled one)."""
     from reporter.collect.collectors import enabled_collectors
@@ -299,7 +299,8 @@ def _leaf(env, lm, name, limit, tmp, include=None, collection="fused", mui=None,
     from reporter.config import MUIConfig
 
     profile = Profile(name="t", lm_eval_include=(include or env["packaged"],), collection=collection,
-                      mui=MUIConfig(**(mui or {})), tasks=(TaskConfig(name=name, limit=limit, lm_eval=name),))
+                      mui=MUIConfig(**(mui or {})), tasks=(TaskConfig(name=name, limit=limit, lm_eval=name,
+                                                                     max_new_tokens=max_new_tokens),))
     config = profile.tasks[0]
     resolved = resolve_entry(profile, config)
     rlm = ReporterLM(lm, batch_size=batch_size)
@@ -410,6 +411,25 @@ def test_generate_until_collectors_ride_the_generation(env, lm, gsm_dir, tmp_pat
     assert [it.id for it in other] == [f"train:{i}" for i in range(len(train))]
     assert other[0].question == lp.task.doc_to_text(train[0]).rstrip().removesuffix("\nAnswer:").rstrip()
     assert "train split" in lp.plan.task.other_split_source
+
+
+def test_replies_cut_before_lm_evals_filter_found_an_answer_are_told(env, lm, gsm_dir, tmp_path):
+    """lm-eval's own gsm8k YAML (its filters read "#### N", or the last number) with 6 new tokens: every reply stops
+    at the limit before an answer, lm-eval's strict-match filter finds none ("[invalid]") and scores 0, and the
+    replies check says 'cut' (it was silent for lm-eval tasks). The same replies where the filter had found an
+    answer, or that ended before the limit, are not told."""
+    from reporter.analyse.responses import check_replies
+    from reporter.store.samples import read_samples
+
+    lp, summary, _ = _leaf(env, lm, "gsm8k_local", 4, tmp_path, include=str(gsm_dir), only=(), max_new_tokens=6)
+    recs = list(read_samples(tmp_path / "samples.jsonl").values())
+    assert [r["stopped_by"] for r in recs] == ["length"] * 4 and {r["response_tokens"] for r in recs} == {6}
+    assert [r["extracted"] for r in recs] == ["[invalid]"] * 4 and [r["score"] for r in recs] == [0.0] * 4
+    got = check_replies(recs, summary["scorer"], summary.get("answer_last") is True)
+    assert summary["scorer"] == "lm_eval" and got is not None
+    assert (got["kind"], got["n"], got["cut"], got["cut_wrong"], got["cut_unread"], got["limit"]) == ("cut", 4, 4, 4, 4, 6)
+    assert check_replies([{**r, "extracted": "18"} for r in recs], "lm_eval") is None  # the filter read an answer
+    assert check_replies([{**r, "stopped_by": "eos"} for r in recs], "lm_eval") is None  # ended before the limit
 
 
 def test_loglikelihood_rolling_collectors_read_the_first_window_against_float64_references(env, lm, tmp_path):

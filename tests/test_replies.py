@@ -28,7 +28,7 @@ def ref_check(records, scorer):
     """The rule by plain loops: the generated replies, then 'empty' if half or more hold no text, ended at once and
     were scored as empty, else 'cut' if half or more were cut at the limit and scored 0 on a task whose scorer reads
     the end or the whole of the reply."""
-    n = empty = cut_wrong = 0
+    n = empty = cut_wrong = cut_unread = 0
     for r in records:
         if r.get("stopped_by") not in ("eos", "stop", "length"):
             continue
@@ -38,11 +38,15 @@ def ref_check(records, scorer):
             empty += 1
         if r["stopped_by"] == "length" and float(r.get("score") or 0) == 0.0:
             cut_wrong += 1
+            if r.get("extracted") in ("[invalid]", "", " "):  # lm-eval's filter found no answer in it
+                cut_unread += 1
     if n == 0:
         return None
     if empty * 2 >= n:
         return "empty"
     if scorer in ("numeric", "math", "code") and cut_wrong * 2 >= n:
+        return "cut"
+    if scorer == "lm_eval" and cut_unread * 2 >= n:
         return "cut"
     return None
 
@@ -68,6 +72,15 @@ CASES = [
     ([{**_rec("", "eos", tokens=0), "answer_source": "logprob"}] * 3, "choice"),  # scored by the option log-probs
     ([_rec("London is the capital and", "length", tokens=32)] * 3, "exact"),  # a short answer read first
     ([_rec("(B) because the", "length", tokens=32)] * 3, "lm_eval"),  # lm-eval's reading is not known here
+    # lm-eval generate_until: its filter found no answer in half the replies, cut at the limit and scored 0
+    ([{**_rec("Tom has 3 apples and", "length", tokens=8), "extracted": "[invalid]"}] * 2
+     + [{**_rec("#### 4", "eos", 1.0), "extracted": "4"}] * 2, "lm_eval"),
+    ([{**_rec("Tom has 3 apples and", "length", tokens=8), "extracted": "[invalid]"}]
+     + [{**_rec("#### 4", "eos", 1.0), "extracted": "4"}] * 2, "lm_eval"),  # fewer than half
+    ([{**_rec("so 3 + 4 is 7 and then", "length", tokens=8), "extracted": "7"}] * 3, "lm_eval"),  # found a wrong one
+    ([{**_rec("so the", "length", tokens=8), "extracted": " "}] * 3, "lm_eval"),  # nothing, as whitespace
+    ([{**_rec("so the", "length", tokens=8), "extracted": "[invalid]", "score": 1.0}] * 3, "lm_eval"),  # scored 1
+    ([{**_rec("so the", "length", tokens=8), "extracted": "[invalid]"}] * 3, "numeric"),  # reporter's own: cut_wrong
 ]
 
 
@@ -80,6 +93,7 @@ def test_the_rule_against_a_plain_count(records, scorer):
         assert got["n"] == len(replies) and sum(got["stopped"].values()) == len(replies)
         assert got["cut"] == sum(r["stopped_by"] == "length" for r in replies)
         assert sum(got["empty_stopped"].values()) == got["empty"] and "length" not in got["empty_stopped"]
+        assert ("cut_unread" in got) == (scorer == "lm_eval")
     assert ANSWER_LAST == {"numeric", "math", "code"}
 
 

@@ -12,10 +12,12 @@ requests are no replies), are stated on the card:
 * **cut**: at least half of the replies stopped at the task's new-token limit *and* scored 0, on a task whose scorer
   reads the answer from the end of the reply or the whole of it (:data:`ANSWER_LAST`: the final number, the last
   boxed expression, the program). A reply cut before its answer scores 0 whatever the model knows; a longer limit
-  tells. Other scorers read the first words (multiple-choice letters, yes/no, short answers, the probes' formats)
-  or are lm-eval's, or a plugin's that did not say it reads the answer last (``register_scorer(name,
-  answer_last=True)``, recorded as the summary's ``answer_last``), whose reading is not known here: not checked,
-  rather than told wrongly.
+  tells. On an lm-eval ``generate_until`` task, where lm-eval's filters read the answer, a cut reply counts where
+  its filter found no answer in it (the record's ``extracted`` is the regex filter's fallback ``[invalid]``, or
+  empty): at least half of the replies so, and the limit is again what decided them. Other scorers read the first
+  words (multiple-choice letters, yes/no, short answers, the probes' formats), or are a plugin's that did not say
+  it reads the answer last (``register_scorer(name, answer_last=True)``, recorded as the summary's
+  ``answer_last``), whose reading is not known here: not checked, rather than told wrongly.
 
 Untrained reference models are not checked: an empty or endless reply is what they are there to show.
 
@@ -38,6 +40,9 @@ __all__ = ["ANSWER_LAST", "RESPONSE_RULE", "ResponseCheck", "check_replies", "re
 #: limit may have been cut before its answer (a plugin's scorer that does says so when it registers, and its task's
 #: summary records ``answer_last``)
 ANSWER_LAST = frozenset({"numeric", "math", "code"})
+#: what lm-eval's filters give for a reply in which they found no answer: the regex filter's default fallback, or
+#: nothing (a filter whose fallback is set otherwise is not read: no 'cut' is told for its task)
+NO_ANSWER = frozenset({"[invalid]", ""})
 #: the stop reasons of generated replies (:class:`reporter.models.outputs.Generation`)
 _REPLIES = ("eos", "stop", "length")
 
@@ -45,7 +50,8 @@ RESPONSE_RULE = ("A trained model's task is flagged 'empty' when at least half o
                  "and were scored as such (ended at once, not cut at the limit, no answer read from the option "
                  "log-probs), and 'cut' when at least half of them stopped at the task's new-token limit and scored "
                  "0, on a task whose scorer reads the answer from the end of the reply or the whole of it (numeric, "
-                 "math, code); the score then measures the reply's room, not the model.")
+                 "math, code), or, on an lm-eval generate_until task, in which lm-eval's filter found no answer; the "
+                 "score then measures the reply's room, not the model.")
 
 
 class ResponseCheck(TypedDict):
@@ -59,6 +65,7 @@ class ResponseCheck(TypedDict):
     empty_stopped: dict[str, int]  # those by stop reason ("eos", "stop")
     cut: int  # replies that stopped at the new-token limit
     cut_wrong: int  # of those, the ones that scored 0
+    cut_unread: NotRequired[int]  # lm-eval generate_until tasks: of those, the ones its filter found no answer in
     limit: NotRequired[int]  # the new-token limit the cut replies reached (their length); absent where none was cut
     stopped: dict[str, int]  # replies by stop reason
 
@@ -76,6 +83,8 @@ def check_replies(records: list[dict[str, Any]], scorer: str | None,
     96
     >>> check_replies([rec("A. ok", "length", n=4)] * 3, "choice") is None  # its answer came first
     True
+    >>> check_replies([{**rec("Tom has 3", "length", n=8), "extracted": "[invalid]"}] * 2, "lm_eval")["cut_unread"]
+    2
     """
     replies = [r for r in records if r.get("stopped_by") in _REPLIES]
     if not replies:
@@ -88,9 +97,13 @@ def check_replies(records: list[dict[str, Any]], scorer: str | None,
     lengths = [r["response_tokens"] for r in cut if isinstance(r.get("response_tokens"), int)]
     counts = {"n": n, "empty": len(empty), "empty_stopped": _by_reason(empty), "cut": len(cut),
               "cut_wrong": cut_wrong, "stopped": _by_reason(replies), **({"limit": max(lengths)} if lengths else {})}
+    if scorer == "lm_eval":  # lm-eval's filters read the answer: a cut reply they found none in
+        counts["cut_unread"] = sum(float(r.get("score") or 0.0) == 0.0 and isinstance(r.get("extracted"), str)
+                                   and r["extracted"].strip() in NO_ANSWER for r in cut)
     if 2 * len(empty) >= n:
         return {"kind": "empty", **counts}
-    if (scorer in ANSWER_LAST or answer_last) and 2 * cut_wrong >= n:
+    if (scorer in ANSWER_LAST or answer_last) and 2 * cut_wrong >= n or 2 * counts.get("cut_unread", 0) >= n > 0 \
+            and scorer == "lm_eval":
         return {"kind": "cut", **counts}
     return None
 

@@ -932,6 +932,9 @@ class ResponseRow(TypedDict, total=False):
     cut: Required[Count]
     #: of those, the ones that scored 0
     cut_wrong: Required[Count]
+    #: lm-eval generate_until tasks: of the cut replies, the ones that scored 0 and in which lm-eval's filter found no
+    #: answer (its fallback "[invalid]", or nothing)
+    cut_unread: Count
     #: the limit the cut replies reached (their length in tokens); absent where none was cut
     limit: Count
     #: the replies by stop reason ("eos", "stop", "length")
