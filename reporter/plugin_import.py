@@ -49,16 +49,18 @@ def _imported_names(path: Path) -> set[str]:
     return names
 
 
-def _helpers_beside(path: Path) -> dict[str, Path]:
+def _helpers_beside(path: Path, shadowed: dict[str, Path] | None = None) -> dict[str, Path]:
     """The modules in a ``--plugin`` file's folder that it imports by name, and that they import in turn: top-level
-    name -> the helper's file (a package: its folder). What ``python path`` would import from there (``reporter``
-    aside).
+    name -> the helper's file (a package: its folder, whose ``__init__`` is followed). What ``python path`` would
+    import from there (``reporter`` aside). A file named like a module this process already has from the Python
+    environment (``random.py`` beside it, with the standard library's loaded) is not what the plugin gets: it goes
+    to ``shadowed``, when given, and is not followed.
 
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     d = Path(tmp)
     ...     _ = (d / "plug.py").write_text("import json, util_a\\n"); _ = (d / "util_a.py").write_text("import util_b\\n")
-    ...     _ = (d / "util_b.py").write_text(""); _ = (d / "other.py").write_text("")
+    ...     _ = (d / "util_b.py").write_text(""); _ = (d / "other.py").write_text(""); _ = (d / "json.py").write_text("")
     ...     sorted(_helpers_beside(d / "plug.py"))
     ['util_a', 'util_b']
     """
@@ -67,12 +69,33 @@ def _helpers_beside(path: Path) -> dict[str, Path]:
         for top in sorted(_imported_names(todo.pop())):
             if top in out or top in (path.stem, "reporter") or not top.isidentifier():
                 continue  # itself, and reporter: a plugin always gets the reporter that runs it
-            if (folder / f"{top}.py").is_file():
-                out[top] = folder / f"{top}.py"
-                todo.append(out[top])
-            elif (folder / top / "__init__.py").is_file():  # a folder without one never shadows another's module
-                out[top] = folder / top
+            if (folder / top / "__init__.py").is_file():  # a package first, as Python looks (a folder without
+                found = folder / top  # __init__.py never shadows another's module)
+            elif (folder / f"{top}.py").is_file():
+                found = folder / f"{top}.py"
+            else:
+                continue
+            if _from_environment(top):
+                if shadowed is not None:
+                    shadowed[top] = found
+                continue
+            out[top] = found
+            todo.append(found / "__init__.py" if found.is_dir() else found)
     return out
+
+
+def _from_environment(top: str) -> bool:
+    """Whether this process has module ``top`` from the Python environment: built in, or a file under its prefixes
+    (the standard library, site-packages).
+    """
+    mod = sys.modules.get(top)
+    if mod is None:
+        return False
+    if top in sys.builtin_module_names:
+        return True
+    where = _location(mod)
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix) if p}
+    return where is not None and any(where.is_relative_to(d) for d in prefixes)
 
 
 def _location(mod: Any) -> Path | None:
@@ -93,7 +116,12 @@ def _helper_clash(path: Path) -> str | None:
     ``--plugin`` from another folder, or any module loaded before), or is the name of another ``--plugin``'s own
     helper, gives one of the two plugins the other's code, silently.
     """
-    mine = _helpers_beside(path)
+    shadowed: dict[str, Path] = {}
+    mine = _helpers_beside(path, shadowed)
+    for top, where in sorted(shadowed.items()):  # not a clash of two files of the user's: said, not refused
+        print(f"warning: --plugin {path}: it imports '{top}', and the file beside it ({where}) is not what it gets: "
+              f"this process has '{top}' from the Python environment ({_location(sys.modules[top])}); rename the "
+              "file if the plugin means its own", file=sys.stderr, flush=True)
     for top, where in sorted(mine.items()):
         loaded = sys.modules.get(top)
         there = _location(loaded) if loaded is not None else None
@@ -103,6 +131,10 @@ def _helper_clash(path: Path) -> str | None:
                     "give one of them another name")
     for other in [f for f in _PLUGIN_MODULES.values() if f.endswith(".py") and Path(f) != path]:
         theirs = _helpers_beside(Path(other))
+        if path.stem in theirs and theirs[path.stem].resolve() != path.resolve():  # it imports this file's name
+            return (f"--plugin {other} imports '{path.stem}' from beside it ({theirs[path.stem]}), the name of this "
+                    "file; Python keeps one module per name, so one of the two plugins would run the other's: give "
+                    "one of them another name")
         for top, where in sorted(mine.items()):
             if top in theirs and theirs[top].resolve() != where.resolve():
                 return (f"it imports '{top}', which lies beside it ({where}), and --plugin {other} imports its own "

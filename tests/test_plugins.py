@@ -560,3 +560,51 @@ def test_plugins_that_share_one_folders_helper_or_sit_beside_a_data_folder_load(
             SCORERS.remove(name)
         for name in ("clash_util_q", "clash_pkg_r"):
             sys.modules.pop(name, None)
+
+
+def test_helper_clashes_through_a_package_or_a_plugins_own_name_are_refused_and_a_stray_stdlib_name_is_said(
+        tmp_path, capsys):
+    """Found by a review of the clash check: a helper package's own imports were not followed (c/chelpers/__init__.py
+    importing the name of a/helpers.py's helper passed); a plugin file named like another plugin's lazily imported
+    helper passed; and a stray file beside a plugin named like a loaded standard-library module (random.py) refused a
+    plugin that runs as before, with the standard library's module: now one warning line, and the plugin loads."""
+    import sys
+
+    from reporter.plugin_import import import_plugin
+    from reporter.scoring import SCORERS
+
+    a, c, b, s = (tmp_path / n for n in ("a", "c", "b", "s"))
+    for d in (a, c, b, s, c / "chelpers_t"):
+        d.mkdir()
+    (a / "clash_pa_t.py").write_text("import clash_helpers_t\n")
+    (a / "clash_helpers_t.py").write_text("import clash_deep_t\n")
+    (a / "clash_deep_t.py").write_text("D = 1\n")
+    (c / "clash_pc_t.py").write_text("import chelpers_t\n")
+    (c / "chelpers_t" / "__init__.py").write_text("import clash_deep_t\n")
+    (c / "clash_deep_t.py").write_text("D = 2\n")
+    (a / "clash_more_t.py").write_text("def later():\n    import clash_base_t\n    return clash_base_t.B\n")
+    (a / "clash_base_t.py").write_text("B = 1\n")
+    (b / "clash_base_t.py").write_text("B = 2\n")
+    (s / "clash_rand_t.py").write_text("import random\nfrom reporter.scoring import register_scorer\n\n"
+                                       "@register_scorer('clash_rand_score')\ndef score(response, answer, item=None):\n"
+                                       "    return float(random.Random(0).random() < 2)\n")
+    (s / "random.py").write_text("raise RuntimeError('the stray file ran')\n")
+    try:
+        import_plugin(str(a / "clash_pa_t.py"))
+        with pytest.raises(UserError) as e:
+            import_plugin(str(c / "clash_pc_t.py"))
+        assert f"it imports 'clash_deep_t', which lies beside it ({c / 'clash_deep_t.py'})" in str(e.value)
+        import_plugin(str(a / "clash_more_t.py"))
+        with pytest.raises(UserError) as e:
+            import_plugin(str(b / "clash_base_t.py"))
+        assert f"--plugin {a / 'clash_more_t.py'} imports 'clash_base_t' from beside it" in str(e.value)
+        capsys.readouterr()
+        import_plugin(str(s / "clash_rand_t.py"))
+        assert SCORERS.get("clash_rand_score")("", "") == 1.0
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"warning: --plugin {s / 'clash_rand_t.py'}: it imports 'random', "
+                                                  f"and the file beside it ({s / 'random.py'}) is not what it gets")
+    finally:
+        SCORERS.remove("clash_rand_score")
+        for name in ("clash_helpers_t", "clash_deep_t", "chelpers_t", "clash_base_t"):
+            sys.modules.pop(name, None)

@@ -102,8 +102,7 @@ def check_replies(records: list[dict[str, Any]], scorer: str | None,
                                    and r["extracted"].strip() in NO_ANSWER for r in cut)
     if 2 * len(empty) >= n:
         return {"kind": "empty", **counts}
-    if (scorer in ANSWER_LAST or answer_last) and 2 * cut_wrong >= n or 2 * counts.get("cut_unread", 0) >= n > 0 \
-            and scorer == "lm_eval":
+    if ((scorer in ANSWER_LAST or answer_last) and 2 * cut_wrong >= n) or (scorer == "lm_eval" and 2 * counts["cut_unread"] >= n):
         return {"kind": "cut", **counts}
     return None
 
