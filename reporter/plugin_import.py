@@ -250,7 +250,9 @@ def import_plugin(module: str) -> Any:
             if not path.is_file():
                 what = "is a directory; give a .py file or a module name" if path.is_dir() else "no such file"
                 raise UserError(f"--plugin {module}: {what} ({path})")
-            name = f"reporter_plugin_{path.stem}"
+            name, k = f"reporter_plugin_{path.stem}", 2
+            while getattr(sys.modules.get(name), "__file__", str(path)) != str(path):  # another folder's same name
+                name, k = f"reporter_plugin_{path.stem}_{k}", k + 1
             if getattr(sys.modules.get(name), "__file__", None) == str(path):  # imported once per process
                 return sys.modules[name]
             if (same := _imported_from(path)) is not None:  # another plugin imported this file: one copy

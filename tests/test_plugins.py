@@ -608,3 +608,31 @@ def test_helper_clashes_through_a_package_or_a_plugins_own_name_are_refused_and_
         SCORERS.remove("clash_rand_score")
         for name in ("clash_helpers_t", "clash_deep_t", "chelpers_t", "clash_base_t"):
             sys.modules.pop(name, None)
+
+
+def test_two_plugin_files_of_one_name_in_two_folders_each_keep_their_own_record(tmp_path):
+    """``--plugin a/plug.py --plugin b/plug.py`` shared the module name ``reporter_plugin_plug``: the second replaced
+    the first's record, so what the first registered was said to come from b/plug.py and its file left the plugins'
+    code. Each keeps its own module and record now, and each entry names its own file."""
+    import sys
+
+    from reporter.plugin_import import _PLUGIN_MODULES, import_plugin
+    from reporter.scoring import SCORERS
+
+    files = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        f = tmp_path / folder / "same_name_plug_t.py"
+        f.write_text(f"from reporter.scoring import register_scorer\n\n@register_scorer('same_name_{folder}')\n"
+                     "def score(response, answer, item=None):\n    return 1.0\n")
+        files.append(f)
+    try:
+        mods = [import_plugin(str(f)) for f in files]
+        assert mods[0] is not mods[1] and mods[0].__name__ != mods[1].__name__
+        assert {_PLUGIN_MODULES[m.__name__] for m in mods} == {str(f) for f in files}
+        assert [SCORERS.origin(f"same_name_{d}") for d in ("a", "b")] == [f"--plugin {f}" for f in files]
+        assert import_plugin(str(files[1])) is mods[1] and import_plugin(str(files[0])) is mods[0]  # once each
+    finally:
+        for d in ("a", "b"):
+            SCORERS.remove(f"same_name_{d}")
+        sys.modules.pop("same_name_plug_t", None)
