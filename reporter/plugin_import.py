@@ -143,6 +143,37 @@ def _helper_clash(path: Path) -> str | None:
     return None
 
 
+def _module_clash(module: str) -> str | None:
+    """Why ``--plugin a.b`` would not import the module it names (None when it would): its top-level name is already
+    a module of this process from another of the user's files (a helper another ``--plugin`` imported), so Python
+    gives that one. One from the Python environment is said on one line, not refused (the plugin runs with it).
+    """
+    import importlib.machinery
+    import os
+
+    top = module.split(".")[0]
+    loaded = sys.modules.get(top)
+    there = _location(loaded) if loaded is not None and top != "reporter" else None
+    if there is None:
+        return None
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd(), *sys.path])
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    found = spec.submodule_search_locations[0] if spec.submodule_search_locations else spec.origin
+    if not isinstance(found, str) or Path(found).resolve() == there:
+        return None
+    if _from_environment(top):
+        print(f"warning: --plugin {module}: '{top}' is found at {found}, but this process has '{top}' from the "
+              f"Python environment ({there}), which is what it gets", file=sys.stderr, flush=True)
+        return None
+    return (f"'{top}' is found at {Path(found).resolve()}, but this process already has a module '{top}' from "
+            f"{there}; Python keeps one module per name, so the plugin would run that one: give one of them another "
+            "name")
+
+
 def _imported_from(path: Path) -> str | None:
     """The name of a loaded module whose source is ``path`` (another plugin imported a ``--plugin`` file as its
     helper first), or None.
@@ -277,6 +308,8 @@ def import_plugin(module: str) -> Any:
         if not all(part.isidentifier() for part in module.split(".")):  # "sub dir": a folder, imported as nothing
             what = "is a directory" if user_path(module).is_dir() else "is not a module name"
             raise UserError(f"--plugin {module}: {what}; give a .py file or a module name (a.b.c)")
+        if (clash := _module_clash(module)) is not None:
+            raise UserError(f"--plugin {module}: {clash}")
         _PLUGIN_MODULES[module] = module
         before = _reporter_bindings()
         with _beside(os.getcwd()):

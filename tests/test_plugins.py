@@ -636,3 +636,33 @@ def test_two_plugin_files_of_one_name_in_two_folders_each_keep_their_own_record(
         for d in ("a", "b"):
             SCORERS.remove(f"same_name_{d}")
         sys.modules.pop("same_name_plug_t", None)
+
+
+def test_a_plugin_named_as_a_module_that_is_another_plugins_helper_is_refused(tmp_path, monkeypatch):
+    """``--plugin b/p.py`` (which imports ``b/mod_clash_m.py``) then ``--plugin mod_clash_m`` from a folder with its own
+    ``mod_clash_m.py``: Python gave the second the first's helper, so the plugin that ran was not the one named. Now
+    one line naming both files; a module name that nothing has loaded yet imports as before."""
+    import sys
+
+    from reporter.plugin_import import import_plugin
+
+    b, cwd = tmp_path / "b", tmp_path / "cwd"
+    b.mkdir()
+    cwd.mkdir()
+    (b / "p_clash_m.py").write_text("import mod_clash_m\n")
+    (b / "mod_clash_m.py").write_text("WHO = 'b'\n")
+    (cwd / "mod_clash_m.py").write_text("WHO = 'cwd'\n")
+    (cwd / "mod_clash_fresh.py").write_text("WHO = 'fresh'\n")
+    monkeypatch.chdir(cwd)
+    try:
+        import_plugin(str(b / "p_clash_m.py"))
+        with pytest.raises(UserError) as e:
+            import_plugin("mod_clash_m")
+        assert str(e.value) == (f"--plugin mod_clash_m: 'mod_clash_m' is found at {(cwd / 'mod_clash_m.py').resolve()}, "
+                                "but this process already has a module 'mod_clash_m' from "
+                                f"{(b / 'mod_clash_m.py').resolve()}; Python keeps one module per name, so the plugin "
+                                "would run that one: give one of them another name")
+        assert import_plugin("mod_clash_fresh").WHO == "fresh"
+    finally:
+        for name in ("mod_clash_m", "mod_clash_fresh"):
+            sys.modules.pop(name, None)
