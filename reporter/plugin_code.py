@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection
 
-from .plugin_import import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND
+from .plugin_import import _PLUGIN_MODULES, _PLUGIN_SEARCH, _REBOUND, _imports_by_name
 from .registry import _REGISTRIES, PLUGIN_GROUPS, _load_group
 
 __all__ = ["ADDITIVE_KINDS", "CHANGES_REPORTER", "SHOWING_KINDS", "entry_files", "module_files", "not_additive",
@@ -114,15 +114,6 @@ def _imported_files(path: Path, scope: _Scope, found: set[Path]) -> None:
             files += _named_files(where, parts[1:], scope, located=True)
     for file in files:
         _imported_files(file, scope, found)
-
-
-def _imports_by_name(func: Any) -> bool:
-    """Whether a call's function is ``importlib.import_module``, ``import_module`` or ``__import__``."""
-    import ast
-
-    if isinstance(func, ast.Attribute):
-        return func.attr == "import_module"
-    return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
 
 
 def _named_files(where: Path, parts: list[str], scope: _Scope, located: bool = False) -> list[Path]:

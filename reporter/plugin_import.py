@@ -23,6 +23,9 @@ _PLUGIN_MODULES: dict[str, str] = {}
 #: by ``--plugin`` module name, what of reporter's own code its import rebound (``reporter.collect.job.smoke``,
 #: ``OptionOrderPass.run``): a plugin that changes reporter, not only adds to it (:mod:`reporter.plugin_code`)
 _REBOUND: dict[str, list[str]] = {}
+#: by ``--plugin`` module name, the ``sys.path`` entries right after it was imported (where its helpers are looked
+#: for: :mod:`reporter.plugin_code`)
+_PLUGIN_SEARCH: dict[str, tuple[str, ...]] = {}
 
 
 def _imported_names(path: Path) -> set[str]:
@@ -43,10 +46,18 @@ def _imported_names(path: Path) -> set[str]:
             names.add(node.module.split(".")[0])
         elif (isinstance(node, ast.Call) and node.args and isinstance(arg := node.args[0], ast.Constant)
               and isinstance(arg.value, str) and arg.value and not arg.value.startswith(".")
-              and (isinstance(f := node.func, ast.Attribute) and f.attr == "import_module"
-                   or isinstance(f, ast.Name) and f.id in ("import_module", "__import__"))):
+              and _imports_by_name(node.func)):
             names.add(arg.value.split(".")[0])
     return names
+
+
+def _imports_by_name(func: Any) -> bool:
+    """Whether a call's function is ``importlib.import_module``, ``import_module`` or ``__import__``."""
+    import ast
+
+    if isinstance(func, ast.Attribute):
+        return func.attr == "import_module"
+    return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
 
 
 def _helpers_beside(path: Path, shadowed: dict[str, Path] | None = None) -> dict[str, Path]:
@@ -232,12 +243,6 @@ def _rebound(before: dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]]]]
         found += [f"{name}.{c}.{k}" for c, attrs in classes.items() for k, v in attrs.items()
                   if k in classes_now.get(c, {}) and classes_now[c][k] is not v]
     return sorted(found)
-
-
-#: by ``--plugin`` module name, the ``sys.path`` entries right after it was imported (where its helpers are looked
-#: for: :mod:`reporter.plugin_code`)
-_PLUGIN_SEARCH: dict[str, tuple[str, ...]] = {}
-
 
 
 @contextlib.contextmanager

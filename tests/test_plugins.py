@@ -638,10 +638,11 @@ def test_two_plugin_files_of_one_name_in_two_folders_each_keep_their_own_record(
         sys.modules.pop("same_name_plug_t", None)
 
 
-def test_a_plugin_named_as_a_module_that_is_another_plugins_helper_is_refused(tmp_path, monkeypatch):
+def test_a_plugin_named_as_a_module_that_is_another_plugins_helper_is_refused(tmp_path, monkeypatch, capsys):
     """``--plugin b/p.py`` (which imports ``b/mod_clash_m.py``) then ``--plugin mod_clash_m`` from a folder with its own
     ``mod_clash_m.py``: Python gave the second the first's helper, so the plugin that ran was not the one named. Now
-    one line naming both files; a module name that nothing has loaded yet imports as before."""
+    one line naming both files; a module name that nothing has loaded yet imports as before, and one the process has
+    from the Python environment (``textwrap``, with a textwrap.py in the folder) imports it with one warning."""
     import sys
 
     from reporter.plugin_import import import_plugin
@@ -663,6 +664,12 @@ def test_a_plugin_named_as_a_module_that_is_another_plugins_helper_is_refused(tm
                                 f"{(b / 'mod_clash_m.py').resolve()}; Python keeps one module per name, so the plugin "
                                 "would run that one: give one of them another name")
         assert import_plugin("mod_clash_fresh").WHO == "fresh"
+        (cwd / "textwrap.py").write_text("raise RuntimeError('the stray file ran')\n")  # the stdlib's is loaded
+        capsys.readouterr()
+        assert import_plugin("textwrap") is sys.modules["textwrap"]  # the environment's, as before: said, not refused
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"warning: --plugin textwrap: 'textwrap' is found at {cwd / 'textwrap.py'}"
+                                                  ", but this process has 'textwrap' from the Python environment")
     finally:
         for name in ("mod_clash_m", "mod_clash_fresh"):
             sys.modules.pop(name, None)
