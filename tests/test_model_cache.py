@@ -195,10 +195,9 @@ def test_identity_is_the_content_of_the_model(tmp_path, monkeypatch):
         assert directory_sha256(tmp_path / "m") == first, damaged
     from dataclasses import replace
 
-    hub = replace(lm, spec=replace(lm.spec, source="org/model"))
-    hub.model.config._commit_hash = "0123abcd"
+    hub = replace(lm, spec=replace(lm.spec, source="org/model"), meta={**lm.meta, "commit": "0123abcd"})
     assert model_identity(hub) == "hub:org/model@0123abcd"
-    hub.model.config._commit_hash = None
+    hub.meta.pop("commit")
     assert model_identity(hub) is None  # no commit: nothing to key on, nothing cached
 
 

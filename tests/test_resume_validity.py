@@ -1376,3 +1376,105 @@ def test_a_task_plugin_edited_in_a_run_whose_keys_are_damaged_is_refused(tmp_pat
         for name in ("reporter_plugin_keyed", "keyed"):
             sys.modules.pop(name, None)
         sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
+
+
+def _publish(cache, commit: str, seed: int) -> None:
+    """A tiny model as the Hugging Face cache holds ``org/tiny`` at ``commit``, which ``main`` now names."""
+    repo = cache / "models--org--tiny"
+    _save(repo / "snapshots" / commit, seed=seed)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+
+
+def test_a_hub_model_whose_repository_moved_on_is_measured_again(tmp_path, monkeypatch):
+    """A finished hub model was skipped by a rerun whatever its repository held now: its commit was known only once
+    it loaded, and a finished model is not loaded. Now the commit its revision resolves to (here offline, in the Hugging
+    Face cache, as transformers loads it) is compared with the one it was measured at, before anything loads: the
+    same commit is skipped, a new one is measured again and ends as a fresh run of it does."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    assert constants.HF_HUB_OFFLINE  # the suite's setting: the cache decides
+    a, b = "a" * 40, "b" * 40
+    _publish(cache, a, seed=1)
+    prof = tmp_path / "profile.yaml"
+    prof.write_text(PROFILE.replace("LIMIT", "2"))
+    models = tmp_path / "models.yaml"
+    models.write_text(f"profile: {prof}\nmodels:\n  - {{name: tiny, source: org/tiny, kind: base}}\n")
+    out = tmp_path / "run"
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0, r.output
+    assert _model(out, "tiny")["meta"]["identity"] == f"hub:org/tiny@{a}"
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0 and "tiny: already complete" in r.output, r.output
+    _publish(cache, b, seed=2)  # the repository moved on, and the cache followed it
+    r = _invoke("run", models, "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "tiny: its weights are not the ones" in r.output and "already complete" not in r.output
+    fresh = _invoke("run", models, "-o", tmp_path / "fresh")
+    assert fresh.exit_code == 0, fresh.output
+    after, want = _model(out, "tiny"), _model(tmp_path / "fresh", "tiny")
+    assert after["meta"]["identity"] == want["meta"]["identity"] == f"hub:org/tiny@{b}"
+    assert after["tasks"] == want["tasks"]
+
+
+def test_a_hub_ids_commit_is_the_hubs_online_and_the_caches_where_the_hub_cannot_say(tmp_path, monkeypatch):
+    """:func:`hub_commit` (transformers' own resolution, which its load runs first) reads the Hugging Face cache
+    offline or where the hub cannot be reached, and online asks the hub once (a local server speaking its API
+    here), whose answer the cache then records; a revision that is a commit is itself, with no request; a repository
+    or revision that neither knows has none."""
+    import http.server
+    import threading
+
+    import transformers.utils.hub
+    from huggingface_hub import constants
+
+    from reporter.models.identity import hub_commit
+
+    cache, a, c = tmp_path / "hub", "a" * 40, "c" * 40
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(transformers.utils.hub, "_hf_api", None)  # its shared client, made with the endpoint below
+    repo = cache / "models--org--tiny"
+    (repo / "snapshots" / a).mkdir(parents=True)
+    (repo / "snapshots" / a / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(a)
+    asked = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the standard library's name)
+            asked.append(self.path)
+            known = self.path.startswith("/api/models/org/tiny")
+            body = json.dumps({"id": "org/tiny", "sha": c} if known else {"error": "Repository not found"}).encode()
+            self.send_response(200 if known else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    port = server.server_address[1]
+    server.server_close()  # nobody listens there yet: the hub cannot be reached
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    assert constants.HF_HUB_OFFLINE  # the suite's setting
+    assert hub_commit("org/tiny", None) == a and hub_commit("org/tiny", "v2") is None
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    assert hub_commit("org/tiny", None) == a  # online, unreachable: the cache's
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert hub_commit("org/tiny", None) == c and asked == ["/api/models/org/tiny"]  # the hub's, not the cache's
+        assert hub_commit("org/tiny", "v2") == c and asked[-1] == "/api/models/org/tiny/revision/v2"
+        assert hub_commit("org/other", None) is None  # the hub does not know it, nor does the cache
+        assert hub_commit("org/tiny", "d" * 40) == "d" * 40 and len(asked) == 3  # a commit: no request
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (repo / "refs" / "main").read_text() == c  # the hub client recorded the hub's answer
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert hub_commit("org/tiny", None) == c and hub_commit("org/tiny", "v2") == c and len(asked) == 3
+    assert hub_commit("not a repo id!", None) is None

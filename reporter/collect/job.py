@@ -154,7 +154,7 @@ def _measure(lm: Any, cfg: RunConfig, spec: ModelSpec, rd: RunDir, mdir: Path, p
     """
     failures: list[str] = []
     identity = model_identity(lm)  # by content; the model-only cache keys by it too (hashed once per process)
-    other_weights(spec, mdir, identity)  # a hub id's commit: known only now
+    other_weights(spec, mdir, identity)  # where the check before loading could not tell (a hub id the hub moved since)
     write_json(mdir / MODEL_META, {"name": spec.name, **lm.meta, **({"identity": identity} if identity else {}),
                                    "first_measured": _first_measured(mdir, identity)})
     work = _work_record(mdir)  # model-only work: computed here or taken from the cache

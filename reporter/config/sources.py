@@ -63,7 +63,7 @@ def _plugin_source(name: str, obj: Any) -> ModelSource:
 #: set them (a plugin's ``source`` would hide where the model came from)
 OWN_META = ("source", "source_type", "device_map", "generation_backend", "vllm_path", "model_type", "n_params",
             "n_layers", "d_ff", "d_model", "vocab_size", "gated_mlp", "kind", "chat_template", "dtype", "device",
-            "load_seconds", "checkpoint", "name", "identity", "first_measured")
+            "load_seconds", "checkpoint", "name", "identity", "first_measured", "commit")
 
 
 def check_loaded(prefix: str, model: str, loaded: Any) -> SourceModel:

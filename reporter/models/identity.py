@@ -5,7 +5,8 @@ reference pass, the LPP corpus pass) is kept across runs (:mod:`reporter.collect
 * ``random:ARCH``: the architecture, its sizes, the init seed, the tokenizer (a directory by content, a packaged
   model's by its GGUF's checksum) and the torch and transformers versions (a random init is a function of all of
   them);
-* a hub id: the repository and the commit transformers resolved (``config._commit_hash``);
+* a hub id: the repository and the commit its revision resolved to when it loaded (``meta.commit``); before
+  loading, the commit it would load now (:func:`hub_commit`: the hub's, or offline the Hugging Face cache's);
 * a local directory: the sha256 of its weight, config and tokenizer files, each hashed once and remembered by
   path, inode, size, modification and change time (``<cache>/model-work/file-hashes.json``);
 * anything else (a plugin's source): None, and nothing is cached.
@@ -37,15 +38,15 @@ def model_identity(lm: Any) -> str | None:
         return _random_identity(spec, lm.meta.get("random_seed"),
                                 spec.random.get("tokenizer") or lm.meta.get("tokenizer_from") or "")
     if spec.source_type == "hub":
-        commit = getattr(lm.model.config, "_commit_hash", None)
+        commit = lm.meta.get("commit")  # the commit the load resolved its revision to (loading.py)
         return f"hub:{spec.source}@{commit}" if commit else None
     return source_identity(spec, None)
 
 
 def source_identity(spec: Any, run_seed: int | None) -> str | None:
     """:func:`model_identity` without loading the model, where its source alone decides it (packaged, random and
-    local sources; a hub id's commit is known only once loaded: None). ``run_seed``: the run's seed, which a
-    ``random:`` model without its own ``random.seed`` is initialised from.
+    local sources, and a hub id whose commit :func:`hub_commit` finds; None otherwise). ``run_seed``: the run's seed,
+    which a ``random:`` model without its own ``random.seed`` is initialised from.
 
     >>> from reporter.config import ModelSpec
     >>> from reporter.models.loading import load_model
@@ -67,7 +68,39 @@ def source_identity(spec: Any, run_seed: int | None) -> str | None:
     if st == "local":
         digest = directory_sha256(Path(spec.source))
         return f"local:{digest}" if digest else None
+    if st == "hub":
+        commit = hub_commit(spec.source, spec.revision)
+        return f"hub:{spec.source}@{commit}" if commit else None
     return None
+
+
+def hub_commit(repo: str, revision: str | None) -> str | None:
+    """The commit that loading hub model ``repo`` at ``revision`` (None: the default branch) reads now, without
+    loading it: ``transformers``' own resolution, which ``from_pretrained`` runs first. The revision itself where it
+    is a commit; online, the commit the hub names for it (one request); offline (``HF_HUB_OFFLINE``), or where the hub
+    cannot be reached, the commit the Hugging Face cache recorded for it; None where neither can say (a repository or
+    revision the hub refuses and the cache never saw).
+
+    A finished hub model is skipped by a rerun into its run directory only while this is the commit it was measured
+    at: a repository that moved on is measured again.
+
+    >>> hub_commit("org/model", "0123456789abcdef0123456789abcdef01234567")
+    '0123456789abcdef0123456789abcdef01234567'
+    """
+    resolved = resolve_hub_revision(repo, revision)
+    commit = getattr(resolved, "resolved", None)
+    return commit if isinstance(commit, str) and commit else None
+
+
+def resolve_hub_revision(repo: str, revision: str | None) -> Any:
+    """``revision`` of hub model ``repo`` resolved to a commit by ``transformers.utils.hub.resolve_revision``: a
+    ``huggingface_hub.ResolvedRevision`` (its ``.resolved`` the commit), or ``revision`` unchanged where it cannot be
+    resolved. Passed on as the ``revision`` of every file a load reads, so that they and the recorded commit are one
+    state of the repository.
+    """
+    from transformers.utils.hub import resolve_revision
+
+    return resolve_revision(repo, revision)
 
 
 def _random_identity(spec: Any, seed: int | None, tokenizer: str) -> str | None:
@@ -137,4 +170,4 @@ def device_kind(lm: Any) -> str:
     return str(getattr(lm.device, "type", lm.device)).split(":")[0]
 
 
-__all__ = ["model_identity", "source_identity", "directory_sha256", "device_kind"]
+__all__ = ["model_identity", "source_identity", "hub_commit", "resolve_hub_revision", "directory_sha256", "device_kind"]

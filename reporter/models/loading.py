@@ -23,6 +23,7 @@ from ..config.sources import SOURCES, ModelSource, SourceModel, check_loaded
 from ..errors import UserError
 from .adapters import Adapter, get_adapter
 from .heap import return_free_memory
+from .identity import resolve_hub_revision
 from .packaged import PACKAGED, entry_dir, model_dir, tokenizer_dir
 from .random_archs import RANDOM_ARCHS, SIZE_KEYS, random_config
 
@@ -85,10 +86,11 @@ def _damaged_json(folder: str) -> str | None:
     return None
 
 
-def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str) -> tuple[Any, Any]:
+def _from_pretrained(path: str, spec: ModelSpec, dtype: torch.dtype, what: str,
+                     revision: Any = None) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM
 
-    kw = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+    kw = dict(revision=revision, trust_remote_code=spec.trust_remote_code)
     try:
         tok = load_tokenizer(path, **kw)
         extra = {"device_map": spec.device_map} if spec.device_map else {}
@@ -221,7 +223,11 @@ def _load(spec: ModelSpec, run_device: str, run_dtype: str, run_seed: int) -> Lo
     meta: dict[str, Any] = {"source": spec.source, "source_type": st}
     kind = spec.kind
     if st in ("hub", "local"):
-        model, tok = _from_pretrained(spec.source, spec, dtype, f"{st} model")
+        # a hub id's revision resolved once: every file is read at that commit, the one recorded (model_identity)
+        revision = resolve_hub_revision(spec.source, spec.revision) if st == "hub" else spec.revision
+        model, tok = _from_pretrained(spec.source, spec, dtype, f"{st} model", revision)
+        if commit := getattr(revision, "resolved", None):
+            meta["commit"] = commit
     else:  # packaged:, random: or a plugin's prefix (reporter.config.sources.SOURCES)
         loaded = check_loaded(st, spec.name, SOURCES.get(st).load(spec, device, dtype, run_seed))
         model, tok = loaded.model, loaded.tokenizer

@@ -335,6 +335,9 @@ class ModelMeta(TypedDict, total=False):
     device_map: dict[str, str]
     generation_backend: str
     vllm_path: str
+    #: a hub id's commit: the one its ``revision`` (or the default branch) resolved to when it loaded, at which every
+    #: file was read
+    commit: str
     #: what the weights are by content (:func:`reporter.models.identity.model_identity`): ``packaged:NAME:<sha256 of
     #: its GGUF>``, ``local:<sha256 of its weight, config and tokenizer files>``, ``hub:REPO@<commit>``,
     #: ``random:<sha256 of its recipe>``; absent where the source has none (a plugin's)
