@@ -253,3 +253,106 @@ def test_a_task_without_options_records_no_option_order_scores(tmp_path):
     assert set(_task_work(run)) == {"arc_easy/option_order"}
     rec = json.loads((run / "models" / "tiny" / "tasks" / "gsm8k" / "option_order.json").read_text())
     assert rec["n"] == 0 and "scores" not in rec
+
+
+DIR_SOURCE = '''
+from reporter.config.sources import SOURCES, ModelSource, SourceModel
+
+
+def _load(spec, device, dtype, seed):
+    from transformers import AutoModelForCausalLM
+
+    from reporter.models.loading import load_tokenizer
+
+    path = spec.source.split(":", 1)[1]
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    return SourceModel(model, load_tokenizer(path), kind="base")
+
+
+SOURCES.add("mc_dir", ModelSource("mc_dir", load=_load))
+'''
+
+
+def test_a_plugin_sources_model_is_known_by_what_it_loaded(tmp_path, monkeypatch):
+    """A model from a plugin's source had no content identity: its model-only work was computed again on every run,
+    and ``compare`` and ``board`` matched it by name. It is now the sha256 of what it loaded (weights, configuration,
+    tokenizer): the same weights read from another path are the same model, whose second run takes its model-only
+    work from the cache; other weights under the same source are another."""
+    from reporter.config.sources import SOURCES
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "mc_dir_source.py").write_text(DIR_SOURCE)
+    (tmp_path / "p.yaml").write_text(PROFILE.replace(", untrained: true", "").replace(
+        "lpp: {n_texts: 3, context: 40, min_tokens: 40}", "lpp: {enabled: false}"))
+    for name, seed in (("a", 1), ("c", 2)):
+        lm = tiny_lm("llama", seed=seed, vocab="small")
+        lm.model.save_pretrained(tmp_path / name)
+        lm.tokenizer.save_pretrained(tmp_path / name)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+
+    def run(folder: str) -> tuple[str, dict]:
+        (tmp_path / f"{folder}.yaml").write_text(f"profile: p.yaml\nseed: 3\nmodels:\n"
+                                                 f"  - {{name: tiny, source: 'mc_dir:{tmp_path / folder}'}}\n")
+        r = CliRunner().invoke(main, ["--plugin", str(tmp_path / "mc_dir_source.py"), "run",
+                                      str(tmp_path / f"{folder}.yaml"), "-o", str(tmp_path / f"run-{folder}"),
+                                      "--no-progress", "--no-render"])
+        assert r.exit_code == 0, r.output
+        out = tmp_path / f"run-{folder}"
+        return json.loads((out / "results.json").read_text())["models"]["tiny"]["meta"]["identity"], _work(out)
+
+    try:
+        (first, work_a), (same, work_b), (other, work_c) = run("a"), run("b"), run("c")
+    finally:
+        SOURCES.remove("mc_dir")
+    assert first.startswith("weights:") and len(first) == len("weights:") + 64
+    assert work_a == {"smoke": "computed", "reference": "computed"}
+    assert same == first and work_b == {"smoke": "cached", "reference": "cached"}
+    assert other != first and set(work_c.values()) == {"computed"}
+
+
+def test_the_weights_digest_sees_every_part_of_what_a_model_computes_with():
+    """:func:`weights_sha256` against a plain reference: every tensor's bytes in state-dict order, then the tokenizer's
+    saved files. Its digest changes with one weight moved by one ulp, another dtype, a configuration value, or the
+    tokenizer's chat template, and not with the path the configuration was read from."""
+    import hashlib
+    import tempfile
+
+    import torch
+
+    from reporter.models.identity import weights_sha256
+
+    lm = tiny_lm("llama", seed=1, vocab="small")
+    base = weights_sha256(lm.model, lm.tokenizer)
+    # the same model, hashed by hand: its tensors one by one, as bytes
+    h = hashlib.sha256()
+    cfg = lm.model.config.to_dict()
+    cfg.pop("_name_or_path", None)
+    h.update(json.dumps(cfg, sort_keys=True, default=str).encode())
+    for name, t in lm.model.state_dict().items():
+        h.update(f"\n{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(bytes(t.detach().numpy().tobytes()))
+    with tempfile.TemporaryDirectory() as folder:
+        lm.tokenizer.save_pretrained(folder)
+        for f in sorted(Path(folder).iterdir()):
+            h.update(f"\n{f.name}\0".encode() + f.read_bytes())
+    assert base == h.hexdigest()
+
+    def fresh():
+        return tiny_lm("llama", seed=1, vocab="small")
+
+    m = fresh()
+    m.model.config._name_or_path = "/somewhere/else"
+    assert weights_sha256(m.model, m.tokenizer) == base
+    m = fresh()
+    with torch.no_grad():
+        w = m.model.model.layers[0].mlp.down_proj.weight
+        w[0, 0] = torch.nextafter(w[0, 0], torch.tensor(float("inf")))
+    assert weights_sha256(m.model, m.tokenizer) != base
+    m = fresh()
+    assert weights_sha256(m.model.to(torch.bfloat16), m.tokenizer) != base
+    m = fresh()
+    m.model.config.rope_theta = 1234.0
+    assert weights_sha256(m.model, m.tokenizer) != base
+    m = fresh()
+    m.tokenizer.chat_template = "{{ messages[0]['content'] }}"
+    assert weights_sha256(m.model, m.tokenizer) != base

@@ -108,6 +108,8 @@ def fmt_identity(identity: Any, digits: int = 12) -> str:
     'GGUF sha256 b179c9523d0e…'
     >>> fmt_identity("hub:HuggingFaceTB/SmolLM2-135M@0123456789abcdef0123"), fmt_identity("local:" + "ab" * 32)
     ('commit 0123456789ab…', 'files sha256 abababababab…')
+    >>> fmt_identity("weights:" + "cd" * 32)
+    'weights sha256 cdcdcdcdcdcd…'
     >>> fmt_identity(None)
     ''
     """
@@ -115,7 +117,8 @@ def fmt_identity(identity: Any, digits: int = 12) -> str:
         return ""
     kind, _, rest = str(identity).partition(":")
     digest = rest.rpartition("@")[2] if kind == "hub" else rest.rpartition(":")[2]
-    label = {"packaged": "GGUF sha256", "local": "files sha256", "hub": "commit", "random": "recipe sha256"}.get(kind, kind)
+    label = {"packaged": "GGUF sha256", "local": "files sha256", "hub": "commit", "random": "recipe sha256",
+             "weights": "weights sha256"}.get(kind, kind)
     return f"{label} {digest[:digits]}…" if len(digest) > digits else f"{label} {digest}"
 
 
