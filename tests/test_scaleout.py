@@ -136,3 +136,38 @@ def test_hooks_stay_correct_on_a_model_dispatched_by_a_device_map(tmp_path):
         c = key_neurons(via_yaml.model, ids, am, resp, top_ratio=0.05, mode=mode)
         assert all(np.array_equal(x, y) and np.array_equal(x, z) for x, y, z in zip(a, b, c))
     assert all(len(m._forward_pre_hooks) == 0 for m in sharded.modules())
+
+
+def test_vllm_generates_from_the_commit_the_hooked_model_loaded(tmp_path, monkeypatch):
+    """A hub model with ``generation_backend: vllm`` is loaded twice, by transformers (the hooked pass) and by vLLM
+    (the replies). vLLM was given the entry's revision (None: the branch as it is when vLLM loads), so the two could
+    read two commits of a repository that moved in between; it now gets the commit the hooked model loaded. vLLM is
+    not installed here: a stand-in module records what it is asked, the model's replies come from the model."""
+    import sys
+    import types
+    from dataclasses import replace
+
+    lm = tiny_lm("llama")
+    asked = {}
+
+    class LLM:
+        def __init__(self, **kw):
+            asked.update(kw)
+
+        def generate(self, requests, params, use_tqdm):
+            from reporter.models.generation import generate
+
+            gens = generate(lm, [r["prompt_token_ids"] for r in requests], max_new_tokens=params["max_tokens"])
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=g.response_ids)]) for g in gens]
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM, SamplingParams=lambda **kw: kw))
+    from reporter.models.vllm_backend import generate_vllm
+
+    hub = replace(lm, spec=replace(lm.spec, source="org/tiny", revision="main", generation_backend="vllm"),
+                  meta={**lm.meta, "vllm_path": "org/tiny", "commit": "c" * 40})
+    gens = generate_vllm(hub, [[1, 2, 3]], max_new_tokens=2, stop=[])
+    assert asked["model"] == "org/tiny" and asked["revision"] == "c" * 40
+    assert len(gens) == 1 and gens[0].prompt_ids == [1, 2, 3]
+    local = replace(hub, spec=replace(hub.spec, revision=None), meta={**lm.meta, "vllm_path": "/models/tiny"})
+    generate_vllm(local, [[1, 2, 3]], max_new_tokens=2, stop=[])
+    assert asked["model"] == "/models/tiny" and asked["revision"] is None

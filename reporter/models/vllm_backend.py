@@ -21,7 +21,8 @@ def generate_vllm(lm: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int
                         "run: pip install 'reporter[vllm]'")
     engine = getattr(lm, "_vllm", None)
     if engine is None:
-        engine = lm._vllm = LLM(model=lm.meta["vllm_path"], revision=lm.spec.revision,
+        # a hub id at the commit the hooked model loaded (meta.commit), not wherever its branch has moved since
+        engine = lm._vllm = LLM(model=lm.meta["vllm_path"], revision=lm.meta.get("commit") or lm.spec.revision,
                                 dtype=str(lm.dtype).replace("torch.", ""), trust_remote_code=lm.spec.trust_remote_code)
     params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens, stop=list(stop) or None)
     outs = engine.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
