@@ -1478,3 +1478,45 @@ def test_a_hub_ids_commit_is_the_hubs_online_and_the_caches_where_the_hub_cannot
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert hub_commit("org/tiny", None) == c and hub_commit("org/tiny", "v2") == c and len(asked) == 3
     assert hub_commit("not a repo id!", None) is None
+
+
+PROMPT_PLUGIN = '''
+import json, os
+from pathlib import Path
+from reporter.tasks import Item, Task, register_task
+
+@register_task("NAME")
+def facts():
+    rows = json.loads(open(os.environ["FACTS_DATA"]).read())
+    instruction = (Path(__file__).parent / "prompt.txt").read_text().strip()  # the prompt, outside the code
+    return Task(name="NAME", scorer="exact", instruction=instruction, answer_prefix="Answer:",
+                load=lambda: [Item(r["id"], r["q"], r["a"]) for r in rows], max_new_tokens=3,
+                description="facts from a file the test edits")
+'''
+
+
+def test_a_plugin_task_whose_prompt_file_changed_is_measured_again(tmp_path, monkeypatch, forget_tasks):
+    """A plugin task that reads its instruction from a ``.txt`` beside it: the file is neither code (the plugin's
+    code key counts its ``.py`` files) nor data (the items' digest), so after an edit the rerun found the model
+    "already complete" and kept the replies to the old prompt. Each task now records how it prompts and scores by
+    content (``task_sha256``): the edited prompt measures the task again, and the run ends as a fresh one does."""
+    plugin, models = _facts(tmp_path, monkeypatch, ROWS, "prompted", forget_tasks, source=PROMPT_PLUGIN)
+    models.write_text(models.read_text().replace("source: random:llama,", "source: random:llama, kind: instruct,"))
+    (tmp_path / "prompt.txt").write_text("Answer in one word.\n")  # an instruct model's prompts show it
+    out = tmp_path / "run"
+    _facts_run(plugin, models, out)
+    first = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]["prompted"]
+    assert first["task_sha256"].startswith("sha256:")
+    assert "rnd: already complete" in _facts_run(plugin, models, out)
+    (tmp_path / "prompt.txt").write_text("Reply with the fact's code only, in lower case.\n")
+    output = _facts_run(plugin, models, out)
+    assert "rnd / prompted: its instruction, answer prefix, scorer, token limit or stop sequences are not the ones " \
+           "it was measured with (the task changed): measuring it again" in output, output
+    assert "already complete" not in output
+    fresh = tmp_path / "fresh"
+    _facts_run(plugin, models, fresh)
+    assert _model(out, "rnd")["tasks"] == _model(fresh, "rnd")["tasks"]
+    again = json.loads((out / "results.json").read_text())["models"]["rnd"]["tasks"]["prompted"]
+    assert again["task_sha256"] != first["task_sha256"] and again["items_sha256"] == first["items_sha256"]
+    samples = (out / "models" / "rnd" / "tasks" / "prompted" / "samples.jsonl").read_text()
+    assert "Reply with the fact's code only" in samples and "Answer in one word" not in samples

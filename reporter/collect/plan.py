@@ -81,7 +81,8 @@ def chosen_items(config: TaskConfig, seed: int, shots: int,
 def changed_items(config: TaskConfig, recorded: dict[str, Any], seed: int) -> bool:
     """Whether the data of a task that a ``summary.json`` (``recorded``) was written for is no longer the data the
     task reads now (a new copy of a packaged dataset, an edited file): its ``items_sha256`` against the items and
-    few-shot examples chosen again, without a model. False where it cannot be told: a summary without the digest,
+    few-shot examples chosen again, without a model; or the task prompts or scores them otherwise now (its
+    ``task_sha256``: :meth:`~reporter.tasks.Task.settings_sha256`). False where it cannot be told: a summary without the digest,
     data that cannot be read now (a run then fails on it, not here), a built-in task with no offline copy (its hub
     dataset is not reached for a finished task: a rerun of finished work needs no network), or an lm-eval task (its
     documents are in the run's configuration hash: changed, the run is refused as another configuration).
@@ -89,6 +90,8 @@ def changed_items(config: TaskConfig, recorded: dict[str, Any], seed: int) -> bo
     digest, shots = recorded.get("items_sha256"), recorded.get("shots")
     if config.lm_eval is not None or not isinstance(digest, str) or not isinstance(shots, int):
         return False
+    if isinstance(settings := recorded.get("task_sha256"), str) and settings != _settings_digest(config):
+        return True  # prompted or scored otherwise now (a plugin task's instruction read from a file of its own)
     if str(recorded.get("source", "")).startswith("hub:"):  # measured on the hub's copy: not reached for finished work
         return False
     key = (config, seed, shots)
@@ -130,6 +133,14 @@ def checked_data(config: TaskConfig) -> Task:
     if config not in _CHECKED:
         _CHECKED[config] = build_task(config)
     return _CHECKED[config]
+
+
+def _settings_digest(config: TaskConfig) -> str | None:
+    """The task's :meth:`~reporter.tasks.Task.settings_sha256` as it is built now; None where it cannot be built."""
+    try:
+        return checked_data(config).settings_sha256()
+    except Exception:  # noqa: BLE001 - cannot be built now: the task's own run says why
+        return None
 
 
 def _data_digest(config: TaskConfig, seed: int, shots: int) -> str | None:

@@ -78,9 +78,9 @@ def stale_answers(plan: TaskPlan, task_dir: Path) -> str | None:
     >>> stale_answers(old, d) is None
     True
     >>> stale_answers(TaskPlan(old.task, [Item("1", "2+2?", "5")], ["2+2?"], [[1]], 0, ()), d)
-    "item '1' is not the one answered before"
+    "item '1' is not the one answered before (the task's data changed)"
     >>> stale_answers(TaskPlan(old.task, [Item("2", "3+3?", "6")], ["3+3?"], [[1]], 0, ()), d)
-    "item '1' was answered but is not among the task's items"
+    "item '1' was answered but is not among the task's items (the task's data changed)"
     """
     try:
         recorded = read_json(task_dir / SUMMARY, {})
@@ -88,13 +88,17 @@ def stale_answers(plan: TaskPlan, task_dir: Path) -> str | None:
         recorded = {}
     digest = recorded.get("items_sha256") if isinstance(recorded, dict) else None
     if isinstance(digest, str) and digest != plan.items_sha256:
-        return "its items or few-shot examples are not the ones it was measured on"
+        return "its items or few-shot examples are not the ones it was measured on (the task's data changed)"
+    settings = recorded.get("task_sha256") if isinstance(recorded, dict) else None
+    if isinstance(settings, str) and settings != plan.task.settings_sha256():
+        return ("its instruction, answer prefix, scorer, token limit or stop sequences are not the ones it was "
+                "measured with (the task changed)")
     planned = {it.id: d for it, d in zip(plan.items, plan.item_digests)}
     for rid, r in read_samples(task_dir / SAMPLES).items():
         if rid not in planned:  # the configuration (limit, seed, core set) is the same: the data changed
-            return f"item {rid[:60]!r} was answered but is not among the task's items"
+            return f"item {rid[:60]!r} was answered but is not among the task's items (the task's data changed)"
         if r.get("item_sha256", planned[rid]) != planned[rid]:
-            return f"item {rid[:60]!r} is not the one answered before"
+            return f"item {rid[:60]!r} is not the one answered before (the task's data changed)"
     return None
 
 
@@ -110,7 +114,7 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
     task_dir.mkdir(parents=True, exist_ok=True)
     summary_path = task_dir / SUMMARY
     if (why := stale_answers(plan, task_dir)) is not None:
-        log(f"{lm.spec.name} / {plan.task.name}: {why} (the task's data changed): measuring it again")
+        log(f"{lm.spec.name} / {plan.task.name}: {why}: measuring it again")
         shutil.rmtree(task_dir)
         task_dir.mkdir(parents=True)
     if plugins is None and task_complete(profile, task_dir):
@@ -241,7 +245,7 @@ def finish_task(ctx: TaskContext, plugins: list[CollectorPlugin], fused: bool,
     ci = score_ci([r["score"] for r in recs], seed=ctx.seed, exact_binary=True)
     summary: dict[str, Any] = {
         "task": plan.task.name, "scorer": plan.task.scorer, "shots": plan.shots, "limit": len(plan.items),
-        "items_sha256": plan.items_sha256, **ci.to_dict(),
+        "items_sha256": plan.items_sha256, "task_sha256": plan.task.settings_sha256(), **ci.to_dict(),
         "chance": chance_level(plan.task.scorer, [it.scorer_item() for it in plan.items]),
         "source": plan.task.source, **({"split": plan.task.split} if plan.task.split else {}),
         "description": plan.task.description,

@@ -192,6 +192,10 @@ class TaskSummary(TypedDict, total=False):
     #: the task's data by content (``sha256:<hex>``): its evaluated items and few-shot examples (an lm-eval task's:
     #: its documents); two runs with another digest for a task evaluated other data under its name
     items_sha256: str
+    #: how the task prompts and scores its items, by content (``sha256:<hex>`` of its instruction, answer prefix,
+    #: scorer, token limit and stop sequences: :meth:`reporter.tasks.Task.settings_sha256`); a resume compares it.
+    #: Absent for an lm-eval task (its configuration is in the run's hash) and in runs made before it was recorded
+    task_sha256: str
     score: Required[Fraction]
     ci_low: Required[Fraction]
     ci_high: Required[Fraction]

@@ -181,6 +181,20 @@ class Task:
         self.other_split_source = f"{p} (the profile's other_split file)"
         self.other_split_file = str(p)
 
+    def settings_sha256(self) -> str:
+        """``sha256:<hex>`` of how the task prompts and scores its items: its instruction, answer prefix, scorer,
+        token limit and stop sequences. Recorded in each task's ``summary.json`` (``task_sha256``): a resume compares
+        it, so a plugin task whose instruction comes from outside its code (a prompt in a ``.txt`` file beside it, an
+        environment variable) and changed is measured again, as one whose data changed is.
+
+        >>> t = get_task("arc_easy"); before = t.settings_sha256()
+        >>> t.instruction += " Think first."; t.settings_sha256() != before
+        True
+        """
+        return "sha256:" + content_sha256({"instruction": self.instruction, "answer_prefix": self.answer_prefix,
+                                           "scorer": self.scorer, "max_new_tokens": self.max_new_tokens,
+                                           "stop": self.stop, "base_stop": self.base_stop})
+
     def items(self) -> list[Item]:
         """Every item of the task (loaded once)."""
         if self._cache is None:
