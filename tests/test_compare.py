@@ -22,7 +22,7 @@ from reporter.cli import main
 from reporter.errors import UserError
 from reporter.metrics.stats import holm, mcnemar_exact
 from reporter.store.samples import read_samples
-from tests.conftest import small_tokenizer_dir
+from tests.conftest import copy_run, small_tokenizer_dir
 from tests.test_golden import _save_local_model
 
 N_ITEMS = 40
@@ -231,7 +231,28 @@ def test_changed_task_settings_are_named_in_the_notes(runs):
     assert ("The same weights in both runs (the same content hash): Release. A change there comes from how the model "
             "was evaluated (settings, items, dtype or device), not from the model.") in doc["notes"]
     other = compare_runs(runs["base"], runs["new"])["notes"]
-    assert not any("settings differ" in n or "same weights" in n for n in other)
+    assert not any("settings differ" in n or "same weights" in n or "prompts or scores otherwise" in n for n in other)
+
+
+@pytest.mark.slow
+def test_a_task_prompted_otherwise_with_the_same_settings_is_named_in_the_notes(runs, tmp_path):
+    """The profile's settings equal, a task may still prompt or score otherwise (a plugin task's prompt kept in a
+    file beside it, another reporter's built-in instruction): each task's summary records how by content
+    (``task_sha256``), and a pair whose digests differ is named; runs that did not record it, or agree, are not."""
+    edited = copy_run(runs["new"], tmp_path / "edited")
+    res = json.loads((edited / "results.json").read_text())
+    entry = res["models"]["Release"]["tasks"]["mine"]
+    assert entry["task_sha256"].startswith("sha256:")
+    entry["task_sha256"] = "sha256:" + "0" * 64
+    (edited / "results.json").write_text(json.dumps(res))
+    notes = compare_runs(runs["base"], edited)["notes"]
+    assert [n for n in notes if "prompts or scores otherwise" in n] == [
+        "Task mine: it prompts or scores otherwise in the new run (its instruction, answer prefix, scorer, token limit "
+        "or stop sequences differ: task_sha256), with the same settings: a score change on it may come from that, "
+        "not only from the model."]
+    del entry["task_sha256"]  # a run made before it was recorded
+    (edited / "results.json").write_text(json.dumps(res))
+    assert not any("prompts or scores otherwise" in n for n in compare_runs(runs["base"], edited)["notes"])
 
 
 @pytest.mark.slow
