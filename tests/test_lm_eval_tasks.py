@@ -428,8 +428,35 @@ def test_replies_cut_before_lm_evals_filter_found_an_answer_are_told(env, lm, gs
     got = check_replies(recs, summary["scorer"], summary.get("answer_last") is True)
     assert summary["scorer"] == "lm_eval" and got is not None
     assert (got["kind"], got["n"], got["cut"], got["cut_wrong"], got["cut_unread"], got["limit"]) == ("cut", 4, 4, 4, 4, 6)
-    assert check_replies([{**r, "extracted": "18"} for r in recs], "lm_eval") is None  # the filter read an answer
+    assert [r["unread"] for r in recs] == [True] * 4
+    assert check_replies([{**r, "unread": False} for r in recs], "lm_eval") is None  # the filter read an answer
     assert check_replies([{**r, "stopped_by": "eos"} for r in recs], "lm_eval") is None  # ended before the limit
+    old = [{k: v for k, v in r.items() if k != "unread"} for r in recs]  # a run made before records said so
+    assert check_replies(old, "lm_eval")["cut_unread"] == 4
+    assert check_replies([{**r, "extracted": "18"} for r in old], "lm_eval") is None
+
+
+def test_a_filter_with_its_own_fallback_is_read_for_cut_replies(env, lm, gsm_dir, tmp_path):
+    """A task whose regex filter sets its own fallback (``NO ANSWER``) gave that for a reply it found no answer in,
+    which the replies check did not know (it read lm-eval's default ``[invalid]`` only): silent on every cut reply.
+    The collect stage now reads the fallback from the task's own filter, and the check tells."""
+    from reporter.analyse.responses import check_replies
+    from reporter.store.samples import read_samples
+
+    own = gsm_dir / "own_fallback"
+    own.mkdir(exist_ok=True)
+    (own / "gsm8k_fallback.yaml").write_text(
+        f"include: {gsm_dir}/gsm8k_local.yaml\ntask: gsm8k_fallback\nfilter_list:\n  - name: strict-match\n"
+        "    filter:\n      - function: regex\n        regex_pattern: \"#### (\\\\-?[0-9\\\\.\\\\,]+)\"\n"
+        "        fallback: NO ANSWER\n      - function: take_first\n")
+    _, summary, _ = _leaf(env, lm, "gsm8k_fallback", 4, tmp_path, include=str(own), only=(), max_new_tokens=6)
+    recs = list(read_samples(tmp_path / "samples.jsonl").values())
+    assert [r["extracted"] for r in recs] == ["NO ANSWER"] * 4 and [r["score"] for r in recs] == [0.0] * 4
+    assert [r["unread"] for r in recs] == [True] * 4
+    got = check_replies(recs, summary["scorer"], summary.get("answer_last") is True)
+    assert got is not None and (got["kind"], got["cut_unread"]) == ("cut", 4)
+    old = [{k: v for k, v in r.items() if k != "unread"} for r in recs]
+    assert check_replies(old, "lm_eval") is None  # what the check read before: not the task's fallback
 
 
 def test_loglikelihood_rolling_collectors_read_the_first_window_against_float64_references(env, lm, tmp_path):

@@ -13,8 +13,9 @@ requests are no replies), are stated on the card:
   reads the answer from the end of the reply or the whole of it (:data:`ANSWER_LAST`: the final number, the last
   boxed expression, the program). A reply cut before its answer scores 0 whatever the model knows; a longer limit
   tells. On an lm-eval ``generate_until`` task, where lm-eval's filters read the answer, a cut reply counts where
-  its filter found no answer in it (the record's ``extracted`` is the regex filter's fallback ``[invalid]``, or
-  empty): at least half of the replies so, and the limit is again what decided them. Other scorers read the first
+  its filter found no answer in it (the record's ``unread``: its ``extracted`` is the fallback the task's filters are
+  built with, ``[invalid]`` unless its YAML sets another, or empty): at least half of the replies so, and the limit
+  is again what decided them. Other scorers read the first
   words (multiple-choice letters, yes/no, short answers, the probes' formats), or are a plugin's that did not say
   it reads the answer last (``register_scorer(name, answer_last=True)``, recorded as the summary's
   ``answer_last``), whose reading is not known here: not checked, rather than told wrongly.
@@ -40,8 +41,8 @@ __all__ = ["ANSWER_LAST", "RESPONSE_RULE", "ResponseCheck", "check_replies", "re
 #: limit may have been cut before its answer (a plugin's scorer that does says so when it registers, and its task's
 #: summary records ``answer_last``)
 ANSWER_LAST = frozenset({"numeric", "math", "code"})
-#: what lm-eval's filters give for a reply in which they found no answer: the regex filter's default fallback, or
-#: nothing (a filter whose fallback is set otherwise is not read: no 'cut' is told for its task)
+#: what lm-eval's filters give for a reply in which they found no answer, for a run made before each record said so
+#: (``unread``, from the task's own filters): the regex filter's default fallback, or nothing
 NO_ANSWER = frozenset({"[invalid]", ""})
 #: the stop reasons of generated replies (:class:`reporter.models.outputs.Generation`)
 _REPLIES = ("eos", "stop", "length")
@@ -98,13 +99,22 @@ def check_replies(records: list[dict[str, Any]], scorer: str | None,
     counts = {"n": n, "empty": len(empty), "empty_stopped": _by_reason(empty), "cut": len(cut),
               "cut_wrong": cut_wrong, "stopped": _by_reason(replies), **({"limit": max(lengths)} if lengths else {})}
     if scorer == "lm_eval":  # lm-eval's filters read the answer: a cut reply they found none in
-        counts["cut_unread"] = sum(float(r.get("score") or 0.0) == 0.0 and isinstance(r.get("extracted"), str)
-                                   and r["extracted"].strip() in NO_ANSWER for r in cut)
+        counts["cut_unread"] = sum(float(r.get("score") or 0.0) == 0.0 and _unread(r) for r in cut)
     if 2 * len(empty) >= n:
         return {"kind": "empty", **counts}
     if ((scorer in ANSWER_LAST or answer_last) and 2 * cut_wrong >= n) or (scorer == "lm_eval" and 2 * counts["cut_unread"] >= n):
         return {"kind": "cut", **counts}
     return None
+
+
+def _unread(record: dict[str, Any]) -> bool:
+    """Whether lm-eval's filter found no answer in a reply: the record's ``unread``, which the collect stage wrote
+    from the filter's own fallback; in a run made before it was recorded, an ``extracted`` value in
+    :data:`NO_ANSWER`.
+    """
+    if isinstance(unread := record.get("unread"), bool):
+        return unread
+    return isinstance(record.get("extracted"), str) and record["extracted"].strip() in NO_ANSWER
 
 
 def _by_reason(replies: list[dict[str, Any]]) -> dict[str, int]:

@@ -94,6 +94,7 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
     by_doc: dict[str, dict[str, Any]] = {}
     for s in logged:
         by_doc.setdefault(str(s["doc_id"]), {})[s["filter"]] = s
+    no_answer = no_answer_values(lp.task, filt) if lp.output_type == "generate_until" else None
     partial: dict[str, dict[str, Any]] = {}
     store: dict[str, Any] = {}
     for part in ctx.parts("lm_eval", ".json"):
@@ -115,6 +116,8 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
         rec = {**partial.get(it.id, {"id": it.id}), "gold": it.answer, "score": float(value),
                "extracted": _plain(s["filtered_resps"][0]) if lp.output_type == "generate_until" else
                partial.get(it.id, {}).get("response"), "lm_eval_metrics": metrics}
+        if no_answer is not None:  # the filter found no answer in the reply: its fallback, or nothing
+            rec["unread"] = isinstance(rec["extracted"], str) and rec["extracted"].strip() in no_answer
         records.append(rec)
     (task_dir / SAMPLES).unlink(missing_ok=True)
     append_samples(task_dir / SAMPLES, records)
@@ -154,6 +157,32 @@ def finish_leaf(lm: Any, profile: Profile, lp: LeafPlan, task_dir: Path, result:
     write_json(task_dir / SUMMARY, summary)
     shutil.rmtree(ctx.parts_dir, ignore_errors=True)
     return summary
+
+
+def no_answer_values(task: Any, filter_name: str) -> frozenset[str]:
+    """What lm-eval's filter pipeline ``filter_name`` of ``task`` gives for a reply in which it found no answer:
+    nothing, or the fallback each of its filters is built with (the regex filters' ``[invalid]`` by default, or the
+    one the task's YAML sets).
+
+    >>> from lm_eval.filters import build_filter_ensemble
+    >>> class T:
+    ...     _filters = [build_filter_ensemble("strict", [["regex", {"regex_pattern": "#### ([0-9]+)",
+    ...                                                             "fallback": "NONE"}], ["take_first", None]])]
+    >>> sorted(no_answer_values(T(), "strict"))
+    ['', 'NONE']
+    """
+    values = {""}
+    for ensemble in getattr(task, "_filters", None) or ():
+        if getattr(ensemble, "name", None) != filter_name:
+            continue
+        for make in getattr(ensemble, "filters", ()):
+            try:
+                fallback = getattr(make(), "fallback", None)
+            except Exception:  # noqa: BLE001 - a filter that cannot be built alone: its fallback is not known
+                continue
+            if isinstance(fallback, str):
+                values.add(fallback.strip())
+    return frozenset(values)
 
 
 def lm_eval_info(lp: LeafPlan, result: dict[str, Any], metric: str) -> dict[str, Any]:

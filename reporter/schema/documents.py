@@ -941,7 +941,7 @@ class ResponseRow(TypedDict, total=False):
     #: of those, the ones that scored 0
     cut_wrong: Required[Count]
     #: lm-eval generate_until tasks: of the cut replies, the ones that scored 0 and in which lm-eval's filter found no
-    #: answer (its fallback "[invalid]", or nothing)
+    #: answer (the fallback the task's filters are built with, "[invalid]" unless its YAML sets another, or nothing)
     cut_unread: Count
     #: the limit the cut replies reached (their length in tokens); absent where none was cut
     limit: Count
