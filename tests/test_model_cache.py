@@ -311,15 +311,15 @@ def test_a_plugin_sources_model_is_known_by_what_it_loaded(tmp_path, monkeypatch
 
 
 def test_the_weights_digest_sees_every_part_of_what_a_model_computes_with():
-    """:func:`weights_sha256` against a plain reference: every tensor's bytes in state-dict order, then the tokenizer's
-    saved files. Its digest changes with one weight moved by one ulp, another dtype, a configuration value, or the
+    """:func:`weights_sha256` against a plain reference: the configuration, every tensor's bytes in state-dict order,
+    then the tokenizer's saved files (its configuration without how it was loaded). Its digest changes with one weight moved by one ulp, another dtype, a configuration value, or the
     tokenizer's chat template, and not with the path the configuration was read from."""
     import hashlib
     import tempfile
 
     import torch
 
-    from reporter.models.identity import weights_sha256
+    from reporter.models.identity import _LOAD_SETTINGS, weights_sha256
 
     lm = tiny_lm("llama", seed=1, vocab="small")
     base = weights_sha256(lm.model, lm.tokenizer)
@@ -334,7 +334,11 @@ def test_the_weights_digest_sees_every_part_of_what_a_model_computes_with():
     with tempfile.TemporaryDirectory() as folder:
         lm.tokenizer.save_pretrained(folder)
         for f in sorted(Path(folder).iterdir()):
-            h.update(f"\n{f.name}\0".encode() + f.read_bytes())
+            data = f.read_bytes()
+            if f.name == "tokenizer_config.json":  # without the settings it was loaded with
+                data = json.dumps({k: v for k, v in json.loads(data).items() if k not in _LOAD_SETTINGS},
+                                  sort_keys=True).encode()
+            h.update(f"\n{f.name}\0".encode() + data)
     assert base == h.hexdigest()
 
     def fresh():
@@ -356,3 +360,19 @@ def test_the_weights_digest_sees_every_part_of_what_a_model_computes_with():
     m = fresh()
     m.tokenizer.chat_template = "{{ messages[0]['content'] }}"
     assert weights_sha256(m.model, m.tokenizer) != base
+    # how the tokenizer was loaded is not what it is: HF_HUB_OFFLINE sets local_files_only (a review found the
+    # identity of the same model changed between an online run and its offline resume)
+    m = fresh()
+    m.tokenizer.init_kwargs.update(local_files_only=True, is_local=True)
+    assert weights_sha256(m.model, m.tokenizer) == base
+    # an object a plugin hangs on the configuration counts by its type, not by a repr holding its address
+    m, n = fresh(), fresh()
+    m.model.config.helper, n.model.config.helper = object(), object()
+    assert weights_sha256(m.model, m.tokenizer) == weights_sha256(n.model, n.tokenizer) != base
+    # the source plugin's code, which may patch what the same weights compute
+    with tempfile.TemporaryDirectory() as folder:
+        code = Path(folder) / "source.py"
+        code.write_text("PATCH = 1\n")
+        patched = weights_sha256(lm.model, lm.tokenizer, [str(code)])
+        code.write_text("PATCH = 2\n")
+        assert base != patched != weights_sha256(lm.model, lm.tokenizer, [str(code)])

@@ -1427,10 +1427,12 @@ def test_a_hub_ids_commit_is_the_hubs_online_and_the_caches_where_the_hub_cannot
     import http.server
     import threading
 
+    import datasets.config
     import transformers.utils.hub
     from huggingface_hub import constants
 
     from reporter.models.identity import hub_commit
+    from reporter.tasks import hub_reach
 
     cache, a, c = tmp_path / "hub", "a" * 40, "c" * 40
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
@@ -1460,12 +1462,18 @@ def test_a_hub_ids_commit_is_the_hubs_online_and_the_caches_where_the_hub_cannot
     port = server.server_address[1]
     server.server_close()  # nobody listens there yet: the hub cannot be reached
     monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")  # where reporter's probe connects
+    for proxy in hub_reach._PROXIES:
+        monkeypatch.delenv(proxy, raising=False)
+    hub_reach._connect.cache_clear()
     assert constants.HF_HUB_OFFLINE  # the suite's setting
     assert hub_commit("org/tiny", None) == a and hub_commit("org/tiny", "v2") is None
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
     assert hub_commit("org/tiny", None) == a  # online, unreachable: the cache's
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Hub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    hub_reach._connect.cache_clear()  # reachable now
     try:
         assert hub_commit("org/tiny", None) == c and asked == ["/api/models/org/tiny"]  # the hub's, not the cache's
         assert hub_commit("org/tiny", "v2") == c and asked[-1] == "/api/models/org/tiny/revision/v2"
@@ -1474,6 +1482,7 @@ def test_a_hub_ids_commit_is_the_hubs_online_and_the_caches_where_the_hub_cannot
     finally:
         server.shutdown()
         server.server_close()
+        hub_reach._connect.cache_clear()
     assert (repo / "refs" / "main").read_text() == c  # the hub client recorded the hub's answer
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert hub_commit("org/tiny", None) == c and hub_commit("org/tiny", "v2") == c and len(asked) == 3
@@ -1520,3 +1529,11 @@ def test_a_plugin_task_whose_prompt_file_changed_is_measured_again(tmp_path, mon
     assert again["task_sha256"] != first["task_sha256"] and again["items_sha256"] == first["items_sha256"]
     samples = (out / "models" / "rnd" / "tasks" / "prompted" / "samples.jsonl").read_text()
     assert "Reply with the fact's code only" in samples and "Answer in one word" not in samples
+    # interrupted before its summary (each line records how it was prompted): the old lines are not kept either
+    (tmp_path / "prompt.txt").write_text("Answer in one word.\n")
+    (out / "models" / "rnd" / "tasks" / "prompted" / "summary.json").unlink()
+    (tmp_path / "prompt.txt").write_text("Name the fact's code.\n")
+    output = _facts_run(plugin, models, out)
+    assert "rnd / prompted: its instruction, answer prefix" in output, output
+    samples = (out / "models" / "rnd" / "tasks" / "prompted" / "samples.jsonl").read_text()
+    assert "Name the fact's code." in samples and "Reply with the fact's code only" not in samples

@@ -90,7 +90,8 @@ def changed_items(config: TaskConfig, recorded: dict[str, Any], seed: int) -> bo
     digest, shots = recorded.get("items_sha256"), recorded.get("shots")
     if config.lm_eval is not None or not isinstance(digest, str) or not isinstance(shots, int):
         return False
-    if isinstance(settings := recorded.get("task_sha256"), str) and settings != _settings_digest(config):
+    if isinstance(settings := recorded.get("task_sha256"), str) and (now := _settings_digest(config)) is not None \
+            and settings != now:
         return True  # prompted or scored otherwise now (a plugin task's instruction read from a file of its own)
     if str(recorded.get("source", "")).startswith("hub:"):  # measured on the hub's copy: not reached for finished work
         return False

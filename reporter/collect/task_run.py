@@ -65,8 +65,9 @@ def stale_answers(plan: TaskPlan, task_dir: Path) -> str | None:
     ``summary.json`` records the items' and few-shot examples' digest (``items_sha256``), and each sample line its
     item's digest (``item_sha256``). A line of an item the plan does not hold, or whose digest is not the plan's
     item's, or a summary of other data, makes every artifact of the task stale (its collectors' and evidence
-    passes' files were made from the same items). The prompt itself is not compared: a chat template may put
-    today's date in it, and a task interrupted one day would start over the next.
+    passes' files were made from the same items). So does a summary or a line of a task that prompted or scored
+    otherwise (``task_sha256``: :meth:`~reporter.tasks.Task.settings_sha256`). The prompt itself is not compared: a
+    chat template may put today's date in it, and a task interrupted one day would start over the next.
 
     >>> from reporter.collect.plan import TaskPlan
     >>> from reporter.store.samples import append_samples
@@ -89,12 +90,13 @@ def stale_answers(plan: TaskPlan, task_dir: Path) -> str | None:
     digest = recorded.get("items_sha256") if isinstance(recorded, dict) else None
     if isinstance(digest, str) and digest != plan.items_sha256:
         return "its items or few-shot examples are not the ones it was measured on (the task's data changed)"
-    settings = recorded.get("task_sha256") if isinstance(recorded, dict) else None
-    if isinstance(settings, str) and settings != plan.task.settings_sha256():
-        return ("its instruction, answer prefix, scorer, token limit or stop sequences are not the ones it was "
-                "measured with (the task changed)")
+    settings, now = recorded.get("task_sha256") if isinstance(recorded, dict) else None, plan.task.settings_sha256()
     planned = {it.id: d for it, d in zip(plan.items, plan.item_digests)}
-    for rid, r in read_samples(task_dir / SAMPLES).items():
+    samples = read_samples(task_dir / SAMPLES)
+    if any(isinstance(s, str) and s != now for s in (settings, *(r.get("task_sha256") for r in samples.values()))):
+        return ("its instruction, answer prefix, scorer, token limit or stop sequences are not the ones it was "
+                "measured with (the task changed)")  # a finished task's summary, or an interrupted one's lines
+    for rid, r in samples.items():
         if rid not in planned:  # the configuration (limit, seed, core set) is the same: the data changed
             return f"item {rid[:60]!r} was answered but is not among the task's items (the task's data changed)"
         if r.get("item_sha256", planned[rid]) != planned[rid]:
@@ -127,6 +129,7 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
     samples_path = task_dir / SAMPLES
     done = read_samples(samples_path)
     items, ids = plan.items, plan.prompt_ids
+    settings = plan.task.settings_sha256()  # on every line: an interrupted task's lines say how they were prompted
     bs = lm.spec.max_batch_size
     order = sorted(range(len(items)), key=lambda i: (-len(ids[i]), i))
     batches = [order[i:i + bs] for i in range(0, len(order), bs)]
@@ -151,8 +154,8 @@ def run_task(lm: Any, profile: Profile, config: TaskConfig, plan: TaskPlan, task
             raise UserError(_nan_message(lm, plan)) from None
         for i, g in zip(idx, batch.generations):
             extracted, score = scorer(g.text, items[i].scorer_item())
-            batch.records.append({"id": items[i].id, "item_sha256": plan.item_digests[i], "prompt": plan.prompts[i],
-                                  "response": g.text,
+            batch.records.append({"id": items[i].id, "item_sha256": plan.item_digests[i], "task_sha256": settings,
+                                  "prompt": plan.prompts[i], "response": g.text,
                                   "extracted": extracted, "gold": items[i].answer, "score": float(score),
                                   "prompt_tokens": len(g.prompt_ids), "response_tokens": len(g.response_ids),
                                   "stopped_by": g.stopped_by, "batch": b})

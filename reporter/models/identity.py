@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..errors import UserError
 from ..installed import cache_root
@@ -30,6 +30,10 @@ from .packaged import PACKAGED, expected_sha256, sha256_file
 #: the files of a model directory that decide what it computes (weights, config, tokenizer, chat template)
 _MODEL_FILES = (".safetensors", ".bin", ".json", ".model", ".txt", ".jinja", ".tiktoken", ".py")
 _memo: dict[str, str] = {}
+#: what a saved ``tokenizer_config.json`` records of how the tokenizer was loaded, not of what it is
+_LOAD_SETTINGS = frozenset({"is_local", "local_files_only", "cache_dir", "revision", "token", "use_auth_token",
+                            "force_download", "proxies", "subfolder", "trust_remote_code", "_commit_hash",
+                            "name_or_path", "_from_auto"})
 
 
 def model_identity(lm: Any) -> str | None:
@@ -46,12 +50,15 @@ def model_identity(lm: Any) -> str | None:
     return lm.meta.get("identity")  # a plugin's source: what it loaded, hashed as it loaded (loading.py)
 
 
-def weights_sha256(model: Any, tokenizer: Any) -> str | None:
+def weights_sha256(model: Any, tokenizer: Any, code: Sequence[str] = ()) -> str | None:
     """sha256 of a loaded model by content: every parameter and persistent buffer (name, dtype, shape and bytes, as
     loaded: the same checkpoint in another dtype is another digest), its configuration (without the path it was read
-    from) and its tokenizer's files as ``save_pretrained`` writes them (vocabulary, merges, special tokens, chat
-    template); None where one cannot be read (weights on the ``meta`` device, a tokenizer that cannot save). A plugin
-    source's model is hashed once, when it loads (about 0.4 s for SmolLM2-135M in float32 on a CPU core).
+    from; an object a plugin hung on it counts by its type), its tokenizer's files as ``save_pretrained`` writes them
+    (vocabulary, merges, special tokens, chat template; without the settings it was loaded with, such as
+    ``local_files_only``, which ``HF_HUB_OFFLINE`` sets) and the files ``code`` (the source plugin's, which may patch
+    what the weights compute); None where one cannot be read (weights on the ``meta`` device, a tokenizer that cannot
+    save). A plugin source's model is hashed once, when it loads: about 0.4 s for SmolLM2-135M in float32 on a CPU
+    core, about 0.6 s per GiB of weights, and a copy to the CPU of weights held on a GPU.
 
     >>> from transformers import GPT2Config, GPT2LMHeadModel
     >>> from reporter.models.packaged import PACKAGED, tokenizer_dir
@@ -69,7 +76,7 @@ def weights_sha256(model: Any, tokenizer: Any) -> str | None:
     try:
         config = model.config.to_dict()
         config.pop("_name_or_path", None)
-        h.update(json.dumps(config, sort_keys=True, default=str).encode())
+        h.update(json.dumps(config, sort_keys=True, default=lambda o: f"<{type(o).__qualname__}>").encode())
         with torch.no_grad():
             for name, t in model.state_dict().items():
                 if t.device.type == "meta":
@@ -80,7 +87,14 @@ def weights_sha256(model: Any, tokenizer: Any) -> str | None:
             tokenizer.save_pretrained(folder)
             for f in sorted(Path(folder).rglob("*")):
                 if f.is_file():
-                    h.update(f"\n{f.relative_to(folder).as_posix()}\0".encode() + f.read_bytes())
+                    data = f.read_bytes()
+                    if f.name == "tokenizer_config.json":
+                        settings = json.loads(data)
+                        data = json.dumps({k: v for k, v in settings.items() if k not in _LOAD_SETTINGS},
+                                          sort_keys=True).encode()
+                    h.update(f"\n{f.relative_to(folder).as_posix()}\0".encode() + data)
+        for file in sorted(code):
+            h.update(f"\n{file}\0".encode() + Path(file).read_bytes())
     except Exception:  # a plugin's own model or tokenizer that cannot be read this way: no identity, as before
         return None
     return h.hexdigest()
@@ -121,8 +135,10 @@ def hub_commit(repo: str, revision: str | None) -> str | None:
     """The commit that loading hub model ``repo`` at ``revision`` (None: the default branch) reads now, without
     loading it: ``transformers``' own resolution, which ``from_pretrained`` runs first. The revision itself where it
     is a commit; online, the commit the hub names for it (one request); offline (``HF_HUB_OFFLINE``), or where the hub
-    cannot be reached, the commit the Hugging Face cache recorded for it; None where neither can say (a repository or
-    revision the hub refuses and the cache never saw).
+    cannot be reached (one connection within 3 s, tried once per process: :mod:`reporter.tasks.hub_reach`), the
+    commit the Hugging Face cache recorded for it; None where neither can say (a repository or revision the hub
+    refuses and the cache never saw). A hub that accepts the connection and never answers holds it as it would hold
+    the model's load.
 
     A finished hub model is skipped by a rerun into its run directory only while this is the commit it was measured
     at: a repository that moved on is measured again.
@@ -130,9 +146,18 @@ def hub_commit(repo: str, revision: str | None) -> str | None:
     >>> hub_commit("org/model", "0123456789abcdef0123456789abcdef01234567")
     '0123456789abcdef0123456789abcdef01234567'
     """
-    resolved = resolve_hub_revision(repo, revision)
+    from ..tasks.hub_reach import offline_while_unreachable
+
+    with offline_while_unreachable(not _is_commit(revision)):  # a host that cannot be reached: the cache, at once
+        resolved = resolve_hub_revision(repo, revision)
     commit = getattr(resolved, "resolved", None)
     return commit if isinstance(commit, str) and commit else None
+
+
+def _is_commit(revision: str | None) -> bool:
+    from huggingface_hub.file_download import REGEX_COMMIT_HASH
+
+    return bool(revision and REGEX_COMMIT_HASH.fullmatch(revision))
 
 
 def resolve_hub_revision(repo: str, revision: str | None) -> Any:

@@ -39,10 +39,13 @@ def hub_address(endpoint: str | None = None) -> tuple[str, int] | None:
     return (url.hostname, port or (80 if url.scheme == "http" else 443)) if url.hostname else None
 
 
-@lru_cache(maxsize=1)
 def hub_unreachable() -> str | None:
     """Why the hub cannot be reached (its name does not resolve, or no connection within :data:`TIMEOUT`), or
     None: reachable, already in offline mode, or behind a proxy (which only a request through it can tell).
+
+    The connection is tried once per process and address (:func:`_connect`); offline mode and proxies are read at
+    every call, so an answer given while the client was offline (inside a finished task's check) is not the
+    answer once it is online again.
     """
     import datasets.config
     from huggingface_hub import constants
@@ -51,7 +54,12 @@ def hub_unreachable() -> str | None:
         return None
     if (address := hub_address()) is None:
         return None
-    host, port = address
+    return _connect(*address)
+
+
+@lru_cache(maxsize=8)
+def _connect(host: str, port: int) -> str | None:
+    """Why one connection to ``host:port`` within :data:`TIMEOUT` failed, or None."""
     try:
         socket.create_connection((host, port), timeout=TIMEOUT).close()
     except OSError as e:
