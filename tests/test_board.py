@@ -490,21 +490,26 @@ def test_the_cache_reads_a_run_again_after_a_new_label_a_new_card_or_another_rep
 @pytest.mark.slow
 def test_rows_prompted_with_other_shots_on_the_same_items_are_noted(runs, site, tmp_path):
     """Two runs of one profile but its shots (ARC-Easy's shots come from its own split, so the evaluated items are the
-    same) merged into one column and one ranking with nothing said; the board now notes it. The same shots in every
-    run (the shared site's): no note."""
+    same) merged into one column and one ranking with nothing said; the board now notes it, and the token limit that
+    differs too. The same shots and limits in every run (the shared site's): no note."""
     profile = ("lpp: {{enabled: false}}\nsmoke_texts: 1\n"
                "contamination: {{verbatim_items: 0, reference_texts: 0, order_items: 0, split_items: 0}}\n"
                "tasks:\n  - {{name: arc_easy, limit: 4, max_new_tokens: 2, shots: {}}}\n")
     root = runs["root"]
     zero = _run(tmp_path, "zero", [f"{{name: M1, source: {root / 'b1'}, kind: base}}",
                                    f"{{name: M3, source: {root / 'g1'}, kind: base}}"], profile=profile.format(0))
-    two = _run(tmp_path, "two", [f"{{name: M2, source: {root / 'v1'}, kind: base}}"], profile=profile.format(2))
+    two = _run(tmp_path, "two", [f"{{name: M2, source: {root / 'v1'}, kind: base}}"],
+               profile=profile.format(2).replace("max_new_tokens: 2", "max_new_tokens: 3"))
     doc = build_board([zero, two], n_resamples=200)
     assert {row["model"]: row["tasks"]["arc_easy"]["shots"] for row in doc["rows"]} == {"M1": 0, "M2": 2, "M3": 0}
     assert doc["left_out"] == []  # the same items: one column
     assert ("task arc_easy: its base rows were prompted with different shots (zero-shot: M1, M3; 2-shot: M2); a "
             "difference between them is partly the prompt's, not only the model's") in doc["notes"]
-    assert not [n for n in site["doc"]["notes"] if "shots" in n]
+    # the token limit too differs (task_sha256): named, with the rows each way
+    assert ("task arc_easy: its rows were prompted or scored otherwise (their instruction, answer prefix, scorer, "
+            "token limit or stop sequences differ: M1, M3; M2); a difference between them is partly the task's, not "
+            "only the model's") in doc["notes"]
+    assert not [n for n in site["doc"]["notes"] if "shots" in n or "otherwise" in n]
 
 
 @pytest.mark.slow

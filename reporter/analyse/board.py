@@ -122,6 +122,33 @@ def _reworded(runs: Sequence[BoardRun], chosen: dict[str, str]) -> list[dict[str
     return out
 
 
+def _prompted_otherwise(benchmarks: list[str], merged: dict[str, dict[str, Any]],
+                        rows: dict[str, dict[str, Any]]) -> list[str]:
+    """A note per task whose trained rows were prompted or scored otherwise on the same items: their ``task_sha256``
+    (the task's instruction, answer prefix, scorer, token limit and stop sequences) differ, as between runs of profiles
+    with another ``max_new_tokens`` or of another reporter. Rows of runs that did not record it are not compared.
+
+    >>> m = lambda digest: {"tasks": {"arc": {"task_sha256": digest}}}
+    >>> rows = {n: {"untrained": False} for n in "abc"}
+    >>> _prompted_otherwise(["arc"], {"a": m("sha256:1"), "b": m("sha256:2"), "c": m("sha256:1")}, rows)
+    ["task arc: its rows were prompted or scored otherwise (their instruction, answer prefix, scorer, token limit or stop sequences differ: a, c; b); a difference between them is partly the task's, not only the model's"]
+    >>> _prompted_otherwise(["arc"], {"a": m("sha256:1"), "b": {"tasks": {"arc": {}}}}, rows)
+    []
+    """
+    notes = []
+    for t in benchmarks:
+        ways: dict[str, list[str]] = {}
+        for name, e in merged.items():
+            digest = (e["tasks"].get(t) or {}).get("task_sha256")
+            if not rows[name]["untrained"] and isinstance(digest, str):
+                ways.setdefault(digest, []).append(name)
+        if len(ways) > 1:
+            notes.append(f"task {t}: its rows were prompted or scored otherwise (their instruction, answer prefix, "
+                         f"scorer, token limit or stop sequences differ: {'; '.join(', '.join(n) for n in ways.values())}"
+                         "); a difference between them is partly the task's, not only the model's")
+    return notes
+
+
 def _shots_differ(benchmarks: list[str], merged: dict[str, dict[str, Any]],
                   rows: dict[str, dict[str, Any]]) -> list[str]:
     """A note per task whose trained rows of one kind were prompted with different shot counts (runs of different
@@ -264,7 +291,7 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
                          "tasks, items or outcomes): one row per run "
                          f"({', '.join(entry['model'] for entry in same)})")
     benchmarks = sorted({t for row in rows.values() for t in row["tasks"] if not is_probe(t)})
-    notes += _shots_differ(benchmarks, merged, rows)
+    notes += _shots_differ(benchmarks, merged, rows) + _prompted_otherwise(benchmarks, merged, rows)
     rank_tasks = ranking_tasks([set(row["tasks"]) for row in rows.values() if not row["untrained"]], benchmarks)
     if rank_tasks != benchmarks:
         notes.append(f"the ranking uses {', '.join(rank_tasks) or 'no task'}, the tasks every ranked model "

@@ -28,7 +28,7 @@ from ..store.samples import check_score, holds_task, read_samples
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "contamination_state", "expand_runs",
            "load_runs"]
 
-BOARD_VERSION = 6
+BOARD_VERSION = 7
 #: the LPP numbers a history page follows over versions
 LPP_KEYS = ("entropy_floor", "participation_ratio", "effective_rank")
 #: what identifies MUI settings: a MUI value compares only with one measured the same way on as many items
@@ -223,7 +223,7 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
             if not samples or not holds_task(len(samples), s.get("n")):
                 continue  # none, or a file cut after its task finished: not the task's items
             keep = {k: s.get(k) for k in ("score", "ci_low", "ci_high", "n", "shots", "scorer", "chance", "majority",
-                                          "mui", "mui_settings", "source", "description", "lm_eval_group") if k in s}
+                                          "mui", "mui_settings", "source", "description", "lm_eval_group", "task_sha256") if k in s}
             if isinstance(s.get("lm_eval"), dict):
                 keep["lm_eval"] = {k: s["lm_eval"].get(k) for k in ("task", "group", "metric", "digest", "version")}
                 keep["lm_eval_group"] = s["lm_eval"].get("group") or s.get("lm_eval_group")
