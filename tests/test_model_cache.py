@@ -376,3 +376,54 @@ def test_the_weights_digest_sees_every_part_of_what_a_model_computes_with():
         patched = weights_sha256(lm.model, lm.tokenizer, [str(code)])
         code.write_text("PATCH = 2\n")
         assert base != patched != weights_sha256(lm.model, lm.tokenizer, [str(code)])
+
+
+def test_a_plugin_source_that_names_what_it_loads_is_checked_before_a_finished_model_is_skipped(tmp_path,
+                                                                                                monkeypatch):
+    """Without an ``identity`` a finished model of a plugin's source is skipped by a rerun whatever it would load now
+    (its weights are known only once loaded). A source that says what it loads (here the sha256 of the weights file
+    it reads) is checked first, as the built-in sources are: the same file is skipped, another one measured again,
+    ending as a fresh run of it does. The source's code counts in that identity."""
+    from reporter.config.sources import SOURCES
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    plugin = tmp_path / "mc_named_source.py"
+    plugin.write_text(DIR_SOURCE.replace("mc_dir", "mc_named").replace(
+        'SOURCES.add("mc_named", ModelSource("mc_named", load=_load))',
+        "def _identity(spec):\n    import hashlib, pathlib\n"
+        "    path = pathlib.Path(spec.source.split(':', 1)[1]) / 'model.safetensors'\n"
+        "    return hashlib.sha256(path.read_bytes()).hexdigest()\n\n\n"
+        'SOURCES.add("mc_named", ModelSource("mc_named", load=_load, identity=_identity))'))
+    (tmp_path / "p.yaml").write_text("lpp: {enabled: false}\nsmoke_texts: 1\ncontamination: {verbatim_items: 0, "
+                                     "reference_texts: 0, order_items: 0, split_items: 0}\n"
+                                     "tasks:\n  - {name: arc_easy, limit: 2, max_new_tokens: 2}\n")
+    (tmp_path / "m.yaml").write_text(f"profile: p.yaml\nseed: 3\nmodels:\n"
+                                     f"  - {{name: tiny, source: 'mc_named:{tmp_path / 'w'}', kind: base}}\n")
+
+    def save(seed: int) -> None:
+        lm = tiny_lm("llama", seed=seed, vocab="small")
+        lm.model.save_pretrained(tmp_path / "w")
+        lm.tokenizer.save_pretrained(tmp_path / "w")
+
+    def run(out: str) -> str:
+        r = CliRunner().invoke(main, ["--plugin", str(plugin), "run", str(tmp_path / "m.yaml"), "-o",
+                                      str(tmp_path / out), "--no-progress", "--no-render"])
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    save(1)
+    try:
+        run("run")
+        first = json.loads((tmp_path / "run" / "results.json").read_text())["models"]["tiny"]
+        assert first["meta"]["identity"].startswith("source:mc_named:")
+        assert "tiny: already complete" in run("run")
+        save(2)  # other weights under the same entry
+        output = run("run")
+        assert "tiny: its weights are not the ones" in output and "already complete" not in output
+        run("fresh")
+        fresh = json.loads((tmp_path / "fresh" / "results.json").read_text())["models"]["tiny"]
+    finally:
+        SOURCES.remove("mc_named")
+    after = json.loads((tmp_path / "run" / "results.json").read_text())["models"]["tiny"]
+    assert after["meta"]["identity"] == fresh["meta"]["identity"] != first["meta"]["identity"]
+    assert without_timings(after)["tasks"] == without_timings(fresh)["tasks"]

@@ -118,7 +118,7 @@ def fmt_identity(identity: Any, digits: int = 12) -> str:
     kind, _, rest = str(identity).partition(":")
     digest = rest.rpartition("@")[2] if kind == "hub" else rest.rpartition(":")[2]
     label = {"packaged": "GGUF sha256", "local": "files sha256", "hub": "commit", "random": "recipe sha256",
-             "weights": "weights sha256"}.get(kind, kind)
+             "weights": "weights sha256", "source": "source sha256"}.get(kind, kind)
     return f"{label} {digest[:digits]}…" if len(digest) > digits else f"{label} {digest}"
 
 

@@ -40,6 +40,11 @@ class ModelSource:
     load: Callable[[Any, Any, Any, int], SourceModel]
     #: ``check(rest) -> problem or None``, run when the models YAML is validated (nothing loaded yet)
     check: Callable[[str], "str | None"] | None = None
+    #: ``identity(spec) -> text or None``: what ``load`` would load, by content, without loading it (the sha256 of
+    #: the files it reads, a commit); None where it cannot say. With it, a rerun checks a finished model before it
+    #: skips it, as it does a built-in source's; without it, the weights are hashed once loaded
+    #: (:func:`reporter.models.identity.weights_sha256`)
+    identity: Callable[[Any], "str | None"] | None = None
 
 
 def _plugin_source(name: str, obj: Any) -> ModelSource:

@@ -128,7 +128,34 @@ def source_identity(spec: Any, run_seed: int | None) -> str | None:
     if st == "hub":
         commit = hub_commit(spec.source, spec.revision)
         return f"hub:{spec.source}@{commit}" if commit else None
-    return None
+    return plugin_source_identity(spec)
+
+
+def plugin_source_identity(spec: Any) -> str | None:
+    """A plugin source's own identity of what it would load (:attr:`~reporter.config.sources.ModelSource.identity`),
+    with the source plugin's code: ``source:PREFIX:<sha256>``; None where it gives none, or its ``identity`` fails.
+
+    >>> from reporter.config import ModelSpec
+    >>> plugin_source_identity(ModelSpec(name="m", source="org/model")) is None  # not a plugin's source
+    True
+    """
+    from ..config.sources import SOURCES
+    from ..plugin_code import module_files
+
+    prefix = spec.source_type
+    source = SOURCES.get(prefix) if prefix in SOURCES else None
+    if source is None or source.identity is None:
+        return None
+    try:
+        said = source.identity(spec)
+    except Exception:  # noqa: BLE001 - a plugin's bug: the weights are hashed once loaded instead
+        return None
+    if not isinstance(said, str) or not said:
+        return None
+    h = hashlib.sha256(said.encode())
+    for file in sorted(module_files(getattr(source.load, "__module__", None) or "")):
+        h.update(f"\n{file}\0".encode() + Path(file).read_bytes())
+    return f"source:{prefix}:{h.hexdigest()}"
 
 
 def hub_commit(repo: str, revision: str | None) -> str | None:

@@ -23,7 +23,7 @@ from ..config.sources import SOURCES, ModelSource, SourceModel, check_loaded
 from ..errors import UserError
 from .adapters import Adapter, get_adapter
 from .heap import return_free_memory
-from .identity import resolve_hub_revision, weights_sha256
+from .identity import plugin_source_identity, resolve_hub_revision, weights_sha256
 from .packaged import PACKAGED, entry_dir, model_dir, tokenizer_dir
 from .random_archs import RANDOM_ARCHS, SIZE_KEYS, random_config
 
@@ -241,8 +241,11 @@ def _load(spec: ModelSpec, run_device: str, run_dtype: str, run_seed: int) -> Lo
         loaded = check_loaded(st, spec.name, SOURCES.get(st).load(spec, device, dtype, run_seed))
         model, tok = loaded.model, loaded.tokenizer
         meta.update(loaded.meta)
-        if st not in ("packaged", "random") and (digest := weights_sha256(model, tok, _source_code(st))):
-            meta["identity"] = f"weights:{digest}"  # a plugin's source: what it loaded, by content (model_identity)
+        if st not in ("packaged", "random"):  # a plugin's source: what it says it loads, or what it loaded
+            if said := plugin_source_identity(spec):
+                meta["identity"] = said
+            elif digest := weights_sha256(model, tok, _source_code(st)):
+                meta["identity"] = f"weights:{digest}"
         kind = kind or loaded.kind
     if spec.device_map and getattr(model, "hf_device_map", None):
         # sharded across devices by accelerate: inputs go to the embedding's device
