@@ -277,7 +277,8 @@ def test_a_plugin_sources_model_is_known_by_what_it_loaded(tmp_path, monkeypatch
     """A model from a plugin's source had no content identity: its model-only work was computed again on every run,
     and ``compare`` and ``board`` matched it by name. It is now the sha256 of what it loaded (weights, configuration,
     tokenizer): the same weights read from another path are the same model, whose second run takes its model-only
-    work from the cache; other weights under the same source are another."""
+    work from the cache; other weights under the same source are another. The source's code is not what the model
+    is, but it may change what the weights compute: an edit of it computes again under the same identity."""
     from reporter.config.sources import SOURCES
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -290,24 +291,29 @@ def test_a_plugin_sources_model_is_known_by_what_it_loaded(tmp_path, monkeypatch
         lm.tokenizer.save_pretrained(tmp_path / name)
     shutil.copytree(tmp_path / "a", tmp_path / "b")
 
+    outs = iter(range(10))
+
     def run(folder: str) -> tuple[str, dict]:
         (tmp_path / f"{folder}.yaml").write_text(f"profile: p.yaml\nseed: 3\nmodels:\n"
                                                  f"  - {{name: tiny, source: 'mc_dir:{tmp_path / folder}'}}\n")
+        out = tmp_path / f"run-{next(outs)}"
         r = CliRunner().invoke(main, ["--plugin", str(tmp_path / "mc_dir_source.py"), "run",
-                                      str(tmp_path / f"{folder}.yaml"), "-o", str(tmp_path / f"run-{folder}"),
-                                      "--no-progress", "--no-render"])
+                                      str(tmp_path / f"{folder}.yaml"), "-o", str(out), "--no-progress", "--no-render"])
         assert r.exit_code == 0, r.output
-        out = tmp_path / f"run-{folder}"
         return json.loads((out / "results.json").read_text())["models"]["tiny"]["meta"]["identity"], _work(out)
 
     try:
         (first, work_a), (same, work_b), (other, work_c) = run("a"), run("b"), run("c")
+        # the source's code may change what the same weights compute: the caches key by it, the identity does not
+        (tmp_path / "mc_dir_source.py").write_text(DIR_SOURCE + "# edited\n")
+        (still, work_d) = run("a")
     finally:
         SOURCES.remove("mc_dir")
     assert first.startswith("weights:") and len(first) == len("weights:") + 64
     assert work_a == {"smoke": "computed", "reference": "computed"}
     assert same == first and work_b == {"smoke": "cached", "reference": "cached"}
     assert other != first and set(work_c.values()) == {"computed"}
+    assert still == first and set(work_d.values()) == {"computed"}
 
 
 def test_the_weights_digest_sees_every_part_of_what_a_model_computes_with():
@@ -327,6 +333,7 @@ def test_the_weights_digest_sees_every_part_of_what_a_model_computes_with():
     h = hashlib.sha256()
     cfg = lm.model.config.to_dict()
     cfg.pop("_name_or_path", None)
+    cfg.pop("transformers_version", None)
     h.update(json.dumps(cfg, sort_keys=True, default=str).encode())
     for name, t in lm.model.state_dict().items():
         h.update(f"\n{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
@@ -369,13 +376,38 @@ def test_the_weights_digest_sees_every_part_of_what_a_model_computes_with():
     m, n = fresh(), fresh()
     m.model.config.helper, n.model.config.helper = object(), object()
     assert weights_sha256(m.model, m.tokenizer) == weights_sha256(n.model, n.tokenizer) != base
-    # the source plugin's code, which may patch what the same weights compute
-    with tempfile.TemporaryDirectory() as folder:
-        code = Path(folder) / "source.py"
-        code.write_text("PATCH = 1\n")
-        patched = weights_sha256(lm.model, lm.tokenizer, [str(code)])
-        code.write_text("PATCH = 2\n")
-        assert base != patched != weights_sha256(lm.model, lm.tokenizer, [str(code)])
+    # nor is the transformers version that wrote the configuration (the caches key by the versions themselves)
+    m = fresh()
+    m.model.config.transformers_version = "4.0.0"
+    assert weights_sha256(m.model, m.tokenizer) == base
+
+
+def test_a_source_whose_identity_says_nothing_has_none_rather_than_another_kind():
+    """A source with an ``identity`` that cannot say (offline for a commit, a file missing) gives the model no
+    identity: hashing its weights instead would record another kind, which the check before the next load (its own
+    ``identity`` again) could never equal, so a rerun would measure the finished model again every time."""
+    from reporter.config import ModelSpec
+    from reporter.config.sources import SOURCES, ModelSource
+    from reporter.models.identity import model_identity, source_identity
+    from reporter.models.loading import load_model
+
+    said: list = [None]
+    size = {"layers": 1, "hidden": 32, "intermediate": 48, "heads": 2}
+
+    def load(spec, device, dtype, seed):
+        from dataclasses import replace
+
+        return SOURCES.get("random").load(replace(spec, source="random:llama", random=size), device, dtype, seed)
+
+    SOURCES.add("mc_says", ModelSource("mc_says", load=load, identity=lambda spec: said[0]))
+    try:
+        spec = ModelSpec(name="m", source="mc_says:x")
+        assert source_identity(spec, 0) is None and model_identity(load_model(spec)) is None
+        said[0] = "abc"
+        assert source_identity(spec, 0) == model_identity(load_model(spec)) and \
+            source_identity(spec, 0).startswith("source:mc_says:")
+    finally:
+        SOURCES.remove("mc_says")
 
 
 def test_a_plugin_source_that_names_what_it_loads_is_checked_before_a_finished_model_is_skipped(tmp_path,

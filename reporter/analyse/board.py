@@ -130,7 +130,7 @@ def _prompted_otherwise(benchmarks: list[str], merged: dict[str, dict[str, Any]]
 
     >>> m = lambda digest: {"tasks": {"arc": {"task_sha256": digest}}}
     >>> rows = {n: {"untrained": False} for n in "abc"}
-    >>> _prompted_otherwise(["arc"], {"a": m("sha256:1"), "b": m("sha256:2"), "c": m("sha256:1")}, rows)
+    >>> _prompted_otherwise(["arc"], {"b": m("sha256:2"), "c": m("sha256:1"), "a": m("sha256:1")}, rows)
     ["task arc: its rows were prompted or scored otherwise (their instruction, answer prefix, scorer, token limit or stop sequences differ: a, c; b); a difference between them is partly the task's, not only the model's"]
     >>> _prompted_otherwise(["arc"], {"a": m("sha256:1"), "b": {"tasks": {"arc": {}}}}, rows)
     []
@@ -144,7 +144,8 @@ def _prompted_otherwise(benchmarks: list[str], merged: dict[str, dict[str, Any]]
                 ways.setdefault(digest, []).append(name)
         if len(ways) > 1:
             notes.append(f"task {t}: its rows were prompted or scored otherwise (their instruction, answer prefix, "
-                         f"scorer, token limit or stop sequences differ: {'; '.join(', '.join(n) for n in ways.values())}"
+                         f"scorer, token limit or stop sequences differ: "
+                         f"{'; '.join(', '.join(n) for n in sorted(sorted(ms) for ms in ways.values()))}"
                          "); a difference between them is partly the task's, not only the model's")
     return notes
 

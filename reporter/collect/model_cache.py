@@ -124,14 +124,15 @@ def run_cached(lm: Any, step: ModelStep, directory: Path, run: Callable[[], None
     ``use_cache=False`` (``--force``) computes and stores anew. ``owner``: the plugin object whose module's
     source joins the code version (a plugin outside reporter's package).
     """
-    from ..models.identity import device_kind, model_identity
+    from ..models.identity import device_kind, model_identity, source_files
 
     identity = model_identity(lm)
     entry = None
     if identity is not None:
         # a plugin's code: its module and what it imports from its own package or folder (a helper); none
-        # for reporter's own passes, whose code is in code_version already
-        modules = module_files(type(owner).__module__) if owner is not None else []
+        # for reporter's own passes, whose code is in code_version already; and a plugin source's, which may
+        # change what the same weights compute
+        modules = (module_files(type(owner).__module__) if owner is not None else []) + source_files(lm.spec)
         key = step_key(identity, str(lm.dtype).replace("torch.", ""), device_kind(lm), step, code_version(*modules))
         entry = cache_root() / CACHE_DIR / step.name / key
     if entry is not None and use_cache:

@@ -62,14 +62,14 @@ def _unpack(packed: dict[str, np.ndarray]) -> list[np.ndarray | None]:
 
 
 def _key(lm: Any, kind: str, payload: Any) -> str | None:
-    from ..models.identity import device_kind, model_identity
+    from ..models.identity import device_kind, model_identity, source_files
 
     identity = model_identity(lm)
     if identity is None:
         return None
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
     return step_key(identity, str(lm.dtype).replace("torch.", ""), device_kind(lm), ModelStep(kind, digest),
-                    code_version())
+                    code_version(*source_files(lm.spec)))  # a plugin source's code may change what the weights compute
 
 
 #: how a pass uses the cache: not at all (a direct call), compute and store anew (``--force``), read or compute

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import UserError
 from ..installed import cache_root
@@ -50,14 +50,14 @@ def model_identity(lm: Any) -> str | None:
     return lm.meta.get("identity")  # a plugin's source: what it loaded, hashed as it loaded (loading.py)
 
 
-def weights_sha256(model: Any, tokenizer: Any, code: Sequence[str] = ()) -> str | None:
+def weights_sha256(model: Any, tokenizer: Any) -> str | None:
     """sha256 of a loaded model by content: every parameter and persistent buffer (name, dtype, shape and bytes, as
     loaded: the same checkpoint in another dtype is another digest), its configuration (without the path it was read
-    from; an object a plugin hung on it counts by its type), its tokenizer's files as ``save_pretrained`` writes them
-    (vocabulary, merges, special tokens, chat template; without the settings it was loaded with, such as
-    ``local_files_only``, which ``HF_HUB_OFFLINE`` sets) and the files ``code`` (the source plugin's, which may patch
-    what the weights compute); None where one cannot be read (weights on the ``meta`` device, a tokenizer that cannot
-    save). A plugin source's model is hashed once, when it loads: about 0.4 s for SmolLM2-135M in float32 on a CPU
+    from and the transformers version that wrote it; an object a plugin hung on it counts by its type), and its
+    tokenizer's files as ``save_pretrained`` writes them (vocabulary, merges, special tokens, chat template; without
+    the settings it was loaded with, such as ``local_files_only``, which ``HF_HUB_OFFLINE`` sets); None where one
+    cannot be read (weights on the ``meta`` device, a tokenizer that cannot save). The source plugin's code is not
+    what the model is: the caches key by it (:func:`source_files`). A plugin source's model is hashed once, when it loads: about 0.4 s for SmolLM2-135M in float32 on a CPU
     core, about 0.6 s per GiB of weights, and a copy to the CPU of weights held on a GPU.
 
     >>> from transformers import GPT2Config, GPT2LMHeadModel
@@ -76,6 +76,7 @@ def weights_sha256(model: Any, tokenizer: Any, code: Sequence[str] = ()) -> str 
     try:
         config = model.config.to_dict()
         config.pop("_name_or_path", None)
+        config.pop("transformers_version", None)
         h.update(json.dumps(config, sort_keys=True, default=lambda o: f"<{type(o).__qualname__}>").encode())
         with torch.no_grad():
             for name, t in model.state_dict().items():
@@ -93,8 +94,6 @@ def weights_sha256(model: Any, tokenizer: Any, code: Sequence[str] = ()) -> str 
                         data = json.dumps({k: v for k, v in settings.items() if k not in _LOAD_SETTINGS},
                                           sort_keys=True).encode()
                     h.update(f"\n{f.relative_to(folder).as_posix()}\0".encode() + data)
-        for file in sorted(code):
-            h.update(f"\n{file}\0".encode() + Path(file).read_bytes())
     except Exception:  # a plugin's own model or tokenizer that cannot be read this way: no identity, as before
         return None
     return h.hexdigest()
@@ -132,30 +131,49 @@ def source_identity(spec: Any, run_seed: int | None) -> str | None:
 
 
 def plugin_source_identity(spec: Any) -> str | None:
-    """A plugin source's own identity of what it would load (:attr:`~reporter.config.sources.ModelSource.identity`),
-    with the source plugin's code: ``source:PREFIX:<sha256>``; None where it gives none, or its ``identity`` fails.
+    """A plugin source's own identity of what it would load (:attr:`~reporter.config.sources.ModelSource.identity`):
+    ``source:PREFIX:<sha256 of it>``; None where it gives none, or its ``identity`` fails.
 
     >>> from reporter.config import ModelSpec
     >>> plugin_source_identity(ModelSpec(name="m", source="org/model")) is None  # not a plugin's source
     True
     """
-    from ..config.sources import SOURCES
-    from ..plugin_code import module_files
-
-    prefix = spec.source_type
-    source = SOURCES.get(prefix) if prefix in SOURCES else None
+    source = _plugin_source(spec)
     if source is None or source.identity is None:
         return None
     try:
         said = source.identity(spec)
-    except Exception:  # noqa: BLE001 - a plugin's bug: the weights are hashed once loaded instead
+    except Exception:  # noqa: BLE001 - a plugin's bug: no identity (never another kind of it: see loading.py)
         return None
     if not isinstance(said, str) or not said:
         return None
-    h = hashlib.sha256(said.encode())
-    for file in sorted(module_files(getattr(source.load, "__module__", None) or "")):
-        h.update(f"\n{file}\0".encode() + Path(file).read_bytes())
-    return f"source:{prefix}:{h.hexdigest()}"
+    return f"source:{spec.source_type}:{hashlib.sha256(said.encode()).hexdigest()}"
+
+
+def source_files(spec: Any) -> list[str]:
+    """The files of the plugin whose source loads model ``spec`` (its ``load``'s module and the helpers
+    :func:`reporter.plugin_code.module_files` finds): code that may change what the same weights compute, which the
+    model-only and evidence-score caches key by (by file name and content, as the run's code version counts code).
+    None for reporter's own sources.
+
+    >>> from reporter.config import ModelSpec
+    >>> source_files(ModelSpec(name="m", source="random:llama"))
+    []
+    """
+    from ..plugin_code import module_files
+
+    source = _plugin_source(spec)
+    return [] if source is None else module_files(getattr(source.load, "__module__", None) or "")
+
+
+def _plugin_source(spec: Any) -> Any:
+    """The plugin's :class:`~reporter.config.sources.ModelSource` that loads ``spec``, or None (a built-in source)."""
+    from ..config.sources import SOURCES
+
+    prefix = spec.source_type
+    if prefix in ("packaged", "random", "hub", "local") or prefix not in SOURCES:
+        return None
+    return SOURCES.get(prefix)
 
 
 def hub_commit(repo: str, revision: str | None) -> str | None:
@@ -265,4 +283,5 @@ def device_kind(lm: Any) -> str:
     return str(getattr(lm.device, "type", lm.device)).split(":")[0]
 
 
-__all__ = ["model_identity", "source_identity", "hub_commit", "resolve_hub_revision", "weights_sha256", "directory_sha256", "device_kind"]
+__all__ = ["model_identity", "source_identity", "hub_commit", "resolve_hub_revision", "weights_sha256",
+           "plugin_source_identity", "source_files", "directory_sha256", "device_kind"]

@@ -215,15 +215,6 @@ def _transformers_bars(shown: bool) -> Iterator[None]:
                 gguf_utils.tqdm = bar  # type: ignore[attr-defined]
 
 
-def _source_code(prefix: str) -> list[str]:
-    """The files of the plugin whose source ``prefix`` loads the model (its ``load``'s module and its helpers:
-    :func:`reporter.plugin_code.module_files`): code that may change what the same weights compute.
-    """
-    from ..plugin_code import module_files
-
-    return module_files(getattr(SOURCES.get(prefix).load, "__module__", None) or "")
-
-
 def _load(spec: ModelSpec, run_device: str, run_dtype: str, run_seed: int) -> LoadedModel:
     t0 = time.perf_counter()
     device = resolve_device(spec.device, run_device)
@@ -241,10 +232,11 @@ def _load(spec: ModelSpec, run_device: str, run_dtype: str, run_seed: int) -> Lo
         loaded = check_loaded(st, spec.name, SOURCES.get(st).load(spec, device, dtype, run_seed))
         model, tok = loaded.model, loaded.tokenizer
         meta.update(loaded.meta)
-        if st not in ("packaged", "random"):  # a plugin's source: what it says it loads, or what it loaded
-            if said := plugin_source_identity(spec):
-                meta["identity"] = said
-            elif digest := weights_sha256(model, tok, _source_code(st)):
+        if st not in ("packaged", "random"):  # a plugin's source: what it says it loads, or else what it loaded
+            if SOURCES.get(st).identity is not None:  # never the other kind: the check before loading reads this one
+                if said := plugin_source_identity(spec):
+                    meta["identity"] = said
+            elif digest := weights_sha256(model, tok):
                 meta["identity"] = f"weights:{digest}"
         kind = kind or loaded.kind
     if spec.device_map and getattr(model, "hf_device_map", None):

@@ -344,8 +344,8 @@ class ModelMeta(TypedDict, total=False):
     commit: str
     #: what the weights are by content (:func:`reporter.models.identity.model_identity`): ``packaged:NAME:<sha256 of
     #: its GGUF>``, ``local:<sha256 of its weight, config and tokenizer files>``, ``hub:REPO@<commit>``,
-    #: ``random:<sha256 of its recipe>``, ``weights:<sha256 of a plugin source's loaded weights, configuration,
-    #: tokenizer and code>``, ``source:PREFIX:<sha256 of what a plugin source's identity() said, and its code>``;
+    #: ``random:<sha256 of its recipe>``, ``weights:<sha256 of a plugin source's loaded weights, configuration and
+    #: tokenizer>``, ``source:PREFIX:<sha256 of what a plugin source's identity() said>``;
     #: absent where it could not be read
     identity: str
     #: when this model was first measured in this run directory (UTC, ISO 8601): a model added to a run later than
