@@ -17,6 +17,7 @@ reference pass, the LPP corpus pass) is kept across runs (:mod:`reporter.collect
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -156,14 +157,25 @@ def source_files(spec: Any) -> list[str]:
     model-only and evidence-score caches key by (by file name and content, as the run's code version counts code).
     None for reporter's own sources.
 
+    >>> import doctest, functools
     >>> from reporter.config import ModelSpec
+    >>> from reporter.config.sources import SOURCES, ModelSource
     >>> source_files(ModelSpec(name="m", source="random:llama"))
     []
+    >>> SOURCES.add("df", ModelSource("df", load=functools.partial(doctest.testmod)))  # a wrapped load: its function's
+    >>> [Path(f).name for f in source_files(ModelSpec(name="m", source="df:x"))]
+    ['doctest.py']
+    >>> SOURCES.remove("df")
     """
     from ..plugin_code import module_files
 
     source = _plugin_source(spec)
-    return [] if source is None else module_files(getattr(source.load, "__module__", None) or "")
+    if source is None:
+        return []
+    load = source.load
+    while isinstance(load, functools.partial):
+        load = load.func
+    return module_files(getattr(load, "__module__", None) or "")
 
 
 def _plugin_source(spec: Any) -> Any:
