@@ -112,7 +112,8 @@ def test_missing_vllm_is_a_clear_error(tmp_path):
 
 
 def test_hooks_stay_correct_on_a_model_dispatched_by_a_device_map(tmp_path):
-    """accelerate wraps every module of a device-mapped model; hooks and MUI must not notice."""
+    """accelerate wraps every module of a device-mapped model; hooks and MUI must not notice. A map that lands on one
+    device (which transformers 5 does not dispatch) is recorded as that device."""
     lm = tiny_lm("llama", init_std=0.3)
     d = tmp_path / "m"
     lm.model.save_pretrained(d)
@@ -136,6 +137,11 @@ def test_hooks_stay_correct_on_a_model_dispatched_by_a_device_map(tmp_path):
         c = key_neurons(via_yaml.model, ids, am, resp, top_ratio=0.05, mode=mode)
         assert all(np.array_equal(x, y) and np.array_equal(x, z) for x, y, z in zip(a, b, c))
     assert all(len(m._forward_pre_hooks) == 0 for m in sharded.modules())
+    # transformers 5 dispatches a map only where it spans devices: on one, the model stays where it landed, and the
+    # record says so (it recorded no map, and moved the model to the run's device)
+    assert not hasattr(via_yaml.model, "hf_device_map")
+    assert via_yaml.meta["device_map"] == {"": "cpu"} and str(via_yaml.device) == "cpu"
+    assert "device_map" not in plain.meta
 
 
 def test_vllm_generates_from_the_commit_the_hooked_model_loaded(tmp_path, monkeypatch):

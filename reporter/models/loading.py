@@ -239,10 +239,13 @@ def _load(spec: ModelSpec, run_device: str, run_dtype: str, run_seed: int) -> Lo
             elif digest := weights_sha256(model, tok):
                 meta["identity"] = f"weights:{digest}"
         kind = kind or loaded.kind
-    if spec.device_map and getattr(model, "hf_device_map", None):
-        # sharded across devices by accelerate: inputs go to the embedding's device
+    placed = getattr(model, "hf_device_map", None)
+    if spec.device_map and (placed or st in ("hub", "local", "packaged")):
+        # placed by transformers (and accelerate, across devices): inputs go to the embedding's device. A map that
+        # fits one device is not dispatched in transformers 5 and sets no hf_device_map: the model is where it
+        # landed (a small model under balanced_low_0 on cuda:1), not moved to the run's device
         device = model.get_input_embeddings().weight.device
-        meta["device_map"] = {k: str(v) for k, v in model.hf_device_map.items()}
+        meta["device_map"] = {k: str(v) for k, v in (placed or {"": device}).items()}
     else:
         model = model.to(device)
     model = model.eval()
