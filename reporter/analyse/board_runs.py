@@ -223,7 +223,8 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
             if not samples or not holds_task(len(samples), s.get("n")):
                 continue  # none, or a file cut after its task finished: not the task's items
             keep = {k: s.get(k) for k in ("score", "ci_low", "ci_high", "n", "shots", "scorer", "chance", "majority",
-                                          "mui", "mui_settings", "source", "description", "lm_eval_group", "task_sha256") if k in s}
+                                          "mui", "mui_settings", "source", "description", "lm_eval_group",
+                                          "task_sha256") if k in s}
             if isinstance(s.get("lm_eval"), dict):
                 keep["lm_eval"] = {k: s["lm_eval"].get(k) for k in ("task", "group", "metric", "digest", "version")}
                 keep["lm_eval_group"] = s["lm_eval"].get("group") or s.get("lm_eval_group")

@@ -321,8 +321,8 @@ def _settings_notes(base: _Run, new: _Run, work: Sequence[_Work]) -> list[str]:
             notes.append(f"Task {task}: its settings differ between the runs ("
                          + "; ".join(f"{k} {b_set.get(k, 'default')} → {n_set.get(k, 'default')}" for k in changed)
                          + "): a score change on it may come from the settings, not only from the model.")
-        elif any(isinstance(b := w.b_entry.get("task_sha256"), str) and isinstance(n := w.n_entry.get("task_sha256"), str)
-                 and b != n for w in work if w.task == task):
+        elif any(isinstance(b := w.b_entry.get("task_sha256"), str)
+                 and isinstance(n := w.n_entry.get("task_sha256"), str) and b != n for w in work if w.task == task):
             # the same profile settings, yet the task prompts or scores otherwise: a plugin task's prompt file, or
             # another reporter's built-in instruction (task_sha256, recorded in each task's summary)
             notes.append(f"Task {task}: it prompts or scores otherwise in the new run (its instruction, answer "

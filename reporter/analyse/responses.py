@@ -102,7 +102,8 @@ def check_replies(records: list[dict[str, Any]], scorer: str | None,
         counts["cut_unread"] = sum(float(r.get("score") or 0.0) == 0.0 and _unread(r) for r in cut)
     if 2 * len(empty) >= n:
         return {"kind": "empty", **counts}
-    if ((scorer in ANSWER_LAST or answer_last) and 2 * cut_wrong >= n) or (scorer == "lm_eval" and 2 * counts["cut_unread"] >= n):
+    reads_last = (scorer in ANSWER_LAST or answer_last) and 2 * cut_wrong >= n
+    if reads_last or (scorer == "lm_eval" and 2 * counts["cut_unread"] >= n):
         return {"kind": "cut", **counts}
     return None
 

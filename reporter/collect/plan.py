@@ -82,10 +82,11 @@ def changed_items(config: TaskConfig, recorded: dict[str, Any], seed: int) -> bo
     """Whether the data of a task that a ``summary.json`` (``recorded``) was written for is no longer the data the
     task reads now (a new copy of a packaged dataset, an edited file): its ``items_sha256`` against the items and
     few-shot examples chosen again, without a model; or the task prompts or scores them otherwise now (its
-    ``task_sha256``: :meth:`~reporter.tasks.Task.settings_sha256`). False where it cannot be told: a summary without the digest,
-    data that cannot be read now (a run then fails on it, not here), a built-in task with no offline copy (its hub
-    dataset is not reached for a finished task: a rerun of finished work needs no network), or an lm-eval task (its
-    documents are in the run's configuration hash: changed, the run is refused as another configuration).
+    ``task_sha256``: :meth:`~reporter.tasks.Task.settings_sha256`). False where it cannot be told: a summary without
+    the digest, data that cannot be read now (a run then fails on it, not here), a built-in task with no offline
+    copy (its hub dataset is not reached for a finished task: a rerun of finished work needs no network), or an
+    lm-eval task (its documents are in the run's configuration hash: changed, the run is refused as another
+    configuration).
     """
     digest, shots = recorded.get("items_sha256"), recorded.get("shots")
     if config.lm_eval is not None or not isinstance(digest, str) or not isinstance(shots, int):

@@ -69,7 +69,7 @@ def _key(lm: Any, kind: str, payload: Any) -> str | None:
         return None
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
     return step_key(identity, str(lm.dtype).replace("torch.", ""), device_kind(lm), ModelStep(kind, digest),
-                    code_version(*source_files(lm.spec)))  # a plugin source's code may change what the weights compute
+                    code_version(*source_files(lm.spec)))  # a plugin source's code may change what weights compute
 
 
 #: how a pass uses the cache: not at all (a direct call), compute and store anew (``--force``), read or compute

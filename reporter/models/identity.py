@@ -9,8 +9,10 @@ reference pass, the LPP corpus pass) is kept across runs (:mod:`reporter.collect
   loading, the commit it would load now (:func:`hub_commit`: the hub's, or offline the Hugging Face cache's);
 * a local directory: the sha256 of its weight, config and tokenizer files, each hashed once and remembered by
   path, inode, size, modification and change time (``<cache>/model-work/file-hashes.json``);
-* a plugin's source: ``weights:`` the sha256 of what it loaded (:func:`weights_sha256`: its parameters and
-  buffers as loaded, its configuration and its tokenizer), or None where it cannot be read.
+* a plugin's source: ``source:PREFIX:`` the sha256 of what its ``identity(spec)`` says it loads
+  (:func:`plugin_source_identity`), where it gives one; else ``weights:`` the sha256 of what it loaded
+  (:func:`weights_sha256`: its parameters and buffers as loaded, its configuration and its tokenizer); None where
+  that cannot be read or its ``identity`` says nothing.
 
 >>> model_identity(lm)[:7]
 'random:'
@@ -58,8 +60,9 @@ def weights_sha256(model: Any, tokenizer: Any) -> str | None:
     tokenizer's files as ``save_pretrained`` writes them (vocabulary, merges, special tokens, chat template; without
     the settings it was loaded with, such as ``local_files_only``, which ``HF_HUB_OFFLINE`` sets); None where one
     cannot be read (weights on the ``meta`` device, a tokenizer that cannot save). The source plugin's code is not
-    what the model is: the caches key by it (:func:`source_files`). A plugin source's model is hashed once, when it loads: about 0.4 s for SmolLM2-135M in float32 on a CPU
-    core, about 0.6 s per GiB of weights, and a copy to the CPU of weights held on a GPU.
+    what the model is: the caches key by it (:func:`source_files`). A plugin source's model is hashed once, when it
+    loads: about 0.4 s for SmolLM2-135M in float32 on a CPU core, about 0.6 s per GiB of weights, and a copy to the
+    CPU of weights held on a GPU.
 
     >>> from transformers import GPT2Config, GPT2LMHeadModel
     >>> from reporter.models.packaged import PACKAGED, tokenizer_dir
