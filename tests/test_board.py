@@ -510,6 +510,19 @@ def test_rows_prompted_with_other_shots_on_the_same_items_are_noted(runs, site, 
             "token limit or stop sequences differ: M1, M3; M2); a difference between them is partly the task's, not "
             "only the model's") in doc["notes"]
     assert not [n for n in site["doc"]["notes"] if "shots" in n or "otherwise" in n]
+    # M1 again with the longer token limit: the same outcomes on every item, but prompted otherwise, so two
+    # measurements that agree, not one (merged into one row "with identical results", the note above was silent)
+    longer = _run(tmp_path, "longer", [f"{{name: M1, source: {root / 'b1'}, kind: base}}"],
+                  profile=profile.format(0).replace("max_new_tokens: 2", "max_new_tokens: 3"))
+    outcomes = [{i: s["score"] for i, s in read_samples(run / "models/M1/tasks/arc_easy/samples.jsonl").items()}
+                for run in (zero, longer)]
+    assert outcomes[0] == outcomes[1]
+    doc = build_board([zero, longer], n_resamples=200)
+    assert sorted(row["model"] for row in doc["rows"]) == ["M1 (longer)", "M1 (zero)", "M3"]
+    assert not [n for n in doc["notes"] if "with identical results" in n]
+    assert ("task arc_easy: its rows were prompted or scored otherwise (their instruction, answer prefix, scorer, "
+            "token limit or stop sequences differ: M1 (longer); M1 (zero), M3); a difference between them is partly "
+            "the task's, not only the model's") in doc["notes"]
 
 
 @pytest.mark.slow

@@ -172,6 +172,9 @@ def test_a_plugins_helper_is_part_of_the_code_a_run_and_the_cache_key_on(tmp_pat
     def fresh_process():  # what a new process would import: the plugin and its helper, read again
         for name in ("reporter_plugin_helped_plugin", "plug_helper_x"):
             sys.modules.pop(name, None)
+        # where bytecode is written, Python takes a .pyc whose source has the same size and mtime in whole seconds:
+        # the helper's edit below lands in the same second, which a user's next process never does
+        shutil.rmtree(tmp_path / "__pycache__", ignore_errors=True)
         COLLECTORS.remove("toy_helped")
 
     def run(out, *extra):

@@ -7,7 +7,8 @@ of every run that answered the same items:
   gold answers, the task's data source and (lm-eval tasks) lm-eval's digest. The key most runs share
   is the board's; a run whose items differ is left out *on that task*, with the reason.
 - **Rows.** A model is a row. The same model name in two runs with identical per-item outcomes on every
-  merged task is one row (a note names both runs); with different outcomes, two rows, one per run.
+  merged task, prompted and scored alike (the same ``task_sha256`` where both runs recorded it), is one row (a
+  note names both runs); otherwise two rows, one per run.
 - **Versions.** Rows of one ``release`` (the models YAML's ``release:``, default the model's name)
   are versions of one another, ordered by ``version:`` when every row has one, else by the run's
   creation time. Consecutive versions are compared with the paired tests of ``reporter compare``
@@ -58,9 +59,27 @@ def _merged_tasks(e: dict[str, Any], chosen: dict[str, str]) -> dict[str, Any]:
     return {t: s for t, s in e["tasks"].items() if s["items_key"] == chosen.get(t)}
 
 
+def _same_settings(a: dict[str, Any], b: dict[str, Any], chosen: dict[str, str]) -> bool:
+    """Whether two entries of a model were prompted and scored alike on every merged task they share: no task whose
+    ``task_sha256`` both recorded and that differs (a run made before the digest was recorded is not compared).
+
+    >>> e = lambda digest: {"tasks": {"arc": {"items_key": "k", "task_sha256": digest}}}
+    >>> _same_settings(e("sha256:1"), e("sha256:1"), {"arc": "k"})
+    True
+    >>> _same_settings(e("sha256:1"), e("sha256:2"), {"arc": "k"})
+    False
+    >>> _same_settings(e("sha256:1"), e(None), {"arc": "k"})
+    True
+    """
+    ta, tb = _merged_tasks(a, chosen), _merged_tasks(b, chosen)
+    return not any(isinstance(x := ta[t].get("task_sha256"), str) and isinstance(y := tb[t].get("task_sha256"), str)
+                   and x != y for t in ta.keys() & tb.keys())
+
+
 def _row_names(runs: list[BoardRun], chosen: dict[str, str]) -> dict[tuple[str, str], str]:
     """(run label, model) -> the row it becomes: identical results on the merged tasks in several runs are one
-    row; a model with no merged task becomes none.
+    row, unless a task was prompted or scored otherwise in them (their ``task_sha256`` differ: two measurements
+    that happen to agree, not one); a model with no merged task becomes none.
     """
     by_name: dict[str, list[tuple[BoardRun, str]]] = {}
     for r in runs:
@@ -75,7 +94,7 @@ def _row_names(runs: list[BoardRun], chosen: dict[str, str]) -> dict[tuple[str, 
                              for t, s in sorted(_merged_tasks(r.models[m], chosen).items())},
                             sort_keys=True) + str(r.models[m].get("source"))
             for key, group in distinct:
-                if key == fp:
+                if key == fp and _same_settings(r.models[m], group[0][0].models[group[0][1]], chosen):
                     group.append((r, m))
                     break
             else:
@@ -289,7 +308,7 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
         same = [entry for entry in rows.values() if entry["name"] == name]
         if len(same) > 1:
             notes.append(f"{name}: evaluated in {len(same)} runs that do not give one identical set of results (other "
-                         "tasks, items or outcomes): one row per run "
+                         "tasks, items, outcomes, or prompts or scoring): one row per run "
                          f"({', '.join(entry['model'] for entry in same)})")
     benchmarks = sorted({t for row in rows.values() for t in row["tasks"] if not is_probe(t)})
     notes += _shots_differ(benchmarks, merged, rows) + _prompted_otherwise(benchmarks, merged, rows)
