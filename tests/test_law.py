@@ -237,34 +237,47 @@ def test_adjusted_rank_intervals_match_a_plain_loop_over_the_bootstrap_fits():
     assert fairness([{"label": lab, "P": p, "MUI": m} for lab, p, m in zip(labels, P, M)])["rank_uncertainty"]["resamples"] > 0
 
 
-def test_joint_rank_intervals_match_a_plain_loop_over_items_and_models():
+@pytest.mark.parametrize("groups", [None, {"t2": "g", "t3": "g"}], ids=["tasks", "a-group-as-one-task"])
+def test_joint_rank_intervals_match_a_plain_loop_over_items_and_models(groups):
     """The same draws in the same order (per task one item draw shared by every model, then one draw of the
     models), each resample's scores, OLS refit and adjusted scores in plain float64 Python, ranks by (-adjusted,
-    label), and the interval read off the sorted ranks."""
+    label), and the interval read off the sorted ranks. With an lm-eval group (t2 and t3) the group is one task:
+    P* is the mean of t1 and the group's pooled items."""
     from reporter.analyse.fairness import joint_rank_intervals
+
+    tasks = ("t1", "t2", "t3")
+
+    def mean_over_tasks(means: dict[str, float], sizes: dict[str, int]) -> float:
+        if groups is None:
+            return sum(means.values()) / len(means)
+        pooled = (means["t2"] * sizes["t2"] + means["t3"] * sizes["t3"]) / (sizes["t2"] + sizes["t3"])
+        return (means["t1"] + pooled) / 2
 
     gen = np.random.default_rng(4)
     labels = ["m1", "m2", "m3", "m4"]
-    rates = {"m1": (0.2, 0.3), "m2": (0.4, 0.5), "m3": (0.6, 0.6), "m4": (0.7, 0.9)}
+    rates = {"m1": (0.2, 0.3, 0.1), "m2": (0.4, 0.5, 0.3), "m3": (0.6, 0.6, 0.6), "m4": (0.7, 0.9, 0.8)}
     mui = {"m1": 9.0, "m2": 6.5, "m3": 5.0, "m4": 3.0}
     items = {m: {"t1": {f"a{i}": float(gen.random() < rates[m][0]) for i in range(15)},
-                 "t2": {f"b{i}": float(gen.random() < rates[m][1]) for i in range(9)}} for m in labels}
-    P = {m: 100 * np.mean([np.mean(list(items[m][t].values())) for t in ("t1", "t2")]) for m in labels}
+                 "t2": {f"b{i}": float(gen.random() < rates[m][1]) for i in range(9)},
+                 "t3": {f"c{i}": float(gen.random() < rates[m][2]) for i in range(4)}} for m in labels}
+    sizes = {t: len(items["m1"][t]) for t in tasks}
+    P = {m: 100 * mean_over_tasks({t: float(np.mean(list(items[m][t].values()))) for t in tasks}, sizes)
+         for m in labels}
     fit = fit_utility_law([P[m] for m in labels], [mui[m] for m in labels], labels=labels, seed=0)
     rows = adjusted_scores(fit, [{"label": m, "P": P[m], "MUI": mui[m]} for m in labels])
-    info = joint_rank_intervals(rows, items, ["t1", "t2"], seed=7, n_resamples=300)
+    info = joint_rank_intervals(rows, items, list(tasks), seed=7, n_resamples=300, groups=groups)
 
     rng = np.random.default_rng(7)
-    ids = {t: sorted(items["m1"][t]) for t in ("t1", "t2")}
+    ids = {t: sorted(items["m1"][t]) for t in tasks}
     ranks = {m: [] for m in labels}
     n_neg = 0
     for _ in range(300):
-        Ps = {m: 0.0 for m in labels}
-        for t in ("t1", "t2"):
+        means: dict[str, dict[str, float]] = {m: {} for m in labels}
+        for t in tasks:
             draw = rng.integers(0, len(ids[t]), len(ids[t]))
             for m in labels:
-                Ps[m] += sum(items[m][t][ids[t][k]] for k in draw) / len(draw) / 2
-        Ps = {m: 100 * v for m, v in Ps.items()}
+                means[m][t] = sum(items[m][t][ids[t][k]] for k in draw) / len(draw)
+        Ps = {m: 100 * mean_over_tasks(means[m], sizes) for m in labels}
         pick = [labels[k] for k in rng.integers(0, 4, 4) if Ps[labels[k]] > 0]
         xs = [math.log(Ps[m]) for m in pick]
         ys = [mui[m] for m in pick]

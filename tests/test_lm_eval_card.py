@@ -80,9 +80,9 @@ def test_card_md_names_the_lm_eval_task_metric_shots_and_group_aggregate(run, gr
     group_row = next(line for line in md.splitlines() if line.startswith("| mmlu\\_mini (lm-eval group, 3 tasks)"))
     assert f"{100 * value:.1f} ± {_err(groups)} n=6" in group_row
     assert "mmlu\\_anatomy |" not in md  # the 3 leaves fold into the group's row
-    # the mean counts each leaf as a task: card.html said so, card.md did not
-    assert ("Score: mean over 4 benchmark tasks (each task of an lm-eval group counts as one task: mmlu\\_mini 3 of "
-            "them; a group's row below is lm-eval's own aggregate, not a part of the mean).") in md
+    # the mean counts the group as one task (tests/test_task_weights.py checks the numbers); every format says so
+    assert ("Score: mean over 4 benchmark tasks (an lm-eval group counts as one task, its tasks weighted by their "
+            "items: mmlu\\_mini, 3 tasks; a group's row below is lm-eval's own aggregate).") in md
 
 
 def test_card_html_and_pdf_name_lm_eval_and_show_the_group_aggregate(run, groups):

@@ -29,6 +29,7 @@ import numpy as np
 from scipy import stats
 
 from .diversity import COVERAGE_FRACTION, greedy_core_set
+from .task_weights import task_shares, weighted_mean
 
 __all__ = ["pooled_core_set", "reproduction", "coreset_document", "CORESET_VERSION", "PooledCoreSet", "Reproduction",
            "CoreSetDocument"]
@@ -152,8 +153,11 @@ def _tau(core: list[float | None], full: list[float]) -> Kendall:
 
 
 def reproduction(per_item: Mapping[str, Mapping[str, Mapping[str, float]]], core: Mapping[str, Sequence[str]], *,
-                 seed: int, n_resamples: int = 2000) -> Reproduction:
+                 seed: int, n_resamples: int = 2000, groups: Mapping[str, str] | None = None) -> Reproduction:
     """How well each task's core set reproduces each model's full-task score, and the ranking.
+
+    The overall scores are means over tasks, an lm-eval group's tasks (``groups``: {task: group}) counting as one
+    task, shared by their items, as on the leaderboard.
 
     ``per_item[model][task][item id] = score``; ``core[task]`` = the core-set item ids.
     Returns ``{"per_task": {task: {"per_model": {model: {full, core, diff, ci_low, ci_high, n, n_core}},
@@ -183,8 +187,14 @@ def reproduction(per_item: Mapping[str, Mapping[str, Mapping[str, float]]], core
                        "kendall": _tau([rows[m]["core"] for m in ok], [rows[m]["full"] for m in ok])}
     models = [m for m in per_item if all(m in per_task[t]["per_model"] and per_task[t]["per_model"][m]["core"]
                                          is not None for t in per_task)] if per_task else []
-    overall: dict[str, Scores] = {m: {"full": float(np.mean([per_task[t]["per_model"][m]["full"] for t in per_task])),
-                                      "core": float(np.mean([per_task[t]["per_model"][m]["core"] for t in per_task]))}
+    shares, units = task_shares(list(per_task), groups or {},
+                                {t: max((r["n"] for r in per_task[t]["per_model"].values()), default=0) for t in per_task})
+
+    def mean(values: dict[str, float | None]) -> float:
+        return weighted_mean({t: float(v or 0.0) for t, v in values.items()}, shares, units)
+
+    overall: dict[str, Scores] = {m: {"full": mean({t: per_task[t]["per_model"][m]["full"] for t in per_task}),
+                                      "core": mean({t: per_task[t]["per_model"][m]["core"] for t in per_task})}
                                   for m in models}
     return {"per_task": per_task,
             "overall": {"per_model": overall, "tasks": list(per_task),

@@ -26,6 +26,7 @@ from .advice import advise
 from .coreset import PooledCoreSet, Reproduction, pooled_core_set, reproduction
 from .diversity import ModelDiversity, model_diversity
 from .leaderboard import PerItem
+from .task_weights import groups_of
 
 __all__ = ["CoreSetSection", "diversity_from_artifacts"]
 
@@ -76,7 +77,8 @@ def diversity_from_artifacts(results: dict, rd: RunDir, per_item: PerItem, seed:
         if pooled["n"]:
             core[t] = pooled
     repro = reproduction({m: per_item.get(m, {}) for m in neurons}, {t: c["items"] for t, c in core.items()},
-                         seed=seed, n_resamples=n_resamples)
+                         seed=seed, n_resamples=n_resamples,
+                         groups=groups_of(results.get("models") or {}, list(core)))
     for name, d in out.items():
         rows = {t: r["per_model"][name] for t, r in repro["per_task"].items() if name in r["per_model"]}
         task_sets = {t: s for t, (_, s) in neurons[name].items() if not is_probe(t)}

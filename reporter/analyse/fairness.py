@@ -18,6 +18,7 @@ import numpy as np
 
 from .law import MIN_POINTS, FitDict, LawFit, fit_points
 from .numbers import finite_or_none as _f
+from .task_weights import task_shares
 
 __all__ = ["FAIRNESS_DEFINITION", "adjusted_scores", "adjusted_rank_intervals", "joint_rank_intervals", "fairness",
            "AdjustedRow", "FairBlock", "FairnessResult"]
@@ -186,7 +187,7 @@ def _rank_rows(rows: list[AdjustedRow], adj: np.ndarray, confidence: float) -> N
 
 def joint_rank_intervals(rows: list[AdjustedRow], items: Mapping[str, Mapping[str, Mapping[str, float]]],
                          tasks: Sequence[str], *, seed: int = 0, n_resamples: int = 2000,
-                         confidence: float = 0.95) -> dict[str, Any] | None:
+                         confidence: float = 0.95, groups: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The items' and the law's uncertainty together, carried to the adjusted ranks.
 
     Each resample (``numpy.random.default_rng(seed)``, in this order): per task of ``tasks``, one draw of the
@@ -211,11 +212,15 @@ def joint_rank_intervals(rows: list[AdjustedRow], items: Mapping[str, Mapping[st
         if not ids:
             return None
         per_task.append(np.array([[float(items[lab][t][i]) for i in ids] for lab in labels], np.float64))
+    shares, units = task_shares(list(tasks), groups or {}, {t: s.shape[1] for t, s in zip(tasks, per_task)})
+    weights = None if all(v == 1.0 for v in shares.values()) else np.array([shares[t] for t in tasks]) / units
     M = np.array([float(r["MUI"]) for r in rows])
     rng = np.random.default_rng(seed)
     kept, n_neg = [], 0
     for _ in range(n_resamples):
-        P = 100.0 * np.mean([s[:, rng.integers(0, s.shape[1], s.shape[1])].mean(axis=1) for s in per_task], axis=0)
+        means = [s[:, rng.integers(0, s.shape[1], s.shape[1])].mean(axis=1) for s in per_task]
+        # the mean over tasks, an lm-eval group counting as one task (as in the per-model averages)
+        P = 100.0 * (np.mean(means, axis=0) if weights is None else np.tensordot(weights, np.array(means), axes=1))
         j = rng.integers(0, len(rows), len(rows))
         j = j[P[j] > 0]
         x = np.log(P[j]) if j.size else np.empty(0)
@@ -278,7 +283,7 @@ def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, 
              *, seed: int = 0, n_resamples: int = 2000,
              reference_rows: Sequence[dict[str, Any]] = (),
              items: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
-             tasks: Sequence[str] = ()) -> FairnessResult:
+             tasks: Sequence[str] = (), groups: Mapping[str, str] | None = None) -> FairnessResult:
     """Law-adjusted fairness per model (on per-model averages) and per task.
 
     ``model_points``: one dict per model with "label", "P" (average %), "MUI" (average %);
@@ -286,7 +291,8 @@ def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, 
     as-is and never fitted or ranked. Fewer than 3 models: ``available`` is False with the reason.
     ``items`` ({model: {task: {id: score}}}) with ``tasks`` (the tasks the averages use) give the per-model
     ranks intervals under the items' and the law's uncertainty (:func:`joint_rank_intervals`); without them,
-    under the law's alone (:func:`adjusted_rank_intervals`).
+    under the law's alone (:func:`adjusted_rank_intervals`); ``groups`` ({task: lm-eval group}) weigh a group's
+    tasks as one task there, as in the averages.
 
     >>> out = fairness([{"label": "a", "P": 10, "MUI": 9}, {"label": "b", "P": 50, "MUI": 5}])
     >>> out["available"], out["reason"]
@@ -302,7 +308,8 @@ def fairness(model_points: Sequence[dict[str, Any]], per_task_points: dict[str, 
         fit, reason = fit_points(model_points, seed=seed, n_resamples=n_resamples)
         blk = _fair_block(fit, reason, model_points, "models")
         if blk["available"] and items is not None:  # the per-model ranking: the items' uncertainty too
-            joint = joint_rank_intervals(blk["rows"], items, tasks, seed=seed, n_resamples=n_resamples)
+            joint = joint_rank_intervals(blk["rows"], items, tasks, seed=seed, n_resamples=n_resamples,
+                                         groups=groups)
             if joint is not None:
                 blk["rank_uncertainty"] = joint
         out.update({"available": blk["available"], "reason": blk["reason"], "per_model": blk["rows"],

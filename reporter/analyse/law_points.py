@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, NamedTuple, Sequence, TypedDict
+from typing import Any, Mapping, NamedTuple, Sequence, TypedDict
 
 import numpy as np
 
@@ -29,11 +29,12 @@ from .fairness import FairnessResult, fairness
 from .law import MIN_POINTS, FitDescription, LawFit, describe_fit, fit_points
 from .leaderboard import PerItem
 from .signals import SignalResult, law_residual_signal
+from .task_weights import groups_of, sizes_of, task_shares, weighted_mean
 from .training import TrainingResult, training_phases
 
 __all__ = ["LawAndFairness", "LawSection", "MUI_SETTINGS", "Points", "averages", "finite", "law_and_fairness",
            "law_points", "law_section", "law_signal", "one_definition", "one_point_per_weights", "settings_differ",
-           "strip_settings", "training_section"]
+           "strip_settings", "task_groups", "training_section"]
 
 #: the MUI settings a law point records; points of one task at different settings are not comparable
 MUI_SETTINGS = ("definition", "mode", "top_ratio", "rho", "n_samples")
@@ -163,19 +164,25 @@ def one_definition(law: Points, left_out: list[dict[str, Any]]) -> None:
             del law[model]
 
 
-def averages(by_model: dict[str, dict[str, dict]]) -> tuple[list[dict], list[str], list[str]]:
-    """Per-model averages over the tasks every model has; (points, tasks used, tasks dropped)."""
+def averages(by_model: dict[str, dict[str, dict]], groups: Mapping[str, str] | None = None,
+             sizes: Mapping[str, int] | None = None) -> tuple[list[dict], list[str], list[str]]:
+    """Per-model averages over the tasks every model has; (points, tasks used, tasks dropped). An lm-eval group's
+    tasks (``groups``: {task: group}) count as one task, shared by their items (``sizes``;
+    :mod:`reporter.analyse.task_weights`).
+    """
     models = [m for m, t in by_model.items() if t]
     if not models:
         return [], [], []
     all_tasks = sorted({t for m in models for t in by_model[m]})
     common = [t for t in all_tasks if all(t in by_model[m] for m in models)]
+    shares, units = task_shares(common, groups or {}, sizes or {})
     pts = []
     for m in models:
         if common:
             copies = next((p["same_weights"] for p in by_model[m].values() if p.get("same_weights")), None)
-            pts.append({"label": m, "model": m, "P": float(np.mean([by_model[m][t]["P"] for t in common])),
-                        "MUI": float(np.mean([by_model[m][t]["MUI"] for t in common])), "n_tasks": len(common),
+            pts.append({"label": m, "model": m, "P": weighted_mean({t: by_model[m][t]["P"] for t in common}, shares, units),
+                        "MUI": weighted_mean({t: by_model[m][t]["MUI"] for t in common}, shares, units),
+                        "n_tasks": len(common),
                         **({"same_weights": list(copies)} if copies else {})})
     return pts, common, [t for t in all_tasks if t not in common]
 
@@ -214,11 +221,13 @@ def settings_differ(by_model: dict[str, dict[str, Any]], limit: int = 160) -> li
     return out
 
 
-def law_section(law_pts: dict, seed: int, n_resamples: int) -> tuple[LawSection, dict, list[dict]]:
+def law_section(law_pts: dict, seed: int, n_resamples: int, groups: Mapping[str, str] | None = None,
+                sizes: Mapping[str, int] | None = None) -> tuple[LawSection, dict, list[dict]]:
     """The law section, the per-task LawFit objects, and the per-model average points.
 
     ``law_pts``: {model: {task: point}} (:func:`law_points`); a fit of fewer than ``MIN_POINTS`` models is withheld
-    with the reason, which names the copies of one model's weights that counted once.
+    with the reason, which names the copies of one model's weights that counted once. ``groups`` and ``sizes``
+    weigh an lm-eval group's tasks as one task in the per-model averages (:func:`averages`).
 
     >>> pts = {m: {"t": {"label": m, "model": m, "task": "t", "P": p, "MUI": u, "settings": {"n_samples": n}}}
     ...        for m, p, u, n in (("a", 20.0, 9.0, 8), ("b", 40.0, 6.0, 8), ("c", 80.0, 4.0, 7))}
@@ -250,7 +259,7 @@ def law_section(law_pts: dict, seed: int, n_resamples: int) -> tuple[LawSection,
         if differ:
             notes.append(f"task {t}: MUI settings differ between models ({'; '.join(differ)}); "
                          "MUI is only comparable at equal settings and sample counts")
-    avg, common, dropped = averages(law_pts)
+    avg, common, dropped = averages(law_pts, groups, sizes)
     if avg:
         f, r = fit_points(avg, seed=seed, n_resamples=n_resamples)
         r = r and r + _merged(avg)
@@ -308,16 +317,27 @@ def training_section(results: dict, law_pts: dict, per_item: PerItem | None = No
     if len(ck) < 2:
         return None
     sub = {m: law_pts[m] for m in ck}
-    avg, common, dropped = averages(sub)
+    groups, sizes = task_groups(results)
+    avg, common, dropped = averages(sub, groups, sizes)
     for p in avg:
         p["checkpoint"] = ck[p["label"]]
     per_task: dict[str, Sequence[dict[str, Any]]] = {
         t: [{**strip_settings(sub[m][t]), "checkpoint": ck[m]} for m in sub if t in sub[m]]
         for t in sorted({t for ts in sub.values() for t in ts})}
-    out = (training_phases(avg, per_task, items=per_item, tasks=common, seed=seed) if len(avg) >= 2 else None)
+    out = (training_phases(avg, per_task, items=per_item, tasks=common, seed=seed, groups=groups)
+           if len(avg) >= 2 else None)
     if out is not None:
         out["tasks"], out["tasks_dropped"] = common, dropped
     return out
+
+
+def task_groups(results: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]:
+    """{task: its lm-eval group} and {task: its number of items} of a results-shaped document: what weighs an
+    lm-eval group's tasks as one task in a mean over tasks (:mod:`reporter.analyse.task_weights`).
+    """
+    models = results.get("models") or {}
+    tasks = sorted({t for e in models.values() for t in ((e or {}).get("tasks") or {})})
+    return groups_of(models, tasks), sizes_of(models, tasks)
 
 
 class LawAndFairness(NamedTuple):
@@ -348,14 +368,19 @@ def law_and_fairness(results: dict[str, Any], per_item: dict[str, dict[str, dict
     notes: list[str] = []
     law_pts, base_pts, left_out = law_points(results)
     one_definition(law_pts, left_out)
-    law, fits, avg = law_section(law_pts, seed, n_resamples)
+    groups, sizes = task_groups(results)
+    law, fits, avg = law_section(law_pts, seed, n_resamples, groups, sizes)
     law["left_out"] = left_out
-    base_rows: list[dict[str, Any]] = [{"label": m, "model": m, "P": float(np.mean([p["P"] for p in ts.values()])),
-                  "MUI": float(np.mean([p["MUI"] for p in ts.values()])), "baseline": True}
-                 for m, ts in base_pts.items() if ts]
+
+    def mean(ts: dict[str, dict[str, Any]], key: str) -> float:
+        shares, units = task_shares(list(ts), groups, sizes)
+        return weighted_mean({t: p[key] for t, p in ts.items()}, shares, units)
+
+    base_rows: list[dict[str, Any]] = [{"label": m, "model": m, "P": mean(ts, "P"), "MUI": mean(ts, "MUI"),
+                                        "baseline": True} for m, ts in base_pts.items() if ts]
     per_task_pts = {t: f[2] for t, f in fits.items()}
     fair = fairness(avg, per_task_pts, seed=seed, n_resamples=n_resamples, reference_rows=base_rows,
-                    items=per_item, tasks=(law.get("per_model_average") or {}).get("tasks") or [])
+                    items=per_item, tasks=(law.get("per_model_average") or {}).get("tasks") or [], groups=groups)
     if base_rows:
         notes.append(f"untrained baseline(s) {', '.join(r['model'] for r in base_rows)}: reference rows, "
                      "not points of the law and not ranked")

@@ -1,7 +1,8 @@
 """The leaderboard's statistics: who is ranked, rank intervals and tiers, chance, ties, power.
 
 * Ranked: trained models (not untrained references, not failed) that finished every benchmark
-  task (LPP probes are not benchmarks). Their score is the mean of the task scores; rank
+  task (LPP probes are not benchmarks). Their score is the mean of the task scores, an lm-eval
+  group counting as one task (:mod:`reporter.analyse.task_weights`; the references' means too); rank
   intervals and tiers come from the paired item bootstrap of :mod:`reporter.metrics.ranking`
   on the items every ranked model answered.
 * References: untrained models, shown below the ranked models as "reference: untrained" rows with
@@ -40,6 +41,7 @@ from ..schema import NotRanked, Ties, is_untrained
 from ..store.layout import SAMPLES, RunDir
 from ..store.samples import item_scores
 from ..tasks import is_probe
+from .task_weights import SHARES_RULE, groups_of, task_shares, weighted_mean
 
 __all__ = ["leaderboard", "per_item_scores", "PLANNED_DIFFERENCE", "FALLBACK_CHANCE", "Leaderboard", "PowerAdvice"]
 
@@ -136,6 +138,7 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     models = results.get("models") or {}
     usable = {n: e for n, e in models.items() if e.get("status") != "failed"}
     benchmarks = sorted({t for e in usable.values() for t in (e.get("tasks") or {}) if not is_probe(t)})
+    groups = groups_of(usable, benchmarks)  # an lm-eval group's tasks count as one task in every mean
     chance: dict[str, float | None] = {}
     majority: dict[str, float | None] = {}
     answer: dict[str, str] = {}
@@ -173,16 +176,26 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
         common = {t: sorted(set.intersection(*(set(per_item[m][t]) for m in ranked))) for t in benchmarks}
         tasks = [t for t in benchmarks if common[t]]
         scores = {t: {m: np.array([per_item[m][t][i] for i in common[t]]) for m in ranked} for t in tasks}
-        out["ranking"] = {**bootstrap_ranks(scores, seed=seed, n_resamples=n_resamples), "alpha": ALPHA,
-                          "method": "paired item bootstrap over the items every ranked model answered; tasks fixed"}
+        rshares, runits = task_shares(tasks, groups, {t: len(common[t]) for t in tasks})
+        out["ranking"] = {**bootstrap_ranks(scores, seed=seed, n_resamples=n_resamples, shares=rshares, units=runits),
+                          "alpha": ALPHA,
+                          "method": "paired item bootstrap over the items every ranked model answered; tasks fixed"
+                                    + ("; " + SHARES_RULE if any(v != 1.0 for v in rshares.values()) else "")}
+    # the references' means weigh the tasks as the ranking does, by each task's number of items
+    wshares, wunits = task_shares(benchmarks, groups, {t: max((int((e.get("tasks") or {}).get(t, {}).get("n") or 0)
+                                                               for e in usable.values()), default=0) for t in benchmarks})
+
+    def mean(values: dict[str, float]) -> float:
+        return weighted_mean(values, wshares, wunits)
+
     for name in references if benchmarks else []:  # no finished benchmark: no score to show
-        s = float(np.mean([models[name]["tasks"][t]["score"] for t in benchmarks]))
+        s = mean({t: models[name]["tasks"][t]["score"] for t in benchmarks})
         out["references"].append({"model": name, "score": s, "kind": "chance",
                                   "reason": "untrained reference: what a model that learnt nothing scores; never ranked"})
     theoretical = [chance[t] for t in benchmarks]
     known = [c for c in theoretical if c is not None]
     if benchmarks and len(known) == len(theoretical):
-        out["references"].append({"model": None, "score": float(np.mean(known)), "kind": "theoretical",
+        out["references"].append({"model": None, "score": mean(dict(zip(benchmarks, known))), "kind": "theoretical",
                                   "reason": "theoretical chance: 1/#options for multiple choice, 1/2 for yes/no, "
                                             "0 for generative tasks, averaged over the tasks of the mean score ("
                                             + ", ".join(benchmarks) + ")"})
@@ -198,7 +211,7 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
         if trivial or lopsided:
             # a trivial answer that scores more than guessing somewhere: the floor a model must clear
             ref: ReferenceRow = {
-                "model": None, "score": float(np.mean(list(floor.values()))), "kind": "majority",
+                "model": None, "score": mean(floor), "kind": "majority",
                 "reason": ("always each task's most common answer where that scores more than chance ("
                            + ", ".join(trivial) + "), chance elsewhere, averaged over the tasks of the mean score"
                            if trivial else "chance on every task over its split: no task's most common answer scores "
@@ -206,7 +219,7 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
                           + (f"; on the evaluated items the most common answer also beats chance on "
                              f"{', '.join(lopsided)}" if lopsided else "")}
             if complete:
-                ref["evaluated_score"] = float(np.mean([on_items[t] for t in benchmarks]))
+                ref["evaluated_score"] = mean({t: float(on_items[t] or 0.0) for t in benchmarks})
             out["references"].append(ref)
     for name in ranked + references:
         for t in benchmarks:

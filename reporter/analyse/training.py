@@ -19,6 +19,8 @@ from typing import Any, Mapping, Sequence, TypedDict
 
 import numpy as np
 
+from .task_weights import task_shares
+
 __all__ = ["PHASES", "PHASE_RULE", "phase_label", "step_interval", "training_phases", "TOL_P", "TOL_MUI_REL", "TrainingResult"]
 
 
@@ -101,8 +103,10 @@ Items = Mapping[str, Mapping[str, Mapping[str, float]]]
 
 
 def step_interval(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[str, float]], tasks: Sequence[str], *,
-                  seed: int = 0, n_resamples: int = 2000, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Percentile CI (percentage points) of dP = mean over ``tasks`` of (B's mean - A's mean) on the items both answered.
+                  seed: int = 0, n_resamples: int = 2000, confidence: float = 0.95,
+                  groups: Mapping[str, str] | None = None) -> tuple[float, float] | None:
+    """Percentile CI (percentage points) of dP = mean over ``tasks`` of (B's mean - A's mean) on the items both answered
+    (an lm-eval group's tasks, ``groups``: {task: group}, count as one task, shared by their items).
 
     A stratified paired bootstrap: per task, in ``tasks`` order, the items' differences B - A are resampled with
     replacement (``numpy.random.default_rng(seed).integers``, one (n_resamples, n_items) draw per task) and the
@@ -114,23 +118,25 @@ def step_interval(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[
     """
     rng = np.random.default_rng(seed)
     total = np.zeros(n_resamples)
+    shared = {t: sorted(set(a.get(t) or {}) & set(b.get(t) or {})) for t in tasks}
+    shares, units = task_shares(list(tasks), groups or {}, {t: len(ids) for t, ids in shared.items()})
     for t in tasks:
-        ids = sorted(set(a.get(t) or {}) & set(b.get(t) or {}))
+        ids = shared[t]
         if not ids:
             return None
         d = 100.0 * (np.array([b[t][i] for i in ids], np.float64) - np.array([a[t][i] for i in ids], np.float64))
-        total += d[rng.integers(0, d.size, size=(n_resamples, d.size))].mean(axis=1)
-    total /= max(1, len(tasks))
+        total += d[rng.integers(0, d.size, size=(n_resamples, d.size))].mean(axis=1) * shares[t]
+    total /= max(1, units)
     q = 50 * (1 - confidence), 50 * (1 + confidence)
     return float(np.percentile(total, q[0])), float(np.percentile(total, q[1]))
 
 
 def _steps(series: Sequence[dict], tol_p: float, tol_mui_rel: float, items: Items | None = None,
-           tasks: Sequence[str] = (), seed: int = 0) -> list[Step]:
+           tasks: Sequence[str] = (), seed: int = 0, groups: Mapping[str, str] | None = None) -> list[Step]:
     out: list[Step] = []
     for a, b in zip(series, series[1:]):
         d_p, d_m = b["P"] - a["P"], b["MUI"] - a["MUI"]
-        ci = (step_interval(items.get(a["label"]) or {}, items.get(b["label"]) or {}, tasks, seed=seed)
+        ci = (step_interval(items.get(a["label"]) or {}, items.get(b["label"]) or {}, tasks, seed=seed, groups=groups)
               if items is not None and tasks else None)
         # a score change whose paired interval covers 0 is within the items' noise: it counts as flat
         noise = ci is not None and ci[0] <= 0 <= ci[1]
@@ -147,7 +153,8 @@ def _steps(series: Sequence[dict], tol_p: float, tol_mui_rel: float, items: Item
 
 def training_phases(points: Sequence[dict], per_task: dict[str, Sequence[dict]] | None = None, *,
                     tol_p: float = TOL_P, tol_mui_rel: float = TOL_MUI_REL, items: Items | None = None,
-                    tasks: Sequence[str] = (), seed: int = 0) -> TrainingResult | None:
+                    tasks: Sequence[str] = (), seed: int = 0,
+                    groups: Mapping[str, str] | None = None) -> TrainingResult | None:
     """Order checkpoints, label each step, flag collapse; None with fewer than 2 checkpoints.
 
     ``points``: one dict per checkpoint model with "label", "checkpoint", "P" (%), "MUI" (%)
@@ -167,7 +174,7 @@ def training_phases(points: Sequence[dict], per_task: dict[str, Sequence[dict]] 
     cps = [float(p["checkpoint"]) for p in series]
     if len(set(cps)) < len(cps):
         notes.append("several models share a checkpoint value; they are ordered by name")
-    steps = _steps(series, tol_p, tol_mui_rel, items, tasks, seed)
+    steps = _steps(series, tol_p, tol_mui_rel, items, tasks, seed, groups)
     out: TrainingResult = {"rule": PHASE_RULE, "tolerance": {"P_points": tol_p, "MUI_relative": tol_mui_rel},
            "series": [{k: p[k] for k in ("label", "checkpoint", "P", "MUI")} for p in series], "steps": steps,
            "collapse": any(s["phase"] == "collapsing" for s in steps),

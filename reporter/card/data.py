@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..analyse.task_weights import groups_of, sizes_of, task_shares
 from ..metrics.mui import DEFINITION_TEXT, LEGACY_DEFINITION, k_mui_eval, k_per_layer
 from ..schema import Results, TaskSummary, is_untrained, validate
 from ..store.gate import check_version, open_run
@@ -103,15 +104,22 @@ def _model(name: str, m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _averages(card: dict[str, Any]) -> None:
-    """Mean score (with an approximate CI), mean MUI and raw rank over the benchmark tasks."""
+    """Mean score (with an approximate CI), mean MUI and raw rank over the benchmark tasks, an lm-eval group
+    counting as one task (:mod:`reporter.analyse.task_weights`, as the analysis's ranking does).
+    """
     bench = card["benchmarks"]
+    entries = dict(enumerate(card["models"]))
+    shares, units = task_shares(bench, groups_of(entries, bench), sizes_of(entries, bench))
+    grouped = any(v != 1.0 for v in shares.values())
     for m in card["models"]:
         ts = [m["tasks"][t] for t in bench if t in m["tasks"]]
         m["complete"] = bool(bench) and len(ts) == len(bench)
         m["avg"] = m["avg_lo"] = m["avg_hi"] = m["avg_mui"] = m["avg_mui_sae"] = None
         m["sae_tasks"] = [t for t in bench if (m["tasks"].get(t) or {}).get("mui_sae") is not None]
         m["sae_settings"] = m["tasks"][m["sae_tasks"][0]]["mui_sae_settings"] if m["sae_tasks"] else None
-        if m["complete"]:
+        if m["complete"] and grouped:
+            _weighted_averages(m, {t: m["tasks"][t] for t in bench}, {t: v / units for t, v in shares.items()})
+        elif m["complete"]:
             k = len(ts)
             m["avg"] = sum(t["score"] for t in ts) / k
             m["avg_lo"] = max(0.0, m["avg"] - math.sqrt(sum((t["score"] - t["ci_low"]) ** 2 for t in ts)) / k)
@@ -132,6 +140,19 @@ def _averages(card: dict[str, Any]) -> None:
                        + ([("weak", m["status"])] if m["status"] in ("partial", "pending") else [])
                        + ([("info", "untrained reference")] if m["reference"] else [])
                        + ([("info", "quantised (GGUF)")] if m["meta"].get("source_type") == "packaged" else []))
+
+
+def _weighted_averages(m: dict[str, Any], ts: dict[str, dict[str, Any]], w: dict[str, float]) -> None:
+    """:func:`_averages` where the tasks weigh ``w`` (summing to 1): the weighted mean, its CI half-widths combined
+    in quadrature with the same weights.
+    """
+    m["avg"] = sum(w[t] * s["score"] for t, s in ts.items())
+    m["avg_lo"] = max(0.0, m["avg"] - math.sqrt(sum((w[t] * (s["score"] - s["ci_low"])) ** 2 for t, s in ts.items())))
+    m["avg_hi"] = min(1.0, m["avg"] + math.sqrt(sum((w[t] * (s["ci_high"] - s["score"])) ** 2 for t, s in ts.items())))
+    if all(s["mui"] is not None for s in ts.values()):
+        m["avg_mui"] = sum(w[t] * s["mui"] for t, s in ts.items())
+    if all(s.get("mui_sae") is not None for s in ts.values()):
+        m["avg_mui_sae"] = sum(w[t] * s["mui_sae"] for t, s in ts.items())
 
 
 def _ranks(card: dict[str, Any]) -> None:

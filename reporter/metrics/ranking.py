@@ -1,7 +1,7 @@
 """Uncertainty in a leaderboard: paired item-bootstrap rank intervals and tiers of tied models.
 
 The leaderboard score of a model is the mean over the benchmark tasks of its task score (the
-mean over the task's items). A bootstrap resample draws, **for each task**, ``n_t`` of the
+mean over the task's items), an lm-eval group counting as one task (``shares``). A bootstrap resample draws, **for each task**, ``n_t`` of the
 task's items with replacement (``rng.integers(0, n_t, n_t)``, one draw per task and
 resample, tasks in the given order, then resamples) and applies **the same items to every
 model** (paired), so the item difficulty every model shares cancels out. The task set is
@@ -52,7 +52,8 @@ def _interval(sorted_values: np.ndarray, confidence: float) -> tuple[float, floa
 
 
 def bootstrap_ranks(scores: Mapping[str, Mapping[str, np.ndarray]], *, seed: int, n_resamples: int = 2000,
-                    confidence: float = 0.95) -> dict:
+                    confidence: float = 0.95, shares: Mapping[str, float] | None = None,
+                    units: int | None = None) -> dict:
     """Rank intervals and tiers from a paired item bootstrap (see the module docstring).
 
     ``scores[task][model]`` is the model's per-item scores on the task, items in the same
@@ -61,6 +62,10 @@ def bootstrap_ranks(scores: Mapping[str, Mapping[str, np.ndarray]], *, seed: int
     "tiers": [[model, ...], ...], "leader_diffs": {model: {leader, diff, ci_low, ci_high}}`` (the
     paired difference to its tier's leader; for a tier leader, to the leader of the tier above),
     ``"n_resamples", "seed", "confidence", "tasks", "n_items": {task: n}}``.
+
+    ``shares`` and ``units`` weigh the tasks (:func:`reporter.analyse.task_weights.task_shares`: an lm-eval group
+    counts as one task): the score is ``sum(shares[t] * mean_t) / units``, in the point estimate and in every
+    resample. Without them every task counts as one.
     """
     tasks = list(scores)
     if not tasks:
@@ -69,6 +74,8 @@ def bootstrap_ranks(scores: Mapping[str, Mapping[str, np.ndarray]], *, seed: int
     for t in tasks:
         if list(scores[t]) != models:
             raise ValueError(f"task {t!r} lists models {list(scores[t])}, expected {models}")
+    if shares is None or units is None:
+        shares, units = {t: 1.0 for t in tasks}, len(tasks)
     rng = np.random.default_rng(seed)
     agg = np.zeros((n_resamples, len(models)))
     point = np.zeros(len(models))
@@ -79,9 +86,9 @@ def bootstrap_ranks(scores: Mapping[str, Mapping[str, np.ndarray]], *, seed: int
         if n == 0:
             raise ValueError(f"task {t!r} has no items")
         n_items[t] = n
-        point += x.mean(axis=1) / len(tasks)
+        point += x.mean(axis=1) * shares[t] / units
         for b in range(n_resamples):
-            agg[b] += x[:, rng.integers(0, n, n)].mean(axis=1) / len(tasks)
+            agg[b] += x[:, rng.integers(0, n, n)].mean(axis=1) * shares[t] / units
     ranks = np.array([competition_ranks(row) for row in agg])
     point_rank = competition_ranks(point)
     order = sorted(range(len(models)), key=lambda i: (-point[i], i))
@@ -108,4 +115,6 @@ def bootstrap_ranks(scores: Mapping[str, Mapping[str, np.ndarray]], *, seed: int
                      "rank_high": int(hi), "tier": tier_of[i]})
     return {"models": rows, "tiers": [[models[i] for i in tier] for tier in tiers],
             "leader_diffs": leader_diffs,
-            "n_resamples": n_resamples, "seed": seed, "confidence": confidence, "tasks": tasks, "n_items": n_items}
+            "n_resamples": n_resamples, "seed": seed, "confidence": confidence, "tasks": tasks, "n_items": n_items,
+            **({"shares": {t: float(shares[t]) for t in tasks}, "units": int(units)}
+               if any(shares[t] != 1.0 for t in tasks) else {})}

@@ -1,0 +1,214 @@
+"""An lm-eval group counts as one task in every mean over tasks (:mod:`reporter.analyse.task_weights`).
+
+A profile naming lm-eval's ``mmlu`` ran its 57 subjects as 57 tasks, each counted once in the leaderboard's
+score, the references' rows and the Utility Law's per-model averages: 57/60 of a model's score was MMLU. Each
+mean is checked against plain float64 loops over the items, on hand-made scores and on the session's real
+lm-eval run (arc_challenge and a 3-subject MMLU group, through ``reporter run``).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from reporter.analyse.law_points import averages
+from reporter.analyse.leaderboard import leaderboard
+from reporter.analyse.results import comparisons
+from reporter.analyse.task_weights import task_shares
+from reporter.analyse.training import step_interval
+from reporter.metrics.ranking import bootstrap_ranks
+from reporter.store.samples import read_samples
+
+from .test_ranking import _suite
+
+
+def slow_mean(task_means: dict[str, float], groups: dict[str, str], sizes: dict[str, int]) -> float:
+    """The mean over units: a task outside a group is one unit, a group one unit whose value is its tasks' pooled
+    item mean (sum of item scores over its items), in float64 loops."""
+    units: dict[str, tuple[float, float]] = {}  # unit -> (sum, weight)
+    for t, m in task_means.items():
+        if t in groups:
+            s, w = units.get("g:" + groups[t], (0.0, 0.0))
+            units["g:" + groups[t]] = (s + m * sizes[t], w + sizes[t])
+        else:
+            units["t:" + t] = (m, 1.0)
+    return sum(s / w for s, w in units.values()) / len(units)
+
+
+def slow_weighted_ranks(scores, groups, seed, n_resamples):
+    """Plain loops: per task, per resample, the same draws as the bootstrap; each resample's score per model is the
+    mean over units of its resampled task means (:func:`slow_mean`)."""
+    rng = np.random.default_rng(seed)
+    tasks = list(scores)
+    models = list(scores[tasks[0]])
+    sizes = {t: len(scores[t][models[0]]) for t in tasks}
+    means = [[{} for _ in models] for _ in range(n_resamples)]
+    for t in tasks:
+        n = sizes[t]
+        for b in range(n_resamples):
+            idx = rng.integers(0, n, n)
+            for j, m in enumerate(models):
+                means[b][j][t] = sum(float(scores[t][m][i]) for i in idx) / n
+    agg = [[slow_mean(means[b][j], groups, sizes) for j in range(len(models))] for b in range(n_resamples)]
+    point = [slow_mean({t: float(np.mean(scores[t][m])) for t in tasks}, groups, sizes) for m in models]
+    intervals = {}
+    for j, m in enumerate(models):
+        ranks = sorted(1 + sum(1 for k in range(len(models)) if agg[b][k] > agg[b][j] + 1e-12)
+                       for b in range(n_resamples))
+        intervals[m] = (ranks[math.floor(0.025 * n_resamples)], ranks[math.ceil(0.975 * n_resamples) - 1])
+    return dict(zip(models, point)), intervals
+
+
+def test_the_shares_are_one_unit_per_group_split_by_items():
+    shares, units = task_shares(["arc", "a", "b", "c", "boolq"], {"a": "mmlu", "b": "mmlu", "c": "mmlu"},
+                                {"a": 10, "b": 30, "c": 60})
+    assert units == 3 and shares == {"arc": 1.0, "a": 0.1, "b": 0.3, "c": 0.6, "boolq": 1.0}
+    assert task_shares(["x", "y"], {}, {}) == ({"x": 1.0, "y": 1.0}, 2)  # no group: every task one unit
+    assert task_shares(["a", "b"], {"a": "g", "b": "g"}, {}) == ({"a": 0.5, "b": 0.5}, 1)  # sizes unknown: equal
+
+
+def test_the_ranking_weighs_a_group_as_one_task_and_equals_plain_loops():
+    """Four models on one task and a group of five small subjects: counted once each, the subjects made the group
+    5/6 of the score; as one task it is half. The point scores and rank intervals equal plain loops."""
+    rng = np.random.default_rng(5)
+    n_items = {"arc": 30, **{f"mmlu_{k}": n for k, n in enumerate((4, 6, 5, 8, 7))}}
+    scores = _suite(rng, {"a": 0.7, "b": 0.55, "c": 0.5, "d": 0.3}, n_items)
+    groups = {t: "mmlu" for t in n_items if t.startswith("mmlu_")}
+    shares, units = task_shares(list(scores), groups, {t: len(scores[t]["a"]) for t in scores})
+    got = bootstrap_ranks(scores, seed=4, n_resamples=200, shares=shares, units=units)
+    point, intervals = slow_weighted_ranks(scores, groups, seed=4, n_resamples=200)
+    for row in got["models"]:
+        assert row["score"] == pytest.approx(point[row["model"]], abs=1e-12)
+        assert (row["rank_low"], row["rank_high"]) == intervals[row["model"]], row["model"]
+    assert got["units"] == 2 and got["shares"]["arc"] == 1.0
+    assert sum(got["shares"][t] for t in groups) == pytest.approx(1.0)
+    # negative control: the old rule (every task one unit) gives another score wherever arc and MMLU differ
+    equal = bootstrap_ranks(scores, seed=4, n_resamples=200)
+    assert "shares" not in equal and "units" not in equal
+    a_equal = next(r["score"] for r in equal["models"] if r["model"] == "a")
+    assert a_equal == pytest.approx(float(np.mean([scores[t]["a"].mean() for t in scores])), abs=1e-12)
+    assert abs(a_equal - point["a"]) > 1e-3
+
+
+def test_the_leaderboard_and_its_references_weigh_a_group_as_one_task():
+    rng = np.random.default_rng(8)
+    sizes = {"arc": 20, "anatomy": 4, "virology": 12}
+    groups = {"anatomy": "mmlu", "virology": "mmlu"}
+    per_item = {m: {t: {f"q{i}": float(rng.uniform() < p) for i in range(n)} for t, n in sizes.items()}
+                for m, p in (("strong", 0.8), ("weak", 0.4), ("untrained", 0.25))}
+
+    def entry(m, source):
+        return {"source": source, "status": "complete", "tasks": {
+            t: {"score": float(np.mean(list(per_item[m][t].values()))), "chance": 0.25, "n": n,
+                **({"lm_eval": {"group": groups[t], "task": t}} if t in groups else {})} for t, n in sizes.items()}}
+    results = {"models": {"strong": entry("strong", "./s"), "weak": entry("weak", "./w"),
+                          "untrained": entry("untrained", "random:llama")},
+               "comparisons": comparisons(per_item, seed=0)}
+    lb = leaderboard(results, per_item, seed=0, n_resamples=200)
+    for row in lb["ranking"]["models"]:
+        want = slow_mean({t: float(np.mean(list(per_item[row["model"]][t].values()))) for t in sizes}, groups, sizes)
+        assert row["score"] == pytest.approx(want, abs=1e-12)
+    assert "lm-eval group counts as one task" in lb["ranking"]["method"]
+    untrained = next(r for r in lb["references"] if r["kind"] == "chance")
+    assert untrained["score"] == pytest.approx(slow_mean(
+        {t: results["models"]["untrained"]["tasks"][t]["score"] for t in sizes}, groups, sizes), abs=1e-12)
+    theoretical = next(r for r in lb["references"] if r["kind"] == "theoretical")
+    assert theoretical["score"] == pytest.approx(0.25)
+
+
+def test_the_law_averages_and_the_training_steps_weigh_a_group_as_one_task():
+    groups = {"anatomy": "mmlu", "virology": "mmlu"}
+    sizes = {"arc": 20, "anatomy": 4, "virology": 12}
+    by_model = {m: {t: {"label": m, "model": m, "task": t, "P": p + d, "MUI": u + d / 10}
+                    for t, d in (("arc", 0.0), ("anatomy", 30.0), ("virology", -10.0))}
+                for m, p, u in (("a", 40.0, 8.0), ("b", 55.0, 6.0))}
+    pts, common, _ = averages(by_model, groups, sizes)
+    for p in pts:
+        for key in ("P", "MUI"):
+            want = slow_mean({t: by_model[p["model"]][t][key] for t in common}, groups, sizes)
+            assert p[key] == pytest.approx(want, abs=1e-12)
+    plain, _, _ = averages(by_model)  # negative control: no groups, the plain mean
+    assert plain[0]["P"] == pytest.approx(np.mean([by_model["a"][t]["P"] for t in common]), abs=1e-12)
+    assert abs(plain[0]["P"] - pts[0]["P"]) > 1
+
+    rng = np.random.default_rng(2)
+    items = {m: {t: {f"q{i}": float(rng.uniform() < p) for i in range(n)} for t, n in sizes.items()}
+             for m, p in (("a", 0.3), ("b", 0.6))}
+    # a step's interval: the resampled mean over units of the item differences, by plain loops
+    lo, hi = step_interval(items["a"], items["b"], list(sizes), seed=3, n_resamples=300, groups=groups)
+    rng2 = np.random.default_rng(3)
+    draws = {}
+    for t in sizes:
+        ids = sorted(items["a"][t])
+        d = [100.0 * (items["b"][t][i] - items["a"][t][i]) for i in ids]
+        draws[t] = [sum(d[k] for k in row) / len(d) for row in rng2.integers(0, len(d), size=(300, len(d)))]
+    total = sorted(slow_mean({t: draws[t][b] for t in sizes}, groups, sizes) for b in range(300))
+    assert (lo, hi) == (pytest.approx(float(np.percentile(total, 2.5)), abs=1e-9),
+                        pytest.approx(float(np.percentile(total, 97.5)), abs=1e-9))
+
+    # the adjusted ranks' joint bootstrap: tests/test_law.py's plain loop, with a group
+
+
+def test_the_real_lm_eval_runs_rows_count_its_mmlu_group_as_one_task(lm_eval_run):
+    """The session's lm-eval run (arc_challenge, 6 items; a group of 3 MMLU subjects, 2 items each; two random
+    models, so reference rows): each row's score is half arc_challenge and half the group's pooled items, from the
+    samples."""
+    run = lm_eval_run["run"]
+    res = json.loads((run / "results.json").read_text())
+    tasks = ["arc_challenge", "mmlu_anatomy", "mmlu_astronomy", "mmlu_virology"]
+    groups = {t: "mmlu_mini" for t in tasks[1:]}
+
+    def score(model: str) -> float:
+        slug = res["models"][model]["slug"]
+        means, sizes = {}, {}
+        for t in tasks:
+            s = [float(x["score"]) for x in read_samples(run / "models" / slug / "tasks" / t / "samples.jsonl").values()]
+            means[t], sizes[t] = sum(s) / len(s), len(s)
+        return slow_mean(means, groups, sizes)
+
+    refs = {r["model"]: r for r in res["analysis"]["references"] if r["kind"] == "chance"}
+    assert sorted(refs) == ["Llama chat", "Untrained"]  # both random: reference rows, by the same mean
+    for model, ref in refs.items():
+        assert ref["score"] == pytest.approx(score(model), abs=1e-12)
+        # negative control: the four tasks counted once each give another number on this run
+        plain = float(np.mean([res["models"][model]["tasks"][t]["score"] for t in tasks]))
+        assert abs(plain - ref["score"]) > 1e-6, (model, plain)
+
+
+def test_the_cards_mean_score_of_the_real_lm_eval_run_counts_its_group_as_one_task(lm_eval_run):
+    """The card computes each model's mean score (and its approximate CI and mean MUI) from the task summaries: the
+    same mean over units as the analysis, the CI half-widths combined with the units' weights."""
+    from reporter.card.data import load_card
+
+    card = load_card(lm_eval_run["run"])
+    groups = {t: "mmlu_mini" for t in ("mmlu_anatomy", "mmlu_astronomy", "mmlu_virology")}
+    for m in card["models"]:
+        ts = {t: m["tasks"][t] for t in card["benchmarks"]}
+        sizes = {t: s["n"] for t, s in ts.items()}
+        assert m["avg"] == pytest.approx(slow_mean({t: s["score"] for t, s in ts.items()}, groups, sizes), abs=1e-12)
+        assert m["avg_mui"] == pytest.approx(slow_mean({t: s["mui"] for t, s in ts.items()}, groups, sizes),
+                                             abs=1e-12)
+        w = {t: 0.5 if t not in groups else 0.5 * sizes[t] / sum(sizes[g] for g in groups) for t in ts}
+        half = math.sqrt(sum((w[t] * (s["score"] - s["ci_low"])) ** 2 for t, s in ts.items()))
+        assert m["avg_lo"] == pytest.approx(max(0.0, m["avg"] - half), abs=1e-12)
+
+
+def test_a_board_of_the_real_lm_eval_run_counts_its_group_as_one_task(lm_eval_run):
+    """``reporter board`` reads the same run back from its files: its leaderboard's reference rows and the page's
+    Mean column weigh the group as one task too."""
+    from reporter.analyse.board import build_board
+    from reporter.card.board import _rows
+
+    run = lm_eval_run["run"]
+    res = json.loads((run / "results.json").read_text())
+    doc = build_board([run], n_resamples=100)
+    groups = {t: "mmlu_mini" for t in ("mmlu_anatomy", "mmlu_astronomy", "mmlu_virology")}
+    tasks = ["arc_challenge", *groups]
+    want = {m: slow_mean({t: e["tasks"][t]["score"] for t in tasks}, groups, {t: e["tasks"][t]["n"] for t in tasks})
+            for m, e in res["models"].items()}
+    refs = {r["model"]: r["score"] for r in doc["leaderboard"]["references"] if r["kind"] == "chance"}
+    assert refs == {m: pytest.approx(v, abs=1e-12) for m, v in want.items()}
+    views = {v["row"]["model"]: v["mean"] for v in _rows(doc)["references"]}
+    assert views == {m: pytest.approx(v, abs=1e-12) for m, v in want.items()}
