@@ -81,8 +81,8 @@ def test_card_md_names_the_lm_eval_task_metric_shots_and_group_aggregate(run, gr
     assert f"{100 * value:.1f} ± {_err(groups)} n=6" in group_row
     assert "mmlu\\_anatomy |" not in md  # the 3 leaves fold into the group's row
     # the mean counts the group as one task (tests/test_task_weights.py checks the numbers); every format says so
-    assert ("Score: mean over 4 benchmark tasks (an lm-eval group counts as one task, its tasks weighted by their "
-            "items: mmlu\\_mini, 3 tasks; a group's row below is lm-eval's own aggregate).") in md
+    assert ("Score: mean over 4 benchmark tasks (an lm-eval group counts as one task, its tasks weighted as in "
+            "lm-eval's aggregate: mmlu\\_mini, 3 tasks; a group's row below is lm-eval's own aggregate).") in md
 
 
 def test_card_html_and_pdf_name_lm_eval_and_show_the_group_aggregate(run, groups):

@@ -212,3 +212,51 @@ def test_a_board_of_the_real_lm_eval_run_counts_its_group_as_one_task(lm_eval_ru
     assert refs == {m: pytest.approx(v, abs=1e-12) for m, v in want.items()}
     views = {v["row"]["model"]: v["mean"] for v in _rows(doc)["references"]}
     assert views == {m: pytest.approx(v, abs=1e-12) for m, v in want.items()}
+
+
+def test_a_group_that_weighs_its_tasks_equally_shares_its_unit_equally():
+    """lm-eval averages a group whose YAML sets ``weight_by_size: false`` over its tasks, each as one, whatever
+    their sizes: the group's part of the mean is that simple mean, as lm-eval's own aggregate is."""
+    from reporter.analyse.task_weights import Group, groups_of
+
+    sizes = {"arc": 20, "a": 4, "b": 12}
+    assert task_shares(["arc", "a", "b"], {"a": Group("g", by_size=False), "b": Group("g", by_size=False)}, sizes) \
+        == ({"arc": 1.0, "a": 0.5, "b": 0.5}, 2)
+    rng = np.random.default_rng(4)
+    per_item = {m: {t: {f"q{i}": float(rng.uniform() < p) for i in range(n)} for t, n in sizes.items()}
+                for m, p in (("strong", 0.8), ("weak", 0.4))}
+    for flag, leaf_weights in ((False, {"a": 0.5, "b": 0.5}), (True, {"a": 0.25, "b": 0.75})):
+        def entry(m):
+            return {"source": f"./{m}", "status": "complete",
+                    "lm_eval_groups": {"g": {"weight_by_size": {"acc": flag}}},
+                    "tasks": {t: {"score": float(np.mean(list(per_item[m][t].values()))), "chance": 0.25, "n": n,
+                                  **({"lm_eval": {"group": "g", "metric": "acc,none"}} if t != "arc" else {})}
+                              for t, n in sizes.items()}}
+        results = {"models": {m: entry(m) for m in per_item}, "comparisons": comparisons(per_item, seed=0)}
+        assert groups_of(results["models"], ["a"])["a"].by_size is flag
+        lb = leaderboard(results, per_item, seed=0, n_resamples=100)
+        for row in lb["ranking"]["models"]:
+            means = {t: float(np.mean(list(per_item[row["model"]][t].values()))) for t in sizes}
+            want = (means["arc"] + sum(w * means[t] for t, w in leaf_weights.items())) / 2
+            assert row["score"] == pytest.approx(want, abs=1e-12), flag
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_the_collect_stage_records_how_lm_evals_group_yaml_weighs_its_tasks(lmeval_env, tmp_path, flag):
+    """lm-eval's own Group object, from a group YAML of three packaged MMLU subjects, gives ``weight_by_size`` per
+    aggregated metric; lm_eval_groups.json records it."""
+    from reporter.collect.lm_eval_score import _weight_by_size
+    from reporter.tasks.lm_eval_source import resolve
+
+    name = f"mmlu_mini_{str(flag).lower()}"
+    (tmp_path / f"{name}.yaml").write_text(
+        f"group: {name}\ntask: [mmlu_anatomy, mmlu_astronomy, mmlu_virology]\naggregate_metric_list:\n"
+        f"  - metric: acc\n    weight_by_size: {str(flag).lower()}\nmetadata:\n  version: 1.0\n")
+    resolved = resolve(name, (lmeval_env["packaged"], str(tmp_path)))
+    assert _weight_by_size(resolved.loaded["groups"][name]) == {"acc": flag}
+
+
+def test_the_real_lm_eval_run_records_its_groups_weighting(lm_eval_run):
+    res = json.loads((lm_eval_run["run"] / "results.json").read_text())
+    for e in res["models"].values():
+        assert e["lm_eval_groups"]["mmlu_mini"]["weight_by_size"] == {"acc": True}  # the conftest YAML's

@@ -24,11 +24,12 @@ from ..store.atomic import read_json, write_json
 from ..store.gate import open_run
 from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, MODEL_INDEX_DIR, SAMPLES, RunDir, slugify
 from ..store.samples import check_score, holds_task, read_samples
+from .task_weights import by_size
 
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "contamination_state", "expand_runs",
            "load_runs"]
 
-BOARD_VERSION = 7
+BOARD_VERSION = 8
 #: the LPP numbers a history page follows over versions
 LPP_KEYS = ("entropy_floor", "participation_ratio", "effective_rank")
 #: what identifies MUI settings: a MUI value compares only with one measured the same way on as many items
@@ -228,6 +229,8 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
             if isinstance(s.get("lm_eval"), dict):
                 keep["lm_eval"] = {k: s["lm_eval"].get(k) for k in ("task", "group", "metric", "digest", "version")}
                 keep["lm_eval_group"] = s["lm_eval"].get("group") or s.get("lm_eval_group")
+                if keep["lm_eval_group"]:  # how the group weighs this task in a mean (its model's lm_eval_groups)
+                    keep["lm_eval_group_by_size"] = by_size(e, s, str(keep["lm_eval_group"]))
             keep["items_key"] = _items_key(s, samples)
             keep["mui_key"] = _mui_key(s)
             keep["items"] = {str(i): float(r["score"]) for i, r in samples.items()}

@@ -224,10 +224,27 @@ def _plain(v: Any) -> Any:
 
 
 def group_results(result: dict[str, Any], resolved: Resolved) -> dict[str, Any]:
-    """lm-eval's aggregate of each group of the entry (its metrics and its members), as JSON."""
+    """lm-eval's aggregate of each group of the entry (its metrics and its members), as JSON, with how the group's
+    YAML weighs its tasks per metric (``weight_by_size``: lm-eval averages every leaf task by its items, or each
+    leaf as one): a mean over tasks weighs the group's tasks the same way (:mod:`reporter.analyse.task_weights`).
+    """
     out: dict[str, Any] = {}
     for group in result.get("groups", {}) or {}:
         values = {k: _plain(v) for k, v in result["groups"][group].items() if k not in ("alias", "name", "sample_len")}
         out[group] = {"metrics": values, "subtasks": list(result.get("group_subtasks", {}).get(group, [])),
                       "version": result.get("versions", {}).get(group), "harness": f"lm-eval {lm_eval_version()}"}
+        weighting = _weight_by_size((resolved.loaded.get("groups") or {}).get(group))
+        if weighting:
+            out[group]["weight_by_size"] = weighting
+    return out
+
+
+def _weight_by_size(group: Any) -> dict[str, bool]:
+    """{metric: weight_by_size} of an lm-eval group object's ``aggregate_metric_list`` (empty where it has none)."""
+    out: dict[str, bool] = {}
+    for agg in getattr(group, "aggregate_metric_list", None) or ():
+        metric = agg.get("metric") if isinstance(agg, dict) else getattr(agg, "metric", None)
+        flag = agg.get("weight_by_size", True) if isinstance(agg, dict) else getattr(agg, "weight_by_size", True)
+        if isinstance(metric, str) and metric not in out:
+            out[metric] = bool(flag)
     return out

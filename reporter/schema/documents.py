@@ -381,6 +381,9 @@ class LMEvalGroup(TypedDict, total=False):
     version: Scalar
     #: the harness that aggregated it, e.g. ``lm-eval 0.4.13``
     harness: str
+    #: per aggregated metric (``acc``), whether the group weighs its tasks by their items (lm-eval's
+    #: ``weight_by_size``) or each as one; absent in runs made before it was recorded (lm-eval's default: by items)
+    weight_by_size: dict[str, bool]
 
 
 class ModelResult(TypedDict, total=False):
