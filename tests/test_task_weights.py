@@ -100,7 +100,9 @@ def test_the_leaderboard_and_its_references_weigh_a_group_as_one_task():
                 for m, p in (("strong", 0.8), ("weak", 0.4), ("untrained", 0.25))}
 
     def entry(m, source):
-        return {"source": source, "status": "complete", "tasks": {
+        return {"source": source, "status": "complete",
+                "lm_eval_groups": {"mmlu": {"subtasks": ["anatomy", "virology"]}},  # a run before the flag: by items
+                "tasks": {
             t: {"score": float(np.mean(list(per_item[m][t].values()))), "chance": 0.25, "n": n,
                 **({"lm_eval": {"group": groups[t], "task": t}} if t in groups else {})} for t, n in sizes.items()}}
     results = {"models": {"strong": entry("strong", "./s"), "weak": entry("weak", "./w"),
@@ -110,7 +112,7 @@ def test_the_leaderboard_and_its_references_weigh_a_group_as_one_task():
     for row in lb["ranking"]["models"]:
         want = slow_mean({t: float(np.mean(list(per_item[row["model"]][t].values()))) for t in sizes}, groups, sizes)
         assert row["score"] == pytest.approx(want, abs=1e-12)
-    assert "lm-eval group counts as one task" in lb["ranking"]["method"]
+    assert "counts as one task" in lb["ranking"]["method"] and "weight_by_size" in lb["ranking"]["method"]
     untrained = next(r for r in lb["references"] if r["kind"] == "chance")
     assert untrained["score"] == pytest.approx(slow_mean(
         {t: results["models"]["untrained"]["tasks"][t]["score"] for t in sizes}, groups, sizes), abs=1e-12)
@@ -228,7 +230,7 @@ def test_a_group_that_weighs_its_tasks_equally_shares_its_unit_equally():
     for flag, leaf_weights in ((False, {"a": 0.5, "b": 0.5}), (True, {"a": 0.25, "b": 0.75})):
         def entry(m):
             return {"source": f"./{m}", "status": "complete",
-                    "lm_eval_groups": {"g": {"weight_by_size": {"acc": flag}}},
+                    "lm_eval_groups": {"g": {"subtasks": ["a", "b"], "weight_by_size": {"acc": flag}}},
                     "tasks": {t: {"score": float(np.mean(list(per_item[m][t].values()))), "chance": 0.25, "n": n,
                                   **({"lm_eval": {"group": "g", "metric": "acc,none"}} if t != "arc" else {})}
                               for t, n in sizes.items()}}
@@ -260,3 +262,104 @@ def test_the_real_lm_eval_run_records_its_groups_weighting(lm_eval_run):
     res = json.loads((lm_eval_run["run"] / "results.json").read_text())
     for e in res["models"].values():
         assert e["lm_eval_groups"]["mmlu_mini"]["weight_by_size"] == {"acc": True}  # the conftest YAML's
+
+
+def test_a_tag_or_a_group_lm_eval_does_not_aggregate_leaves_its_tasks_as_tasks():
+    """Only a group lm-eval computed a score for (``lm_eval_groups.json``) is one task. A tag (``ai2_arc``) or a group
+    without an aggregate (``openllm``) names the profile entry in every task summary, but lm-eval gives it no score:
+    its tasks count one each, except those of a group inside it that lm-eval aggregated (``openllm``'s ``mmlu``,
+    whose subgroups fold into it)."""
+    from reporter.analyse.task_weights import aggregated_groups, groups_of
+
+    tasks = ["arc_challenge", "hellaswag", "mmlu_anatomy", "mmlu_virology", "arc_easy"]
+    entry = {"lm_eval_groups": {  # as lm-eval 0.4.13 reports openllm's: mmlu and its four subgroups, not openllm
+        "mmlu_other": {"subtasks": ["mmlu_virology"], "leaves": ["mmlu_virology"], "weight_by_size": {"acc": True}},
+        "mmlu": {"subtasks": ["mmlu_stem", "mmlu_other"], "leaves": ["mmlu_anatomy", "mmlu_virology"],
+                 "weight_by_size": {"acc": True}},
+        "mmlu_stem": {"subtasks": ["mmlu_anatomy"], "leaves": ["mmlu_anatomy"], "weight_by_size": {"acc": False}}},
+        "tasks": {t: {"lm_eval": {"group": "openllm" if t != "arc_easy" else "ai2_arc", "metric": "acc,none"}}
+                  for t in tasks}}
+    placed = groups_of({"m": entry}, tasks)
+    assert placed == {"mmlu_anatomy": "mmlu", "mmlu_virology": "mmlu"} and placed["mmlu_anatomy"].by_size
+    shares, units = task_shares(tasks, placed, {"arc_challenge": 30, "hellaswag": 90, "mmlu_anatomy": 10,
+                                                "mmlu_virology": 30, "arc_easy": 20})
+    assert units == 4 and shares == {"arc_challenge": 1.0, "hellaswag": 1.0, "mmlu_anatomy": 0.25,
+                                     "mmlu_virology": 0.75, "arc_easy": 1.0}
+    # an older run recorded no leaves: the subtasks, subgroups expanded, say the same
+    old = {g: {k: v for k, v in info.items() if k != "leaves"} for g, info in entry["lm_eval_groups"].items()}
+    assert aggregated_groups({"lm_eval_groups": old}) == aggregated_groups(entry)
+    assert groups_of({"m": {**entry, "lm_eval_groups": {}}}, tasks) == {}  # no aggregate at all: five tasks
+
+
+def test_one_group_has_one_weighting_whichever_model_places_its_tasks():
+    """A resumed run or a board can hold one model whose lm_eval_groups.json predates the flag (by items) and one
+    with ``weight_by_size: false``: the group's tasks must share one unit, not 0.75 + 0.5."""
+    from reporter.analyse.task_weights import groups_of
+
+    old = {"lm_eval_groups": {"g": {"subtasks": ["a"]}}, "tasks": {"a": {}}}
+    new = {"lm_eval_groups": {"g": {"subtasks": ["a", "b"], "weight_by_size": {"acc": False}}},
+           "tasks": {"a": {}, "b": {}}}
+    placed = groups_of({"old": old, "new": new}, ["a", "b"])
+    shares, units = task_shares(["a", "b"], placed, {"a": 30, "b": 10})
+    assert units == 1 and sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_a_board_reads_a_groups_equal_weighting_from_the_runs_files(lm_eval_run, tmp_path):
+    """The same real run, its group's YAML taken as ``weight_by_size: false`` (lm_eval_groups.json and results.json
+    edited on a copy): the board's rows weigh the three subjects equally, from the flag it keeps with each task."""
+    from reporter.analyse.board import build_board
+    from reporter.card.board import _rows
+
+    from .conftest import copy_run
+
+    run = copy_run(lm_eval_run["run"], tmp_path / "run")
+    res = json.loads((run / "results.json").read_text())
+    for e in res["models"].values():
+        e["lm_eval_groups"]["mmlu_mini"]["weight_by_size"] = {"acc": False}
+        (run / "models" / e["slug"] / "lm_eval_groups.json").write_text(json.dumps(e["lm_eval_groups"]))
+    (run / "results.json").write_text(json.dumps(res))
+    doc = build_board([run], n_resamples=100)
+    subjects = ("mmlu_anatomy", "mmlu_astronomy", "mmlu_virology")
+    want = {m: (e["tasks"]["arc_challenge"]["score"] + sum(e["tasks"][t]["score"] for t in subjects) / 3) / 2
+            for m, e in res["models"].items()}
+    refs = {r["model"]: r["score"] for r in doc["leaderboard"]["references"] if r["kind"] == "chance"}
+    assert refs == {m: pytest.approx(v, abs=1e-12) for m, v in want.items()}
+    assert {v["row"]["model"]: v["mean"] for v in _rows(doc)["references"]} == \
+        {m: pytest.approx(v, abs=1e-12) for m, v in want.items()}
+    row = next(iter(doc["rows"]))
+    assert row["tasks"]["mmlu_anatomy"]["lm_eval_unit"] == "mmlu_mini"
+    assert row["tasks"]["mmlu_anatomy"]["lm_eval_group_by_size"] is False
+
+
+def test_the_law_and_the_training_phases_of_a_results_document_weigh_a_group_as_one_task():
+    """law_and_fairness and training_section take the grouping from the document itself: the per-model average
+    points of three trained checkpoints (one task and a two-subject group of unequal sizes) against plain means."""
+    from reporter.analyse.law_points import law_and_fairness, training_section
+
+    rng = np.random.default_rng(11)
+    sizes = {"arc": 20, "anatomy": 4, "virology": 12}
+    per_item, models = {}, {}
+    for k, (m, p, mui) in enumerate((("c1", 0.3, 9.0), ("c2", 0.5, 6.0), ("c3", 0.8, 4.0))):
+        per_item[m] = {t: {f"q{i}": float(rng.uniform() < p + 0.05 * j) for i in range(n)}
+                       for j, (t, n) in enumerate(sizes.items())}
+        models[m] = {"source": f"./{m}", "status": "complete", "meta": {"checkpoint": 100 * (k + 1)},
+                     "lm_eval_groups": {"mmlu": {"subtasks": ["anatomy", "virology"], "weight_by_size": {"acc": True}}},
+                     "tasks": {t: {"score": float(np.mean(list(per_item[m][t].values()))), "n": n,
+                                   "mui": mui + j, "mui_settings": {"n_samples": n}}
+                               for j, (t, n) in enumerate(sizes.items())}}
+    results = {"models": models}
+    groups = {"anatomy": "mmlu", "virology": "mmlu"}
+    out = law_and_fairness(results, per_item, seed=0, n_resamples=100)
+    points = {p["model"]: p for p in out.law["per_model_average"]["points"]}
+    for m, e in models.items():
+        for key, field in (("P", "score"), ("MUI", "mui")):
+            want = slow_mean({t: (100.0 if key == "P" else 1.0) * e["tasks"][t][field] for t in sizes}, groups, sizes)
+            assert points[m][key] == pytest.approx(want, abs=1e-9), (m, key)
+    training = training_section(results, out.points, per_item, seed=0)
+    assert training is not None
+    series = {p["model"]: p for p in training["model_series"]}
+    for m in models:
+        assert 100 * series[m]["P"] == pytest.approx(points[m]["P"], abs=1e-9)
+    # each step's interval is the grouped one (step_interval is checked against plain loops above)
+    lo, hi = step_interval(per_item["c1"], per_item["c2"], sorted(sizes), seed=0, groups=groups)
+    assert series["c2"]["dP_ci"] == [pytest.approx(lo / 100, abs=1e-12), pytest.approx(hi / 100, abs=1e-12)]

@@ -61,7 +61,8 @@ def _merged_tasks(e: dict[str, Any], chosen: dict[str, str]) -> dict[str, Any]:
 
 def _same_settings(a: dict[str, Any], b: dict[str, Any], chosen: dict[str, str]) -> bool:
     """Whether two entries of a model were prompted and scored alike on every merged task they share: no task whose
-    ``task_sha256`` both recorded and that differs (a run made before the digest was recorded is not compared).
+    ``task_sha256`` (reporter's tasks), shot count or lm-eval digest both recorded and that differs (a run made
+    before one was recorded is not compared on it).
 
     >>> e = lambda digest: {"tasks": {"arc": {"items_key": "k", "task_sha256": digest}}}
     >>> _same_settings(e("sha256:1"), e("sha256:1"), {"arc": "k"})
@@ -70,10 +71,17 @@ def _same_settings(a: dict[str, Any], b: dict[str, Any], chosen: dict[str, str])
     False
     >>> _same_settings(e("sha256:1"), e(None), {"arc": "k"})
     True
+    >>> shots = lambda n: {"tasks": {"arc": {"items_key": "k", "shots": n, "lm_eval": {"digest": "sha256:9"}}}}
+    >>> _same_settings(shots(0), shots(5), {"arc": "k"}), _same_settings(shots(5), shots(5), {"arc": "k"})
+    (False, True)
     """
     ta, tb = _merged_tasks(a, chosen), _merged_tasks(b, chosen)
-    return not any(isinstance(x := ta[t].get("task_sha256"), str) and isinstance(y := tb[t].get("task_sha256"), str)
-                   and x != y for t in ta.keys() & tb.keys())
+
+    def settings(s: dict[str, Any]) -> tuple[Any, ...]:
+        return (s.get("task_sha256"), s.get("shots"), (s.get("lm_eval") or {}).get("digest"))
+
+    return not any(x is not None and y is not None and x != y for t in ta.keys() & tb.keys()
+                   for x, y in zip(settings(ta[t]), settings(tb[t])))
 
 
 def _row_names(runs: list[BoardRun], chosen: dict[str, str]) -> dict[tuple[str, str], str]:

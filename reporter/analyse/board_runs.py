@@ -24,7 +24,7 @@ from ..store.atomic import read_json, write_json
 from ..store.gate import open_run
 from ..store.layout import CARD_HTML, CARD_MD, CARD_PDF, MODEL_INDEX_DIR, SAMPLES, RunDir, slugify
 from ..store.samples import check_score, holds_task, read_samples
-from .task_weights import by_size
+from .task_weights import aggregated_groups
 
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "contamination_state", "expand_runs",
            "load_runs"]
@@ -219,6 +219,7 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
     for name, e in (results.get("models") or {}).items():
         slug = e.get("slug", name)
         tasks: dict[str, Any] = {}
+        placed = aggregated_groups(e)
         for task, s in (e.get("tasks") or {}).items():
             samples = read_samples(rd.task_dir(slug, task) / SAMPLES)
             if not samples or not holds_task(len(samples), s.get("n")):
@@ -229,8 +230,12 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
             if isinstance(s.get("lm_eval"), dict):
                 keep["lm_eval"] = {k: s["lm_eval"].get(k) for k in ("task", "group", "metric", "digest", "version")}
                 keep["lm_eval_group"] = s["lm_eval"].get("group") or s.get("lm_eval_group")
-                if keep["lm_eval_group"]:  # how the group weighs this task in a mean (its model's lm_eval_groups)
-                    keep["lm_eval_group_by_size"] = by_size(e, s, str(keep["lm_eval_group"]))
+                # the group lm-eval aggregated the task in, and how it weighs its tasks (its model's lm_eval_groups):
+                # what a mean over tasks counts as one task
+                unit = placed.get(task)
+                keep["lm_eval_unit"] = str(unit) if unit is not None else None
+                if unit is not None:
+                    keep["lm_eval_group_by_size"] = unit.by_size
             keep["items_key"] = _items_key(s, samples)
             keep["mui_key"] = _mui_key(s)
             keep["items"] = {str(i): float(r["score"]) for i, r in samples.items()}

@@ -17,6 +17,7 @@ import numpy as np
 from scipy import stats
 
 from ..schema import is_untrained
+from .task_weights import groups_of, sizes_of, task_shares, weighted_mean
 
 LATENT_METRICS = ("entropy_floor", "participation_ratio", "effective_rank")
 MIN_RELIABLE = 5
@@ -40,6 +41,8 @@ def lpp_correlations(results: Mapping[str, Any]) -> list[Correlation]:
     """Pearson and Spearman (with p-values and n) of each latent metric against each task score."""
     models = {n: m for n, m in results.get("models", {}).items() if m.get("lpp") and not is_untrained(m)}
     tasks = sorted({t for m in models.values() for t in m.get("tasks", {})})
+    everyone = results.get("models") or {}  # an lm-eval group counts as one task in the mean, as in the ranking
+    groups, sizes = groups_of(everyone, tasks), sizes_of(everyone, tasks)
     out: list[Correlation] = []
     for metric in LATENT_METRICS:
         for task in tasks + ["mean"]:
@@ -48,8 +51,9 @@ def lpp_correlations(results: Mapping[str, Any]) -> list[Correlation]:
             for m in models.values():
                 x = m["lpp"].get(metric)
                 if task == "mean":
-                    scores = [t["score"] for t in m.get("tasks", {}).values() if "score" in t]
-                    y = float(np.mean(scores)) if scores else None
+                    scores = {t: s["score"] for t, s in m.get("tasks", {}).items() if "score" in s}
+                    shares, units = task_shares(list(scores), groups, sizes)
+                    y = weighted_mean(scores, shares, units) if scores else None
                 else:
                     y = m.get("tasks", {}).get(task, {}).get("score")
                 if x is not None and y is not None and np.isfinite(x) and np.isfinite(y):

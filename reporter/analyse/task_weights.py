@@ -21,11 +21,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Group", "by_size", "group_of", "groups_of", "sizes_of", "task_shares", "weighted_mean", "SHARES_RULE"]
+__all__ = ["Group", "aggregated_groups", "groups_of", "sizes_of", "task_shares", "weighted_mean", "SHARES_RULE"]
 
-#: the rule, in words, for the card's methods and a document's ``weights`` block
-SHARES_RULE = ("an lm-eval group counts as one task, its tasks weighted as the group's YAML weighs them (by their "
-               "items where it sets weight_by_size, lm-eval's default; else equally); every other task counts as one")
+#: the rule, in words, for the ranking's ``method``
+SHARES_RULE = ("an lm-eval group that lm-eval aggregates counts as one task, its tasks weighted as the group's YAML "
+               "weighs them (by their items, lm-eval's default, unless it sets weight_by_size: false); every other "
+               "task counts as one")
 
 
 class Group(str):
@@ -46,54 +47,68 @@ class Group(str):
         return obj
 
 
-def by_size(entry: Mapping[str, Any] | None, summary: Mapping[str, Any] | None, group: str) -> bool:
-    """Whether ``group`` weighs its tasks by their items for the metric of ``summary`` (a task summary of the model
-    entry ``entry``): the ``weight_by_size`` lm-eval's group YAML gives for that metric (``lm_eval_groups.json``),
-    or the task summary's own ``lm_eval_group_by_size`` (a board's copy); lm-eval's default, by items, where
-    neither says.
+def aggregated_groups(entry: Mapping[str, Any] | None) -> dict[str, Group]:
+    """{task: the outermost group lm-eval aggregated it in} for one model entry, from its ``lm_eval_groups``
+    (``models/<slug>/lm_eval_groups.json``: only groups lm-eval computed a score for, each with its ``leaves``, or in
+    older runs its ``subtasks``, which may be subgroups). A tag (``ai2_arc``) or a group without an aggregate (``openllm``) is in none, so its
+    tasks stay tasks of their own, and a group inside it that lm-eval aggregated (``openllm``'s ``mmlu``) is the
+    unit of its tasks. Each group weighs its tasks by their items unless its YAML set ``weight_by_size: false``
+    for any metric it aggregates (``weight_by_size`` recorded per metric; absent in older runs: by items).
 
-    >>> e = {"lm_eval_groups": {"bbh": {"weight_by_size": {"exact_match": False}}}}
-    >>> by_size(e, {"lm_eval": {"metric": "exact_match,get-answer"}}, "bbh"), by_size({}, {}, "mmlu")
-    (False, True)
+    >>> e = {"lm_eval_groups": {"mmlu": {"subtasks": ["mmlu_stem"], "weight_by_size": {"acc": True}},
+    ...                         "mmlu_stem": {"subtasks": ["mmlu_anatomy"], "weight_by_size": {"acc": False}},
+    ...                         "bbh": {"subtasks": ["bbh_navigate"], "weight_by_size": {"exact_match": False}}}}
+    >>> sorted((t, g, g.by_size) for t, g in aggregated_groups(e).items())
+    [('bbh_navigate', 'bbh', False), ('mmlu_anatomy', 'mmlu', True)]
     """
-    if isinstance(summary, Mapping) and isinstance(summary.get("lm_eval_group_by_size"), bool):
-        return bool(summary["lm_eval_group_by_size"])
-    info = ((entry or {}).get("lm_eval_groups") or {}).get(group) if isinstance(entry, Mapping) else None
-    flags = info.get("weight_by_size") if isinstance(info, Mapping) else None
-    if not isinstance(flags, Mapping) or not flags:
-        return True
-    block = (summary or {}).get("lm_eval") if isinstance(summary, Mapping) else None
-    metric = str((block or {}).get("metric") or "").split(",")[0] if isinstance(block, Mapping) else ""
-    flag = flags.get(metric, next(iter(flags.values())))
-    return bool(flag) if isinstance(flag, bool) else True
+    groups = (entry or {}).get("lm_eval_groups") if isinstance(entry, Mapping) else None
+    if not isinstance(groups, Mapping):
+        return {}
+    members = {g: [str(x) for x in (info.get("leaves") or info.get("subtasks") or [])] for g, info in groups.items()
+               if isinstance(info, Mapping)}
 
+    def leaves(g: str, seen: frozenset[str] = frozenset()) -> list[str]:
+        out: list[str] = []
+        for x in members.get(g, []):
+            out += leaves(x, seen | {g}) if x in members and x not in seen else [x]
+        return out
 
-def group_of(summary: Mapping[str, Any] | None) -> str | None:
-    """The lm-eval group a task summary's task was run as part of (``lm_eval.group``), or None.
-
-    >>> group_of({"lm_eval": {"group": "mmlu"}}), group_of({"lm_eval_group": "mmlu"}), group_of({"score": 1.0})
-    ('mmlu', 'mmlu', None)
-    """
-    if not isinstance(summary, Mapping):
-        return None
-    block = summary.get("lm_eval")
-    g = (block.get("group") if isinstance(block, Mapping) else None) or summary.get("lm_eval_group")
-    return g if isinstance(g, str) and g else None
+    flat = {g: leaves(g) for g in members}
+    out: dict[str, Group] = {}
+    for g in sorted(flat, key=lambda g: (-len(flat[g]), g)):  # the largest group holding a task: the outermost
+        flags = (groups[g] or {}).get("weight_by_size")
+        weigh = all(v is not False for v in flags.values()) if isinstance(flags, Mapping) else True
+        for t in flat[g]:
+            out.setdefault(t, Group(g, weigh))
+    return out
 
 
 def groups_of(models: Mapping[str, Mapping[str, Any]], tasks: Sequence[str]) -> dict[str, str]:
-    """{task: group} for the tasks of ``tasks`` that some model's summary places in an lm-eval group
-    (``models``: results.json's ``models``, each with its ``tasks``).
+    """{task: its lm-eval group} for the tasks of ``tasks`` that lm-eval aggregated in a group
+    (:func:`aggregated_groups`; ``models``: results.json's ``models``). A board's copy of a task summary carries
+    its group as ``lm_eval_unit`` (None: in no aggregated group) and the group's weighting as
+    ``lm_eval_group_by_size``. The first model that places a task decides, and one group has one weighting.
 
-    >>> groups_of({"a": {"tasks": {"anatomy": {"lm_eval": {"group": "mmlu"}}, "arc": {}}}}, ["anatomy", "arc"])
+    >>> e = {"lm_eval_groups": {"mmlu": {"subtasks": ["anatomy", "virology"]}}, "tasks": {"anatomy": {}, "arc": {}}}
+    >>> groups_of({"a": e}, ["anatomy", "arc"])
+    {'anatomy': 'mmlu'}
+    >>> groups_of({"a": {"tasks": {"anatomy": {"lm_eval_unit": "mmlu", "lm_eval_group_by_size": False}}}}, ["anatomy"])
     {'anatomy': 'mmlu'}
     """
     out: dict[str, str] = {}
+    chosen: dict[str, Group] = {}  # one weighting per group: the first model's that records the group
+    per_model = [(e, aggregated_groups(e)) for e in models.values()]
     for t in tasks:
-        for e in models.values():
+        for e, placed in per_model:
             summary = ((e or {}).get("tasks") or {}).get(t)
-            if (g := group_of(summary)) is not None:
-                out[t] = Group(g, by_size(e, summary, g))
+            if isinstance(summary, Mapping) and "lm_eval_unit" in summary:  # a board's copy
+                unit = summary.get("lm_eval_unit")
+                if isinstance(unit, str) and unit:
+                    flag = summary.get("lm_eval_group_by_size")
+                    out[t] = chosen.setdefault(unit, Group(unit, flag is not False))
+                break
+            if t in placed:
+                out[t] = chosen.setdefault(str(placed[t]), placed[t])
                 break
     return out
 

@@ -77,7 +77,8 @@ PHASE_RULE = (
     f"(|dP| <= {TOL_P} percentage points; |dMUI| <= {TOL_MUI_REL:.0%} of the larger MUI) counts as flat: both flat "
     "= stable; P up & MUI flat or P flat & MUI down = evolving; P flat & MUI up = accumulating; P down & MUI "
     "flat = coarsening. With the items' outcomes (a run's samples), a score change whose 95% paired bootstrap "
-    "interval (items resampled within each task, the tasks' mean changes averaged) includes 0 is within the "
+    "interval (items resampled within each task, the tasks' mean changes averaged, an lm-eval group as one task) "
+    "includes 0 is within the "
     "items' noise and counts as flat too.")
 
 _TABLE = {(1, -1): "evolving", (1, 1): "accumulating", (-1, -1): "coarsening", (-1, 1): "collapsing",

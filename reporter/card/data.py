@@ -109,8 +109,12 @@ def _averages(card: dict[str, Any]) -> None:
     """
     bench = card["benchmarks"]
     entries = dict(enumerate(card["models"]))
-    shares, units = task_shares(bench, groups_of(entries, bench), sizes_of(entries, bench))
+    groups = groups_of(entries, bench)
+    shares, units = task_shares(bench, groups, sizes_of(entries, bench))
     grouped = any(v != 1.0 for v in shares.values())
+    # the lm-eval groups the mean counts as one task each, with their number of tasks (the card's sentences)
+    card["mean_groups"] = ([{"name": g, "tasks": sum(1 for x in groups.values() if x == g)}
+                            for g in sorted(set(groups.values()))] if grouped else [])
     for m in card["models"]:
         ts = [m["tasks"][t] for t in bench if t in m["tasks"]]
         m["complete"] = bool(bench) and len(ts) == len(bench)

@@ -233,10 +233,20 @@ def group_results(result: dict[str, Any], resolved: Resolved) -> dict[str, Any]:
         values = {k: _plain(v) for k, v in result["groups"][group].items() if k not in ("alias", "name", "sample_len")}
         out[group] = {"metrics": values, "subtasks": list(result.get("group_subtasks", {}).get(group, [])),
                       "version": result.get("versions", {}).get(group), "harness": f"lm-eval {lm_eval_version()}"}
-        weighting = _weight_by_size((resolved.loaded.get("groups") or {}).get(group))
-        if weighting:
+        obj = (resolved.loaded.get("groups") or {}).get(group)
+        if weighting := _weight_by_size(obj):
             out[group]["weight_by_size"] = weighting
+        if leaves := _leaves(obj):  # every task the aggregate is over, subgroups expanded (lm-eval's get_all_tasks)
+            out[group]["leaves"] = leaves
     return out
+
+
+def _leaves(group: Any) -> list[str]:
+    """The names of every leaf task of an lm-eval group object (its ``get_all_tasks()``), or [] where it has none."""
+    try:
+        return [str(t.task_name) for t in group.get_all_tasks()] if group is not None else []
+    except Exception:  # another lm-eval's group object: the subtasks list stays the record
+        return []
 
 
 def _weight_by_size(group: Any) -> dict[str, bool]:

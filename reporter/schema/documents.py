@@ -384,6 +384,8 @@ class LMEvalGroup(TypedDict, total=False):
     #: per aggregated metric (``acc``), whether the group weighs its tasks by their items (lm-eval's
     #: ``weight_by_size``) or each as one; absent in runs made before it was recorded (lm-eval's default: by items)
     weight_by_size: dict[str, bool]
+    #: every task the aggregate is over, subgroups expanded (lm-eval's ``get_all_tasks``); absent in older runs
+    leaves: list[str]
 
 
 class ModelResult(TypedDict, total=False):
