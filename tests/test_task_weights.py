@@ -302,6 +302,22 @@ def test_one_group_has_one_weighting_whichever_model_places_its_tasks():
     placed = groups_of({"old": old, "new": new}, ["a", "b"])
     shares, units = task_shares(["a", "b"], placed, {"a": 30, "b": 10})
     assert units == 1 and sum(shares.values()) == pytest.approx(1.0)
+    # the weighting recorded wins over the default assumed for the older file, whichever model comes first
+    assert shares == {"a": 0.5, "b": 0.5}
+    assert task_shares(["a", "b"], groups_of({"new": new, "old": old}, ["a", "b"]), {"a": 30, "b": 10})[0] == shares
+
+
+def test_a_wrapper_around_one_subgroup_is_the_unit_whatever_their_names():
+    """A group whose only member is one subgroup holds the same tasks as it: the wrapper is the outermost group and
+    its weighting is the one lm-eval applies (its aggregate runs over every leaf with its own flag)."""
+    from reporter.analyse.task_weights import aggregated_groups
+
+    for outer, inner in (("a_wrapper", "z_inner"), ("z_wrapper", "a_inner")):
+        entry = {"lm_eval_groups": {
+            inner: {"subtasks": ["t1", "t2"], "weight_by_size": {"acc": True}},
+            outer: {"subtasks": [inner], "weight_by_size": {"acc": False}}}}
+        placed = aggregated_groups(entry)
+        assert {t: (str(g), g.by_size) for t, g in placed.items()} == {"t1": (outer, False), "t2": (outer, False)}
 
 
 def test_a_board_reads_a_groups_equal_weighting_from_the_runs_files(lm_eval_run, tmp_path):

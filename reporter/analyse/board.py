@@ -7,8 +7,8 @@ of every run that answered the same items:
   gold answers, the task's data source and (lm-eval tasks) lm-eval's digest. The key most runs share
   is the board's; a run whose items differ is left out *on that task*, with the reason.
 - **Rows.** A model is a row. The same model name in two runs with identical per-item outcomes on every
-  merged task, prompted and scored alike (the same ``task_sha256`` where both runs recorded it), is one row (a
-  note names both runs); otherwise two rows, one per run.
+  merged task, prompted and scored alike (the same ``task_sha256`` and shots where both runs recorded them), is one
+  row (a note names both runs); otherwise two rows, one per run.
 - **Versions.** Rows of one ``release`` (the models YAML's ``release:``, default the model's name)
   are versions of one another, ordered by ``version:`` when every row has one, else by the run's
   creation time. Consecutive versions are compared with the paired tests of ``reporter compare``
@@ -49,6 +49,7 @@ from .board_history import histories, natural_key
 from .board_runs import BOARD_VERSION, MUI_KEYS, BoardCache, BoardRun, expand_runs, load_runs
 from .law_points import law_and_fairness
 from .leaderboard import constant_answer_caution, leaderboard, not_above_constant
+from .task_weights import groups_of
 
 __all__ = ["BOARD_VERSION", "BoardCache", "BoardRun", "build_board", "expand_runs", "load_runs", "natural_key",
            "ranking_tasks"]
@@ -61,8 +62,8 @@ def _merged_tasks(e: dict[str, Any], chosen: dict[str, str]) -> dict[str, Any]:
 
 def _same_settings(a: dict[str, Any], b: dict[str, Any], chosen: dict[str, str]) -> bool:
     """Whether two entries of a model were prompted and scored alike on every merged task they share: no task whose
-    ``task_sha256`` (reporter's tasks), shot count or lm-eval digest both recorded and that differs (a run made
-    before one was recorded is not compared on it).
+    ``task_sha256`` (reporter's tasks) or shot count both recorded and that differs (a run made before one was
+    recorded is not compared on it; an lm-eval task's digest is part of its items key).
 
     >>> e = lambda digest: {"tasks": {"arc": {"items_key": "k", "task_sha256": digest}}}
     >>> _same_settings(e("sha256:1"), e("sha256:1"), {"arc": "k"})
@@ -71,23 +72,43 @@ def _same_settings(a: dict[str, Any], b: dict[str, Any], chosen: dict[str, str])
     False
     >>> _same_settings(e("sha256:1"), e(None), {"arc": "k"})
     True
-    >>> shots = lambda n: {"tasks": {"arc": {"items_key": "k", "shots": n, "lm_eval": {"digest": "sha256:9"}}}}
+    >>> shots = lambda n: {"tasks": {"arc": {"items_key": "k", "shots": n}}}
     >>> _same_settings(shots(0), shots(5), {"arc": "k"}), _same_settings(shots(5), shots(5), {"arc": "k"})
     (False, True)
     """
     ta, tb = _merged_tasks(a, chosen), _merged_tasks(b, chosen)
 
-    def settings(s: dict[str, Any]) -> tuple[Any, ...]:
-        return (s.get("task_sha256"), s.get("shots"), (s.get("lm_eval") or {}).get("digest"))
+    def settings(s: dict[str, Any]) -> tuple[Any, ...]:  # (lm-eval's digest is in the items key already)
+        return (s.get("task_sha256"), s.get("shots"))
 
     return not any(x is not None and y is not None and x != y for t in ta.keys() & tb.keys()
                    for x, y in zip(settings(ta[t]), settings(tb[t])))
 
 
+def _settle_units(rows: dict[str, dict[str, Any]], tasks: list[str]) -> None:
+    """One lm-eval group (``lm_eval_unit``) and one weighting (``lm_eval_group_by_size``) per task, written into
+    every row's copy of the task: the ranking, the law (over some of the rows) and the page's Mean column see the
+    rows in other orders and subsets, and each took the first row's. Rows are read in name order; a task some run
+    ran inside a group lm-eval aggregated is in that group for every row (:func:`groups_of`).
+
+    >>> rows = {"b": {"tasks": {"anatomy": {"lm_eval_unit": None}}},
+    ...         "a": {"tasks": {"anatomy": {"lm_eval_unit": "mmlu", "lm_eval_group_by_size": False}}}}
+    >>> _settle_units(rows, ["anatomy"]); rows["b"]["tasks"]["anatomy"]
+    {'lm_eval_unit': 'mmlu', 'lm_eval_group_by_size': False}
+    """
+    placed = groups_of({name: rows[name] for name in sorted(rows)}, tasks)
+    for row in rows.values():
+        for t in tasks:
+            if (s := row["tasks"].get(t)) is not None:
+                g = placed.get(t)
+                s["lm_eval_unit"] = str(g) if g is not None else None
+                s["lm_eval_group_by_size"] = (g.by_size if g.recorded else None) if g is not None else None
+
+
 def _row_names(runs: list[BoardRun], chosen: dict[str, str]) -> dict[tuple[str, str], str]:
     """(run label, model) -> the row it becomes: identical results on the merged tasks in several runs are one
-    row, unless a task was prompted or scored otherwise in them (their ``task_sha256`` differ: two measurements
-    that happen to agree, not one); a model with no merged task becomes none.
+    row, unless a task was prompted or scored otherwise in them (their ``task_sha256`` or shots differ: two
+    measurements that happen to agree, not one); a model with no merged task becomes none.
     """
     by_name: dict[str, list[tuple[BoardRun, str]]] = {}
     for r in runs:
@@ -319,6 +340,7 @@ def build_board(paths: Sequence[str | Path], *, seed: int = 0, n_resamples: int 
                          "tasks, items, outcomes, or prompts or scoring): one row per run "
                          f"({', '.join(entry['model'] for entry in same)})")
     benchmarks = sorted({t for row in rows.values() for t in row["tasks"] if not is_probe(t)})
+    _settle_units(rows, benchmarks)
     notes += _shots_differ(benchmarks, merged, rows) + _prompted_otherwise(benchmarks, merged, rows)
     rank_tasks = ranking_tasks([set(row["tasks"]) for row in rows.values() if not row["untrained"]], benchmarks)
     if rank_tasks != benchmarks:

@@ -234,8 +234,8 @@ def _read_run(path: Path, cache: BoardCache, taken: set[str]) -> BoardRun:
                 # what a mean over tasks counts as one task
                 unit = placed.get(task)
                 keep["lm_eval_unit"] = str(unit) if unit is not None else None
-                if unit is not None:
-                    keep["lm_eval_group_by_size"] = unit.by_size
+                if unit is not None:  # None: the run did not record it (lm-eval's default, by items, is assumed)
+                    keep["lm_eval_group_by_size"] = unit.by_size if unit.recorded else None
             keep["items_key"] = _items_key(s, samples)
             keep["mui_key"] = _mui_key(s)
             keep["items"] = {str(i): float(r["score"]) for i, r in samples.items()}

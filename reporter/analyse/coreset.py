@@ -157,7 +157,7 @@ def reproduction(per_item: Mapping[str, Mapping[str, Mapping[str, float]]], core
     """How well each task's core set reproduces each model's full-task score, and the ranking.
 
     The overall scores are means over tasks, an lm-eval group's tasks (``groups``: {task: group}) counting as one
-    task, shared by their items, as on the leaderboard.
+    task, shared as the group weighs them, as on the leaderboard.
 
     ``per_item[model][task][item id] = score``; ``core[task]`` = the core-set item ids.
     Returns ``{"per_task": {task: {"per_model": {model: {full, core, diff, ci_low, ci_high, n, n_core}},

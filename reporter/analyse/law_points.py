@@ -29,7 +29,7 @@ from .fairness import FairnessResult, fairness
 from .law import MIN_POINTS, FitDescription, LawFit, describe_fit, fit_points
 from .leaderboard import PerItem
 from .signals import SignalResult, law_residual_signal
-from .task_weights import groups_of, sizes_of, task_shares, weighted_mean
+from .task_weights import Group, groups_of, sizes_of, task_shares, weighted_mean
 from .training import TrainingResult, training_phases
 
 __all__ = ["LawAndFairness", "LawSection", "MUI_SETTINGS", "Points", "averages", "finite", "law_and_fairness",
@@ -167,7 +167,7 @@ def one_definition(law: Points, left_out: list[dict[str, Any]]) -> None:
 def averages(by_model: dict[str, dict[str, dict]], groups: Mapping[str, str] | None = None,
              sizes: Mapping[str, int] | None = None) -> tuple[list[dict], list[str], list[str]]:
     """Per-model averages over the tasks every model has; (points, tasks used, tasks dropped). An lm-eval group's
-    tasks (``groups``: {task: group}) count as one task, shared by their items (``sizes``;
+    tasks (``groups``: {task: group}) count as one task, shared as the group weighs them (``sizes``;
     :mod:`reporter.analyse.task_weights`).
     """
     models = [m for m, t in by_model.items() if t]
@@ -331,7 +331,7 @@ def training_section(results: dict, law_pts: dict, per_item: PerItem | None = No
     return out
 
 
-def task_groups(results: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]:
+def task_groups(results: dict[str, Any]) -> tuple[dict[str, Group], dict[str, int]]:
     """{task: its lm-eval group} and {task: its number of items} of a results-shaped document: what weighs an
     lm-eval group's tasks as one task in a mean over tasks (:mod:`reporter.analyse.task_weights`).
     """

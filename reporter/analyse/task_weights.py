@@ -39,11 +39,13 @@ class Group(str):
     """
 
     by_size: bool
+    #: whether the weighting was recorded (``weight_by_size`` in lm_eval_groups.json), not lm-eval's default assumed
+    recorded: bool
 
-    def __new__(cls, name: str, by_size: bool = True) -> "Group":
+    def __new__(cls, name: str, by_size: bool = True, recorded: bool = True) -> "Group":
         """The group ``name``, weighing its tasks by their items where ``by_size``."""
         obj = super().__new__(cls, name)
-        obj.by_size = by_size
+        obj.by_size, obj.recorded = by_size, recorded
         return obj
 
 
@@ -70,47 +72,58 @@ def aggregated_groups(entry: Mapping[str, Any] | None) -> dict[str, Group]:
     def leaves(g: str, seen: frozenset[str] = frozenset()) -> list[str]:
         out: list[str] = []
         for x in members.get(g, []):
-            out += leaves(x, seen | {g}) if x in members and x not in seen else [x]
-        return out
+            out += leaves(x, seen | {g}) if x in members and x not in seen | {g} else [x]
+        return list(dict.fromkeys(out))
 
     flat = {g: leaves(g) for g in members}
+    inner = {x for g, info in groups.items() if isinstance(info, Mapping) for x in (info.get("subtasks") or [])
+             if x in members and x != g}
     out: dict[str, Group] = {}
-    for g in sorted(flat, key=lambda g: (-len(flat[g]), g)):  # the largest group holding a task: the outermost
+    # the largest group holding a task is the outermost; of two the same size (a wrapper around one subgroup), the
+    # one no other group lists among its subtasks
+    for g in sorted(flat, key=lambda g: (-len(flat[g]), g in inner, g)):
         flags = (groups[g] or {}).get("weight_by_size")
-        weigh = all(v is not False for v in flags.values()) if isinstance(flags, Mapping) else True
+        recorded = isinstance(flags, Mapping) and bool(flags)
+        weigh = all(v is not False for v in flags.values()) if recorded and isinstance(flags, Mapping) else True
         for t in flat[g]:
-            out.setdefault(t, Group(g, weigh))
+            out.setdefault(t, Group(g, weigh, recorded))
     return out
 
 
-def groups_of(models: Mapping[str, Mapping[str, Any]], tasks: Sequence[str]) -> dict[str, str]:
+def groups_of(models: Mapping[str, Mapping[str, Any]], tasks: Sequence[str]) -> dict[str, Group]:
     """{task: its lm-eval group} for the tasks of ``tasks`` that lm-eval aggregated in a group
     (:func:`aggregated_groups`; ``models``: results.json's ``models``). A board's copy of a task summary carries
     its group as ``lm_eval_unit`` (None: in no aggregated group) and the group's weighting as
-    ``lm_eval_group_by_size``. The first model that places a task decides, and one group has one weighting.
+    ``lm_eval_group_by_size`` (None: not recorded). A task is in the first group any model places it in; a group
+    weighs its tasks as the first model that recorded its weighting says (lm-eval's default, by items, where none
+    did), so one group has one weighting whichever model comes first.
 
     >>> e = {"lm_eval_groups": {"mmlu": {"subtasks": ["anatomy", "virology"]}}, "tasks": {"anatomy": {}, "arc": {}}}
     >>> groups_of({"a": e}, ["anatomy", "arc"])
     {'anatomy': 'mmlu'}
-    >>> groups_of({"a": {"tasks": {"anatomy": {"lm_eval_unit": "mmlu", "lm_eval_group_by_size": False}}}}, ["anatomy"])
-    {'anatomy': 'mmlu'}
+    >>> copy = lambda unit, flag: {"tasks": {"anatomy": {"lm_eval_unit": unit, "lm_eval_group_by_size": flag}}}
+    >>> placed = groups_of({"a": copy(None, None), "b": copy("mmlu", None), "c": copy("mmlu", False)}, ["anatomy"])
+    >>> placed, placed["anatomy"].by_size
+    ({'anatomy': 'mmlu'}, False)
     """
-    out: dict[str, str] = {}
-    chosen: dict[str, Group] = {}  # one weighting per group: the first model's that records the group
-    per_model = [(e, aggregated_groups(e)) for e in models.values()]
-    for t in tasks:
-        for e, placed in per_model:
+    candidates: dict[str, list[Group]] = {}
+    for e in models.values():
+        placed = aggregated_groups(e)
+        for t in tasks:
             summary = ((e or {}).get("tasks") or {}).get(t)
             if isinstance(summary, Mapping) and "lm_eval_unit" in summary:  # a board's copy
-                unit = summary.get("lm_eval_unit")
+                unit, flag = summary.get("lm_eval_unit"), summary.get("lm_eval_group_by_size")
                 if isinstance(unit, str) and unit:
-                    flag = summary.get("lm_eval_group_by_size")
-                    out[t] = chosen.setdefault(unit, Group(unit, flag is not False))
-                break
-            if t in placed:
-                out[t] = chosen.setdefault(str(placed[t]), placed[t])
-                break
-    return out
+                    candidates.setdefault(t, []).append(Group(unit, flag is not False, isinstance(flag, bool)))
+            elif t in placed:
+                candidates.setdefault(t, []).append(placed[t])
+    weighting: dict[str, Group] = {}  # per group: the first recorded weighting, else the first default
+    for found in candidates.values():
+        for g in found:
+            kept = weighting.get(str(g))
+            if kept is None or (g.recorded and not kept.recorded):
+                weighting[str(g)] = g
+    return {t: weighting[str(candidates[t][0])] for t in tasks if candidates.get(t)}
 
 
 def sizes_of(models: Mapping[str, Mapping[str, Any]], tasks: Sequence[str]) -> dict[str, int]:

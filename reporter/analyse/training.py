@@ -107,7 +107,7 @@ def step_interval(a: Mapping[str, Mapping[str, float]], b: Mapping[str, Mapping[
                   seed: int = 0, n_resamples: int = 2000, confidence: float = 0.95,
                   groups: Mapping[str, str] | None = None) -> tuple[float, float] | None:
     """Percentile CI (percentage points) of dP = mean over ``tasks`` of (B's mean - A's mean) on the items both answered
-    (an lm-eval group's tasks, ``groups``: {task: group}, count as one task, shared by their items).
+    (an lm-eval group's tasks, ``groups``: {task: group}, count as one task, shared as the group weighs them).
 
     A stratified paired bootstrap: per task, in ``tasks`` order, the items' differences B - A are resampled with
     replacement (``numpy.random.default_rng(seed).integers``, one (n_resamples, n_items) draw per task) and the

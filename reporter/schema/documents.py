@@ -807,7 +807,7 @@ class Ranking(TypedDict, total=False):
     tasks: list[str]
     n_items: dict[str, int]
     #: each task's share of one unit of the mean, where an lm-eval group counts as one task (its tasks share the
-    #: unit by their items); absent where every task counts as one
+    #: unit as lm-eval's aggregate of the group weighs them); absent where every task counts as one
     shares: dict[str, float]
     #: the number of units the mean divides by (tasks outside a group, and groups); with ``shares``
     units: int
