@@ -188,7 +188,8 @@ def reproduction(per_item: Mapping[str, Mapping[str, Mapping[str, float]]], core
     models = [m for m in per_item if all(m in per_task[t]["per_model"] and per_task[t]["per_model"][m]["core"]
                                          is not None for t in per_task)] if per_task else []
     shares, units = task_shares(list(per_task), groups or {},
-                                {t: max((r["n"] for r in per_task[t]["per_model"].values()), default=0) for t in per_task})
+                                {t: max((r["n"] for r in per_task[t]["per_model"].values()), default=0)
+                                 for t in per_task})
 
     def mean(values: dict[str, float | None]) -> float:
         return weighted_mean({t: float(v or 0.0) for t, v in values.items()}, shares, units)

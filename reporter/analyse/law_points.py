@@ -180,7 +180,8 @@ def averages(by_model: dict[str, dict[str, dict]], groups: Mapping[str, str] | N
     for m in models:
         if common:
             copies = next((p["same_weights"] for p in by_model[m].values() if p.get("same_weights")), None)
-            pts.append({"label": m, "model": m, "P": weighted_mean({t: by_model[m][t]["P"] for t in common}, shares, units),
+            pts.append({"label": m, "model": m,
+                        "P": weighted_mean({t: by_model[m][t]["P"] for t in common}, shares, units),
                         "MUI": weighted_mean({t: by_model[m][t]["MUI"] for t in common}, shares, units),
                         "n_tasks": len(common),
                         **({"same_weights": list(copies)} if copies else {})})

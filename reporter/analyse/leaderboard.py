@@ -183,8 +183,9 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
                                     + ("; " + SHARES_RULE if any(v != 1.0 for v in rshares.values()) else "")}
     # the references' means weigh the tasks by the same rule as the ranking; a group's tasks by their number of items
     # in the task (the ranking: by the items every ranked model answered, the same where every model answered all)
-    wshares, wunits = task_shares(benchmarks, groups, {t: max((int((e.get("tasks") or {}).get(t, {}).get("n") or 0)
-                                                               for e in usable.values()), default=0) for t in benchmarks})
+    sizes = {t: max((int((e.get("tasks") or {}).get(t, {}).get("n") or 0) for e in usable.values()), default=0)
+             for t in benchmarks}
+    wshares, wunits = task_shares(benchmarks, groups, sizes)
 
     def mean(values: dict[str, float]) -> float:
         return weighted_mean(values, wshares, wunits)

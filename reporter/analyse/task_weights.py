@@ -52,10 +52,11 @@ class Group(str):
 def aggregated_groups(entry: Mapping[str, Any] | None) -> dict[str, Group]:
     """{task: the outermost group lm-eval aggregated it in} for one model entry, from its ``lm_eval_groups``
     (``models/<slug>/lm_eval_groups.json``: only groups lm-eval computed a score for, each with its ``leaves``, or in
-    older runs its ``subtasks``, which may be subgroups). A tag (``ai2_arc``) or a group without an aggregate (``openllm``) is in none, so its
-    tasks stay tasks of their own, and a group inside it that lm-eval aggregated (``openllm``'s ``mmlu``) is the
-    unit of its tasks. Each group weighs its tasks by their items unless its YAML set ``weight_by_size: false``
-    for any metric it aggregates (``weight_by_size`` recorded per metric; absent in older runs: by items).
+    older runs its ``subtasks``, which may be subgroups). A tag (``ai2_arc``) or a group without an aggregate
+    (``openllm``) is in none, so its tasks stay tasks of their own, and a group inside it that lm-eval aggregated
+    (``openllm``'s ``mmlu``) is the unit of its tasks. Each group weighs its tasks by their items unless its YAML set
+    ``weight_by_size: false`` for any metric it aggregates (``weight_by_size`` recorded per metric; absent in older
+    runs: by items).
 
     >>> e = {"lm_eval_groups": {"mmlu": {"subtasks": ["mmlu_stem"], "weight_by_size": {"acc": True}},
     ...                         "mmlu_stem": {"subtasks": ["mmlu_anatomy"], "weight_by_size": {"acc": False}},
@@ -134,7 +135,8 @@ def sizes_of(models: Mapping[str, Mapping[str, Any]], tasks: Sequence[str]) -> d
     """
     out: dict[str, int] = {}
     for t in tasks:
-        ns = [n for e in models.values() if isinstance(n := (((e or {}).get("tasks") or {}).get(t) or {}).get("n"), int)]
+        ns = [n for e in models.values()
+              if isinstance(n := (((e or {}).get("tasks") or {}).get(t) or {}).get("n"), int)]
         out[t] = max(ns, default=0)
     return out
 

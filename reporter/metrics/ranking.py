@@ -1,11 +1,12 @@
 """Uncertainty in a leaderboard: paired item-bootstrap rank intervals and tiers of tied models.
 
 The leaderboard score of a model is the mean over the benchmark tasks of its task score (the
-mean over the task's items), an lm-eval group counting as one task (``shares``). A bootstrap resample draws, **for each task**, ``n_t`` of the
-task's items with replacement (``rng.integers(0, n_t, n_t)``, one draw per task and
-resample, tasks in the given order, then resamples) and applies **the same items to every
-model** (paired), so the item difficulty every model shares cancels out. The task set is
-fixed (it is what the leaderboard averages over), so tasks are not resampled.
+mean over the task's items), an lm-eval group counting as one task (``shares``). A bootstrap
+resample draws, **for each task**, ``n_t`` of the task's items with replacement
+(``rng.integers(0, n_t, n_t)``, one draw per task and resample, tasks in the given order, then
+resamples) and applies **the same items to every model** (paired), so the item difficulty every
+model shares cancels out. The task set is fixed (it is what the leaderboard averages over), so
+tasks are not resampled.
 
 * rank: ``1 + #models with a strictly higher score`` (ties share the better rank), per resample;
 * rank interval: the 2.5th and 97.5th percentiles of a model's resampled ranks, read as the
