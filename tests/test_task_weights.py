@@ -150,7 +150,7 @@ def test_the_law_averages_and_the_training_steps_weigh_a_group_as_one_task():
     assert (lo, hi) == (pytest.approx(float(np.percentile(total, 2.5)), abs=1e-9),
                         pytest.approx(float(np.percentile(total, 97.5)), abs=1e-9))
 
-    # the adjusted ranks' joint bootstrap: tests/test_law.py's plain loop, with a group
+    # (the adjusted ranks' joint bootstrap with a group: tests/test_law.py's plain loop)
 
 
 def test_the_real_lm_eval_runs_rows_count_its_mmlu_group_as_one_task(lm_eval_run):

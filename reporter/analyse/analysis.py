@@ -42,13 +42,13 @@ from .law_points import (
     law_and_fairness,
     law_points,
     law_section,
-    task_groups,
     training_section,
 )
 from .leaderboard import Leaderboard, PowerAdvice, ReferenceRow, leaderboard, per_item_scores
 from .numbers import json_ready
 from .responses import RESPONSE_RULE, ResponseCheck, response_checks
 from .results import build_results
+from .task_weights import grouping
 from .training import PHASE_RULE, TrainingResult
 
 __all__ = ["analyse", "write_analysis", "law_and_fairness", "LawAndFairness", "ANALYSIS_VERSION", "AnalysisDoc",
@@ -126,7 +126,7 @@ def analyse(run_dir: str | Path, *, seed: int | None = None, n_resamples: int = 
     if any(finite(s.get("mui_sae")) for e in (results.get("models") or {}).values()
            for s in (e.get("tasks") or {}).values()):
         sae_pts, _, sae_left = law_points(results, "mui_sae", "mui_sae_settings", ("rho", "n_samples"))
-        law_sae = law_section(sae_pts, seed, n_resamples, *task_groups(results))[0]
+        law_sae = law_section(sae_pts, seed, n_resamples, *grouping(results.get("models") or {}))[0]
         law_sae["left_out"] = sae_left
     diversity, coreset = diversity_from_artifacts(results, rd, per_item, seed, n_resamples, notes)
     board: Leaderboard = leaderboard(results, per_item, seed=seed, n_resamples=n_resamples)

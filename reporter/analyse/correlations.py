@@ -17,7 +17,7 @@ import numpy as np
 from scipy import stats
 
 from ..schema import is_untrained
-from .task_weights import groups_of, sizes_of, task_shares, weighted_mean
+from .task_weights import grouping, task_shares, weighted_mean
 
 LATENT_METRICS = ("entropy_floor", "participation_ratio", "effective_rank")
 MIN_RELIABLE = 5
@@ -42,7 +42,7 @@ def lpp_correlations(results: Mapping[str, Any]) -> list[Correlation]:
     models = {n: m for n, m in results.get("models", {}).items() if m.get("lpp") and not is_untrained(m)}
     tasks = sorted({t for m in models.values() for t in m.get("tasks", {})})
     everyone = results.get("models") or {}  # an lm-eval group counts as one task in the mean, as in the ranking
-    groups, sizes = groups_of(everyone, tasks), sizes_of(everyone, tasks)
+    groups, sizes = grouping(everyone, tasks)
     out: list[Correlation] = []
     for metric in LATENT_METRICS:
         for task in tasks + ["mean"]:

@@ -29,12 +29,12 @@ from .fairness import FairnessResult, fairness
 from .law import MIN_POINTS, FitDescription, LawFit, describe_fit, fit_points
 from .leaderboard import PerItem
 from .signals import SignalResult, law_residual_signal
-from .task_weights import Group, groups_of, sizes_of, task_shares, weighted_mean
+from .task_weights import grouping, task_shares, weighted_mean
 from .training import TrainingResult, training_phases
 
 __all__ = ["LawAndFairness", "LawSection", "MUI_SETTINGS", "Points", "averages", "finite", "law_and_fairness",
            "law_points", "law_section", "law_signal", "one_definition", "one_point_per_weights", "settings_differ",
-           "strip_settings", "task_groups", "training_section"]
+           "strip_settings", "training_section"]
 
 #: the MUI settings a law point records; points of one task at different settings are not comparable
 MUI_SETTINGS = ("definition", "mode", "top_ratio", "rho", "n_samples")
@@ -318,7 +318,7 @@ def training_section(results: dict, law_pts: dict, per_item: PerItem | None = No
     if len(ck) < 2:
         return None
     sub = {m: law_pts[m] for m in ck}
-    groups, sizes = task_groups(results)
+    groups, sizes = grouping(results.get("models") or {})
     avg, common, dropped = averages(sub, groups, sizes)
     for p in avg:
         p["checkpoint"] = ck[p["label"]]
@@ -330,15 +330,6 @@ def training_section(results: dict, law_pts: dict, per_item: PerItem | None = No
     if out is not None:
         out["tasks"], out["tasks_dropped"] = common, dropped
     return out
-
-
-def task_groups(results: dict[str, Any]) -> tuple[dict[str, Group], dict[str, int]]:
-    """{task: its lm-eval group} and {task: its number of items} of a results-shaped document: what weighs an
-    lm-eval group's tasks as one task in a mean over tasks (:mod:`reporter.analyse.task_weights`).
-    """
-    models = results.get("models") or {}
-    tasks = sorted({t for e in models.values() for t in ((e or {}).get("tasks") or {})})
-    return groups_of(models, tasks), sizes_of(models, tasks)
 
 
 class LawAndFairness(NamedTuple):
@@ -369,7 +360,7 @@ def law_and_fairness(results: dict[str, Any], per_item: dict[str, dict[str, dict
     notes: list[str] = []
     law_pts, base_pts, left_out = law_points(results)
     one_definition(law_pts, left_out)
-    groups, sizes = task_groups(results)
+    groups, sizes = grouping(results.get("models") or {})
     law, fits, avg = law_section(law_pts, seed, n_resamples, groups, sizes)
     law["left_out"] = left_out
 

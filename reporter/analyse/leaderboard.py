@@ -41,7 +41,7 @@ from ..schema import NotRanked, Ties, is_untrained
 from ..store.layout import SAMPLES, RunDir
 from ..store.samples import item_scores
 from ..tasks import is_probe
-from .task_weights import SHARES_RULE, groups_of, task_shares, weighted_mean
+from .task_weights import SHARES_RULE, groups_of, sizes_of, task_shares, weighted_mean
 
 __all__ = ["leaderboard", "per_item_scores", "PLANNED_DIFFERENCE", "FALLBACK_CHANCE", "Leaderboard", "PowerAdvice"]
 
@@ -183,9 +183,7 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
                                     + ("; " + SHARES_RULE if any(v != 1.0 for v in rshares.values()) else "")}
     # the references' means weigh the tasks by the same rule as the ranking; a group's tasks by their number of items
     # in the task (the ranking: by the items every ranked model answered, the same where every model answered all)
-    sizes = {t: max((int((e.get("tasks") or {}).get(t, {}).get("n") or 0) for e in usable.values()), default=0)
-             for t in benchmarks}
-    wshares, wunits = task_shares(benchmarks, groups, sizes)
+    wshares, wunits = task_shares(benchmarks, groups, sizes_of(usable, benchmarks))
 
     def mean(values: dict[str, float]) -> float:
         return weighted_mean(values, wshares, wunits)

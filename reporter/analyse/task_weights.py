@@ -21,7 +21,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["Group", "aggregated_groups", "groups_of", "sizes_of", "task_shares", "weighted_mean", "SHARES_RULE"]
+__all__ = ["Group", "aggregated_groups", "grouping", "groups_of", "sizes_of", "task_shares", "weighted_mean",
+           "SHARES_RULE"]
 
 #: the rule, in words, for the ranking's ``method``
 SHARES_RULE = ("an lm-eval group that lm-eval aggregates counts as one task, its tasks weighted as the group's YAML "
@@ -139,6 +140,20 @@ def sizes_of(models: Mapping[str, Mapping[str, Any]], tasks: Sequence[str]) -> d
               if isinstance(n := (((e or {}).get("tasks") or {}).get(t) or {}).get("n"), int)]
         out[t] = max(ns, default=0)
     return out
+
+
+def grouping(models: Mapping[str, Mapping[str, Any]],
+             tasks: Sequence[str] | None = None) -> tuple[dict[str, Group], dict[str, int]]:
+    """{task: its lm-eval group} (:func:`groups_of`) and {task: its number of items} (:func:`sizes_of`) of
+    ``models`` (results.json's ``models``, a board's rows), over ``tasks`` (default: every task any model has):
+    what :func:`task_shares` needs.
+
+    >>> grouping({"a": {"lm_eval_groups": {"g": {"subtasks": ["x", "y"]}}, "tasks": {"x": {"n": 3}, "y": {"n": 1}}}})
+    ({'x': 'g', 'y': 'g'}, {'x': 3, 'y': 1})
+    """
+    if tasks is None:
+        tasks = sorted({t for e in models.values() for t in ((e or {}).get("tasks") or {})})
+    return groups_of(models, tasks), sizes_of(models, tasks)
 
 
 def task_shares(tasks: Sequence[str], groups: Mapping[str, str], sizes: Mapping[str, float]) -> tuple[dict[str, float],

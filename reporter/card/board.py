@@ -22,7 +22,7 @@ from typing import Any
 import altair as alt
 import markupsafe
 
-from ..analyse.task_weights import groups_of, sizes_of, task_shares
+from ..analyse.task_weights import grouping, task_shares, weighted_mean
 from ..errors import UserError
 from ..store.atomic import write_bytes, write_json
 from ..store.layout import CARD_FILES, MODEL_INDEX_DIR
@@ -66,17 +66,14 @@ def _rows(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         "available") else {}
     not_ranked = {r["model"]: r["reason"] for r in board.get("not_ranked") or []}
     out: dict[str, list[dict[str, Any]]] = {"ranked": [], "unranked": [], "references": []}
-    entries = dict(enumerate(doc["rows"]))  # an lm-eval group counts as one task in the mean, as in the ranking
-    shares, units = task_shares(doc["ranking_tasks"], groups_of(entries, doc["ranking_tasks"]),
-                                sizes_of(entries, doc["ranking_tasks"]))
+    # an lm-eval group counts as one task in the mean, as in the ranking
+    shares, units = task_shares(doc["ranking_tasks"], *grouping(dict(enumerate(doc["rows"])), doc["ranking_tasks"]))
     for row in doc["rows"]:
         scores = {t: row["tasks"][t]["score"] for t in doc["ranking_tasks"] if t in row["tasks"]
                   and finite(row["tasks"][t].get("score"))}
         r = ranking.get(row["model"])
         f = fair.get(row["model"])
-        mean = None if not scores or len(scores) != len(doc["ranking_tasks"]) else (
-            sum(scores.values()) / len(scores) if all(v == 1.0 for v in shares.values())
-            else sum(scores[t] * v for t, v in shares.items()) / units)
+        mean = weighted_mean(scores, shares, units) if scores and len(scores) == len(doc["ranking_tasks"]) else None
         view = {"row": row, "rank": r, "fair": f, "mean": mean,
                 "reason": not_ranked.get(row["model"]),
                 "cells": [{"task": t, "group": _group_of(doc, t), "score": _score_cell(row["tasks"].get(t)),

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..analyse.task_weights import groups_of, sizes_of, task_shares
+from ..analyse.task_weights import grouping, task_shares
 from ..metrics.mui import DEFINITION_TEXT, LEGACY_DEFINITION, k_mui_eval, k_per_layer
 from ..schema import Results, TaskSummary, is_untrained, validate
 from ..store.gate import check_version, open_run
@@ -108,30 +108,27 @@ def _averages(card: dict[str, Any]) -> None:
     counting as one task (:mod:`reporter.analyse.task_weights`, as the analysis's ranking does).
     """
     bench = card["benchmarks"]
-    entries = dict(enumerate(card["models"]))
-    groups = groups_of(entries, bench)
-    shares, units = task_shares(bench, groups, sizes_of(entries, bench))
-    grouped = any(v != 1.0 for v in shares.values())
+    groups, sizes = grouping(dict(enumerate(card["models"])), bench)
+    w, k = task_shares(bench, groups, sizes)  # each task's share of a unit, and the units (no group: 1s, #tasks)
     # the lm-eval groups the mean counts as one task each, with their number of tasks (the card's sentences)
     card["mean_groups"] = ([{"name": g, "tasks": sum(1 for x in groups.values() if x == g)}
-                            for g in sorted(set(groups.values()))] if grouped else [])
+                            for g in sorted(set(groups.values()))] if any(v != 1.0 for v in w.values()) else [])
     for m in card["models"]:
-        ts = [m["tasks"][t] for t in bench if t in m["tasks"]]
+        ts = {t: m["tasks"][t] for t in bench if t in m["tasks"]}
         m["complete"] = bool(bench) and len(ts) == len(bench)
         m["avg"] = m["avg_lo"] = m["avg_hi"] = m["avg_mui"] = m["avg_mui_sae"] = None
         m["sae_tasks"] = [t for t in bench if (m["tasks"].get(t) or {}).get("mui_sae") is not None]
         m["sae_settings"] = m["tasks"][m["sae_tasks"][0]]["mui_sae_settings"] if m["sae_tasks"] else None
-        if m["complete"] and grouped:
-            _weighted_averages(m, {t: m["tasks"][t] for t in bench}, {t: v / units for t, v in shares.items()})
-        elif m["complete"]:
-            k = len(ts)
-            m["avg"] = sum(t["score"] for t in ts) / k
-            m["avg_lo"] = max(0.0, m["avg"] - math.sqrt(sum((t["score"] - t["ci_low"]) ** 2 for t in ts)) / k)
-            m["avg_hi"] = min(1.0, m["avg"] + math.sqrt(sum((t["ci_high"] - t["score"]) ** 2 for t in ts)) / k)
-            if all(t["mui"] is not None for t in ts):
-                m["avg_mui"] = sum(t["mui"] for t in ts) / k
-            if all(t.get("mui_sae") is not None for t in ts):
-                m["avg_mui_sae"] = sum(t["mui_sae"] for t in ts) / k
+        if m["complete"]:  # the half-widths combine in quadrature with the same weights
+            m["avg"] = sum(w[t] * s["score"] for t, s in ts.items()) / k
+            m["avg_lo"] = max(0.0, m["avg"] - math.sqrt(sum((w[t] * (s["score"] - s["ci_low"])) ** 2
+                                                            for t, s in ts.items())) / k)
+            m["avg_hi"] = min(1.0, m["avg"] + math.sqrt(sum((w[t] * (s["ci_high"] - s["score"])) ** 2
+                                                            for t, s in ts.items())) / k)
+            if all(s["mui"] is not None for s in ts.values()):
+                m["avg_mui"] = sum(w[t] * s["mui"] for t, s in ts.items()) / k
+            if all(s.get("mui_sae") is not None for s in ts.values()):
+                m["avg_mui_sae"] = sum(w[t] * s["mui_sae"] for t, s in ts.items()) / k
     _ranks(card)
     a = card["analysis"] or {}
     fair = {f["model"]: f for f in ((a.get("fairness") or {}).get("per_model") or [])}
@@ -144,19 +141,6 @@ def _averages(card: dict[str, Any]) -> None:
                        + ([("weak", m["status"])] if m["status"] in ("partial", "pending") else [])
                        + ([("info", "untrained reference")] if m["reference"] else [])
                        + ([("info", "quantised (GGUF)")] if m["meta"].get("source_type") == "packaged" else []))
-
-
-def _weighted_averages(m: dict[str, Any], ts: dict[str, dict[str, Any]], w: dict[str, float]) -> None:
-    """:func:`_averages` where the tasks weigh ``w`` (summing to 1): the weighted mean, its CI half-widths combined
-    in quadrature with the same weights.
-    """
-    m["avg"] = sum(w[t] * s["score"] for t, s in ts.items())
-    m["avg_lo"] = max(0.0, m["avg"] - math.sqrt(sum((w[t] * (s["score"] - s["ci_low"])) ** 2 for t, s in ts.items())))
-    m["avg_hi"] = min(1.0, m["avg"] + math.sqrt(sum((w[t] * (s["ci_high"] - s["score"])) ** 2 for t, s in ts.items())))
-    if all(s["mui"] is not None for s in ts.values()):
-        m["avg_mui"] = sum(w[t] * s["mui"] for t, s in ts.items())
-    if all(s.get("mui_sae") is not None for s in ts.values()):
-        m["avg_mui_sae"] = sum(w[t] * s["mui_sae"] for t, s in ts.items())
 
 
 def _ranks(card: dict[str, Any]) -> None:
