@@ -347,6 +347,28 @@ def test_a_board_reads_a_groups_equal_weighting_from_the_runs_files(lm_eval_run,
     assert row["tasks"]["mmlu_anatomy"]["lm_eval_group_by_size"] is False
 
 
+def test_the_board_page_says_how_much_each_task_weighs_in_the_mean(lm_eval_run, tmp_path):
+    """The board's columns show each of a group's tasks, and its Mean is not their plain mean: the page says each
+    task's weight. (One model of the real run taken as trained, on a copy, so that the board ranks it.)"""
+    import re
+
+    from reporter.analyse.board import build_board
+    from reporter.card.board import write_board
+
+    from .conftest import copy_run
+
+    run = copy_run(lm_eval_run["run"], tmp_path / "run")
+    res = json.loads((run / "results.json").read_text())
+    res["models"]["Llama chat"]["source"] = str(tmp_path / "a-local-model")
+    res["models"]["Llama chat"]["meta"]["source_type"] = "local"
+    (run / "results.json").write_text(json.dumps(res))
+    doc = build_board([run], n_resamples=100)
+    assert [m["model"] for m in doc["leaderboard"]["ranking"]["models"]] == ["Llama chat"]
+    text = re.sub(r"<[^>]+>|\s+", " ", write_board(doc, tmp_path / "site")["index"].read_text())
+    assert ("count an lm-eval group as one task, its tasks weighted as lm-eval weighs them in the group: "
+            "arc_challenge 50.0 %, mmlu_anatomy 16.7 %, mmlu_astronomy 16.7 %, mmlu_virology 16.7 % of the mean") in text
+
+
 def test_the_law_and_the_training_phases_of_a_results_document_weigh_a_group_as_one_task():
     """law_and_fairness and training_section take the grouping from the document itself: the per-model average
     points of three trained checkpoints (one task and a two-subject group of unequal sizes) against plain means."""
