@@ -817,3 +817,39 @@ def test_a_failed_models_reason_ending_in_a_period_gets_no_second_one():
     said = [w for _, w in card_warnings(card) if "failed to evaluate" in w]
     assert said == ["m failed to evaluate: model 'm': tokenizer.json is not a valid JSON file.",
                     "n failed to evaluate: model 'n': out of memory."]
+
+
+def test_charts_carry_their_rows_by_name_and_give_the_spec_altair_gives_inline_rows(monkeypatch):
+    """The charts are built with their rows as a named dataset (Altair deep-copies inline rows at every method
+    call); the finished spec must be the one inline rows give, to the byte: every chart and print version of the
+    9-model fixture, the compare chart, and no rows left behind."""
+    import json as _json
+
+    from reporter.card import charts, compare
+
+    card = build_card(*_load("full"))
+
+    def every_spec():
+        specs = charts.chart_specs(card)
+        specs.update({f"print {k}": v for k, v in charts.print_specs(card, list(charts.STATIC)).items()})
+        return specs
+
+    named = every_spec()
+    assert not charts._ROWS  # each finished chart took its rows out
+    assert "contamination_items" in named and "print contamination_items" in named and len(named) >= 10
+    assert all(named[k].get("datasets") for k in named)
+    monkeypatch.setattr(charts, "_data", lambda rows: {"values": rows})  # how Altair is given rows inline
+    inline = every_spec()
+    assert list(named) == list(inline)
+    for k in named:
+        assert _json.dumps(named[k]) == _json.dumps(inline[k]), k
+    # release notes' chart (compare.py), two pairs: a faceted layer
+    doc = {"pairs": [{"base": "a", "new": "b"}, {"base": "c", "new": "d"}],
+           "rows": [{"base_model": o, "new_model": n, "task": t, "delta": 0.01 * i, "ci_low": -0.1, "ci_high": 0.2,
+                     "status": "no significant change", "p_holm": 0.5}
+                    for i, (o, n, t) in enumerate([("a", "b", "arc"), ("a", "b", "mmlu"), ("c", "d", "arc")])]}
+    monkeypatch.undo()
+    named = compare.compare_chart(doc)
+    assert not charts._ROWS and len(next(iter(named["datasets"].values()))) == 3
+    monkeypatch.setattr(compare, "_data", lambda rows: {"values": rows})
+    assert _json.dumps(compare.compare_chart(doc)) == _json.dumps(named)

@@ -182,6 +182,16 @@ def test_the_shipped_table_is_built_from_the_controls_own_signals(control, tmp_p
     (ctl / "run").symlink_to(control["run"])
     (ctl / "control.json").write_text(json.dumps({"meta": {"seed": 0, "items": N_ITEMS, "tasks": ["arc_challenge"],
                                                            "epochs": 30, "lr": 1e-2}}))
+    shipped: dict = {}
+    real_ship = ep.ship
+
+    def ship(controls, *, draws, seed):  # each table once: ship_into below reads it three times with these arguments
+        key = (tuple(map(str, controls)), draws, seed)
+        if key not in shipped:
+            shipped[key] = real_ship(controls, draws=draws, seed=seed)
+        return shipped[key]
+
+    ep.ship = ship
     doc = ep.ship([ctl], draws=2, seed=0)
     assert doc["pairs"] == ["tiny/contaminated"] and doc["tests"] == list(ep.SHIP_TESTS)
     assert len(doc["option_order"]) == len(ep.SHIP_ITEMS) * len(ep.SHIP_ORDERS) and len(doc["split_min_k"]) == len(ep.SHIP_ITEMS)
@@ -200,6 +210,7 @@ def test_the_shipped_table_is_built_from_the_controls_own_signals(control, tmp_p
     with pytest.raises(ValueError, match="fine-tuned on arc_challenge, not on hellaswag alone"):
         ep.ship_into(current, [ctl], task="hellaswag", draws=2, seed=0)
     assert ep.ship_into(current, [ctl], task=None, draws=2, seed=0) == {**doc, "by_task": current["by_task"]}
+    assert list(shipped) == [((str(ctl),), 2, 0)]  # every table of the same controls and draws
 
 
 def test_the_null_study_mode_counts_the_published_orders_on_top_as_the_test_does(tmp_path):

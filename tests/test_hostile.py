@@ -748,13 +748,26 @@ def test_a_missing_dependency_is_one_line(finished_run, module, command, want, t
     assert not (tmp_path / "out").exists()
 
 
-def test_a_run_without_a_card_needs_no_pdf_renderer(tmp_path):
-    """--no-render writes no PDF: a machine without weasyprint runs it (a review found it refused)."""
+def test_a_run_without_a_card_needs_no_pdf_renderer(tmp_path, monkeypatch):
+    """--no-render writes no PDF: a machine without weasyprint runs it (a review found it refused). In this process,
+    with weasyprint unimportable as :data:`_BLOCK` makes it (reporter imports it only where it renders a PDF, so
+    nothing imported before holds it; the test above checks the refusal in a fresh process)."""
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "weasyprint":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    for name in [m for m in sys.modules if m.split(".")[0] == "weasyprint"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [Block(), *sys.meta_path])
+    with pytest.raises(ModuleNotFoundError):
+        import weasyprint  # noqa: F401
     models = _models(tmp_path, PROFILE)
-    r = subprocess.run([sys.executable, "-c", _BLOCK.format(module="weasyprint"), "run", str(models), "-o",
-                        str(tmp_path / "out"), "--no-progress", "--no-render"], capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0 and (tmp_path / "out" / "results.json").is_file(), r.stderr[-2000:]
+    r = _invoke("run", str(models), "-o", str(tmp_path / "out"), "--no-progress", "--no-render")
+    assert r.exit_code == 0 and (tmp_path / "out" / "results.json").is_file(), r.output[-2000:]
+    assert not list((tmp_path / "out").glob("card*"))
+    r = _invoke("run", str(models), "-o", str(tmp_path / "out"), "--no-progress")  # with the PDF: refused
+    assert r.exit_code == 2 and "the PDF needs weasyprint, which is not installed" in r.output, r.output
 
 
 # --- the environment: caches and outputs that cannot be written, a full disk ---------------------------------

@@ -365,3 +365,37 @@ def test_no_progress_hides_the_gguf_conversions_own_bar(capfd):
         err = capfd.readouterr().err
         assert ("de-quantizing" in err) is shown, (shown, err)
     assert gguf_utils.tqdm(range(1)).disable is False  # the module's own bar, back as it was
+
+
+def test_a_tokenizer_read_again_in_one_process_is_a_private_copy_and_an_edited_one_is_read_anew(tmp_path):
+    """A local tokenizer is parsed once per process and handed out as copies: each model gets its own object (what
+    one model's code changes on it, another never sees), equal to a fresh parse; an edited directory is read again."""
+    import time
+
+    from transformers import AutoTokenizer
+
+    from reporter.models import loading
+    from reporter.models.packaged import tokenizer_dir
+
+    src = tokenizer_dir(PACKAGED["smollm2-135m-instruct"])
+    d = tmp_path / "tok"
+    shutil.copytree(src, d)
+    text = "Hello wörld 🙂 What is 2+2?"
+    first = loading.load_tokenizer(str(d))
+    first.padding_side, first.pad_token = "left", "<|im_start|>"
+    second = loading.load_tokenizer(str(d))
+    fresh = AutoTokenizer.from_pretrained(str(d))
+    assert second is not first and second.padding_side == fresh.padding_side != "left"
+    assert second.pad_token == (fresh.pad_token or fresh.eos_token) != "<|im_start|>"
+    assert second(text).input_ids == fresh(text).input_ids and len(second) == len(fresh)
+    second.padding_side = "left"  # a copy from the memo, changed: the next one is not
+    third = loading.load_tokenizer(str(d))
+    assert third is not second and third.padding_side == fresh.padding_side
+    chat = [{"role": "user", "content": text}]
+    assert second.apply_chat_template(chat, tokenize=False) == fresh.apply_chat_template(chat, tokenize=False)
+    # an edit (a new chat template) is read: the memo is keyed by the files' sizes and times
+    time.sleep(0.01)
+    (d / "chat_template.jinja").write_text("{% for m in messages %}[{{ m['content'] }}]{% endfor %}")
+    edited = loading.load_tokenizer(str(d))
+    assert edited.apply_chat_template(chat, tokenize=False) == f"[{text}]"
+    assert loading.load_tokenizer(str(d)).apply_chat_template(chat, tokenize=False) == f"[{text}]"

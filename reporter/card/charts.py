@@ -13,6 +13,8 @@ spec into SVG and inlines the Vega bundle.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Any, Callable, Iterable
 
@@ -47,11 +49,39 @@ FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
 WIDTH = 560
 
 
+#: the rows of the charts being built, by dataset name (see :func:`_data`); :func:`_finish` takes them out
+_ROWS: dict[str, list[dict[str, Any]]] = {}
+
+
+def _dataset_name(rows: list[dict[str, Any]]) -> str:
+    """The name Altair gives inline rows in a spec's top-level ``datasets`` (a hash of their JSON)."""
+    if rows == [{}]:
+        return "empty"
+    return "data-" + hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
 def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Inline rows as a plain dict: Altair moves them to the spec's top-level ``datasets`` untouched
-    (``alt.Data(values=rows)`` wraps and validates every row, seconds on a card's per-item charts).
+    """Rows as a named dataset that :func:`_finish` puts in the spec's top-level ``datasets``, where Altair puts
+    inline rows itself and under the same name: the spec is the one ``{"values": rows}`` gives, but the chart
+    carries only the name while it is built. Altair deep-copies a chart's data at every method call (``encode``,
+    ``properties``, ``configure_*``, each layer), which was most of a card's chart time on per-item charts.
     """
-    return {"values": rows}
+    name = _dataset_name(rows)
+    _ROWS[name] = rows
+    return {"name": name}
+
+
+def _named_data(spec: Any, found: dict[str, list[dict[str, Any]]]) -> None:
+    """The rows of every dataset of :func:`_data` that ``spec`` names, in the order Altair meets them."""
+    if isinstance(spec, dict):
+        data = spec.get("data")
+        if isinstance(data, dict) and set(data) == {"name"} and data["name"] in _ROWS:
+            found.setdefault(data["name"], _ROWS[data["name"]])
+        for v in spec.values():
+            _named_data(v, found)
+    elif isinstance(spec, list):
+        for v in spec:
+            _named_data(v, found)
 
 
 def _title(text: str, subtitle: str | list[str] | None = None) -> alt.TitleParams:
@@ -63,8 +93,15 @@ def _finish(chart: Any, title: str, subtitle: Any = None) -> dict[str, Any]:
     chart = chart.properties(title=_title(title, subtitle)).configure(font=FONT, background="white")
     chart = chart.configure_axis(labelFontSize=11, titleFontSize=12, gridColor="#e6e6e6")
     chart = chart.configure_legend(labelFontSize=11, titleFontSize=11, labelLimit=220)
-    return validated(chart.configure_view(stroke=None).configure_header(labelFontSize=11, titleFontSize=12)
-                     .to_dict(validate=False))
+    spec = chart.configure_view(stroke=None).configure_header(labelFontSize=11, titleFontSize=12).to_dict(
+        validate=False)
+    found: dict[str, list[dict[str, Any]]] = {}
+    _named_data(spec, found)
+    if found:
+        spec.setdefault("datasets", {}).update(found)
+        for name in found:
+            _ROWS.pop(name, None)
+    return validated(spec)
 
 
 def _charted(card: dict[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 import time
@@ -64,13 +65,55 @@ def resolve_dtype(requested: str, run_default: str, device: torch.device) -> tor
 
 
 def load_tokenizer(path: str, **kw: Any) -> Any:
-    """A Hugging Face tokenizer with a pad token (the EOS token when it has none)."""
+    """A Hugging Face tokenizer with a pad token (the EOS token when it has none).
+
+    A local directory's tokenizer is parsed once per process and handed out as a copy: several models of a run
+    often share one (random models borrow a packaged model's), and parsing SmolLM2's 49,152-token ``tokenizer.json``
+    costs about twice the copy. The memo is keyed by the directory's files (names, sizes, modification times) and
+    the keyword arguments, so an edited tokenizer is read again.
+
+    >>> a = load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
+    >>> b = load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
+    >>> a is not b and a("Hi there").input_ids == b("Hi there").input_ids and a.pad_token == b.pad_token
+    True
+    """
+    key = _tokenizer_key(path, kw)
+    if key is not None and key in _TOKENIZERS:
+        _TOKENIZERS[key] = _TOKENIZERS.pop(key)  # the most recently used last
+        return copy.deepcopy(_TOKENIZERS[key])
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(path, **kw)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    if key is not None:
+        try:
+            _TOKENIZERS[key] = copy.deepcopy(tok)  # the memo's own copy: the caller may change the one it gets
+        except Exception:  # a tokenizer class that cannot be copied (remote code …) is parsed every time
+            return tok
+        while len(_TOKENIZERS) > _TOKENIZERS_KEPT:
+            _TOKENIZERS.pop(next(iter(_TOKENIZERS)))
     return tok
+
+
+#: tokenizers parsed in this process, by :func:`_tokenizer_key`; the least recently used beyond a few are dropped
+_TOKENIZERS: dict[tuple[Any, ...], Any] = {}
+_TOKENIZERS_KEPT = 4
+
+
+def _tokenizer_key(path: str, kw: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What a local tokenizer directory's tokenizer depends on: the directory, its files' names, sizes and times,
+    and the loading arguments; None for anything else (a hub id: its files are resolved by revision).
+    """
+    d = Path(path)
+    try:
+        if not d.is_dir():
+            return None
+        files = tuple((p.name, st.st_size, st.st_mtime_ns) for p in sorted(d.iterdir())
+                      if p.is_file() and (st := p.stat()))
+        return (str(d.resolve()), json.dumps(kw, sort_keys=True, default=repr), files)
+    except (OSError, TypeError, ValueError):
+        return None
 
 
 def _damaged_json(folder: str) -> str | None:
