@@ -835,7 +835,6 @@ def test_charts_carry_their_rows_by_name_and_give_the_spec_altair_gives_inline_r
         return specs
 
     named = every_spec()
-    assert not charts._ROWS  # each finished chart took its rows out
     assert "contamination_items" in named and "print contamination_items" in named and len(named) >= 10
     assert all(named[k].get("datasets") for k in named)
     monkeypatch.setattr(charts, "_data", lambda rows: {"values": rows})  # how Altair is given rows inline
@@ -850,6 +849,24 @@ def test_charts_carry_their_rows_by_name_and_give_the_spec_altair_gives_inline_r
                     for i, (o, n, t) in enumerate([("a", "b", "arc"), ("a", "b", "mmlu"), ("c", "d", "arc")])]}
     monkeypatch.undo()
     named = compare.compare_chart(doc)
-    assert not charts._ROWS and len(next(iter(named["datasets"].values()))) == 3
+    assert len(next(iter(named["datasets"].values()))) == 3
     monkeypatch.setattr(compare, "_data", lambda rows: {"values": rows})
     assert _json.dumps(compare.compare_chart(doc)) == _json.dumps(named)
+
+
+def test_two_charts_of_the_same_rows_built_together_each_keep_them():
+    """Two charts whose rows are equal (one dataset name), both built before either is finished: each finished
+    spec holds the rows; a name whose rows were dropped mid-build is an error, not a chart without data."""
+    import altair as alt
+
+    from reporter.card import charts
+
+    rows = [{"x": 1, "y": 2}, {"x": 2, "y": 3}]
+    a = alt.Chart(charts._data(rows)).mark_point().encode(x="x:Q", y="y:Q")
+    b = alt.Chart(charts._data(list(rows))).mark_line().encode(x="x:Q", y="y:Q")
+    for chart in (charts._finish(a, "a"), charts._finish(b, "b")):
+        assert list(chart["datasets"].values()) == [rows] and chart["data"] == {"name": next(iter(chart["datasets"]))}
+    c = alt.Chart(charts._data([{"x": 9}])).mark_point().encode(x="x:Q")
+    charts._ROWS.clear()
+    with pytest.raises(RuntimeError, match="chart 'c': the rows of dataset"):
+        charts._finish(c, "c")

@@ -49,7 +49,8 @@ FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
 WIDTH = 560
 
 
-#: the rows of the charts being built, by dataset name (see :func:`_data`); :func:`_finish` takes them out
+#: the rows of the charts being built, by dataset name (see :func:`_data`); a name is a hash of its rows, so an entry
+#: is never stale, and :func:`chart_specs` and :func:`print_specs` start each card's charts with none kept
 _ROWS: dict[str, list[dict[str, Any]]] = {}
 
 
@@ -71,12 +72,13 @@ def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"name": name}
 
 
-def _named_data(spec: Any, found: dict[str, list[dict[str, Any]]]) -> None:
-    """The rows of every dataset of :func:`_data` that ``spec`` names, in the order Altair meets them."""
+def _named_data(spec: Any, found: dict[str, list[dict[str, Any]] | None]) -> None:
+    """The rows of every dataset of :func:`_data` that ``spec`` names, in the order Altair meets them (None for a
+    name of that form whose rows are not at hand)."""
     if isinstance(spec, dict):
         data = spec.get("data")
-        if isinstance(data, dict) and set(data) == {"name"} and data["name"] in _ROWS:
-            found.setdefault(data["name"], _ROWS[data["name"]])
+        if isinstance(data, dict) and set(data) == {"name"} and str(data["name"]).startswith("data-"):
+            found.setdefault(data["name"], _ROWS.get(data["name"]))
         for v in spec.values():
             _named_data(v, found)
     elif isinstance(spec, list):
@@ -95,12 +97,13 @@ def _finish(chart: Any, title: str, subtitle: Any = None) -> dict[str, Any]:
     chart = chart.configure_legend(labelFontSize=11, titleFontSize=11, labelLimit=220)
     spec = chart.configure_view(stroke=None).configure_header(labelFontSize=11, titleFontSize=12).to_dict(
         validate=False)
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, list[dict[str, Any]] | None] = {}
     _named_data(spec, found)
-    if found:
-        spec.setdefault("datasets", {}).update(found)
-        for name in found:
-            _ROWS.pop(name, None)
+    datasets = spec.get("datasets") or {}
+    if lost := [name for name, rows in found.items() if rows is None and name not in datasets]:
+        raise RuntimeError(f"chart '{title}': the rows of dataset(s) {', '.join(lost)} were dropped while it was built")
+    if added := {name: rows for name, rows in found.items() if rows is not None}:
+        spec.setdefault("datasets", {}).update(added)
     return validated(spec)
 
 
@@ -129,6 +132,7 @@ def chart_specs(card: dict[str, Any], names: Iterable[str] | None = None) -> dic
     ``lpp_entropy``, ``lpp_pr_er``, ``overlap``, ``saturation``, ``training``, ``contamination_items``.
     """
     out = {}
+    _ROWS.clear()
     for name in (CHARTS.names() if names is None else names):
         if (spec := CHARTS.get(name)(card)) is not None:
             out[name] = chart_safe(spec)  # names neutral, labels cut on grapheme boundaries
@@ -144,6 +148,7 @@ def print_specs(card: dict[str, Any], names: Iterable[str]) -> dict[str, dict[st
     {}
     """
     out = {}
+    _ROWS.clear()
     for name in names:
         interactive, build = STATIC.get(name, (None, None))
         if build is not None and CHARTS.get(name) is interactive and (spec := build(card)) is not None:
