@@ -74,7 +74,8 @@ def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _named_data(spec: Any, found: dict[str, list[dict[str, Any]] | None]) -> None:
     """The rows of every dataset of :func:`_data` that ``spec`` names, in the order Altair meets them (None for a
-    name of that form whose rows are not at hand)."""
+    name of that form whose rows are not at hand).
+    """
     if isinstance(spec, dict):
         data = spec.get("data")
         if isinstance(data, dict) and set(data) == {"name"} and str(data["name"]).startswith("data-"):
