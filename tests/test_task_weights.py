@@ -401,3 +401,35 @@ def test_the_law_and_the_training_phases_of_a_results_document_weigh_a_group_as_
     # each step's interval is the grouped one (step_interval is checked against plain loops above)
     lo, hi = step_interval(per_item["c1"], per_item["c2"], sorted(sizes), seed=0, groups=groups)
     assert series["c2"]["dP_ci"] == [pytest.approx(lo / 100, abs=1e-12), pytest.approx(hi / 100, abs=1e-12)]
+
+
+def test_release_notes_mean_change_counts_the_group_as_one_task(lm_eval_run):
+    """compare.md's mean MUI and mean score change over a pair's tasks count an lm-eval group as one task, its tasks
+    weighted by their compared items as lm-eval weighs them; a plain loop over the rows gives the same numbers, and
+    the old unweighted mean (which the line no longer gives) differs."""
+    from reporter.analyse.compare import compare_runs
+    from reporter.card.compare import _context
+
+    run = lm_eval_run["run"]
+    doc = compare_runs(run, run, pairs=[("Untrained", "Llama chat")])
+    rows = [r for r in doc["rows"] if r.get("mui")]
+    group = {r["task"] for r in rows if r.get("lm_eval_unit") == "mmlu_mini"}
+    assert group == {"mmlu_anatomy", "mmlu_astronomy", "mmlu_virology"} and "arc_challenge" in {r["task"] for r in rows}
+    assert all(r["lm_eval_group_by_size"] is True for r in rows if r["task"] in group)
+    assert all("lm_eval_unit" not in r for r in rows if r["task"] not in group)
+    size = sum(r["n"] for r in rows if r["task"] in group)
+    want = {}
+    for key, get in (("base", lambda r: r["mui"]["base"]), ("new", lambda r: r["mui"]["new"]),
+                     ("delta", lambda r: r["delta"])):
+        total = 0.0
+        for r in rows:
+            total += get(r) * (r["n"] / size if r["task"] in group else 1.0)
+        want[key] = total / 2  # two units: arc_challenge and the group
+    line = _context(doc, escape=False)["mui_lines"][0]
+    assert f"mean MUI over 2 tasks ({len(rows)} compared; the lm-eval group mmlu_mini counts as one" in line, line
+    assert f"{want['base']:.3f}% → {want['new']:.3f}%" in line, (want, line)
+    from reporter.card.format import fmt_signed
+
+    assert f"moved by {fmt_signed(want['delta'])} pp on average (the mean of the task changes, weighted" in line, line
+    plain = sum(r["delta"] for r in rows) / len(rows)
+    assert fmt_signed(plain) != fmt_signed(want["delta"])  # the negative control: the old mean says otherwise

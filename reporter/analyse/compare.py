@@ -41,6 +41,7 @@ from ..store.samples import holds_task, read_samples
 from .compare_notes import cleared_note, evaluation_changes, left_out_notes, mui_notes, unfinished
 from .contamination import Severity
 from .numbers import tested_p
+from .task_weights import groups_of
 
 __all__ = ["COMPARE_VERSION", "LPP_KEYS", "compare_runs", "parse_pairs", "CompareDocument", "ComparisonRow", "LPPDelta"]
 
@@ -387,6 +388,9 @@ def _row(base: _Run, new: _Run, w: _Work, seed: int, mui_compared: bool) -> tupl
                        "test": c.test, "p_value": tested_p(c.p_value), "n_regressed": c.n01, "n_improved": c.n10,
                        "reference": is_untrained(base["results"]["models"][old]), "mui": None,
                        "contamination": {"base": b_sev, "new": n_sev, "change": _contamination_change(b_sev, n_sev)}})
+    # the lm-eval group the task counts in (a mean over tasks counts a group as one: release notes' mean change)
+    if unit := groups_of({"new": new["results"]["models"][nw], "base": base["results"]["models"][old]}, [task]).get(task):
+        row["lm_eval_unit"], row["lm_eval_group_by_size"] = str(unit), unit.by_size
     user_data = any(_task_settings(r, task).get("type") == "jsonl" for r in (base, new))  # not the benchmark's control
     if row["contamination"]["change"] == "cleared" and (note := cleared_note(_verdict(base, old, task),
                                                                              _verdict(new, nw, task),

@@ -20,6 +20,7 @@ import altair as alt
 
 from ..analyse.compare import LPP_KEYS
 from ..analyse.numbers import json_ready
+from ..analyse.task_weights import grouping, task_shares, weighted_mean
 from ..store.atomic import write_bytes, write_json
 from .assets import asset, html_environment, markdown_environment
 from .charts import PALETTE, _data, _finish
@@ -59,6 +60,18 @@ def compare_chart(doc: dict[str, Any]) -> dict[str, Any]:
     return _finish(chart, "Score change per task", "new − base, pp, with 95% CIs (see Method)")
 
 
+def _row_shares(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, float], int, list[str]]:
+    """Each task's share of the mean over one pair's tasks, the number of units, and the lm-eval groups that count
+    as one (:mod:`reporter.analyse.task_weights`; a row's ``lm_eval_unit``, sizes from its ``n``).
+    """
+    copies = {"rows": {"tasks": {r["task"]: {"n": r["n"], "lm_eval_unit": r.get("lm_eval_unit"),
+                                             "lm_eval_group_by_size": r.get("lm_eval_group_by_size")} for r in rows}}}
+    tasks = [r["task"] for r in rows]
+    groups, sizes = grouping(copies, tasks)
+    shares, units = task_shares(tasks, groups, sizes)
+    return shares, units, sorted(set(groups.values()))
+
+
 def _pair_label(r: dict[str, Any]) -> str:
     old, new = r.get("base_model"), r.get("new_model")
     return str(new) if old == new else f"{old} → {new}"
@@ -82,15 +95,25 @@ def _context(doc: dict[str, Any], escape: bool) -> dict[str, Any]:
     for pair in doc["pairs"]:
         mine = [r for r in mui_rows if (r["base_model"], r["new_model"]) == (pair["base"], pair["new"])]
         if mine:
-            b = sum(r["mui"]["base"] for r in mine) / len(mine)
-            n = sum(r["mui"]["new"] for r in mine) / len(mine)
-            s = sum(r["delta"] for r in mine) / len(mine)
+            shares, units, grouped = _row_shares(mine)
+
+            def mean(values: dict[str, float]) -> float:  # no group: the plain mean, as before groups weighed one
+                return weighted_mean(values, shares, units) if grouped else sum(values.values()) / len(values)
+
+            b = mean({r["task"]: r["mui"]["base"] for r in mine})
+            n = mean({r["task"]: r["mui"]["new"] for r in mine})
+            s = mean({r["task"]: r["delta"] for r in mine})
             effort = "more" if n > b else "less" if n < b else "the same"
             sig = sum(r["status"] in ("regression", "improvement") for r in mine)
-            mui_lines.append(f"{_pair_label(mine[0])}: mean MUI over {len(mine)} tasks {b:.3f}% → {n:.3f}% "
+            over = (f"{units} tasks ({len(mine)} compared; the lm-eval group{'s' if len(grouped) > 1 else ''} "
+                    f"{', '.join(grouped)} count{'' if len(grouped) > 1 else 's'} as one, "
+                    "its tasks weighted as lm-eval weighs them)" if grouped else f"{len(mine)} tasks")
+            mui_lines.append(f"{_pair_label(mine[0])}: mean MUI over {over} {b:.3f}% → {n:.3f}% "
                              f"({fmt_signed((n - b) / b, 0)}% relative, {effort} effort; MUI has no test here), while "
-                             f"the task scores moved by {fmt_signed(s)} pp on average (the unweighted mean of the "
-                             f"{len(mine)} task changes, {sig or 'none'} of them significant)"
+                             f"the task scores moved by {fmt_signed(s)} pp on average (the "
+                             + ("mean of the task changes, weighted the same way" if grouped
+                                else f"unweighted mean of the {len(mine)} task changes")
+                             + f", {sig or 'none'} of them significant)"
                              if b else f"{_pair_label(mine[0])}: MUI {b:.3f}% → {n:.3f}%")
     return {"doc": doc, "model": model, "who": who, "lpp_names": LPP_KEYS,
             "pair_name": lambda lp: esc(lp["new_model"] if lp["base_model"] == lp["new_model"]

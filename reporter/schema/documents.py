@@ -1064,6 +1064,11 @@ class ComparisonRow(TypedDict, total=False):
     p_holm: float
     significant: bool
     status: Required[Literal["regression", "improvement", "no significant change"]]
+    #: the lm-eval group this task counts in, where lm-eval aggregated one over it: release notes' mean over tasks
+    #: counts the group as one task (absent: a task of its own)
+    lm_eval_unit: str
+    #: whether that group weighs its tasks by their items (its YAML's ``weight_by_size``, lm-eval's default) or equally
+    lm_eval_group_by_size: bool
 
 
 class MetricDelta(TypedDict):
