@@ -433,3 +433,19 @@ def test_release_notes_mean_change_counts_the_group_as_one_task(lm_eval_run):
     assert f"moved by {fmt_signed(want['delta'])} pp on average (the mean of the task changes, weighted" in line, line
     plain = sum(r["delta"] for r in rows) / len(rows)
     assert fmt_signed(plain) != fmt_signed(want["delta"])  # the negative control: the old mean says otherwise
+
+
+@pytest.mark.parametrize("by_size, want", [(True, 0.25 * 0.75 + 0.5 * 0.25), (False, (0.25 + 0.5) / 2)])
+def test_a_group_rows_chance_level_weighs_its_tasks_as_its_score_does(by_size, want):
+    """The card's row of an lm-eval group shows lm-eval's aggregate, which weighs its tasks by their items (or
+    equally, ``weight_by_size: false``): its chance level is the same weighting of the tasks' chance levels (it was
+    their plain mean, 0.375 here for both)."""
+    from reporter.card.lm_eval import lm_eval_view
+
+    block = {"group": "mix", "metric": "acc,none", "output_type": "multiple_choice", "n_shot": 0}
+    tasks = {"four_way": {"chance": 0.25, "n": 30, "lm_eval": block}, "yes_no": {"chance": 0.5, "n": 10, "lm_eval": block}}
+    groups = {"mix": {"subtasks": ["four_way", "yes_no"], "metrics": {"acc,none": 0.4}, "weight_by_size": {"acc": by_size}}}
+    card = {"benchmarks": ["four_way", "yes_no"], "probes": [],
+            "models": [{"name": "m", "tasks": tasks, "lm_eval_groups": groups}]}
+    (row,) = lm_eval_view(card)["groups"]
+    assert row["chance"] == pytest.approx(want, abs=1e-15)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analyse.task_weights import Group, task_shares
+
 
 def stderr_key(metric: str) -> str:
     """lm-eval's name of a metric's standard error: ``acc,none`` -> ``acc_stderr,none``.
@@ -53,7 +55,7 @@ def lm_eval_view(card: dict[str, Any]) -> dict[str, Any] | None:
                        "n_shot": sorted({blocks[t].get("n_shot") for t in members} - {None}),
                        "task_versions": sorted({str(v) for t in members if (v := blocks[t].get("version")) is not None}),
                        "output_types": sorted({blocks[t].get("output_type") for t in members} - {None}),
-                       "chance": sum(chances) / len(chances) if len(chances) == len(members) else None,
+                       "chance": _group_chance(card, members, aggregates[g]) if len(chances) == len(members) else None,
                        "cells": _group_cells(card, g, metric),
                        "subgroups": [{"name": x, "metric": metric, "cells": _group_cells(card, x, metric)}
                                      for x in inside]})
@@ -63,6 +65,22 @@ def lm_eval_view(card: dict[str, Any]) -> dict[str, Any] | None:
             "own_tasks": any(t not in blocks for t in [*card["benchmarks"], *card.get("probes", [])]),
             "shots": sorted({b["n_shot"] for b in blocks.values() if b.get("n_shot") is not None}),
             "chat_template": sorted({bool(b.get("chat_template")) for b in blocks.values()})}
+
+
+def _group_chance(card: dict[str, Any], members: list[str], info: dict[str, Any]) -> float:
+    """A group's chance level: its tasks' chance levels weighted as lm-eval's aggregate of the group weighs their
+    scores (by their items unless the group's YAML sets ``weight_by_size: false``), so that it is the score of
+    chance-level answers on every task, where the group row shows lm-eval's aggregate.
+
+    >>> card = {"models": [{"tasks": {"a": {"chance": 0.25, "n": 30}, "b": {"chance": 0.5, "n": 10}}}]}
+    >>> _group_chance(card, ["a", "b"], {}), _group_chance(card, ["a", "b"], {"weight_by_size": {"acc": False}})
+    (0.3125, 0.375)
+    """
+    flags = info.get("weight_by_size")
+    by_size = not (isinstance(flags, dict) and any(v is False for v in flags.values()))
+    shares, units = task_shares(members, {t: Group("group", by_size) for t in members},
+                                {t: _first(card, t, "n") or 0 for t in members})
+    return float(sum(shares[t] * _first(card, t, "chance") for t in members) / units)
 
 
 def _first(card: dict[str, Any], task: str, key: str) -> Any:
