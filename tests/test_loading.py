@@ -368,8 +368,9 @@ def test_no_progress_hides_the_gguf_conversions_own_bar(capfd):
 
 
 def test_a_tokenizer_read_again_in_one_process_is_a_private_copy_and_an_edited_one_is_read_anew(tmp_path):
-    """A local tokenizer is parsed once per process and handed out as copies: each model gets its own object (what
-    one model's code changes on it, another never sees), equal to a fresh parse; an edited directory is read again."""
+    """A local tokenizer asked for again in one process is kept and handed out as copies: each model gets its own
+    object (what one model's code changes on it, another never sees), equal to a fresh parse; an edited directory is
+    read again."""
     import time
 
     from transformers import AutoTokenizer
@@ -388,14 +389,19 @@ def test_a_tokenizer_read_again_in_one_process_is_a_private_copy_and_an_edited_o
     assert second is not first and second.padding_side == fresh.padding_side != "left"
     assert second.pad_token == (fresh.pad_token or fresh.eos_token) != "<|im_start|>"
     assert second(text).input_ids == fresh(text).input_ids and len(second) == len(fresh)
-    second.padding_side = "left"  # a copy from the memo, changed: the next one is not
+    second.padding_side = "left"  # the one the memo copied, changed: the next one is not
     third = loading.load_tokenizer(str(d))
     assert third is not second and third.padding_side == fresh.padding_side
+    third.padding_side = "left"  # a copy from the memo, changed: the next one is not
+    fourth = loading.load_tokenizer(str(d))
+    assert fourth is not third and fourth.padding_side == fresh.padding_side
+    assert fourth(text).input_ids == fresh(text).input_ids
+    key = loading._tokenizer_key(str(d), {})
+    assert key in loading._TOKENIZERS  # kept from the second request on: the third and fourth were copies
     chat = [{"role": "user", "content": text}]
     assert second.apply_chat_template(chat, tokenize=False) == fresh.apply_chat_template(chat, tokenize=False)
     # an edit (a new chat template) is read: the memo is keyed by the files' sizes and times
     time.sleep(0.01)
     (d / "chat_template.jinja").write_text("{% for m in messages %}[{{ m['content'] }}]{% endfor %}")
-    edited = loading.load_tokenizer(str(d))
-    assert edited.apply_chat_template(chat, tokenize=False) == f"[{text}]"
-    assert loading.load_tokenizer(str(d)).apply_chat_template(chat, tokenize=False) == f"[{text}]"
+    for _ in range(3):  # parsed, parsed and kept, copied
+        assert loading.load_tokenizer(str(d)).apply_chat_template(chat, tokenize=False) == f"[{text}]"

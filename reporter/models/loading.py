@@ -67,14 +67,15 @@ def resolve_dtype(requested: str, run_default: str, device: torch.device) -> tor
 def load_tokenizer(path: str, **kw: Any) -> Any:
     """A Hugging Face tokenizer with a pad token (the EOS token when it has none).
 
-    A local directory's tokenizer is parsed once per process and handed out as a copy: several models of a run
-    often share one (random models borrow a packaged model's), and parsing SmolLM2's 49,152-token ``tokenizer.json``
-    costs about twice the copy. The memo is keyed by the directory's files (names, sizes, modification times) and
-    the keyword arguments, so an edited tokenizer is read again.
+    A local directory's tokenizer asked for a second time in a process is kept, and from then on handed out as a
+    copy: several models of a run often share one (random models borrow a packaged model's), and parsing SmolLM2's
+    49,152-token ``tokenizer.json`` costs about twice the copy. The first request pays nothing for this (a run of
+    one model per tokenizer copies none). The memo is keyed by the directory's files (names, sizes, modification
+    times) and the keyword arguments, so an edited tokenizer is read again.
 
     >>> a = load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
-    >>> b = load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"])))
-    >>> a is not b and a("Hi there").input_ids == b("Hi there").input_ids and a.pad_token == b.pad_token
+    >>> b, c = (load_tokenizer(str(tokenizer_dir(PACKAGED["smollm2-135m-instruct"]))) for _ in range(2))
+    >>> a is not b is not c and a("Hi there").input_ids == b("Hi there").input_ids and a.pad_token == c.pad_token
     True
     """
     key = _tokenizer_key(path, kw)
@@ -86,7 +87,9 @@ def load_tokenizer(path: str, **kw: Any) -> Any:
     tok = AutoTokenizer.from_pretrained(path, **kw)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    if key is not None:
+    if key is not None and key not in _ASKED:
+        _ASKED.add(key)  # asked once: kept only if asked again
+    elif key is not None:
         try:
             _TOKENIZERS[key] = copy.deepcopy(tok)  # the memo's own copy: the caller may change the one it gets
         except Exception:  # a tokenizer class that cannot be copied (remote code …) is parsed every time
@@ -98,6 +101,8 @@ def load_tokenizer(path: str, **kw: Any) -> Any:
 
 #: tokenizers parsed in this process, by :func:`_tokenizer_key`; the least recently used beyond a few are dropped
 _TOKENIZERS: dict[tuple[Any, ...], Any] = {}
+#: the keys asked for once (a tokenizer is kept from its second request on)
+_ASKED: set[tuple[Any, ...]] = set()
 _TOKENIZERS_KEPT = 4
 
 
