@@ -866,6 +866,10 @@ def test_two_charts_of_the_same_rows_built_together_each_keep_them():
     b = alt.Chart(charts._data(list(rows))).mark_line().encode(x="x:Q", y="y:Q")
     for chart in (charts._finish(a, "a"), charts._finish(b, "b")):
         assert list(chart["datasets"].values()) == [rows] and chart["data"] == {"name": next(iter(chart["datasets"]))}
+    # one empty row: Altair names it "empty", not by its hash
+    empty = charts._finish(alt.Chart(charts._data([{}])).mark_text(text="none"), "e")
+    assert empty["datasets"] == {"empty": [{}]} == charts._finish(alt.Chart({"values": [{}]}).mark_text(text="none"),
+                                                                  "e")["datasets"]
     c = alt.Chart(charts._data([{"x": 9}])).mark_point().encode(x="x:Q")
     charts._ROWS.clear()
     with pytest.raises(RuntimeError, match="chart 'c': the rows of dataset"):

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["Group", "aggregated_groups", "grouping", "groups_of", "sizes_of", "task_shares", "weighted_mean",
-           "SHARES_RULE"]
+           "weighs_by_size", "SHARES_RULE"]
 
 #: the rule, in words, for the ranking's ``method``
 SHARES_RULE = ("an lm-eval group that lm-eval aggregates counts as one task, its tasks weighted as the group's YAML "
@@ -86,10 +86,23 @@ def aggregated_groups(entry: Mapping[str, Any] | None) -> dict[str, Group]:
     for g in sorted(flat, key=lambda g: (-len(flat[g]), g in inner, g)):
         flags = (groups[g] or {}).get("weight_by_size")
         recorded = isinstance(flags, Mapping) and bool(flags)
-        weigh = all(v is not False for v in flags.values()) if recorded and isinstance(flags, Mapping) else True
         for t in flat[g]:
-            out.setdefault(t, Group(g, weigh, recorded))
+            out.setdefault(t, Group(g, weighs_by_size(groups[g]), recorded))
     return out
+
+
+def weighs_by_size(info: Mapping[str, Any] | None) -> bool:
+    """Whether a group of ``lm_eval_groups.json`` (``info``) weighs its tasks by their items: unless its YAML set
+    ``weight_by_size: false`` for any metric it aggregates (not recorded, as in older runs: lm-eval's default, by
+    items).
+
+    >>> weighs_by_size({"weight_by_size": {"acc": True}}), weighs_by_size({"weight_by_size": {"acc": False}})
+    (True, False)
+    >>> weighs_by_size({})
+    True
+    """
+    flags = (info or {}).get("weight_by_size")
+    return not (isinstance(flags, Mapping) and any(v is False for v in flags.values()))
 
 
 def groups_of(models: Mapping[str, Mapping[str, Any]], tasks: Sequence[str]) -> dict[str, Group]:

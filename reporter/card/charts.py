@@ -78,8 +78,9 @@ def _named_data(spec: Any, found: dict[str, list[dict[str, Any]] | None]) -> Non
     """
     if isinstance(spec, dict):
         data = spec.get("data")
-        if isinstance(data, dict) and set(data) == {"name"} and str(data["name"]).startswith("data-"):
-            found.setdefault(data["name"], _ROWS.get(data["name"]))
+        name = data.get("name") if isinstance(data, dict) and set(data) == {"name"} else None
+        if isinstance(name, str) and (name in _ROWS or name.startswith("data-") or name == "empty"):
+            found.setdefault(name, _ROWS.get(name))
         for v in spec.values():
             _named_data(v, found)
     elif isinstance(spec, list):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analyse.task_weights import Group, task_shares
+from ..analyse.task_weights import Group, task_shares, weighs_by_size
 
 
 def stderr_key(metric: str) -> str:
@@ -76,9 +76,7 @@ def _group_chance(card: dict[str, Any], members: list[str], info: dict[str, Any]
     >>> _group_chance(card, ["a", "b"], {}), _group_chance(card, ["a", "b"], {"weight_by_size": {"acc": False}})
     (0.3125, 0.375)
     """
-    flags = info.get("weight_by_size")
-    by_size = not (isinstance(flags, dict) and any(v is False for v in flags.values()))
-    shares, units = task_shares(members, {t: Group("group", by_size) for t in members},
+    shares, units = task_shares(members, {t: Group("group", weighs_by_size(info)) for t in members},
                                 {t: _first(card, t, "n") or 0 for t in members})
     return float(sum(shares[t] * _first(card, t, "chance") for t in members) / units)
 
