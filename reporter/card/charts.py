@@ -13,14 +13,13 @@ spec into SVG and inlines the Vega bundle.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from typing import Any, Callable, Iterable
 
 import altair as alt
 
 from ..registry import Registry
+from .chart_rows import _ROWS, _data, with_rows
 from .format import finite as _finite
 from .format import num_or_none as _n
 from .format import pct_or_none as _pct
@@ -49,45 +48,6 @@ FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
 WIDTH = 560
 
 
-#: the rows of the charts being built, by dataset name (see :func:`_data`); a name is a hash of its rows, so an entry
-#: is never stale, and :func:`chart_specs` and :func:`print_specs` start each card's charts with none kept
-_ROWS: dict[str, list[dict[str, Any]]] = {}
-
-
-def _dataset_name(rows: list[dict[str, Any]]) -> str:
-    """The name Altair gives inline rows in a spec's top-level ``datasets`` (a hash of their JSON)."""
-    if rows == [{}]:
-        return "empty"
-    return "data-" + hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()[:32]
-
-
-def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rows as a named dataset that :func:`_finish` puts in the spec's top-level ``datasets``, where Altair puts
-    inline rows itself and under the same name: the spec is the one ``{"values": rows}`` gives, but the chart
-    carries only the name while it is built. Altair deep-copies a chart's data at every method call (``encode``,
-    ``properties``, ``configure_*``, each layer), which was most of a card's chart time on per-item charts.
-    """
-    name = _dataset_name(rows)
-    _ROWS[name] = rows
-    return {"name": name}
-
-
-def _named_data(spec: Any, found: dict[str, list[dict[str, Any]] | None]) -> None:
-    """The rows of every dataset of :func:`_data` that ``spec`` names, in the order Altair meets them (None for a
-    name of that form whose rows are not at hand).
-    """
-    if isinstance(spec, dict):
-        data = spec.get("data")
-        name = data.get("name") if isinstance(data, dict) and set(data) == {"name"} else None
-        if isinstance(name, str) and (name in _ROWS or name.startswith("data-") or name == "empty"):
-            found.setdefault(name, _ROWS.get(name))
-        for v in spec.values():
-            _named_data(v, found)
-    elif isinstance(spec, list):
-        for v in spec:
-            _named_data(v, found)
-
-
 def _title(text: str, subtitle: str | list[str] | None = None) -> alt.TitleParams:
     return alt.TitleParams(text, subtitle=subtitle or "", anchor="start", fontSize=14, subtitleFontSize=11,
                            subtitleColor="#444")
@@ -99,13 +59,7 @@ def _finish(chart: Any, title: str, subtitle: Any = None) -> dict[str, Any]:
     chart = chart.configure_legend(labelFontSize=11, titleFontSize=11, labelLimit=220)
     spec = chart.configure_view(stroke=None).configure_header(labelFontSize=11, titleFontSize=12).to_dict(
         validate=False)
-    found: dict[str, list[dict[str, Any]] | None] = {}
-    _named_data(spec, found)
-    datasets = spec.get("datasets") or {}
-    if lost := [name for name, rows in found.items() if rows is None and name not in datasets]:
-        raise RuntimeError(f"chart '{title}': the rows of dataset(s) {', '.join(lost)} were dropped while it was built")
-    if added := {name: rows for name, rows in found.items() if rows is not None}:
-        spec.setdefault("datasets", {}).update(added)
+    with_rows(spec, str(title))
     return validated(spec)
 
 
@@ -134,10 +88,12 @@ def chart_specs(card: dict[str, Any], names: Iterable[str] | None = None) -> dic
     ``lpp_entropy``, ``lpp_pr_er``, ``overlap``, ``saturation``, ``training``, ``contamination_items``.
     """
     out = {}
-    _ROWS.clear()
-    for name in (CHARTS.names() if names is None else names):
-        if (spec := CHARTS.get(name)(card)) is not None:
-            out[name] = chart_safe(spec)  # names neutral, labels cut on grapheme boundaries
+    try:
+        for name in (CHARTS.names() if names is None else names):
+            if (spec := CHARTS.get(name)(card)) is not None:
+                out[name] = chart_safe(spec)  # names neutral, labels cut on grapheme boundaries
+    finally:
+        _ROWS.clear()  # the finished specs hold their rows
     return out
 
 
@@ -150,11 +106,13 @@ def print_specs(card: dict[str, Any], names: Iterable[str]) -> dict[str, dict[st
     {}
     """
     out = {}
-    _ROWS.clear()
-    for name in names:
-        interactive, build = STATIC.get(name, (None, None))
-        if build is not None and CHARTS.get(name) is interactive and (spec := build(card)) is not None:
-            out[name] = chart_safe(spec)
+    try:
+        for name in names:
+            interactive, build = STATIC.get(name, (None, None))
+            if build is not None and CHARTS.get(name) is interactive and (spec := build(card)) is not None:
+                out[name] = chart_safe(spec)
+    finally:
+        _ROWS.clear()
     return out
 
 

@@ -20,9 +20,10 @@ import altair as alt
 
 from ..analyse.compare import LPP_KEYS
 from ..analyse.numbers import json_ready
-from ..analyse.task_weights import grouping, task_shares, weighted_mean
+from ..analyse.task_weights import Group, task_shares, weighted_mean
 from ..store.atomic import write_bytes, write_json
 from .assets import asset, html_environment, markdown_environment
+from .chart_rows import _ROWS
 from .charts import PALETTE, _data, _finish
 from .format import fmt_signed, md_escape
 from .vega import svg_data_uri, vl_version
@@ -57,18 +58,19 @@ def compare_chart(doc: dict[str, Any]) -> dict[str, Any]:
     layered = alt.layer(zero, bars, points, data=_data(rows)).properties(width=230 if several else 420, height=height)
     chart = layered.facet(facet=alt.Facet("model:N", title=None, sort=[_pair_label({"base_model": p["base"], "new_model": p["new"]})
                                                             for p in doc["pairs"]]), columns=2) if several else layered
-    return _finish(chart, "Score change per task", "new − base, pp, with 95% CIs (see Method)")
+    try:
+        return _finish(chart, "Score change per task", "new − base, pp, with 95% CIs (see Method)")
+    finally:
+        _ROWS.clear()
 
 
 def _row_shares(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, float], int, list[str]]:
     """Each task's share of the mean over one pair's tasks, the number of units, and the lm-eval groups that count
-    as one (:mod:`reporter.analyse.task_weights`; a row's ``lm_eval_unit``, sizes from its ``n``).
+    as one (:func:`reporter.analyse.task_weights.task_shares`; a row's ``lm_eval_unit``, sizes from its ``n``).
     """
-    copies = {"rows": {"tasks": {r["task"]: {"n": r["n"], "lm_eval_unit": r.get("lm_eval_unit"),
-                                             "lm_eval_group_by_size": r.get("lm_eval_group_by_size")} for r in rows}}}
-    tasks = [r["task"] for r in rows]
-    groups, sizes = grouping(copies, tasks)
-    shares, units = task_shares(tasks, groups, sizes)
+    groups = {r["task"]: Group(r["lm_eval_unit"], r.get("lm_eval_group_by_size") is not False)
+              for r in rows if r.get("lm_eval_unit")}
+    shares, units = task_shares([r["task"] for r in rows], groups, {r["task"]: r["n"] for r in rows})
     return shares, units, sorted(set(groups.values()))
 
 
