@@ -417,6 +417,10 @@ def test_release_notes_mean_change_counts_the_group_as_one_task(lm_eval_run):
     assert group == {"mmlu_anatomy", "mmlu_astronomy", "mmlu_virology"} and "arc_challenge" in {r["task"] for r in rows}
     assert all(r["lm_eval_group_by_size"] is True for r in rows if r["task"] in group)
     assert all("lm_eval_unit" not in r for r in rows if r["task"] not in group)
+    # the run has 2 items per subject, where weighing by items and weighing equally agree: other counts, as compared
+    # items of subjects of other sizes would give, tell the two apart
+    for r, n in zip([r for r in rows if r["task"] in group], (1, 2, 7)):
+        r["n"] = n
     size = sum(r["n"] for r in rows if r["task"] in group)
     want = {}
     for key, get in (("base", lambda r: r["mui"]["base"]), ("new", lambda r: r["mui"]["new"]),
@@ -433,6 +437,8 @@ def test_release_notes_mean_change_counts_the_group_as_one_task(lm_eval_run):
     assert f"moved by {fmt_signed(want['delta'])} pp on average (the mean of the task changes, weighted" in line, line
     plain = sum(r["delta"] for r in rows) / len(rows)
     assert fmt_signed(plain) != fmt_signed(want["delta"])  # the negative control: the old mean says otherwise
+    equal = sum(r["mui"]["base"] * (1 / 3 if r["task"] in group else 1.0) for r in rows) / 2
+    assert f"{equal:.3f}%" != f"{want['base']:.3f}%"  # and weighing the group's tasks equally would too
 
 
 @pytest.mark.parametrize("by_size, want", [(True, 0.25 * 0.75 + 0.5 * 0.25), (False, (0.25 + 0.5) / 2)])
