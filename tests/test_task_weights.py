@@ -258,6 +258,51 @@ def test_the_collect_stage_records_how_lm_evals_group_yaml_weighs_its_tasks(lmev
     assert _weight_by_size(resolved.loaded["groups"][name]) == {"acc": flag}
 
 
+def test_a_group_yaml_weighing_two_metrics_otherwise_weighs_the_tasks_by_the_metric_they_report(lmeval_env, tmp_path):
+    """lm-eval decides ``weight_by_size`` per aggregated metric: a group YAML may average ``acc`` by items and
+    ``acc_norm`` over its tasks equally. Reporter reads one metric of each task (``acc,none`` here), so the group's
+    tasks weigh as that metric's flag says, in the ranking's mean and in the group row's chance level; they were
+    weighed equally for any metric once one flag was false."""
+    from reporter.analyse.task_weights import groups_of
+    from reporter.card.lm_eval import lm_eval_view
+    from reporter.collect.lm_eval_score import _weight_by_size
+    from reporter.tasks.lm_eval_source import resolve
+
+    (tmp_path / "mmlu_two.yaml").write_text(
+        "group: mmlu_two\ntask: [mmlu_anatomy, mmlu_virology]\naggregate_metric_list:\n"
+        "  - metric: acc\n    weight_by_size: true\n  - metric: acc_norm\n    weight_by_size: false\n"
+        "metadata:\n  version: 1.0\n")
+    resolved = resolve("mmlu_two", (lmeval_env["packaged"], str(tmp_path)))
+    recorded = _weight_by_size(resolved.loaded["groups"]["mmlu_two"])
+    assert recorded == {"acc": True, "acc_norm": False}  # lm-eval's own Group object, as lm_eval_groups.json has it
+
+    sizes = {"arc": 20, "a": 4, "b": 12}
+    rng = np.random.default_rng(5)
+    per_item = {m: {t: {f"q{i}": float(rng.uniform() < p) for i in range(n)} for t, n in sizes.items()}
+                for m, p in (("strong", 0.8), ("weak", 0.4))}
+    for metric, leaf_weights in (("acc,none", {"a": 0.25, "b": 0.75}), ("acc_norm,none", {"a": 0.5, "b": 0.5})):
+        block = {"group": "mmlu_two", "metric": metric, "output_type": "multiple_choice", "n_shot": 0}
+
+        def entry(m):
+            return {"name": m, "source": f"./{m}", "status": "complete",
+                    "lm_eval_groups": {"mmlu_two": {"subtasks": ["a", "b"], "weight_by_size": recorded,
+                                                    "metrics": {metric: 0.5}}},
+                    "tasks": {t: {"score": float(np.mean(list(per_item[m][t].values()))), "n": n,
+                                  "chance": 0.25 if t == "a" else 0.5, **({"lm_eval": block} if t != "arc" else {})}
+                              for t, n in sizes.items()}}
+        models = {m: entry(m) for m in per_item}
+        assert groups_of(models, ["a"])["a"].by_size is (metric == "acc,none")
+        lb = leaderboard({"models": models, "comparisons": comparisons(per_item, seed=0)}, per_item, seed=0,
+                         n_resamples=100)
+        for row in lb["ranking"]["models"]:
+            means = {t: sum(per_item[row["model"]][t].values()) / len(per_item[row["model"]][t]) for t in sizes}
+            want = (means["arc"] + sum(w * means[t] for t, w in leaf_weights.items())) / 2
+            assert row["score"] == pytest.approx(want, abs=1e-12), metric
+        card = {"benchmarks": ["arc", "a", "b"], "probes": [], "models": list(models.values())}
+        (group_row,) = lm_eval_view(card)["groups"]
+        assert group_row["chance"] == pytest.approx(0.25 * leaf_weights["a"] + 0.5 * leaf_weights["b"], abs=1e-15)
+
+
 def test_the_real_lm_eval_run_records_its_groups_weighting(lm_eval_run):
     res = json.loads((lm_eval_run["run"] / "results.json").read_text())
     for e in res["models"].values():

@@ -29,7 +29,7 @@ from .task_weights import aggregated_groups
 __all__ = ["BOARD_VERSION", "LPP_KEYS", "MUI_KEYS", "BoardCache", "BoardRun", "contamination_state", "expand_runs",
            "load_runs"]
 
-BOARD_VERSION = 8
+BOARD_VERSION = 9  # 9: a group weighs its tasks by the flag of the metric they report (weighs_by_size)
 #: the LPP numbers a history page follows over versions
 LPP_KEYS = ("entropy_floor", "participation_ratio", "effective_rank")
 #: what identifies MUI settings: a MUI value compares only with one measured the same way on as many items

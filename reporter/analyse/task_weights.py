@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["Group", "aggregated_groups", "grouping", "groups_of", "sizes_of", "task_shares", "weighted_mean",
-           "weighs_by_size", "SHARES_RULE"]
+           "weighs_by_size", "task_metric", "SHARES_RULE"]
 
 #: the rule, in words, for the ranking's ``method``
 SHARES_RULE = ("an lm-eval group that lm-eval aggregates counts as one task, its tasks weighted as the group's YAML "
@@ -56,8 +56,8 @@ def aggregated_groups(entry: Mapping[str, Any] | None) -> dict[str, Group]:
     older runs its ``subtasks``, which may be subgroups). A tag (``ai2_arc``) or a group without an aggregate
     (``openllm``) is in none, so its tasks stay tasks of their own, and a group inside it that lm-eval aggregated
     (``openllm``'s ``mmlu``) is the unit of its tasks. Each group weighs its tasks by their items unless its YAML set
-    ``weight_by_size: false`` for any metric it aggregates (``weight_by_size`` recorded per metric; absent in older
-    runs: by items).
+    ``weight_by_size: false`` for the metric its tasks recorded (:func:`weighs_by_size`; ``weight_by_size`` is
+    recorded per metric, absent in older runs: by items).
 
     >>> e = {"lm_eval_groups": {"mmlu": {"subtasks": ["mmlu_stem"], "weight_by_size": {"acc": True}},
     ...                         "mmlu_stem": {"subtasks": ["mmlu_anatomy"], "weight_by_size": {"acc": False}},
@@ -86,13 +86,16 @@ def aggregated_groups(entry: Mapping[str, Any] | None) -> dict[str, Group]:
     for g in sorted(flat, key=lambda g: (-len(flat[g]), g in inner, g)):
         flags = (groups[g] or {}).get("weight_by_size")
         recorded = isinstance(flags, Mapping) and bool(flags)
+        by_size = weighs_by_size(groups[g], task_metric(entry, flat[g]))
         for t in flat[g]:
-            out.setdefault(t, Group(g, weighs_by_size(groups[g]), recorded))
+            out.setdefault(t, Group(g, by_size, recorded))
     return out
 
 
-def weighs_by_size(info: Mapping[str, Any] | None) -> bool:
-    """Whether a group of ``lm_eval_groups.json`` (``info``) weighs its tasks by their items: unless its YAML set
+def weighs_by_size(info: Mapping[str, Any] | None, metric: str | None = None) -> bool:
+    """Whether a group of ``lm_eval_groups.json`` (``info``) weighs its tasks by their items for ``metric`` (the
+    tasks' metric, ``acc`` or lm-eval's ``acc,none``): lm-eval decides it per aggregated metric (its YAML's
+    ``weight_by_size``), so the flag of that metric where the group recorded one; otherwise, unless it set
     ``weight_by_size: false`` for any metric it aggregates (not recorded, as in older runs: lm-eval's default, by
     items).
 
@@ -100,9 +103,32 @@ def weighs_by_size(info: Mapping[str, Any] | None) -> bool:
     (True, False)
     >>> weighs_by_size({})
     True
+    >>> mixed = {"weight_by_size": {"acc": True, "acc_norm": False}}
+    >>> weighs_by_size(mixed, "acc,none"), weighs_by_size(mixed, "acc_norm,none"), weighs_by_size(mixed)
+    (True, False, False)
     """
     flags = (info or {}).get("weight_by_size")
-    return not (isinstance(flags, Mapping) and any(v is False for v in flags.values()))
+    if not isinstance(flags, Mapping):
+        return True
+    name = metric.partition(",")[0] if isinstance(metric, str) else None
+    if name is not None and isinstance(flags.get(name), bool):
+        return bool(flags[name])
+    return not any(v is False for v in flags.values())
+
+
+def task_metric(entry: Mapping[str, Any] | None, tasks: Sequence[str]) -> str | None:
+    """The lm-eval metric (``acc,none``) the first of ``tasks`` that ``entry`` (a model of results.json) ran with
+    records: the metric reporter reads of a group's tasks, and so the one whose ``weight_by_size`` weighs them.
+
+    >>> task_metric({"tasks": {"b": {"lm_eval": {"metric": "acc_norm,none"}}}}, ["a", "b"])
+    'acc_norm,none'
+    """
+    summaries = (entry or {}).get("tasks") if isinstance(entry, Mapping) else None
+    for t in tasks:
+        block = ((summaries or {}).get(t) or {}).get("lm_eval") if isinstance(summaries, Mapping) else None
+        if isinstance(block, Mapping) and isinstance(block.get("metric"), str):
+            return str(block["metric"])
+    return None
 
 
 def groups_of(models: Mapping[str, Mapping[str, Any]], tasks: Sequence[str]) -> dict[str, Group]:

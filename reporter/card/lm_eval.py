@@ -55,7 +55,7 @@ def lm_eval_view(card: dict[str, Any]) -> dict[str, Any] | None:
                        "n_shot": sorted({blocks[t].get("n_shot") for t in members} - {None}),
                        "task_versions": sorted({str(v) for t in members if (v := blocks[t].get("version")) is not None}),
                        "output_types": sorted({blocks[t].get("output_type") for t in members} - {None}),
-                       "chance": _group_chance(card, members, aggregates[g]) if len(chances) == len(members) else None,
+                       "chance": _group_chance(card, members, aggregates[g], metric) if len(chances) == len(members) else None,
                        "cells": _group_cells(card, g, metric),
                        "subgroups": [{"name": x, "metric": metric, "cells": _group_cells(card, x, metric)}
                                      for x in inside]})
@@ -67,16 +67,16 @@ def lm_eval_view(card: dict[str, Any]) -> dict[str, Any] | None:
             "chat_template": sorted({bool(b.get("chat_template")) for b in blocks.values()})}
 
 
-def _group_chance(card: dict[str, Any], members: list[str], info: dict[str, Any]) -> float:
+def _group_chance(card: dict[str, Any], members: list[str], info: dict[str, Any], metric: str | None = None) -> float:
     """A group's chance level: its tasks' chance levels weighted as lm-eval's aggregate of the group weighs their
-    scores (by their items unless the group's YAML sets ``weight_by_size: false``), so that it is the score of
-    chance-level answers on every task, where the group row shows lm-eval's aggregate.
+    scores of ``metric`` (by their items unless the group's YAML sets ``weight_by_size: false`` for it), so that it
+    is the score of chance-level answers on every task, where the group row shows lm-eval's aggregate.
 
     >>> card = {"models": [{"tasks": {"a": {"chance": 0.25, "n": 30}, "b": {"chance": 0.5, "n": 10}}}]}
     >>> _group_chance(card, ["a", "b"], {}), _group_chance(card, ["a", "b"], {"weight_by_size": {"acc": False}})
     (0.3125, 0.375)
     """
-    shares, units = task_shares(members, {t: Group("group", weighs_by_size(info)) for t in members},
+    shares, units = task_shares(members, {t: Group("group", weighs_by_size(info, metric)) for t in members},
                                 {t: _first(card, t, "n") or 0 for t in members})
     return float(sum(shares[t] * _first(card, t, "chance") for t in members) / units)
 
