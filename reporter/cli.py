@@ -101,6 +101,7 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
 
     began: list[bool] = []  # set once the run's manifest is written (and, with --force, the old models are gone)
     dated: str | None = None  # the run directory, where it is the date-named default
+    named: str | None = None  # the run directory, once it is known
     try:
         if no_render and click.get_current_context().get_parameter_source("formats") == ParameterSource.COMMANDLINE:
             raise UserError(f"--format {formats!r}: nothing is rendered with --no-render; leave out one of them "
@@ -120,6 +121,7 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
 
         # named once: a run that passes midnight renders the directory it wrote, not the new day's
         out_dir = Path(output or cfg.output or default_output(cfg))
+        named = str(out_dir)
         if not (output or cfg.output):
             dated = str(out_dir)
             from .run.reuse import earlier_unfinished
@@ -144,7 +146,7 @@ def run(file, output, profile, force, device, seed, only_tasks, limit, no_progre
 
             for line in collecting.RECORDED:  # "listed at the end": this is the end (in-process models only)
                 click.echo(f"error: {neutral(line)}", err=True)
-        interrupted(e, "run", bool(began) if force else None, began=bool(began), where=dated)
+        interrupted(e, "run", bool(began) if force else None, began=bool(began), where=dated, directory=named)
     click.echo(summary(res))
     click.echo(f"run directory: {out_dir}")
     if not no_render:

@@ -40,12 +40,13 @@ def _raise_terminated(signum: int, frame: Any) -> None:
 
 
 def interrupted(e: BaseException | None = None, command: str = "run", forced: bool | None = None,
-                began: bool = True, where: str | None = None) -> NoReturn:
+                began: bool = True, where: str | None = None, directory: str | None = None) -> NoReturn:
     """The line an interrupted command ends with: what is kept, and how to go on. ``forced``: a ``--force`` run that
     had begun (True: its manifest is written and the old models' results are gone) or not yet (False); None: not
     forced. ``began``: a run had written its manifest (False: it stopped while checking its input, waiting for the
     lock or connecting, and wrote nothing of its own). ``where``: the run directory, when ``run`` chose it by the
-    date (no ``-o``): a rerun on another day would start a new one, so the line names it.
+    date (no ``-o``): a rerun on another day would start a new one, so the line says how to resume it then.
+    ``directory``: the run directory otherwise (``-o`` or the models file's ``output:``), named where known.
 
     A second Ctrl-C while the process exits (torch's exit hooks take a second or two) is ignored: it printed a
     traceback from an exit hook and turned the exit code into -2.
@@ -62,7 +63,7 @@ def interrupted(e: BaseException | None = None, command: str = "run", forced: bo
                else "rerun the same command to resume")
         if where is not None:  # the default directory is named by the date: tomorrow's rerun would start over
             how += f" (on another day, with -o {where})"
-        line = f"interrupted: finished work is saved in {where or 'the run directory'}; {how}"
+        line = f"interrupted: finished work is saved in {where or directory or 'the run directory'}; {how}"
     elif command in ("board", "compare"):
         line = "interrupted: the runs it reads are unchanged; rerun the same command"
     else:

@@ -257,6 +257,16 @@ def test_the_chance_sentence_says_what_the_tests_found_and_nothing_untested():
     assert card_for(two) == lead + f"{two[0]}, {two[1]}."  # half: still named
     assert card_for(three) == lead + f"3 of 4 tasks (all but {bench[3]})."
     assert card_for(bench) == lead + "4 of 4 tasks (all)."
+    # a task without a chance test for the model (no chance level) is in neither list: "all but" names only tasks it
+    # was tested on and found above chance (it named the untested task, as if the model had beaten chance there)
+    results["analysis"]["above_chance"] = ([_chance_row("smol", t, False) for t in bench[:3]]
+                                           + [dict(_chance_row("smol", bench[3], None), p=None)])
+    assert build_card(results, manifest)["summary"]["chance"] == lead + "3 of 3 tasks tested (1 had no chance level) (all)."
+    results["analysis"]["above_chance"] = ([_chance_row("smol", t, False) for t in bench[:2]]
+                                           + [_chance_row("smol", bench[2], True)]
+                                           + [dict(_chance_row("smol", bench[3], None), p=None)])
+    assert build_card(results, manifest)["summary"]["chance"] == \
+        lead + f"2 of 3 tasks tested (1 had no chance level) (all but {bench[2]})."
 
 
 def _card_text(path: Path) -> str:

@@ -279,6 +279,29 @@ def test_leaderboard_never_ranks_the_untrained_reference_and_marks_chance():
     assert lb["power"]["per_task"][0]["n"] == 40
 
 
+def test_models_answering_other_items_of_a_task_are_each_tested_against_their_own_chance_level():
+    """A base model's shot is held out of a file without a few-shot split, so an instruct model and a base model
+    answer other items of the same choice task and have other chance levels (0.35 and 0.354): the task has no one
+    level for the reference rows, but each model is tested against its own (it was tested against none, and the card
+    then counted the task among those the model beat chance on)."""
+    rng = np.random.default_rng(7)
+    per_item = {"instruct": {"mc": {f"q{i}": float(rng.uniform() < 0.3) for i in range(40)}},
+                "base": {"mc": {f"q{i}": float(rng.uniform() < 0.3) for i in range(1, 40)}}}
+    levels = {"instruct": 0.35, "base": 0.354}
+    results = {"models": {m: {"source": f"./{m}", "status": "complete",
+                              "tasks": {"mc": {"score": float(np.mean(list(per_item[m]["mc"].values()))),
+                                               "chance": levels[m]}}} for m in per_item},
+               "comparisons": comparisons(per_item, seed=0)}
+    lb = leaderboard(results, per_item, seed=0, n_resamples=100)
+    assert [r["kind"] for r in lb["references"]] == []  # no one theoretical level for the task's reference row
+    rows = {c["model"]: c for c in lb["above_chance"]}
+    for m, s in per_item.items():
+        k, n = int(sum(s["mc"].values())), len(s["mc"])
+        p = sum(math.comb(n, j) * levels[m] ** j * (1 - levels[m]) ** (n - j) for j in range(k, n + 1))
+        assert rows[m]["chance"] == levels[m] and rows[m]["p"] == pytest.approx(p, rel=1e-9)
+        assert rows[m]["above"] is (p < 0.05) is False
+
+
 def test_a_constant_answer_on_a_skewed_task_is_not_above_chance():
     """BoolQ-like: 62 % of 400 items are "yes". A model that always answers "yes" (scored by the real scorer)
     beats 1/2 by far, but not the task's most common answer; a model right on 75 % beats both."""

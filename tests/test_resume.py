@@ -129,7 +129,9 @@ def test_a_terminated_run_says_its_work_is_kept_and_leaves_no_lock(tmp_path, sig
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 128 + sig, stderr
-    assert "interrupted: finished work is saved in the run directory" in stderr and "Traceback" not in stderr
+    # the directory named, as README says of an interrupted run's last line (it said "the run directory" with -o)
+    assert f"interrupted: finished work is saved in {out}; rerun the same command" in stderr, stderr
+    assert "Traceback" not in stderr
     from reporter.store.lock import run_lock
 
     with run_lock(out):  # free: a rerun can take it

@@ -224,7 +224,12 @@ def leaderboard(results: dict[str, Any], per_item: PerItem, *, seed: int, n_resa
     for name in ranked + references:
         for t in benchmarks:
             if t in (models[name].get("tasks") or {}) and per_item.get(name, {}).get(t):
-                row = above_chance(list(per_item[name][t].values()), chance[t], majority=majority[t])
+                # the model's own chance level, over the items it answered: models of another kind may answer another
+                # set (a base model's shot held out of a file without a few-shot split), where the task has no one
+                # level for the references but each model still has its own to be tested against
+                own = _chance(models[name]["tasks"][t])
+                row = above_chance(list(per_item[name][t].values()), own if own is not None else chance[t],
+                                   majority=majority[t])
                 if row.get("baseline_kind") == "majority":
                     row["majority_answer"] = answer[t]
                 out["above_chance"].append({"model": name, "task": t, "reference": name in references, **row})

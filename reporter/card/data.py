@@ -326,13 +326,19 @@ def _chance_sentence(card: dict[str, Any]) -> str | None:
         tested = any(c.get("above") is not None for c in (card["analysis"] or {}).get("above_chance") or [])
         return "Every trained model beats chance on every benchmark task." + _majority_levels(card) if tested else None
 
-    def tasks(ts: list[str]) -> str:
-        if len(ts) > len(bench) / 2:
-            rest = [t for t in bench if t not in ts]
-            return f"{len(ts)} of {len(bench)} tasks" + (f" (all but {', '.join(rest)})" if rest else " (all)")
+    tested = {(c.get("model"), c.get("task")) for c in (card["analysis"] or {}).get("above_chance") or []
+              if c.get("above") is not None}
+
+    def tasks(name: str, ts: list[str]) -> str:
+        of = [t for t in bench if (name, t) in tested]  # a task not tested (no chance level) is in neither list
+        if len(ts) > len(of) / 2:
+            rest = [t for t in of if t not in ts]
+            what = f"{len(of)} tasks" + (f" tested ({len(bench) - len(of)} had no chance level)" if len(of) < len(bench)
+                                         else "")
+            return f"{len(ts)} of {what}" + (f" (all but {', '.join(rest)})" if rest else " (all)")
         return ", ".join(ts)
     return "Not significantly above chance (one-sided exact binomial test, α = 0.05): " + "; ".join(
-        f"{name} on {tasks(ts)}" for name, ts in rows) + "." + _majority_levels(card)
+        f"{name} on {tasks(name, ts)}" for name, ts in rows) + "." + _majority_levels(card)
 
 
 def _power_sentence(a: dict[str, Any]) -> str | None:
