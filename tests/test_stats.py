@@ -31,9 +31,10 @@ def ref_bootstrap_ci(x, seed, n_resamples=2000, confidence=0.95, method="bca"):
     """Percentile / BCa bootstrap of the mean with plain loops (Efron & Tibshirani).
 
     Draws the resample indices as scipy.stats.bootstrap does: one
-    ``rng.integers(0, n, (n_resamples, n))`` call on ``default_rng(seed)``.
+    ``rng.integers(0, n, (n_resamples, n))`` call on ``default_rng(seed)``, over the scores in sorted order (the
+    interval of a mean belongs to its scores, not to their order).
     """
-    x = [float(v) for v in x]
+    x = sorted(float(v) for v in x)
     n = len(x)
     idx = np.random.default_rng(seed).integers(0, n, (n_resamples, n))
     means = []
@@ -110,8 +111,9 @@ def test_score_ci_default_is_bca_and_deterministic():
     assert r.method == "bootstrap-bca"
     assert r == score_ci(data, seed=42)
     assert (r.ci_low, r.ci_high) == pytest.approx(ref_bootstrap_ci(data, 42), rel=1e-9)
-    assert (r.ci_low, r.ci_high) != (score_ci(data, seed=43).ci_low,
-                                     score_ci(data, seed=43).ci_high)
+    # another seed, other resamples (continuous scores: 100 right/wrong items' bounds fall on hundredths, where two
+    # seeds may agree)
+    assert score_ci(CONTINUOUS, seed=42) != score_ci(CONTINUOUS, seed=43)
 
 
 def test_score_ci_brackets_shrinks_and_matches_normal_approx():
@@ -138,6 +140,55 @@ def test_score_ci_degenerate_no_warnings(data):
     assert r.method == "degenerate"
     assert r.ci_low == r.ci_high == r.score == pytest.approx(data[0])
     assert r.n == len(data)
+
+
+def ref_clopper_pearson(k, n, confidence=0.95):
+    """The exact binomial interval by bisection on plain-loop binomial tails (float64): the lowest p with
+    P(X >= k | p) >= a/2 and the highest with P(X <= k | p) >= a/2."""
+    a = (1 - confidence) / 2
+
+    def tail_ge(p):
+        return sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(k, n + 1))
+
+    def tail_le(p):
+        return sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(0, k + 1))
+
+    def solve(f, rising):
+        lo, hi = 0.0, 1.0
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if (f(mid) < a) == rising:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+    return (0.0 if k == 0 else solve(tail_ge, True)), (1.0 if k == n else solve(tail_le, False))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 20, 80])
+def test_a_task_of_right_or_wrong_items_has_the_exact_binomial_interval_in_any_order(n):
+    """A task's items right or wrong: the Clopper–Pearson interval whatever the count right, equal to a plain-loop
+    bisection; the same for every order of the items. A bootstrap gave 1 of 4 right [0, 100 %] in one order and
+    [0, 75 %] in another (two reviews saw both on one card)."""
+    rng = np.random.default_rng(n)
+    for k in sorted({0, 1, n // 2, n - 1, n} - {-1}):
+        items = [1] * k + [0] * (n - k)
+        want = ref_clopper_pearson(k, n)
+        for _ in range(3):
+            r = score_ci(list(rng.permutation(items)), seed=1234, exact_binary=True)
+            assert r.method == "exact-binomial" and r.n == n and r.score == k / n
+            assert (r.ci_low, r.ci_high) == pytest.approx(want, abs=1e-9)
+            assert r.ci_low <= k / n <= r.ci_high and (k == 0 or r.ci_low > 0) and (k == n or r.ci_high < 1)
+
+
+def test_partial_credit_gets_the_same_bootstrap_interval_in_any_order():
+    """Partial credit (not right/wrong): the bootstrap, over the scores as a set; another order of the same items
+    gave another interval."""
+    data = [0.5, 0.0, 1.0, 0.25, 0.0, 1.0, 0.75]
+    got = {(r.ci_low, r.ci_high, r.method) for r in
+           (score_ci(list(np.random.default_rng(i).permutation(data)), seed=7, exact_binary=True) for i in range(5))}
+    assert len(got) == 1 and next(iter(got))[2] == "bootstrap-bca"
+    assert next(iter(got))[:2] == pytest.approx(ref_bootstrap_ci(data, 7), rel=1e-9)
 
 
 @pytest.mark.parametrize("data", [[0, 1], [0] * 499 + [1], [1.0, 1.0 + 1e-9],
@@ -337,6 +388,36 @@ def test_equal_partial_credit_gets_the_exact_bounded_interval_not_zero_width(c, 
     rng = np.random.default_rng(0)
     q = (1 - r.ci_high) / (1 - c)
     assert abs((rng.random((200_000, n)) < q).all(axis=1).mean() - 0.025) < 0.002
+
+
+def test_a_card_of_an_older_run_names_the_bootstrap_intervals_of_right_or_wrong_items_it_still_holds(tmp_path):
+    """Right/wrong items now get the exact binomial interval; an older run keeps the BCa bootstrap interval it
+    recorded, and its card's methods name those tasks (none for a task of partial credit, whose interval is still a
+    bootstrap, nor for one recorded exact)."""
+    import copy
+    import shutil
+    from pathlib import Path
+
+    from reporter.card.data import build_card
+    from reporter.card.render import render
+
+    data = Path(__file__).parent / "data" / "run2"
+    results = json.loads((data / "results.json").read_text())
+    manifest = json.loads((data / "manifest.json").read_text())
+    for e in results["models"].values():
+        for s in e["tasks"].values():
+            if s.get("method") == "bootstrap-bca":
+                s["method"] = "exact-binomial"
+    assert build_card(copy.deepcopy(results), manifest)["bca_binary"] == []
+    results["models"]["smol"]["tasks"]["boolq"]["method"] = "bootstrap-bca"  # a bool scorer's: right or wrong
+    spc = results["models"]["smol"]["tasks"].get("spc")
+    if spc is not None:
+        spc["method"] = "bootstrap-bca"  # char_f1: partial credit, still a bootstrap
+    assert build_card(copy.deepcopy(results), manifest)["bca_binary"] == ["smol on boolq"]
+    shutil.copytree(data, tmp_path / "run")
+    (tmp_path / "run" / "results.json").write_text(json.dumps(results))
+    page = Path(render(tmp_path / "run", formats=("html",))["html"]).read_text()
+    assert "Analysed before that rule, smol on boolq keeps the BCa bootstrap interval of right/wrong items" in page
 
 
 def test_a_card_of_an_older_run_names_the_zero_width_intervals_it_still_holds(tmp_path):

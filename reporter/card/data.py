@@ -21,6 +21,9 @@ from .readings import item_counts_differ, logprob_answers, null_own, partial_cre
 from .shots import shots_phrase
 from .warnings import card_warnings, join_names, trained
 
+#: reporter's own scorers whose items are right or wrong (0 or 1): a task of theirs gets the exact binomial interval
+RIGHT_OR_WRONG = frozenset({"choice", "exact", "bool", "numeric", "math", "code"})
+
 _SEVERITIES = ("strong", "weak", "none")
 #: the task summary keys the built-in sections show; any other key is a plugin's measurement
 #: a task summary's own fields, and those the card adds to it (the chance marks of :func:`_ranks`), which no plugin measured
@@ -87,6 +90,9 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     # a constant partial-credit score analysed before its exact bound (metrics.stats.constant_score_bounds)
     card["zero_width"] = [f"{m['name']} on {t}" for m in models for t, s in m["tasks"].items()
                           if s.get("method") == "degenerate" and 0 < s.get("score", 0) < 1]
+    # right/wrong items analysed before their exact binomial interval (metrics.stats.score_ci)
+    card["bca_binary"] = [f"{m['name']} on {t}" for m in models for t, s in m["tasks"].items()
+                          if s.get("method") == "bootstrap-bca" and s.get("scorer") in RIGHT_OR_WRONG]
     for key, fn in (("neighbours", _neighbours), ("warnings", card_warnings), ("summary", _summary),
                     ("limitations", _limitations), ("extra_measurements", extra_measurements)):
         card[key] = fn(card)

@@ -86,18 +86,19 @@ def _as_scores(scores: Sequence[float], what: str) -> np.ndarray:
 
 def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
              n_resamples: int = 2000, method: BootMethod = "bca", exact_binary: bool = False) -> ScoreCI:
-    """Bootstrap confidence interval of the mean score (``scipy.stats.bootstrap``).
+    """Confidence interval of the mean score.
 
-    ``method`` is ``"bca"`` (default) or ``"percentile"``. One item, or all scores
-    equal, gives the zero-width interval ``(score, score)`` with method
-    ``"degenerate"``, except with ``exact_binary``: every resample is then the same, so the bootstrap says
-    nothing. Where every item scored 0 (or every item 1) the interval is the exact binomial one
-    (Clopper–Pearson, ``scipy.stats.binomtest``; method ``"exact-binomial"``), exact for right/wrong
-    scores and conservative for any score in [0, 1] (partial credit): a score X in [0, 1] with mean m has
-    P(X = 0) <= 1 - m, so n zeros have probability at most (1 - m)^n, the Bernoulli case. Where every item
-    scored the same partial credit c, it is the same argument's interval at c (:func:`constant_score_bounds`;
-    method ``"exact-bounded"``). A task's score sets ``exact_binary``; a difference of two models' scores does
-    not (not a score in [0, 1]). Raises ``ValueError`` for no items or non-finite scores.
+    ``exact_binary`` (a task's score: every item in [0, 1]) where every item is right or wrong (0 or 1): the exact
+    binomial interval (Clopper–Pearson, ``scipy.stats.binomtest``; method ``"exact-binomial"``), whatever the
+    number right: a bootstrap of few right/wrong items gave 1 of 4 right [0, 100 %] in one order of the items and
+    [0, 75 %] in another, where the exact interval is [0.6, 80.6 %]. Where every item scored the same partial credit
+    c, the exact bound for a score in [0, 1] at c (:func:`constant_score_bounds`; method ``"exact-bounded"``): a
+    score X in [0, 1] with mean m has P(X = 0) <= 1 - m, so n zeros have probability at most (1 - m)^n, the
+    Bernoulli case. Otherwise (partial credit, or a difference of two models' scores, which is not a score in
+    [0, 1]) the bootstrap (``scipy.stats.bootstrap``), ``method`` ``"bca"`` (default) or ``"percentile"``, over the
+    scores in sorted order, so that the same scores in another order give the same interval; one item, or all
+    scores equal, gives the zero-width interval ``(score, score)`` with method ``"degenerate"``. Raises
+    ``ValueError`` for no items or non-finite scores.
 
     >>> r = score_ci([1, 0, 1, 1], seed=0)
     >>> r.score, r.method
@@ -106,6 +107,8 @@ def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
     1.0
     >>> r = score_ci([0, 0, 0, 0, 0], seed=0, exact_binary=True); r.method, r.ci_low, round(r.ci_high, 4)
     ('exact-binomial', 0.0, 0.5218)
+    >>> r = score_ci([0, 0, 0, 1], seed=0, exact_binary=True); r.method, round(r.ci_low, 4), round(r.ci_high, 4)
+    ('exact-binomial', 0.0063, 0.8059)
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
@@ -115,10 +118,11 @@ def score_ci(scores: Sequence[float], *, seed: int, confidence: float = 0.95,
         raise ValueError(f"method must be 'bca' or 'percentile', got {method!r}")
     x = _as_scores(scores, "scores")
     score = float(np.mean(x))
+    if exact_binary and bool(np.all((x == 0.0) | (x == 1.0))):
+        ci = stats.binomtest(int(x.sum()), int(x.size)).proportion_ci(confidence, method="exact")
+        return ScoreCI(score, float(ci.low), float(ci.high), int(x.size), seed, "exact-binomial")
+    x = np.sort(x)  # the mean's interval is the scores' as a set: another order of the items, the same resamples
     if x.size == 1 or np.all(x == x[0]):
-        if exact_binary and x[0] in (0.0, 1.0):
-            ci = stats.binomtest(int(x.sum()), int(x.size)).proportion_ci(confidence, method="exact")
-            return ScoreCI(score, float(ci.low), float(ci.high), int(x.size), seed, "exact-binomial")
         if exact_binary and 0.0 < x[0] < 1.0:
             low, high = constant_score_bounds(float(x[0]), int(x.size), confidence)
             return ScoreCI(score, low, high, int(x.size), seed, "exact-bounded")
