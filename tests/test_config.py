@@ -215,3 +215,26 @@ def test_validate_names_a_profile_file_without_a_name_by_its_file(tmp_path):
                                          "random: {layers: 1, hidden: 32, intermediate: 48, heads: 2}}\n")
         code, out = validate(tmp_path / "m.yaml")
         assert code == 0 and f"m.yaml: OK (1 model, profile {label}, 1 task)" in out, out
+
+
+@pytest.mark.parametrize("settings, line", [
+    ("contamination: {verbatim_tokens: 0, verbatim_min_target: 0}",
+     "contamination.verbatim_tokens: must be a positive integer, got 0"),
+    ("contamination: {verbatim_tokens: 4}",
+     "contamination.verbatim_tokens: 4 is below verbatim_min_target (8): no item or reference text could be checked"),
+    ("lpp: {n_texts: 1, context: 1, min_tokens: 1}", "lpp.context: must be an integer of at least 2, got 1"),
+])
+def test_evidence_and_lpp_settings_that_cannot_measure_are_refused_by_validate(tmp_path, settings, line):
+    """Settings a review found accepted: ``verbatim_tokens: 0`` (with ``verbatim_min_target: 0``) failed the run's
+    verbatim and reference passes with a division by zero; ``verbatim_tokens`` below ``verbatim_min_target`` checked no
+    item and said "no item was long enough"; an LPP ``context`` of 1 wrote NaN into results.json (not JSON). Each is
+    one line naming its key, exit 2, before anything runs."""
+    (tmp_path / "p.yaml").write_text(f"{settings}\ntasks: [{{name: arc_easy, limit: 2}}]\n")
+    (tmp_path / "m.yaml").write_text("profile: p.yaml\nmodels:\n  - {name: a, source: random:llama, "
+                                     "random: {layers: 1, hidden: 32, intermediate: 48, heads: 2}}\n")
+    code, out = validate(tmp_path / "m.yaml")
+    assert code == 2 and line in out and "Traceback" not in out, out
+    (tmp_path / "p.yaml").write_text("contamination: {verbatim_tokens: 8}\nlpp: {context: 2}\n"
+                                     "tasks: [{name: arc_easy, limit: 2}]\n")  # the least each accepts
+    code, out = validate(tmp_path / "m.yaml")
+    assert code == 0, out

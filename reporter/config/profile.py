@@ -374,16 +374,22 @@ def _parse(data: Any, where: str, base_dir: Path, recorded: bool = False) -> Pro
         if key == "untrained":
             if not isinstance(v, bool):
                 p.add("contamination.untrained", f"must be true or false, got {short(v)}")
-        else:
-            check_int(p, f"contamination.{key}", v, 1 if key == "order_permutations" else 0)
+        else:  # a verbatim check continues at least one token (0 divided by zero in the evidence pass)
+            check_int(p, f"contamination.{key}", v,
+                      1 if key in ("order_permutations", "verbatim_tokens", "verbatim_min_target") else 0)
+    tokens, least = cont.get("verbatim_tokens", 32), cont.get("verbatim_min_target", 8)
+    if all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in (tokens, least)) and tokens < least:
+        p.add("contamination.verbatim_tokens", f"{tokens} is below verbatim_min_target ({least}): no item or "
+                                               "reference text could be checked; raise it or lower "
+                                               "verbatim_min_target")
     smoke_texts = data.get("smoke_texts", 16)
     check_int(p, "smoke_texts", smoke_texts, 1)
     collection = data.get("collection", "fused")
     if collection not in COLLECTIONS:
         p.add("collection", f"{short(collection)} is not valid; use one of {', '.join(COLLECTIONS)}")
     lpp = _section(p, data, "lpp")
-    for key in ("n_texts", "context", "step", "min_tokens"):
-        check_int(p, f"lpp.{key}", lpp.get(key), 1)
+    for key in ("n_texts", "context", "step", "min_tokens"):  # a covariance needs two positions: context >= 2
+        check_int(p, f"lpp.{key}", lpp.get(key), 2 if key == "context" else 1)
     if lpp.get("layers", "last") not in ("last", "all"):
         p.add("lpp.layers", f"{short(lpp['layers'])} is not valid; use last or all")
     if lpp.get("short_texts", "official") not in SHORT_TEXTS:

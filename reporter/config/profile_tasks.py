@@ -97,7 +97,9 @@ def check_int(p: Problems, key: str, v: Any, minimum: int, bounded: bool = True)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        p.add(key, f"must be a {'non-negative' if minimum == 0 else 'positive'} integer, got {short(v)}")
+        want = ("non-negative integer" if minimum == 0 else "positive integer" if minimum == 1
+                else f"integer of at least {minimum}")
+        p.add(key, f"must be a{'n' if minimum > 1 else ''} {want}, got {short(v)}")
         return None
     if bounded and key.endswith((".max_new_tokens", ".max_gen_toks")) and v > MAX_NEW_TOKENS:
         p.add(key, f"{v} is more than any model's context; use at most {MAX_NEW_TOKENS}")
