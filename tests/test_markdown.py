@@ -113,6 +113,12 @@ def test_card_md_is_gfm_with_the_leaderboard_numbers(full):
     assert all((root / src).read_bytes()[:4] == b"\x89PNG" for _, src in links)
     assert "card.html" in text and "](card.html" not in text  # a pointer, not a link
     assert len(text.splitlines()) < 150
+    # the weights as evaluated: card.md is what a release pastes, and a score depends on the dtype and device (only
+    # card.html's Models table said them)
+    weights = next(line for line in text.splitlines() if line.startswith("Weights as evaluated"))
+    for name, m in results["models"].items():
+        meta = m.get("meta") or {}
+        assert f"{name} {meta.get('dtype') or '?'} on {meta.get('device') or '?'}" in weights.replace("\\", ""), name
 
 
 def test_card_md_sections_print_alone():

@@ -416,8 +416,13 @@ def test_a_card_of_an_older_run_names_the_bootstrap_intervals_of_right_or_wrong_
     assert build_card(copy.deepcopy(results), manifest)["bca_binary"] == ["smol on boolq"]
     shutil.copytree(data, tmp_path / "run")
     (tmp_path / "run" / "results.json").write_text(json.dumps(results))
-    page = Path(render(tmp_path / "run", formats=("html",))["html"]).read_text()
-    assert "Analysed before that rule, smol on boolq keeps the BCa bootstrap interval of right/wrong items" in page
+    out = render(tmp_path / "run", formats=("html", "md"))
+    assert "Analysed before that rule, smol on boolq keeps the BCa bootstrap interval of right/wrong items" in \
+        Path(out["html"]).read_text()
+    assert "Analysed before the exact rule for right/wrong items, smol on boolq keeps the BCa bootstrap interval" in \
+        Path(out["md"]).read_text()
+    readme = Path(render(tmp_path / "run", formats=("hf",), model="smol")["hf"]).read_text()
+    assert "(analysed before that rule, boolq keeps its BCa bootstrap interval)" in readme
 
 
 def test_a_card_of_an_older_run_names_the_zero_width_intervals_it_still_holds(tmp_path):

@@ -91,8 +91,9 @@ def build_card(res: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     card["zero_width"] = [f"{m['name']} on {t}" for m in models for t, s in m["tasks"].items()
                           if s.get("method") == "degenerate" and 0 < s.get("score", 0) < 1]
     # right/wrong items analysed before their exact binomial interval (metrics.stats.score_ci)
-    card["bca_binary"] = [f"{m['name']} on {t}" for m in models for t, s in m["tasks"].items()
-                          if s.get("method") == "bootstrap-bca" and s.get("scorer") in RIGHT_OR_WRONG]
+    card["bca_binary_tasks"] = {m["name"]: older for m in models if (older := [
+        t for t, s in m["tasks"].items() if s.get("method") == "bootstrap-bca" and s.get("scorer") in RIGHT_OR_WRONG])}
+    card["bca_binary"] = [f"{name} on {t}" for name, ts in card["bca_binary_tasks"].items() for t in ts]
     for key, fn in (("neighbours", _neighbours), ("warnings", card_warnings), ("summary", _summary),
                     ("limitations", _limitations), ("extra_measurements", extra_measurements)):
         card[key] = fn(card)
