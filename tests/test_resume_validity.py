@@ -909,7 +909,7 @@ def test_models_and_tasks_added_removed_or_changed_resume_measuring_only_what_ch
     prof.write_text(PROFILE.replace("LIMIT", "2"))  # arc_easy on 2 items, boolq off the list
     r = _invoke("run", swapped, "-o", out)
     assert r.exit_code == 0, r.output
-    assert "task 'arc_easy': its entry is not the one it was measured with (tasks[0].limit: 3 → 2): measuring it " \
+    assert "task 'arc_easy': its entry is not the one it was measured with (tasks['arc_easy'].limit: 3 → 2): measuring it " \
            "again for every model" in r.output
     assert "task 'boolq' is no longer among the run's tasks" in r.output and "already complete" not in r.output
     assert {name: {t: v["n"] for t, v in m["tasks"].items()} for name, m in results()["models"].items()} == \
@@ -1077,9 +1077,14 @@ def test_tasks_narrows_a_finished_run_and_the_full_command_gives_it_back(tmp_pat
     assert tasks() == {"mine": ["arc_easy", "boolq"], "rnd": ["arc_easy", "boolq"]}
     assert (out / "models" / "mine" / "tasks" / "boolq" / "samples.jsonl").stat().st_mtime_ns == stamp
     r = _invoke("run", models, "-o", out, "--limit", "1")
-    assert r.exit_code == 0 and "(tasks[0].limit: 3 → 1)" in r.output and "(tasks[1].limit: 2 → 1)" in r.output
+    assert r.exit_code == 0 and "(tasks['arc_easy'].limit: 3 → 1)" in r.output \
+        and "(tasks['boolq'].limit: 2 → 1)" in r.output
     assert {t["n"] for m in json.loads((out / "results.json").read_text())["models"].values()
             for t in m["tasks"].values()} == {1}
+    # under --tasks, the entry is named, not numbered within the selection (boolq is the profile file's tasks[1]; it
+    # was called tasks[0])
+    r = _invoke("run", models, "-o", out, "--tasks", "boolq", "--limit", "2")
+    assert r.exit_code == 0 and "(tasks['boolq'].limit: 1 → 2)" in r.output and "tasks[0]" not in r.output, r.output
 
 
 def test_a_models_documents_that_the_task_list_no_longer_gives_leave_with_it(tmp_path):

@@ -119,14 +119,15 @@ def take_what_holds(rd: RunDir, old_manifest: dict[str, Any], old_keys: dict[str
         dirs = [d / "tasks" / slug for d in model_dirs if (d / "tasks" / slug).exists()]
         if not dirs:
             continue
-        i, entry = now_tasks[slug]
+        _, entry = now_tasks[slug]
         old_code = old_manifest.get("task_code") if isinstance(old_manifest.get("task_code"), dict) else {}
         if (code or {}).get(slug) != old_code.get(slug) and old_tasks.get(slug) is not None \
                 and not config_changes(old_tasks.get(slug), entry):
             log(f"task '{entry['name']}': the plugins' task and scorer code is not the code it was measured with: "
                 "measuring it again for every model")
         else:
-            what = _what_changed(old_tasks.get(slug), entry, f"tasks[{i}]")
+            # by name: the index of the resolved list is not the profile file's under --tasks or an lm-eval group
+            what = _what_changed(old_tasks.get(slug), entry, f"tasks[{entry['name']!r}]")
             log(f"task '{entry['name']}': its entry is not the one it was measured with{what}: measuring it again "
                 "for every model")
         for d in dirs:
