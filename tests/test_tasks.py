@@ -356,3 +356,21 @@ def test_a_scorer_that_is_not_a_string_is_one_problem_not_two(tmp_path):
         with pytest.raises(UserError) as e:
             load_profile(str(p))
         assert f"{p}: tasks[0].scorer: '{scorer}' is not valid{hint}; use one of exact, " in str(e.value), e.value
+
+
+def test_a_numeric_task_refuses_an_answer_without_a_number_and_keeps_the_ones_the_scorer_reads(tmp_path):
+    """``scorer: numeric`` compares the last number of a reply with the answer's: a gold answer with no number
+    ("one") could never be matched, so every model scored 0 on it, and validate said OK. It is one line naming the
+    file and the line; every answer the scorer reads a number from is kept ("1,234", "5.0", GSM8K's "#### 72")."""
+    from reporter.scoring import get_scorer
+
+    p = tmp_path / "num.jsonl"
+    good = ["1,234", "5.0", "48/2 = 24\n#### 72", "-3"]
+    p.write_text("".join(json.dumps({"id": f"q{i}", "q": "x?", "a": a}) + "\n" for i, a in enumerate(good)))
+    items = jsonl_task("num", str(p), "q", "a", "numeric").items()
+    for it, reply in zip(items, ("It is 1234.", "5", "72", "minus -3"), strict=True):
+        assert get_scorer("numeric")(reply, it.scorer_item())[1] == 1.0, it.answer
+    p.write_text(p.read_text() + json.dumps({"id": "q9", "q": "y?", "a": "one"}) + "\n")
+    with pytest.raises(UserError, match=r"num.jsonl: line 5: answer 'one' has no number in it; scorer: numeric"):
+        jsonl_task("num", str(p), "q", "a", "numeric").items()
+    assert len(jsonl_task("num", str(p), "q", "a", "exact").items()) == 5  # text answers: scorer exact

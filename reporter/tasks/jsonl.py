@@ -16,6 +16,7 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 
 from ..errors import UserError, unknown_home, user_path
 from ..registry import did_you_mean
+from ..scoring.scorers import extract_number
 from ..store.atomic import JSON_ERRORS, why_not_json
 from .base import LETTERS, MC_INSTRUCTION, Item, Task, mc_question
 
@@ -264,6 +265,9 @@ def _read_items(name: str, p: Path, prompt_field: str, answer_field: str,
                                 f"{LETTERS[-1]}); scorer: choice without choices_field reads the options from the "
                                 "prompt and needs their letter as the answer (or give choices_field)")
             ans = m.group(1).upper()
+        if scorer == "numeric" and extract_number(ans) is None:  # no reply could ever match it: every model scored 0
+            raise UserError(f"{p}: line {ln}: answer {ans[:40]!r} has no number in it; scorer: numeric compares the "
+                            "last number of a reply with the answer's (scorer: exact compares text)")
         if scorer == "code" and not _has_tests(r.get("test")):  # without tests any program that runs passed
             raise UserError(f"{p}: line {ln}: a code task's row needs a 'test' field: the assertions (a string or "
                             "a list of strings) the generated code must pass")
