@@ -419,3 +419,18 @@ def test_the_settings_note_names_what_differs_with_each_models_value():
     (note,) = [n for n in law_and_fairness(_results(many), per_item, seed=0, n_resamples=200).law["notes"]
                if "settings differ" in n]
     assert "(n_samples: 7 (6 models) vs 8 (6 models));" in note
+
+
+def test_a_run_of_untrained_references_only_says_why_the_law_has_no_per_model_fit():
+    """Untrained models' MUI is measured but they are never points of the law: a run of them alone said "no model
+    has a task with both a score and MUI", though every one had both."""
+    from reporter.analyse.law_points import law_points, law_section
+
+    results = {"models": {m: {"source": "random:llama", "status": "complete",
+                              "tasks": {"arc_easy": {"score": 0.25, "mui": 1.04, "mui_settings": {}}}}
+                          for m in ("untrained-a", "untrained-b")}}
+    law, base, left_out = law_points(results)
+    assert law == {} and set(base) == {"untrained-a", "untrained-b"}
+    section, _, _ = law_section(law, seed=0, n_resamples=50)
+    reason = section["per_model_average"]["reason"]
+    assert reason.startswith("no trained model has a task with both a score and MUI") and "untrained" in reason

@@ -265,7 +265,8 @@ def law_section(law_pts: dict, seed: int, n_resamples: int, groups: Mapping[str,
         f, r = fit_points(avg, seed=seed, n_resamples=n_resamples)
         r = r and r + _merged(avg)
     else:
-        f, r = None, "no model has a task with both a score and MUI"
+        # the law's points are trained models' (a run of untrained references only has MUI, and no point)
+        f, r = None, "no trained model has a task with both a score and MUI (untrained references are never points)"
     per_model: FitDescription = {**describe_fit(f, r, avg), "tasks": common, "tasks_dropped": dropped}
     for m, ts in law_pts.items():
         copies = next((p["same_weights"] for p in ts.values() if p.get("same_weights")), None)
