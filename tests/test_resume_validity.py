@@ -1545,3 +1545,26 @@ def test_a_plugin_task_whose_prompt_file_changed_is_measured_again(tmp_path, mon
     assert "rnd / prompted: its instruction, answer prefix" in output, output
     samples = (out / "models" / "rnd" / "tasks" / "prompted" / "samples.jsonl").read_text()
     assert "Name the fact's code." in samples and "Reply with the fact's code only" not in samples
+
+
+def test_an_interrupted_forced_run_leaves_no_old_results_or_card_to_render(finished_run, tmp_path):
+    """``--force`` clears every model's artifacts before any is measured again; interrupted after that, it left the
+    old results.json and cards, and ``reporter render`` drew the old results again without a word. They go with the
+    models' artifacts, and ``render`` then says there is nothing to draw, in one line."""
+    from .conftest import copy_run
+
+    out = copy_run(finished_run, tmp_path / "run")
+    assert (out / "results.json").is_file() and (out / "card.html").is_file()
+    cfg = load_config(finished_run.parent / "models.yaml")
+    profile = load_profile(str(finished_run.parent / "profile.yaml"))
+
+    def stop() -> None:
+        raise KeyboardInterrupt  # as Ctrl-C just after the forced run began
+
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, out, profile=profile, force=True, progress=False, began=stop)
+    assert not (out / "results.json").exists() and not (out / "card.html").exists()
+    assert not any((out / "models").glob("*/tasks"))
+    r = CliRunner().invoke(main, ["render", str(out), "--format", "html"])
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and "results.json" in lines[0] and "Traceback" not in r.output, r.output

@@ -21,7 +21,18 @@ from ..config import Profile, RunConfig, check_sae
 from ..errors import UserError
 from ..installed import make_writable_dir
 from ..store.atomic import read_json, write_json
-from ..store.layout import RunDir, legacy_slug, slugify
+from ..store.layout import (
+    CARD_FILES,
+    CARD_HTML,
+    CARD_MD,
+    CARD_PDF,
+    HF_DIR,
+    MODEL_INDEX_DIR,
+    RESULTS,
+    RunDir,
+    legacy_slug,
+    slugify,
+)
 from ..store.lock import run_lock
 from .data_check import check_user_data
 from .executors import get_executor
@@ -138,12 +149,20 @@ def _clear_models(rd: RunDir, cfg: RunConfig) -> None:
     """``--force``: every model's artifacts go before any is recomputed. Cleared one model at a time as each was
     reached, an interrupted forced run left the others' old artifacts under the new manifest, and the next run
     took them as this configuration's. A directory that cannot be removed is left to its model's job, whose own
-    attempt makes it that model's failure.
+    attempt makes it that model's failure. The old results.json and cards go too: an interrupted forced run left
+    them, and ``reporter render`` drew the old results again without a word; this run writes its own.
     """
     for spec in cfg.models:
         for slug in dict.fromkeys((spec.slug, legacy_slug(spec.name))):  # a run made before non-ASCII names' hash
             with contextlib.suppress(OSError):
                 shutil.rmtree(rd.model_dir(slug))
+    for name in (RESULTS, CARD_HTML, CARD_PDF, CARD_MD, CARD_FILES, HF_DIR, MODEL_INDEX_DIR):
+        path = rd.root / name
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
 
 
 def create_run_dir(root: Path) -> None:
