@@ -300,6 +300,14 @@ def test_models_answering_other_items_of_a_task_are_each_tested_against_their_ow
         p = sum(math.comb(n, j) * levels[m] ** j * (1 - levels[m]) ** (n - j) for j in range(k, n + 1))
         assert rows[m]["chance"] == levels[m] and rows[m]["p"] == pytest.approx(p, rel=1e-9)
         assert rows[m]["above"] is (p < 0.05) is False
+    # the positive control: a model of the same kind right on most of its items beats its own level
+    strong = {f"q{i}": float(i % 10 != 0) for i in range(1, 40)}
+    per_item["strong"] = {"mc": strong}
+    results["models"]["strong"] = {"source": "./strong", "status": "complete",
+                                   "tasks": {"mc": {"score": float(np.mean(list(strong.values()))), "chance": 0.354}}}
+    row = next(c for c in leaderboard(results, per_item, seed=0, n_resamples=100)["above_chance"]
+               if c["model"] == "strong")
+    assert row["chance"] == 0.354 and row["above"] is True and row["p"] < 1e-6
 
 
 def test_a_constant_answer_on_a_skewed_task_is_not_above_chance():
